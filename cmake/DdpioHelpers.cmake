@@ -1,0 +1,41 @@
+# Warnings and sanitizers for every ddpio target.
+add_library(ddpio_build_flags INTERFACE)
+target_compile_options(ddpio_build_flags INTERFACE -Wall -Wextra -Wno-missing-field-initializers)
+if(DDPIO_WERROR)
+  target_compile_options(ddpio_build_flags INTERFACE -Werror)
+endif()
+if(DDPIO_SANITIZE)
+  target_compile_options(ddpio_build_flags INTERFACE -fsanitize=${DDPIO_SANITIZE} -fno-omit-frame-pointer
+                                                     -fno-sanitize-recover=all)
+  target_link_options(ddpio_build_flags INTERFACE -fsanitize=${DDPIO_SANITIZE})
+endif()
+install(TARGETS ddpio_build_flags EXPORT ddpioTargets)
+
+# ddpio_module(NAME SOURCES ... DEPS ...): a static library ddpio_NAME, alias ddpio::NAME,
+# with the repository root as its public include directory.
+function(ddpio_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(ddpio_${name} ${M_SOURCES})
+  add_library(ddpio::${name} ALIAS ddpio_${name})
+  set_target_properties(ddpio_${name} PROPERTIES EXPORT_NAME ${name})
+  target_include_directories(ddpio_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:include/ddpio>)
+  target_link_libraries(ddpio_${name} PUBLIC ${M_PUBLIC_DEPS} PRIVATE ddpio_build_flags ${M_PRIVATE_DEPS})
+  set_property(GLOBAL APPEND PROPERTY DDPIO_INSTALLED_MODULES ddpio_${name})
+endfunction()
+
+# ddpio_test(NAME SOURCES ... DEPS ...): a GoogleTest binary registered with CTest.
+function(ddpio_test name)
+  if(NOT (BUILD_TESTING AND DDPIO_BUILD_TESTS))
+    return()
+  endif()
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} ddpio_testing GTest::gmock GTest::gtest_main
+                                        ddpio_build_flags)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT}
+                       ENVIRONMENT "DDPIO_BIN=$<TARGET_FILE:ddpio_cli>")
+endfunction()

@@ -1,0 +1,66 @@
+// Dataset-level metadata of the ddpio LMDB format and its JSON encoding.
+//
+// Two metadata entries live in the "meta" database (docs/FORMAT.md):
+//   "dataset"  written when the dataset is created: format name and version, class names in
+//              label order, what it was made from, the tool version.
+//   "complete" written last, in the same transaction as the final records: the record count
+//              and totals. Its absence means the dataset is incomplete.
+// Also here: the sample key encoding (8-byte big-endian index, so key order = index order).
+// Pure functions, thread-safe.
+#ifndef DDPIO_STORAGE_DATASET_INFO_H_
+#define DDPIO_STORAGE_DATASET_INFO_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ddpio::storage {
+
+inline constexpr char kFormatName[] = "ddpio-lmdb";
+inline constexpr int kFormatVersion = 1;
+
+// LMDB names.
+inline constexpr char kSamplesDb[] = "samples";
+inline constexpr char kMetaDb[] = "meta";
+inline constexpr char kDatasetKey[] = "dataset";
+inline constexpr char kCompleteKey[] = "complete";
+
+// Written at creation.
+struct DatasetHeader {
+  int format_version = kFormatVersion;
+  std::vector<std::string> classes;  // label i is classes[i]
+  std::string source_kind;           // "imagefolder", "list" or "api"
+  std::string source_path;           // what the user pointed at
+  std::string source_fingerprint;    // digest of the source listing and conversion options
+  uint64_t source_files = 0;         // entries in the source listing
+  std::string tool_version;          // ddpio version that created the dataset
+};
+
+// Written last.
+struct DatasetCompletion {
+  uint64_t sample_count = 0;
+  uint64_t payload_bytes = 0;  // sum of payload sizes
+  uint64_t skipped = 0;        // source entries left out (convert --skip-invalid)
+};
+
+std::string EncodeHeader(const DatasetHeader& header);
+// DataLoss when the JSON is malformed or misses a field; FailedPrecondition when it names
+// another format or a version this build does not read.
+absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view json);
+
+std::string EncodeCompletion(const DatasetCompletion& completion);
+absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view json);
+
+// Sample keys: the index as 8 big-endian bytes.
+using IndexKey = std::array<uint8_t, 8>;
+IndexKey EncodeIndexKey(uint64_t index);
+uint64_t DecodeIndexKey(const uint8_t* key8);
+// "0000000000000011" for index 17: how messages name a key.
+std::string IndexKeyHex(uint64_t index);
+
+}  // namespace ddpio::storage
+
+#endif  // DDPIO_STORAGE_DATASET_INFO_H_

@@ -1,0 +1,103 @@
+#include "tests/support/dataset_fixtures.h"
+
+#include <lmdb.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ddpio::testing {
+
+storage::Record MakeRecord(uint64_t i) {
+  storage::Record r;
+  r.label = static_cast<int32_t>(i % 7);
+  r.type = storage::ContentType::kJpeg;
+  r.channels = 3;
+  r.height = 10 + i % 5;
+  r.width = 20 + i % 3;
+  r.source_name = absl::StrCat("class_", i % 7, "/img_", i, ".jpg");
+  r.payload.resize(100 + (i * 37) % 900);
+  for (size_t k = 0; k < r.payload.size(); ++k) {
+    r.payload[k] = static_cast<uint8_t>((i * 131 + k * 7) ^ (k >> 3));
+  }
+  return r;
+}
+
+storage::DatasetHeader MakeHeader(int classes) {
+  storage::DatasetHeader h;
+  for (int c = 0; c < classes; ++c) h.classes.push_back(absl::StrCat("class_", c));
+  h.source_kind = "api";
+  h.source_path = "test";
+  h.source_fingerprint = "fixture";
+  h.tool_version = "test";
+  return h;
+}
+
+absl::Status WriteDataset(const std::string& path, uint64_t n,
+                          const storage::WriterOptions& options, bool finish) {
+  DDPIO_ASSIGN_OR_RETURN(auto writer, storage::DatasetWriter::Create(path, MakeHeader(), options));
+  for (uint64_t i = 0; i < n; ++i) {
+    storage::Record r = MakeRecord(i);
+    DDPIO_RETURN_IF_ERROR(writer->Append(r.view()));
+    if (writer->BatchFull()) DDPIO_RETURN_IF_ERROR(writer->Commit());
+  }
+  if (finish) return writer->Finish(0);
+  return writer->Commit();
+}
+
+namespace {
+
+absl::Status Check(int rc, const std::string& what) {
+  if (rc == MDB_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", mdb_strerror(rc)));
+}
+
+template <typename Fn>
+absl::Status WithTxn(const std::string& path, const std::string& db, unsigned txn_flags, Fn fn) {
+  MDB_env* env = nullptr;
+  DDPIO_RETURN_IF_ERROR(Check(mdb_env_create(&env), "create"));
+  mdb_env_set_maxdbs(env, 4);
+  absl::Status status = Check(mdb_env_open(env, path.c_str(), 0, 0644), "open " + path);
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi = 0;
+  if (status.ok()) status = Check(mdb_txn_begin(env, nullptr, txn_flags, &txn), "begin");
+  if (status.ok()) status = Check(mdb_dbi_open(txn, db.c_str(), 0, &dbi), "dbi " + db);
+  if (status.ok()) status = fn(txn, dbi);
+  if (txn != nullptr) {
+    if (status.ok()) {
+      status = Check(mdb_txn_commit(txn), "commit");
+    } else {
+      mdb_txn_abort(txn);
+    }
+  }
+  mdb_env_close(env);
+  return status;
+}
+
+}  // namespace
+
+std::string SampleKey(uint64_t index) {
+  storage::IndexKey k = storage::EncodeIndexKey(index);
+  return std::string(k.begin(), k.end());
+}
+
+absl::Status PokeValue(const std::string& path, const std::string& db, const std::string& key,
+                       const std::optional<std::string>& value) {
+  return WithTxn(path, db, 0, [&](MDB_txn* txn, MDB_dbi dbi) {
+    MDB_val k{key.size(), const_cast<char*>(key.data())};
+    if (!value.has_value()) return Check(mdb_del(txn, dbi, &k, nullptr), "del");
+    MDB_val v{value->size(), const_cast<char*>(value->data())};
+    return Check(mdb_put(txn, dbi, &k, &v, 0), "put");
+  });
+}
+
+absl::Status ReadRawValue(const std::string& path, const std::string& db, const std::string& key,
+                          std::string* value) {
+  return WithTxn(path, db, MDB_RDONLY, [&](MDB_txn* txn, MDB_dbi dbi) {
+    MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
+    DDPIO_RETURN_IF_ERROR(Check(mdb_get(txn, dbi, &k, &v), "get"));
+    value->assign(static_cast<const char*>(v.mv_data), v.mv_size);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ddpio::testing

@@ -1,0 +1,36 @@
+// Fixtures for tests that need ddpio datasets: deterministic records, a writer loop, and raw
+// LMDB access to damage a dataset the way a bad disk or an interrupted job would.
+#ifndef DDPIO_TESTS_SUPPORT_DATASET_FIXTURES_H_
+#define DDPIO_TESTS_SUPPORT_DATASET_FIXTURES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "storage/dataset_info.h"
+#include "storage/dataset_writer.h"
+#include "storage/record.h"
+
+namespace ddpio::testing {
+
+// Record i: label i % 7, a payload of 100 + (i * 37) % 900 bytes derived from i.
+storage::Record MakeRecord(uint64_t i);
+
+storage::DatasetHeader MakeHeader(int classes = 7);
+
+// Writes records [0, n) and finishes (unless finish is false).
+absl::Status WriteDataset(const std::string& path, uint64_t n,
+                          const storage::WriterOptions& options = {}, bool finish = true);
+
+// Raw LMDB access, bypassing ddpio: set or delete a value in database `db` ("samples" or
+// "meta") of the dataset at `path` (a directory). `value` nullopt deletes.
+absl::Status PokeValue(const std::string& path, const std::string& db, const std::string& key,
+                       const std::optional<std::string>& value);
+absl::Status ReadRawValue(const std::string& path, const std::string& db, const std::string& key,
+                          std::string* value);
+std::string SampleKey(uint64_t index);
+
+}  // namespace ddpio::testing
+
+#endif  // DDPIO_TESTS_SUPPORT_DATASET_FIXTURES_H_
