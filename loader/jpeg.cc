@@ -34,17 +34,23 @@ absl::StatusOr<JpegDecoder> JpegDecoder::Create() {
   return JpegDecoder(h);
 }
 
+absl::Status JpegDecoder::Fail(absl::Status error) {
+  tjhandle fresh = tjInitDecompress();
+  if (fresh != nullptr) handle_.reset(fresh);
+  return error;
+}
+
 absl::StatusOr<JpegInfo> JpegDecoder::ReadInfo(absl::Span<const uint8_t> bytes) {
   if (!LooksLikeJpeg(bytes)) return absl::DataLossError(DescribeNonJpeg(bytes));
   JpegInfo info;
   if (tjDecompressHeader3(handle_.get(), bytes.data(), bytes.size(), &info.width, &info.height,
                           &info.subsampling, &info.colorspace) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(handle_.get())));
+    return Fail(absl::DataLossError(
+        absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(handle_.get()))));
   }
   if (info.width <= 0 || info.height <= 0) {
-    return absl::DataLossError(
-        absl::StrCat("JPEG with invalid size ", info.width, "x", info.height));
+    return Fail(absl::DataLossError(
+        absl::StrCat("JPEG with invalid size ", info.width, "x", info.height)));
   }
   switch (info.colorspace) {
     case TJCS_GRAY:
@@ -68,8 +74,8 @@ absl::Status JpegDecoder::Decode(absl::Span<const uint8_t> bytes, const JpegInfo
                          /*pitch=*/0, info.height, format, TJFLAG_STOPONWARNING);
   if (rc != 0) {
     const bool warning = tjGetErrorCode(handle_.get()) == TJERR_WARNING;
-    return absl::DataLossError(absl::StrCat(warning ? "corrupt JPEG data: " : "JPEG decode failed: ",
-                                            tjGetErrorStr2(handle_.get())));
+    return Fail(absl::DataLossError(absl::StrCat(
+        warning ? "corrupt JPEG data: " : "JPEG decode failed: ", tjGetErrorStr2(handle_.get()))));
   }
   return absl::OkStatus();
 }

@@ -50,6 +50,9 @@ class JpegDecoder {
     void operator()(void* handle) const;
   };
   explicit JpegDecoder(void* handle) : handle_(handle) {}
+  // After an error TurboJPEG's handle can carry state into the next call (seen: a good file
+  // read as 0x0 after a corrupt header), so every error path replaces the handle.
+  absl::Status Fail(absl::Status error);
   std::unique_ptr<void, HandleCloser> handle_;
 };
 

@@ -85,6 +85,8 @@ class DatasetWriter {
 
   uint64_t record_count() const { return committed_ + pending_.size(); }
   uint64_t committed_count() const { return committed_; }
+  // Payload bytes of all records, committed and pending.
+  uint64_t payload_bytes() const { return committed_payload_bytes_ + pending_payload_bytes_; }
   uint64_t map_size() const { return map_size_; }
   const std::string& path() const { return path_; }
 

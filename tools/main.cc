@@ -1,1 +1,47 @@
-int main(){return 0;}
+// `ddpio`: one program, many subcommands. See `ddpio --help`.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace ddpio::tools;
+  CLI::App app(
+      "ddpio: data loading and IO for multi-node data-parallel training.\n"
+      "Typical flow: synth (or your own ImageFolder) -> convert -> inspect --verify -> bench.");
+  app.require_subcommand(0, 1);
+  app.footer(
+      "Every subcommand has --help. Exit codes: 0 success, 1 runtime error, 2 usage error.\n"
+      "Where a command reports results, --json prints one JSON object as the last stdout line.");
+  bool version = false;
+  app.add_flag("--version", version, "Print the version and the accelerator path, then exit");
+  std::vector<Command> commands;
+  AddDataCommands(app, &commands);
+  AddBenchCommands(app, &commands);
+  AddInfoCommand(app, &commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsageError;
+  }
+  if (version) {
+    for (auto& c : commands) {
+      if (c.app->get_name() == "info") return c.run();
+    }
+  }
+  for (auto& c : commands) {
+    if (c.app->parsed() && c.app->get_subcommands().empty()) return c.run();
+  }
+  // A group (e.g. `ddpio bench`) or nothing was named: show the relevant help.
+  const CLI::App* shown = &app;
+  for (const auto* sub : app.get_subcommands()) shown = sub;
+  std::cerr << shown->help();
+  return kExitUsageError;
+}

@@ -1,0 +1,36 @@
+// `ddpio bench storage`: how fast the reader delivers records, next to what the machine allows.
+//
+// Every figure is a median over --repeat rounds, and each round measures, back to back on the
+// same threads, (1) ddpio: ReadTxn::Get with CRC32C verification (touches every payload byte),
+// (2) lookup only: Get without verification (B-tree walk, no payload byte touched) and (3) the
+// ceiling: plain pread() copies of the LMDB data file from the page cache into a private buffer,
+// the same bytes a reader has to bring in. Data are warmed into the page cache first: this
+// measures the software path, not the disk (see docs/PERFORMANCE.md for cold-cache notes).
+#ifndef DDPIO_TOOLS_BENCH_STORAGE_H_
+#define DDPIO_TOOLS_BENCH_STORAGE_H_
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace ddpio::tools {
+
+struct BenchStorageOptions {
+  std::string data;
+  bool random_order = false;
+  int threads = 1;
+  int repeat = 5;
+  uint64_t seed = 0;
+};
+
+// JSON result with records_per_s, mb_per_s, lookup_records_per_s, ceiling_mb_per_s, ratio and
+// the per-round figures. NotFound / FailedPrecondition from opening the dataset.
+absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options);
+std::string BenchStorageText(const nlohmann::json& result);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_BENCH_STORAGE_H_

@@ -1,0 +1,51 @@
+#include "tools/cli_util.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+
+namespace ddpio::tools {
+
+int ReportError(std::string_view command, const absl::Status& status) {
+  std::fprintf(stderr, "ddpio %.*s: error: %.*s\n", static_cast<int>(command.size()),
+               command.data(), static_cast<int>(status.message().size()), status.message().data());
+  return kExitRuntimeError;
+}
+
+int ReportUsageError(std::string_view command, std::string_view message) {
+  std::fprintf(stderr, "ddpio %.*s: %.*s (see 'ddpio %.*s --help')\n",
+               static_cast<int>(command.size()), command.data(), static_cast<int>(message.size()),
+               message.data(), static_cast<int>(command.size()), command.data());
+  return kExitUsageError;
+}
+
+void PrintJsonLine(const nlohmann::json& result) {
+  std::cout << result.dump() << std::endl;
+}
+
+std::string HumanBytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
+}
+
+uint64_t SplitMix64::Next() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
+  SplitMix64 g(a);
+  uint64_t x = g.Next() ^ b;
+  SplitMix64 h(x);
+  return h.Next() ^ (c * 0x9E3779B97F4A7C15ull);
+}
+
+}  // namespace ddpio::tools

@@ -1,0 +1,52 @@
+// Shared pieces of the `ddpio` subcommands: exit codes, error reporting, JSON result lines,
+// human-readable numbers, and the random number generator the tools use for determinism.
+#ifndef DDPIO_TOOLS_CLI_UTIL_H_
+#define DDPIO_TOOLS_CLI_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+
+namespace ddpio::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntimeError = 1;
+inline constexpr int kExitUsageError = 2;
+
+inline constexpr char kVersion[] = "0.1.0";
+
+// Prints "ddpio <command>: error: <message>" on stderr; returns kExitRuntimeError.
+int ReportError(std::string_view command, const absl::Status& status);
+// Prints "ddpio <command>: <message> (see 'ddpio <command> --help')"; returns kExitUsageError.
+int ReportUsageError(std::string_view command, std::string_view message);
+
+// Prints `result` as one line on stdout and flushes: the last line of a --json run.
+void PrintJsonLine(const nlohmann::json& result);
+
+// 1536 -> "1.5 KiB".
+std::string HumanBytes(double bytes);
+
+// SplitMix64: a tiny, fully specified generator, so tools produce the same output on every
+// platform and standard library (std:: distributions are implementation-defined).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next();
+  // Uniform in [0, 1).
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+
+ private:
+  uint64_t state_;
+};
+
+// Mixes several values into one seed.
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_CLI_UTIL_H_

@@ -1,0 +1,191 @@
+// CLI glue for `ddpio synth`, `ddpio convert` and `ddpio inspect`.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+#include "tools/converter.h"
+#include "tools/inspect.h"
+#include "tools/source_list.h"
+#include "tools/synth.h"
+
+namespace ddpio::tools {
+namespace {
+
+void AddSynth(CLI::App& root, std::vector<Command>* commands) {
+  auto* app = root.add_subcommand(
+      "synth", "Write a synthetic, learnable ImageFolder of JPEGs (class = shape + colour)");
+  app->footer("Example: ddpio synth --out /tmp/synth --classes 10 --per-class 500 --size 64");
+  auto o = std::make_shared<SynthOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  app->add_option("--out", o->out, "Folder to create (must not exist)")->required();
+  app->add_option("--classes", o->classes, "Number of classes")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--per-class", o->per_class, "Images per class")->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  app->add_option("--size", o->size, "Nominal image side in pixels (each image 0.8-1.25x)")
+      ->capture_default_str()->check(CLI::Range(8, 4096));
+  app->add_option("--seed", o->seed, "Seed: same seed, same images")->capture_default_str();
+  app->add_option("--quality", o->quality, "JPEG quality")->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app->add_option("--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  app->add_flag("--json", *json, "Print a JSON summary as the last stdout line");
+  app->add_flag("--quiet", *quiet, "No progress on stderr");
+  commands->push_back({app, [o, json, quiet] {
+    o->progress = !*quiet;
+    auto summary = RunSynth(*o);
+    if (!summary.ok()) return ReportError("synth", summary.status());
+    if (*json) {
+      PrintJsonLine({{"out", o->out}, {"images", summary->images}, {"classes", o->classes},
+                     {"bytes", summary->bytes}, {"seconds", summary->seconds}});
+    } else {
+      std::cout << absl::StrFormat("wrote %d JPEGs in %d classes to %s (%s) in %.1f s\n",
+                                   summary->images, o->classes, o->out,
+                                   HumanBytes(static_cast<double>(summary->bytes)), summary->seconds);
+    }
+    return kExitOk;
+  }});
+}
+
+void AddConvert(CLI::App& root, std::vector<Command>* commands) {
+  auto* app = root.add_subcommand("convert", "Convert an ImageFolder or a list file into a ddpio LMDB dataset");
+  app->footer(
+      "Labels follow torchvision.datasets.ImageFolder (sorted class folders, sorted files).\n"
+      "Examples:\n"
+      "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
+      "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
+      "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
+  auto o = std::make_shared<ConvertOptions>();
+  auto src = std::make_shared<std::string>();
+  auto list = std::make_shared<std::string>();
+  auto list_root = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  auto header_only = std::make_shared<bool>(false);
+  auto map_mb = std::make_shared<uint64_t>(1024);
+  auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class)");
+  auto* list_opt = app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
+  src_opt->excludes(list_opt);
+  app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
+      ->needs(list_opt);
+  app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)")->required();
+  app->add_option("--threads", o->threads, "Reading/validating threads (0: all cores)")->capture_default_str();
+  app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
+  app->add_flag("--skip-invalid", o->skip_invalid,
+                "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
+  app->add_flag("--header-only", *header_only,
+                "Validate JPEG headers only, not a full decode (faster; corrupt data found later)");
+  app->add_flag("--single-file", o->writer.single_file, "Write one LMDB file instead of a directory");
+  app->add_option("--batch-records", o->writer.batch_records, "Records per committed transaction")
+      ->capture_default_str()->check(CLI::Range(1, 100000000));
+  app->add_option("--map-size-mb", *map_mb, "Initial LMDB map size in MiB (grows automatically)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app->add_flag("--json", *json, "Print a JSON summary as the last stdout line");
+  app->add_flag("--quiet", *quiet, "No progress on stderr");
+  commands->push_back({app, [=] {
+    if (src->empty() == list->empty()) return ReportUsageError("convert", "give exactly one of --src or --list");
+    o->progress = !*quiet;
+    o->full_decode = !*header_only;
+    o->writer.initial_map_size = *map_mb << 20;
+    auto listing = src->empty() ? ReadListFile(*list, *list_root) : ListImageFolder(*src);
+    if (!listing.ok()) return ReportError("convert", listing.status());
+    auto summary = Convert(*listing, *o);
+    if (!summary.ok()) return ReportError("convert", summary.status());
+    if (summary->already_complete) {
+      std::cerr << "ddpio convert: " << o->out << " is already complete; nothing to do\n";
+      if (*json) PrintJsonLine({{"records", nullptr}, {"already_complete", true}});
+      return kExitOk;
+    }
+    const double rate = summary->seconds > 0
+                            ? (listing->entries.size() - summary->resumed_from) / summary->seconds
+                            : 0;
+    if (*json) {
+      nlohmann::json skipped = nlohmann::json::array();
+      for (const auto& s : summary->skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
+      PrintJsonLine({{"out", o->out}, {"records", summary->records}, {"classes", summary->classes},
+                     {"bytes", summary->payload_bytes}, {"skipped", summary->skipped.size()},
+                     {"skipped_files", skipped}, {"resumed_from", summary->resumed_from},
+                     {"seconds", summary->seconds}, {"images_per_s", rate}});
+    } else {
+      std::cout << absl::StrFormat(
+          "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n",
+          listing->described, o->out, summary->records, summary->classes,
+          HumanBytes(static_cast<double>(summary->payload_bytes)), summary->seconds, rate,
+          summary->resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary->resumed_from) : "");
+      if (!summary->skipped.empty()) {
+        std::cout << "skipped " << summary->skipped.size() << " file(s):\n";
+        for (const auto& s : summary->skipped) std::cout << "  " << s.reason << "\n";
+      }
+    }
+    return kExitOk;
+  }});
+}
+
+void AddInspect(CLI::App& root, std::vector<Command>* commands) {
+  auto* app = root.add_subcommand("inspect", "Describe a dataset; --verify checks every record");
+  app->footer(
+      "Examples:\n"
+      "  ddpio inspect /data/train.lmdb --verify           # exit 1 if any record is bad\n"
+      "  ddpio inspect /data/train.lmdb --get 17 --out x.jpg");
+  auto o = std::make_shared<InspectOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  auto get = std::make_shared<int64_t>(-1);
+  auto out = std::make_shared<std::string>();
+  app->add_option("db", o->path, "Dataset path")->required();
+  app->add_flag("--verify", o->verify, "Check every record's checksum; list bad records; exit 1 if any");
+  app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
+  app->add_option("--threads", o->threads, "Scanning threads (0: all cores)")->capture_default_str();
+  auto* get_opt = app->add_option("--get", *get, "Write record INDEX's payload to --out and describe it")
+                      ->check(CLI::NonNegativeNumber);
+  auto* out_opt = app->add_option("--out", *out, "File for --get");
+  get_opt->needs(out_opt);
+  out_opt->needs(get_opt);
+  app->add_flag("--json", *json, "Print one JSON object as the last stdout line");
+  app->add_flag("--quiet", *quiet, "No progress on stderr");
+  commands->push_back({app, [=] {
+    if (*get >= 0) {
+      auto record = ExtractRecord(o->path, static_cast<uint64_t>(*get), *out);
+      if (!record.ok()) return ReportError("inspect", record.status());
+      if (*json) {
+        PrintJsonLine({{"index", *get}, {"label", record->label}, {"source", record->source_name},
+                       {"bytes", record->payload.size()}, {"width", record->width},
+                       {"height", record->height}, {"channels", record->channels}, {"out", *out}});
+      } else {
+        std::cout << absl::StrFormat("record %d: label %d, source %s, %dx%dx%d, %d bytes -> %s\n",
+                                     *get, record->label, record->source_name, record->width,
+                                     record->height, record->channels, record->payload.size(), *out);
+      }
+      return kExitOk;
+    }
+    if (o->decode) o->verify = true;
+    o->progress = !*quiet;
+    auto report = Inspect(*o);
+    if (!report.ok()) return ReportError("inspect", report.status());
+    if (*json) {
+      PrintJsonLine(InspectJson(*report));
+    } else {
+      std::cout << InspectText(*report);
+    }
+    if (!report->bad.empty()) {
+      std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(), o->path.c_str());
+      return kExitRuntimeError;
+    }
+    return kExitOk;
+  }});
+}
+
+}  // namespace
+
+void AddDataCommands(CLI::App& root, std::vector<Command>* commands) {
+  AddSynth(root, commands);
+  AddConvert(root, commands);
+  AddInspect(root, commands);
+}
+
+}  // namespace ddpio::tools

@@ -1,0 +1,31 @@
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/accelerator.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace ddpio::tools {
+
+void AddInfoCommand(CLI::App& root, std::vector<Command>* commands) {
+  auto* app = root.add_subcommand("info", "Print the version, build features and the accelerator path");
+  auto json = std::make_shared<bool>(false);
+  app->add_flag("--json", *json, "Print one JSON object");
+  commands->push_back({app, [json] {
+    const AcceleratorInfo& info = ProbeAccelerator();
+    if (*json) {
+      PrintJsonLine({{"version", kVersion},
+                     {"cuda_compiled", info.cuda_compiled},
+                     {"nccl_compiled", info.nccl_compiled},
+                     {"nccl_version", info.nccl_version},
+                     {"cuda_devices", info.cuda_devices},
+                     {"path", info.cuda_devices > 0 ? "gpu" : "cpu"},
+                     {"why", info.why}});
+    } else {
+      std::cout << "ddpio " << kVersion << "\n" << DescribeAccelerator(info) << std::endl;
+    }
+    return kExitOk;
+  }});
+}
+
+}  // namespace ddpio::tools

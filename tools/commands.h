@@ -1,0 +1,25 @@
+// The `ddpio` subcommands register themselves on the CLI11 app with AddXxxCommands; main()
+// parses, then runs the one command whose app was parsed. Each run returns the exit code:
+// 0 success, 1 runtime error, 2 usage error.
+#ifndef DDPIO_TOOLS_COMMANDS_H_
+#define DDPIO_TOOLS_COMMANDS_H_
+
+#include <functional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace ddpio::tools {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
+void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage
+void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_COMMANDS_H_

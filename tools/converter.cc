@@ -1,0 +1,218 @@
+#include "tools/converter.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/ordered_parallel_map.h"
+#include "common/status_macros.h"
+#include "loader/jpeg.h"
+#include "tools/cli_util.h"
+#include "tools/progress.h"
+
+namespace ddpio::tools {
+namespace {
+
+constexpr char kProgressKey[] = "convert_progress";
+
+absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "cannot open");
+  std::vector<uint8_t> data;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  uint8_t buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoToStatus(err, "cannot read");
+    }
+    if (n == 0) break;
+    data.insert(data.end(), buf, buf + n);
+  }
+  ::close(fd);
+  return data;
+}
+
+struct Loaded {
+  absl::StatusOr<storage::Record> record;
+  uint64_t bytes_read = 0;
+};
+
+Loaded LoadEntry(const SourceListing& listing, const SourceEntry& entry, bool full_decode,
+                 loader::JpegDecoder* decoder, std::vector<uint8_t>* pixels) {
+  Loaded out{absl::UnknownError("unset")};
+  const std::string path = (std::filesystem::path(listing.root) / entry.relative).string();
+  auto data = ReadWholeFile(path);
+  if (!data.ok()) {
+    out.record = Annotate(data.status(), path);
+    return out;
+  }
+  out.bytes_read = data->size();
+  auto info = decoder->ReadInfo(*data);
+  if (!info.ok()) {
+    out.record = Annotate(info.status(), path);
+    return out;
+  }
+  if (full_decode) {
+    absl::Status decoded = decoder->Decode(*data, *info, pixels);
+    if (!decoded.ok()) {
+      out.record = Annotate(decoded, path);
+      return out;
+    }
+  }
+  storage::Record r;
+  r.label = entry.label;
+  r.type = storage::ContentType::kJpeg;
+  r.channels = static_cast<uint16_t>(info->channels);
+  r.height = static_cast<uint32_t>(info->height);
+  r.width = static_cast<uint32_t>(info->width);
+  r.source_name = entry.relative;
+  r.payload = std::move(data).value();
+  out.record = std::move(r);
+  return out;
+}
+
+bool Skippable(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kDataLoss || s.code() == absl::StatusCode::kNotFound ||
+         s.code() == absl::StatusCode::kPermissionDenied;
+}
+
+std::string ProgressJson(uint64_t next_source, const std::vector<SkippedFile>& skipped) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : skipped) {
+    list.push_back({{"index", s.source_index}, {"source", s.relative}, {"reason", s.reason}});
+  }
+  return nlohmann::json{{"next_source", next_source}, {"skipped", list}}.dump();
+}
+
+absl::Status ParseProgress(const std::string& text, uint64_t* next_source,
+                           std::vector<SkippedFile>* skipped) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.contains("next_source") || !j.contains("skipped")) {
+    return absl::DataLossError("conversion progress entry is malformed");
+  }
+  *next_source = j["next_source"].get<uint64_t>();
+  for (const auto& s : j["skipped"]) {
+    skipped->push_back({s["index"].get<uint64_t>(), s["source"].get<std::string>(),
+                        s["reason"].get<std::string>()});
+  }
+  return absl::OkStatus();
+}
+
+// Test-only fault injection: DDPIO_FAULT_CRASH_AFTER_COMMITS=N ends the process abruptly (no
+// destructors, like a kill -9) right after the N-th batch commit.
+int CrashAfterCommits() {
+  const char* v = std::getenv("DDPIO_FAULT_CRASH_AFTER_COMMITS");
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
+}  // namespace
+
+absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  storage::DatasetHeader header;
+  header.classes = listing.classes;
+  header.source_kind = listing.kind;
+  header.source_path = listing.described;
+  header.source_files = listing.entries.size();
+  header.source_fingerprint = ListingFingerprint(
+      listing, absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode));
+  header.tool_version = kVersion;
+
+  ConvertSummary summary;
+  summary.classes = listing.classes.size();
+  std::unique_ptr<storage::DatasetWriter> writer;
+  uint64_t next_source = 0;
+  std::error_code ec;
+  if (o.resume && std::filesystem::exists(o.out, ec)) {
+    auto resumed = storage::DatasetWriter::Resume(o.out, header, o.writer);
+    if (resumed.status().code() == absl::StatusCode::kAlreadyExists) {
+      summary.already_complete = true;
+      return summary;
+    }
+    if (!resumed.ok()) return resumed.status();
+    writer = std::move(resumed).value();
+    DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kProgressKey));
+    if (progress.has_value()) {
+      DDPIO_RETURN_IF_ERROR(ParseProgress(*progress, &next_source, &summary.skipped));
+    }
+    if (next_source - summary.skipped.size() != writer->committed_count()) {
+      return absl::DataLossError(absl::StrCat(
+          o.out, ": progress says ", next_source, " entries done with ", summary.skipped.size(),
+          " skipped, but ", writer->committed_count(), " records are stored"));
+    }
+    summary.resumed_from = next_source;
+  } else {
+    DDPIO_ASSIGN_OR_RETURN(writer, storage::DatasetWriter::Create(o.out, header, o.writer));
+  }
+
+  const int threads = o.threads > 0 ? o.threads
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::optional<loader::JpegDecoder>> decoders(threads);
+  std::vector<std::vector<uint8_t>> pixels(threads);
+  for (auto& d : decoders) {
+    DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
+    d.emplace(std::move(decoder));
+  }
+  const int crash_after = CrashAfterCommits();
+  int commits = 0;
+  auto commit = [&](uint64_t next) -> absl::Status {
+    DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(next, summary.skipped)));
+    DDPIO_RETURN_IF_ERROR(writer->Commit());
+    if (crash_after > 0 && ++commits == crash_after) {
+      DDPIO_LOG(WARNING) << "fault injection: crashing after commit " << commits;
+      _exit(86);
+    }
+    return absl::OkStatus();
+  };
+
+  Progress progress("convert", listing.entries.size(), o.progress);
+  OrderedParallelMap<Loaded> map(next_source, listing.entries.size(), threads,
+                                 16 * static_cast<uint64_t>(threads), [&](uint64_t i, int worker) {
+                                   return LoadEntry(listing, listing.entries[i], o.full_decode,
+                                                    &*decoders[worker], &pixels[worker]);
+                                 });
+  for (uint64_t i = next_source; i < listing.entries.size(); ++i) {
+    std::optional<Loaded> loaded = map.Next();
+    summary.source_bytes_read += loaded->bytes_read;
+    if (!loaded->record.ok()) {
+      const absl::Status& bad = loaded->record.status();
+      if (!o.skip_invalid || !Skippable(bad)) {
+        // Keep everything before the bad file: after fixing it, --resume continues from here.
+        DDPIO_RETURN_IF_ERROR(commit(i));
+        return absl::Status(bad.code(), absl::StrCat(bad.message(), " (source entry ", i,
+                                                     "; fix or remove the file, or pass "
+                                                     "--skip-invalid; --resume continues)"));
+      }
+      summary.skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
+      DDPIO_LOG(WARNING) << "skipping " << bad.message();
+    } else {
+      DDPIO_RETURN_IF_ERROR(writer->Append(loaded->record->view()));
+    }
+    if (writer->BatchFull()) DDPIO_RETURN_IF_ERROR(commit(i + 1));
+    progress.Update(i + 1);
+  }
+  DDPIO_RETURN_IF_ERROR(
+      writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
+  DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));
+  progress.Finish(listing.entries.size());
+  summary.records = writer->record_count();
+  summary.payload_bytes = writer->payload_bytes();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace ddpio::tools

@@ -1,0 +1,56 @@
+// `ddpio convert`: a source listing (ImageFolder or list file) into a ddpio dataset.
+//
+// N threads read and validate files (JPEG header, and by default a full strict decode, so a
+// corrupt image is found now rather than in epoch 37); one writer appends them in source order
+// in large batches. Each batch commits together with the converter's progress (next source
+// entry, skipped entries), so --resume after a crash or Ctrl-C continues exactly where the last
+// batch ended and produces the same dataset as an uninterrupted run.
+#ifndef DDPIO_TOOLS_CONVERTER_H_
+#define DDPIO_TOOLS_CONVERTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "storage/dataset_writer.h"
+#include "tools/source_list.h"
+
+namespace ddpio::tools {
+
+struct ConvertOptions {
+  std::string out;
+  int threads = 0;            // reading/validating threads; 0: all cores
+  bool resume = false;        // continue an interrupted conversion of the same source
+  bool skip_invalid = false;  // skip unreadable/non-JPEG/corrupt files instead of stopping
+  bool full_decode = true;    // validate by decoding every image (false: header only)
+  bool progress = true;
+  storage::WriterOptions writer;
+};
+
+struct SkippedFile {
+  uint64_t source_index = 0;
+  std::string relative;
+  std::string reason;
+};
+
+struct ConvertSummary {
+  uint64_t records = 0;
+  uint64_t classes = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t source_bytes_read = 0;  // bytes read from source files in this run
+  std::vector<SkippedFile> skipped;
+  uint64_t resumed_from = 0;       // source entries already done before this run
+  bool already_complete = false;   // --resume on a finished dataset: nothing to do
+  double seconds = 0;
+};
+
+// Errors: from the writer (AlreadyExists without --resume, FailedPrecondition when resuming a
+// different source); DataLoss / NotFound / PermissionDenied naming the source file when one is
+// bad and skip_invalid is off — everything before it is committed, so after fixing the file
+// --resume continues from there.
+absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& options);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_CONVERTER_H_

@@ -1,0 +1,228 @@
+#include "tools/inspect.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/ordered_parallel_map.h"
+#include "common/status_macros.h"
+#include "loader/jpeg.h"
+#include "storage/checksum.h"
+#include "storage/dataset_reader.h"
+#include "tools/cli_util.h"
+#include "tools/progress.h"
+
+namespace ddpio::tools {
+namespace {
+
+struct Scanned {
+  absl::Status status;
+  int32_t label = 0;
+  uint64_t payload = 0;
+  uint32_t width = 0, height = 0;
+  uint32_t digest = 0;  // CRC32C of this record's fields and payload
+};
+
+uint32_t RecordDigest(const storage::RecordView& v) {
+  uint8_t fields[16];
+  auto put = [&](int at, uint32_t x) {
+    for (int i = 0; i < 4; ++i) fields[at + i] = static_cast<uint8_t>(x >> (8 * i));
+  };
+  put(0, static_cast<uint32_t>(v.label));
+  put(4, (static_cast<uint32_t>(v.type) << 16) | v.channels);
+  put(8, v.height);
+  put(12, v.width);
+  uint32_t crc = storage::Crc32c(fields, sizeof(fields));
+  crc = storage::Crc32c(v.source_name.data(), v.source_name.size(), crc);
+  return storage::Crc32c(v.payload.data(), v.payload.size(), crc);
+}
+
+Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool decode,
+                loader::JpegDecoder* decoder, std::vector<uint8_t>* pixels) {
+  Scanned s;
+  auto view = txn.Get(index);
+  if (!view.ok()) {
+    s.status = view.status();
+    return s;
+  }
+  s.label = view->label;
+  s.payload = view->payload.size();
+  s.width = view->width;
+  s.height = view->height;
+  s.digest = RecordDigest(*view);
+  if (view->label < 0 || static_cast<size_t>(view->label) >= classes) {
+    s.status = absl::DataLossError(
+        absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
+    return s;
+  }
+  if (decode && view->type == storage::ContentType::kJpeg) {
+    auto info = decoder->ReadInfo(view->payload);
+    absl::Status st = info.status();
+    if (st.ok()) st = decoder->Decode(view->payload, *info, pixels);
+    if (st.ok() && (static_cast<uint32_t>(info->width) != view->width ||
+                    static_cast<uint32_t>(info->height) != view->height ||
+                    info->channels != view->channels)) {
+      st = absl::DataLossError(absl::StrCat("stored geometry ", view->width, "x", view->height,
+                                            "x", view->channels, " differs from the JPEG's ",
+                                            info->width, "x", info->height, "x", info->channels));
+    }
+    s.status = st;
+  }
+  return s;
+}
+
+}  // namespace
+
+void MinMax::Add(uint64_t v) {
+  min = count == 0 ? v : std::min(min, v);
+  max = count == 0 ? v : std::max(max, v);
+  sum += v;
+  ++count;
+}
+
+absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  storage::ReaderOptions ro;
+  ro.verify_checksums = o.verify || o.decode;
+  ro.readahead = true;  // a full scan in index order is sequential
+  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.path, ro));
+  InspectReport r;
+  r.path = o.path;
+  r.header = reader->header();
+  r.completion = reader->completion();
+  r.file_bytes = reader->file_bytes();
+  r.no_lock = reader->no_lock();
+  r.verified = ro.verify_checksums;
+  r.decoded = o.decode;
+  r.class_counts.assign(r.header.classes.size(), 0);
+
+  const int threads = o.threads > 0 ? o.threads
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::optional<storage::ReadTxn>> txns(threads);
+  std::vector<std::optional<loader::JpegDecoder>> decoders(threads);
+  std::vector<std::vector<uint8_t>> pixels(threads);
+  for (int t = 0; t < threads; ++t) {
+    DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
+    txns[t].emplace(std::move(txn));
+    DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
+    decoders[t].emplace(std::move(decoder));
+  }
+  const size_t classes = r.header.classes.size();
+  uint32_t digest = 0;
+  {
+    OrderedParallelMap<Scanned> map(0, reader->size(), threads, 64 * static_cast<uint64_t>(threads),
+                                    [&](uint64_t i, int w) {
+                                      return ScanOne(*txns[w], i, classes, o.decode,
+                                                     &*decoders[w], &pixels[w]);
+                                    });
+    Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
+    for (uint64_t i = 0; i < reader->size(); ++i) {
+      std::optional<Scanned> s = map.Next();
+      digest = storage::Crc32c(&s->digest, sizeof(s->digest), digest);
+      if (!s->status.ok()) {
+        r.bad.push_back({i, storage::IndexKeyHex(i), std::string(s->status.message())});
+        continue;
+      }
+      ++r.class_counts[static_cast<size_t>(s->label)];
+      r.payload.Add(s->payload);
+      r.width.Add(s->width);
+      r.height.Add(s->height);
+      progress.Update(i + 1);
+    }
+    progress.Finish(reader->size());
+  }
+  r.content_digest = absl::StrFormat("%08x", digest);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+nlohmann::json InspectJson(const InspectReport& r) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (size_t c = 0; c < r.header.classes.size(); ++c) {
+    classes.push_back({{"name", r.header.classes[c]}, {"count", r.class_counts[c]}});
+  }
+  nlohmann::json bad = nlohmann::json::array();
+  for (const auto& b : r.bad) bad.push_back({{"index", b.index}, {"key", b.key}, {"reason", b.reason}});
+  return {{"path", r.path},
+          {"format_version", r.header.format_version},
+          {"records", r.completion.sample_count},
+          {"classes", classes},
+          {"payload_bytes", r.completion.payload_bytes},
+          {"file_bytes", r.file_bytes},
+          {"payload_min", r.payload.min},
+          {"payload_max", r.payload.max},
+          {"width_min", r.width.min},
+          {"width_max", r.width.max},
+          {"height_min", r.height.min},
+          {"height_max", r.height.max},
+          {"skipped_at_conversion", r.completion.skipped},
+          {"source", {{"kind", r.header.source_kind}, {"path", r.header.source_path}}},
+          {"tool_version", r.header.tool_version},
+          {"verified", r.verified},
+          {"decoded", r.decoded},
+          {"bad", bad},
+          {"content_digest", r.content_digest},
+          {"seconds", r.seconds}};
+}
+
+std::string InspectText(const InspectReport& r) {
+  std::string out;
+  absl::StrAppendFormat(&out, "dataset       %s\n", r.path);
+  absl::StrAppendFormat(&out, "format        ddpio-lmdb version %d, made by ddpio %s from %s %s\n",
+                        r.header.format_version, r.header.tool_version, r.header.source_kind,
+                        r.header.source_path);
+  absl::StrAppendFormat(&out, "records       %d (%d skipped at conversion)\n",
+                        r.completion.sample_count, r.completion.skipped);
+  absl::StrAppendFormat(&out, "size          %s of payload, %s on disk\n",
+                        HumanBytes(static_cast<double>(r.completion.payload_bytes)),
+                        HumanBytes(static_cast<double>(r.file_bytes)));
+  if (r.payload.count > 0) {
+    absl::StrAppendFormat(&out, "payload       min %s, mean %s, max %s\n",
+                          HumanBytes(static_cast<double>(r.payload.min)),
+                          HumanBytes(static_cast<double>(r.payload.sum) / r.payload.count),
+                          HumanBytes(static_cast<double>(r.payload.max)));
+    absl::StrAppendFormat(&out, "image size    width %d-%d, height %d-%d\n", r.width.min,
+                          r.width.max, r.height.min, r.height.max);
+  }
+  absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
+  for (size_t c = 0; c < r.header.classes.size(); ++c) {
+    absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);
+  }
+  absl::StrAppendFormat(&out, "digest        %s\n", r.content_digest);
+  if (r.verified) {
+    absl::StrAppendFormat(&out, "verify        %s: %d bad record(s) of %d%s\n",
+                          r.bad.empty() ? "OK" : "FAILED", r.bad.size(), r.completion.sample_count,
+                          r.decoded ? " (checksums and full JPEG decode)" : " (checksums)");
+  }
+  for (const auto& b : r.bad) {
+    absl::StrAppendFormat(&out, "  bad record %d (key %s): %s\n", b.index, b.key, b.reason);
+  }
+  return out;
+}
+
+absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
+                                              const std::string& out_file) {
+  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(path));
+  DDPIO_ASSIGN_OR_RETURN(storage::Record record, reader->ReadCopy(index));
+  const std::string tmp = out_file + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+    f.write(reinterpret_cast<const char*>(record.payload.data()),
+            static_cast<std::streamsize>(record.payload.size()));
+    f.close();
+    if (!f) return ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out_file, ec);
+  if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("renaming ", tmp, " to ", out_file));
+  return record;
+}
+
+}  // namespace ddpio::tools

@@ -1,0 +1,71 @@
+// `ddpio inspect`: what is in a dataset, and whether every record is intact.
+//
+// Scans every record on N threads (header fields; with verify, the CRC32C; with decode, a full
+// strict JPEG decode whose geometry must match the stored one). Bad records are collected, not
+// fatal, so one run lists all of them by index and key. Also computes a content digest (CRC32C
+// over every record's fields and payload, in index order): two datasets with the same digest
+// hold the same samples, whatever their LMDB page layout — e.g. a resumed and an uninterrupted
+// conversion.
+#ifndef DDPIO_TOOLS_INSPECT_H_
+#define DDPIO_TOOLS_INSPECT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "storage/dataset_info.h"
+#include "storage/record.h"
+
+namespace ddpio::tools {
+
+struct InspectOptions {
+  std::string path;
+  bool verify = false;  // check every checksum
+  bool decode = false;  // also decode every JPEG (implies verify)
+  int threads = 0;      // 0: all cores
+  bool progress = true;
+};
+
+struct BadRecord {
+  uint64_t index = 0;
+  std::string key;
+  std::string reason;
+};
+
+struct MinMax {
+  uint64_t min = 0, max = 0, sum = 0, count = 0;
+  void Add(uint64_t v);
+};
+
+struct InspectReport {
+  std::string path;
+  storage::DatasetHeader header;
+  storage::DatasetCompletion completion;
+  uint64_t file_bytes = 0;
+  bool no_lock = false;
+  std::vector<uint64_t> class_counts;
+  MinMax payload, width, height;
+  std::vector<BadRecord> bad;
+  bool verified = false;
+  bool decoded = false;
+  std::string content_digest;
+  double seconds = 0;
+};
+
+// Errors opening the dataset (NotFound, FailedPrecondition for incomplete / unknown version);
+// bad records are reported in the result, not as an error.
+absl::StatusOr<InspectReport> Inspect(const InspectOptions& options);
+nlohmann::json InspectJson(const InspectReport& report);
+std::string InspectText(const InspectReport& report);
+
+// Writes record `index`'s payload to `out_file` (byte-identical to the source file; written to
+// a temporary name and renamed) and returns the record.
+absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
+                                              const std::string& out_file);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_INSPECT_H_
