@@ -2,10 +2,13 @@
 // in index order, with at most `window` results in flight (bounded memory).
 //
 // Used where work is parallel but output must be sequential: the converter (read and validate
-// files on many threads, one writer in index order) and inspect --verify. Next() and the
-// destructor may be called from one consumer thread; the destructor cancels outstanding work
-// and joins the workers, so abandoning a map midway neither leaks threads nor hangs. `fn` must
-// not throw; errors travel inside T (e.g. absl::StatusOr).
+// files on many threads, one writer in index order), inspect and synth. Next() and the
+// destructor are called from one consumer thread; the destructor cancels outstanding work and
+// joins the workers, so abandoning a map midway neither leaks threads nor hangs. `fn` must not
+// throw; errors travel inside T (e.g. absl::StatusOr).
+//
+// Locking uses std::mutex rather than absl::Mutex: Debian's Abseil is not built with
+// ThreadSanitizer, so TSan cannot see absl::Mutex's synchronisation and reports false races.
 //
 //   OrderedParallelMap<absl::StatusOr<Item>> map(0, n, threads, 4 * threads,
 //                                                [&](uint64_t i, int worker) { return Load(i); });
@@ -13,15 +16,15 @@
 #ifndef DDPIO_COMMON_ORDERED_PARALLEL_MAP_H_
 #define DDPIO_COMMON_ORDERED_PARALLEL_MAP_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include "absl/synchronization/mutex.h"
 
 namespace ddpio {
 
@@ -40,9 +43,10 @@ class OrderedParallelMap {
 
   ~OrderedParallelMap() {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
     }
+    can_claim_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
@@ -51,36 +55,34 @@ class OrderedParallelMap {
 
   // The next result in index order, blocking until it is ready; nullopt after the last one.
   std::optional<T> Next() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (next_deliver_ >= end_) return std::nullopt;
-    const uint64_t want = next_deliver_;
-    mu_.Await(absl::Condition(this, &OrderedParallelMap::NextReady));
-    auto node = ready_.extract(want);
+    ready_cv_.wait(lock, [this] { return ready_.count(next_deliver_) > 0; });
+    auto node = ready_.extract(next_deliver_);
     ++next_deliver_;
+    lock.unlock();
+    can_claim_.notify_all();  // the window moved
     return std::optional<T>(std::move(node.mapped()));
   }
 
  private:
-  bool NextReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ready_.count(next_deliver_) > 0;
-  }
-
-  bool CanClaim() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cancelled_ || next_claim_ >= end_ || next_claim_ < next_deliver_ + window_;
-  }
-
   void Work(int worker) {
     for (;;) {
       uint64_t index;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &OrderedParallelMap::CanClaim));
+        std::unique_lock<std::mutex> lock(mu_);
+        can_claim_.wait(lock, [this] {
+          return cancelled_ || next_claim_ >= end_ || next_claim_ < next_deliver_ + window_;
+        });
         if (cancelled_ || next_claim_ >= end_) return;
         index = next_claim_++;
       }
       T result = fn_(index, worker);
-      absl::MutexLock lock(&mu_);
-      ready_.emplace(index, std::move(result));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_.emplace(index, std::move(result));
+      }
+      ready_cv_.notify_all();
     }
   }
 
@@ -89,11 +91,13 @@ class OrderedParallelMap {
   const uint64_t window_;
   const Fn fn_;
 
-  absl::Mutex mu_;
-  uint64_t next_claim_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_deliver_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<uint64_t, T> ready_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::condition_variable can_claim_;  // a worker may claim the next index
+  std::condition_variable ready_cv_;   // a result was added
+  uint64_t next_claim_;                // guarded by mu_
+  uint64_t next_deliver_;              // guarded by mu_
+  bool cancelled_ = false;             // guarded by mu_
+  std::map<uint64_t, T> ready_;        // guarded by mu_
   std::vector<std::thread> workers_;
 };
 

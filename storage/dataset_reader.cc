@@ -4,12 +4,12 @@
 
 #include <cerrno>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "storage/internal/lmdb_util.h"
@@ -36,8 +36,11 @@ namespace {
 
 using EnvKey = std::pair<dev_t, ino_t>;
 
-absl::Mutex g_envs_mu(absl::kConstInit);
-std::map<EnvKey, std::weak_ptr<internal::SharedEnv>>& Envs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_envs_mu) {
+// std::mutex, not absl::Mutex: Debian's Abseil is not TSan-instrumented (see
+// common/ordered_parallel_map.h).
+std::mutex g_envs_mu;
+// Guarded by g_envs_mu.
+std::map<EnvKey, std::weak_ptr<internal::SharedEnv>>& Envs() {
   static auto* envs = new std::map<EnvKey, std::weak_ptr<internal::SharedEnv>>();
   return *envs;
 }
@@ -82,7 +85,7 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   if (!options.readahead) flags |= MDB_NORDAHEAD;
   if (options.locking == ReaderOptions::Locking::kNoLock) flags |= MDB_NOLOCK;
 
-  absl::MutexLock lock(&g_envs_mu);
+  std::lock_guard<std::mutex> lock(g_envs_mu);
   EnvKey key{st.st_dev, st.st_ino};
   if (auto existing = Envs()[key].lock()) {
     unsigned want = flags & ~MDB_NOLOCK, have = existing->flags & ~MDB_NOLOCK;

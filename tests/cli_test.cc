@@ -1,1 +1,200 @@
+// The `ddpio` program as users run it: real processes, exit codes, --help, --json last lines.
+#include <filesystem>
+#include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+using testing::LastLine;
+using testing::RunDdpio;
+using testing::RunResult;
+
+nlohmann::json JsonLast(const RunResult& r) {
+  auto j = nlohmann::json::parse(LastLine(r.out), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "last stdout line is not JSON: " << r.out;
+  return j;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RunResult r = RunDdpio({"synth", "--out", dir_.Sub("src"), "--classes", "4", "--per-class",
+                            "25", "--size", "32", "--quiet", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = JsonLast(r);
+    ASSERT_EQ(j["images"], 100);
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(Cli, EverySubcommandHasHelpAndUsageErrorsExitTwo) {
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"synth"}, {"convert"}, {"inspect"}, {"bench", "storage"}, {"info"}}) {
+    std::vector<std::string> help = cmd;
+    help.push_back("--help");
+    RunResult r = RunDdpio(help);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0];
+    EXPECT_NE(r.out.find("--"), std::string::npos) << "no options listed for " << cmd[0];
+    std::vector<std::string> bad = cmd;
+    bad.push_back("--no-such-flag");
+    EXPECT_EQ(RunDdpio(bad).exit_code, 2) << cmd[0];
+  }
+  EXPECT_EQ(RunDdpio({}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"synth", "--out", dir_.Sub("x"), "--classes", "0"}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"convert", "--out", dir_.Sub("x")}).exit_code, 2);  // neither --src nor --list
+  EXPECT_EQ(RunDdpio({"convert", "--src", "a", "--list", "b", "--out", "c"}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"bench", "storage", "--data", "x", "--order", "sideways"}).exit_code, 2);
+}
+
+TEST_F(Cli, InfoSaysWhichPathItTook) {
+  RunResult r = RunDdpio({"info", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = JsonLast(r);
+  EXPECT_TRUE(j["path"] == "cpu" || j["path"] == "gpu");
+  if (j["path"] == "cpu") {
+    EXPECT_FALSE(j["why"].get<std::string>().empty());
+  }
+}
+
+TEST_F(Cli, ConvertInspectGetRoundTrip) {
+  RunResult c = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--json"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  nlohmann::json cj = JsonLast(c);
+  EXPECT_EQ(cj["records"], 100);
+  EXPECT_EQ(cj["classes"], 4);
+  EXPECT_EQ(cj["skipped"], 0);
+  EXPECT_GT(cj["bytes"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(cj.contains("seconds"));
+
+  RunResult v = RunDdpio({"inspect", dir_.Sub("db"), "--verify", "--decode", "--json"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  nlohmann::json vj = JsonLast(v);
+  EXPECT_EQ(vj["records"], 100);
+  EXPECT_TRUE(vj["bad"].empty());
+  EXPECT_EQ(vj["classes"][2]["count"], 25);
+
+  // Record 30 is class 1's image 5: the 4 classes hold 25 sorted files each.
+  RunResult g = RunDdpio({"inspect", dir_.Sub("db"), "--get", "30", "--out", dir_.Sub("x.jpg"), "--json"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  nlohmann::json gj = JsonLast(g);
+  EXPECT_EQ(gj["label"], 1);
+  EXPECT_EQ(gj["source"], "class_001/img_00005.jpg");
+  std::ifstream a(dir_.Sub("x.jpg"), std::ios::binary), b(dir_.Sub("src/class_001/img_00005.jpg"), std::ios::binary);
+  std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(sa.empty());
+  EXPECT_EQ(sa, sb);  // byte-identical to the source file
+
+  RunResult out_of_range = RunDdpio({"inspect", dir_.Sub("db"), "--get", "100", "--out", dir_.Sub("y.jpg")});
+  EXPECT_EQ(out_of_range.exit_code, 1);
+  EXPECT_NE(out_of_range.err.find("out of range"), std::string::npos) << out_of_range.err;
+
+  RunResult bench = RunDdpio({"bench", "storage", "--data", dir_.Sub("db"), "--order", "random",
+                              "--threads", "2", "--repeat", "1", "--json"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  nlohmann::json bj = JsonLast(bench);
+  EXPECT_EQ(bj["records"], 100);
+  EXPECT_GT(bj["records_per_s"].get<double>(), 0);
+  EXPECT_GT(bj["ceiling_mb_per_s"].get<double>(), 0);
+}
+
+TEST_F(Cli, InspectVerifyExitsOneAndNamesEveryBadRecord) {
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"}).exit_code, 0);
+  // Flip one byte inside two records' payloads directly in the LMDB data file.
+  std::string data_file = dir_.Sub("db") + "/data.mdb";
+  std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  std::ifstream j1(dir_.Sub("src/class_000/img_00003.jpg"), std::ios::binary);
+  std::string jpeg((std::istreambuf_iterator<char>(j1)), {});
+  size_t at = bytes.find(jpeg.substr(jpeg.size() - 64));  // the tail of record 3's payload
+  ASSERT_NE(at, std::string::npos);
+  f.seekp(static_cast<std::streamoff>(at + 10));
+  f.put(static_cast<char>(bytes[at + 10] ^ 0x55));
+  f.close();
+  RunResult v = RunDdpio({"inspect", dir_.Sub("db"), "--verify", "--json"});
+  EXPECT_EQ(v.exit_code, 1);
+  nlohmann::json vj = JsonLast(v);
+  ASSERT_EQ(vj["bad"].size(), 1u) << v.out;
+  EXPECT_EQ(vj["bad"][0]["index"], 3);
+  EXPECT_EQ(vj["bad"][0]["key"], "0000000000000003");
+  RunResult text = RunDdpio({"inspect", dir_.Sub("db"), "--verify", "--quiet"});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("bad record 3 (key 0000000000000003)"), std::string::npos) << text.out;
+}
+
+TEST_F(Cli, ConvertStopsAtABadFileOrSkipsIt) {
+  std::ofstream(dir_.Sub("src/class_002/broken.jpg"), std::ios::binary) << "\xff\xd8\xff\xe0 truncated";
+  RunResult strict = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("a"), "--quiet"});
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find("class_002/broken.jpg"), std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find("--skip-invalid"), std::string::npos) << strict.err;
+  RunResult lenient = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("b"),
+                                "--skip-invalid", "--quiet", "--json"});
+  ASSERT_EQ(lenient.exit_code, 0) << lenient.err;
+  nlohmann::json j = JsonLast(lenient);
+  EXPECT_EQ(j["records"], 100);
+  EXPECT_EQ(j["skipped"], 1);
+  EXPECT_EQ(j["skipped_files"][0]["source"], "class_002/broken.jpg");
+}
+
+TEST_F(Cli, ListFileWithABadLineNamesTheLine) {
+  std::ofstream(dir_.Sub("list.txt")) << "class_000/img_00000.jpg 0\nclass_000/img_00001.jpg zero\n";
+  RunResult r = RunDdpio({"convert", "--list", dir_.Sub("list.txt"), "--root", dir_.Sub("src"),
+                          "--out", dir_.Sub("db")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("list.txt:2:"), std::string::npos) << r.err;
+  std::ofstream(dir_.Sub("good.txt")) << "class_003/img_00001.jpg 7\nclass_000/img_00000.jpg 0\n";
+  RunResult ok = RunDdpio({"convert", "--list", dir_.Sub("good.txt"), "--root", dir_.Sub("src"),
+                           "--out", dir_.Sub("db2"), "--json"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(JsonLast(ok)["records"], 2);
+  EXPECT_EQ(JsonLast(ok)["classes"], 8);
+}
+
+TEST_F(Cli, KilledConversionResumesToTheSameDigest) {
+  // The process really dies (_exit after its 2nd commit, like kill -9), then --resume finishes.
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("clean"), "--quiet"}).exit_code, 0);
+  testing::RunOptions crash;
+  crash.env["DDPIO_FAULT_CRASH_AFTER_COMMITS"] = "2";
+  RunResult died = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"),
+                             "--batch-records", "16", "--quiet"}, crash);
+  ASSERT_EQ(died.exit_code, 86) << died.err;
+  RunResult incomplete = RunDdpio({"inspect", dir_.Sub("db")});
+  EXPECT_EQ(incomplete.exit_code, 1);
+  EXPECT_NE(incomplete.err.find("incomplete"), std::string::npos) << incomplete.err;
+  RunResult resumed = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"),
+                                "--batch-records", "16", "--resume", "--quiet", "--json"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(JsonLast(resumed)["resumed_from"], 32);
+  auto digest = [&](const std::string& db) {
+    RunResult r = RunDdpio({"inspect", db, "--json", "--quiet"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return JsonLast(r)["content_digest"].get<std::string>();
+  };
+  EXPECT_EQ(digest(dir_.Sub("db")), digest(dir_.Sub("clean")));
+  RunResult again = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--resume"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.err.find("already complete"), std::string::npos) << again.err;
+  RunResult overwrite = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db")});
+  EXPECT_EQ(overwrite.exit_code, 1);
+  EXPECT_NE(overwrite.err.find("--resume"), std::string::npos) << overwrite.err;
+}
+
+TEST_F(Cli, MissingDatasetIsAClearRuntimeError) {
+  RunResult r = RunDdpio({"inspect", dir_.Sub("nothing-here")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nothing-here"), std::string::npos) << r.err;
+  RunResult s = RunDdpio({"convert", "--src", dir_.Sub("nope"), "--out", dir_.Sub("db")});
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_NE(s.err.find("nope"), std::string::npos) << s.err;
+}
+
+}  // namespace
+}  // namespace ddpio

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package ddpio's build and tests need. Idempotent: when everything is
+# already installed it changes nothing and does not touch the network.
+# The CUDA toolkit and NCCL are optional (found via CUDA_HOME); they are not installed here.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  liblmdb-dev lmdb-utils          # dataset storage
+  libabsl-dev                     # Status, Mutex, strings
+  libturbojpeg0-dev               # JPEG decode/encode (libjpeg-turbo)
+  libisal-dev                     # CRC32C record checksums (Intel ISA-L)
+  nlohmann-json3-dev              # metadata and --json output
+  libcli11-dev                    # the ddpio command line
+  libgtest-dev libgmock-dev       # tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
