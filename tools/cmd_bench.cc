@@ -5,6 +5,7 @@
 #include "tools/bench_storage.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/sampler_cli.h"
 
 namespace ddpio::tools {
 
@@ -30,6 +31,35 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
       PrintJsonLine(*result);
     } else {
       std::cout << BenchStorageText(*result);
+    }
+    return kExitOk;
+  }});
+
+  auto* sapp = bench->add_subcommand("sampler", "One epoch's permutation plus one rank's share, vs PyTorch");
+  sapp->footer("Defaults: ImageNet-1k (1,281,167 samples), 64 ranks. PyTorch is timed in the same run\n"
+               "when a python3 with torch is found (Debian: python3-torch).");
+  auto so = std::make_shared<BenchSamplerOptions>();
+  auto sjson = std::make_shared<bool>(false);
+  auto no_torch = std::make_shared<bool>(false);
+  auto perm = std::make_shared<std::string>("torch");
+  sapp->add_option("--size", so->size, "Dataset size")->capture_default_str();
+  sapp->add_option("--world", so->world, "World size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  sapp->add_option("--rank", so->rank, "Rank whose share is computed")->capture_default_str();
+  sapp->add_option("--repeat", so->repeat, "Epochs timed; figures are medians")->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  sapp->add_option("--permutation", *perm, "torch, torch-legacy or feistel")->capture_default_str()
+      ->check(CLI::IsMember({"torch", "torch-legacy", "feistel"}));
+  sapp->add_flag("--no-torch", *no_torch, "Do not time PyTorch");
+  sapp->add_flag("--json", *sjson, "Print one JSON object as the last stdout line");
+  commands->push_back({sapp, [=] {
+    so->compare_torch = !*no_torch;
+    so->permutation = *sampler::ParsePermutationKind(*perm);
+    auto result = BenchSampler(*so);
+    if (!result.ok()) return ReportError("bench sampler", result.status());
+    if (*sjson) {
+      PrintJsonLine(*result);
+    } else {
+      std::cout << BenchSamplerText(*result);
     }
     return kExitOk;
   }});

@@ -17,7 +17,8 @@ struct Command {
 };
 
 void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
-void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage
+void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler
+void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage|sampler
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
 
 }  // namespace ddpio::tools

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version and the accelerator path, then exit");
   std::vector<Command> commands;
   AddDataCommands(app, &commands);
+  AddSamplerCommand(app, &commands);
   AddBenchCommands(app, &commands);
   AddInfoCommand(app, &commands);
   try {

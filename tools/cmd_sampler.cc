@@ -1,0 +1,68 @@
+// CLI glue for `ddpio sampler`.
+#include <iostream>
+#include <memory>
+
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+#include "tools/sampler_cli.h"
+
+namespace ddpio::tools {
+
+void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
+  auto* app = root.add_subcommand("sampler", "Print the sample indices a rank sees in an epoch");
+  app->footer(
+      "Same indices as torch.utils.data.DistributedSampler(dataset, num_replicas=R, rank=r,\n"
+      "shuffle, seed, drop_last) after set_epoch(E). Padding '*'-marked.\n"
+      "Examples:\n"
+      "  ddpio sampler --size 1281167 --world 64 --rank 3 --epoch 5\n"
+      "  ddpio sampler --size 1000 --world 8 --rank 0 --padding mask --batch-size 32\n"
+      "  ddpio sampler --size 1000 --world 8 --rank 1 --consumed 400 --new-world 4  # elastic");
+  auto q = std::make_shared<SamplerQuery>();
+  auto padding = std::make_shared<std::string>("pad");
+  auto permutation = std::make_shared<std::string>("torch");
+  auto no_shuffle = std::make_shared<bool>(false);
+  auto new_world = std::make_shared<int>(0);
+  auto json = std::make_shared<bool>(false);
+  app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")->required();
+  app->add_option("--world", q->options.num_replicas, "World size (num_replicas)")->required()
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_option("--rank", q->rank, "Rank")->required()->check(CLI::NonNegativeNumber);
+  app->add_option("--seed", q->options.seed, "Seed (PyTorch: seed + epoch seeds the generator)")->capture_default_str();
+  app->add_option("--epoch", q->epoch, "Epoch (set_epoch)")->capture_default_str();
+  app->add_flag("--no-shuffle", *no_shuffle, "Sequential order (shuffle=False)");
+  app->add_option("--padding", *padding,
+                  "pad (PyTorch default), drop (drop_last), none (uneven, no duplicates), "
+                  "mask (pad, duplicates flagged)")
+      ->capture_default_str()->check(CLI::IsMember({"pad", "drop", "none", "mask"}));
+  app->add_option("--permutation", *permutation,
+                  "torch (current PyTorch), torch-legacy (PyTorch <= 1.13 for >= 214,748,364 "
+                  "samples), feistel (O(1) memory, not PyTorch's order)")
+      ->capture_default_str()->check(CLI::IsMember({"torch", "torch-legacy", "feistel"}));
+  app->add_option("--batch-size", q->batch_size, "Also group into batches as PyTorch's BatchSampler");
+  app->add_flag("--drop-last-batch", q->drop_last_batch, "With --batch-size: drop a short last batch");
+  app->add_option("--consumed", q->consumed,
+                  "Resume: entries of this epoch's order already consumed (k steps on R ranks: k*R)");
+  app->add_option("--new-world", *new_world, "Elastic resume: the new world size (--rank is in it)")
+      ->check(CLI::Range(1, 1 << 24));
+  app->add_flag("--json", *json, "Print one JSON object as the last stdout line");
+  commands->push_back({app, [=] {
+    q->options.shuffle = !*no_shuffle;
+    q->options.padding = *sampler::ParsePadding(*padding);
+    q->options.permutation = *sampler::ParsePermutationKind(*permutation);
+    if (*new_world > 0) q->new_world = *new_world;
+    auto answer = QuerySampler(*q);
+    if (!answer.ok()) {
+      return answer.status().code() == absl::StatusCode::kInvalidArgument
+                 ? ReportUsageError("sampler", std::string(answer.status().message()))
+                 : ReportError("sampler", answer.status());
+    }
+    if (*json) {
+      PrintJsonLine(*answer);
+    } else {
+      std::cout << SamplerText(*answer);
+    }
+    return kExitOk;
+  }});
+}
+
+}  // namespace ddpio::tools

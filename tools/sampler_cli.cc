@@ -1,0 +1,184 @@
+#include "tools/sampler_cli.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace ddpio::tools {
+
+absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
+  sampler::SamplerOptions o = q.options;
+  const int old_world = o.num_replicas;
+  if (q.new_world.has_value()) o.num_replicas = *q.new_world;
+  if (q.rank < 0 || q.rank >= o.num_replicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", q.rank, " is outside the world [0, ", o.num_replicas, ")"));
+  }
+  DDPIO_ASSIGN_OR_RETURN(auto sampler, sampler::DistributedSampler::Create(o));
+  const uint64_t start = std::min(q.consumed, o.dataset_size);
+  DDPIO_ASSIGN_OR_RETURN(auto plan, sampler.Plan(q.epoch, start));
+  sampler::RankStream stream = plan.Stream(q.rank);
+  nlohmann::json j = {{"rank", q.rank},
+                      {"world", o.num_replicas},
+                      {"epoch", q.epoch},
+                      {"size", o.dataset_size},
+                      {"seed", o.seed},
+                      {"shuffle", o.shuffle},
+                      {"padding", sampler::PaddingName(o.padding)},
+                      {"permutation", sampler::PermutationKindName(o.permutation)},
+                      {"start", start},
+                      {"count", stream.indices.size()},
+                      {"indices", stream.indices},
+                      {"padded", stream.padded}};
+  if (q.new_world.has_value()) j["previous_world"] = old_world;
+  if (q.batch_size > 0) {
+    nlohmann::json batches = nlohmann::json::array();
+    for (const auto& b : sampler::MakeBatches(stream.indices.size(), q.batch_size, q.drop_last_batch)) {
+      batches.push_back(std::vector<uint64_t>(stream.indices.begin() + b.begin,
+                                              stream.indices.begin() + b.end));
+    }
+    j["batches"] = batches;
+  }
+  return j;
+}
+
+std::string SamplerText(const nlohmann::json& j) {
+  std::string out = absl::StrFormat(
+      "rank %d of %d, epoch %d, %s padding, %s order, from entry %d of %d: %d samples (%d padding, "
+      "marked *)\n",
+      j["rank"].get<int>(), j["world"].get<int>(), j["epoch"].get<uint64_t>(),
+      j["padding"].get<std::string>(), j["shuffle"].get<bool>() ? j["permutation"].get<std::string>() : "sequential",
+      j["start"].get<uint64_t>(), j["size"].get<uint64_t>(), j["count"].get<uint64_t>(),
+      j["padded"].size());
+  std::vector<bool> padded(j["count"].get<size_t>(), false);
+  for (const auto& p : j["padded"]) padded[p.get<size_t>()] = true;
+  if (j.contains("batches")) {
+    size_t pos = 0, b = 0;
+    for (const auto& batch : j["batches"]) {
+      absl::StrAppendFormat(&out, "batch %d:", b++);
+      for (const auto& v : batch) absl::StrAppendFormat(&out, " %d%s", v.get<uint64_t>(), padded[pos++] ? "*" : "");
+      out += "\n";
+    }
+    return out;
+  }
+  const auto& indices = j["indices"];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::StrAppendFormat(&out, "%d%s%s", indices[i].get<uint64_t>(), padded[i] ? "*" : "",
+                          (i + 1) % 16 == 0 || i + 1 == indices.size() ? "\n" : " ");
+  }
+  return out;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Times PyTorch's list(DistributedSampler(...)) with the first Python that has torch.
+std::optional<nlohmann::json> TimeTorch(const BenchSamplerOptions& o) {
+  char path[] = "/tmp/ddpio_bench_sampler_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return std::nullopt;
+  close(fd);
+  std::ofstream(path) << absl::StrFormat(R"(
+import json, time, statistics, torch
+from torch.utils.data import DistributedSampler
+s = DistributedSampler(range(%d), num_replicas=%d, rank=%d, shuffle=True, seed=0)
+times = []
+for e in range(%d):
+    s.set_epoch(e)
+    t = time.perf_counter(); x = list(s); times.append(time.perf_counter() - t)
+print(json.dumps({"torch_version": torch.__version__, "median_ms": statistics.median(times) * 1e3, "count": len(x)}))
+)", o.size, o.world, o.rank, o.repeat);
+  std::optional<nlohmann::json> result;
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    std::string cmd = absl::StrCat(python, " ", path, " 2>/dev/null");
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) continue;
+    std::string text;
+    char buf[4096];
+    while (size_t got = fread(buf, 1, sizeof(buf), p)) text.append(buf, got);
+    if (pclose(p) == 0) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (!j.is_discarded()) {
+        j["python"] = python;
+        result = j;
+        break;
+      }
+    }
+  }
+  unlink(path);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> BenchSampler(const BenchSamplerOptions& o) {
+  if (o.repeat < 1 || o.world < 1 || o.rank < 0 || o.rank >= o.world) {
+    return absl::InvalidArgumentError("need --repeat >= 1 and 0 <= --rank < --world");
+  }
+  sampler::SamplerOptions so;
+  so.dataset_size = o.size;
+  so.num_replicas = o.world;
+  so.permutation = o.permutation;
+  DDPIO_ASSIGN_OR_RETURN(auto s, sampler::DistributedSampler::Create(so));
+  std::vector<double> ms;
+  uint64_t count = 0, memory = 0;
+  for (int r = 0; r < o.repeat; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    DDPIO_ASSIGN_OR_RETURN(auto plan, s.Plan(static_cast<uint64_t>(r)));
+    sampler::RankStream stream = plan.Stream(o.rank);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    count = stream.indices.size();
+    memory = plan.memory_bytes();
+  }
+  nlohmann::json j = {{"size", o.size},
+                      {"world", o.world},
+                      {"rank", o.rank},
+                      {"repeat", o.repeat},
+                      {"permutation", sampler::PermutationKindName(o.permutation)},
+                      {"count", count},
+                      {"median_ms", Median(ms)},
+                      {"min_ms", *std::min_element(ms.begin(), ms.end())},
+                      {"permutation_bytes_per_sample", static_cast<double>(memory) / std::max<uint64_t>(o.size, 1)}};
+  if (o.compare_torch) {
+    if (auto torch = TimeTorch(o)) {
+      j["torch"] = *torch;
+      j["torch_over_ddpio"] = (*torch)["median_ms"].get<double>() / Median(ms);
+    } else {
+      j["torch"] = nullptr;
+    }
+  }
+  return j;
+}
+
+std::string BenchSamplerText(const nlohmann::json& j) {
+  std::string out = absl::StrFormat(
+      "bench sampler: %d samples, %d ranks, rank %d's share (%d), %s permutation, median of %d\n"
+      "  ddpio      %8.2f ms  (permutation + share; %.1f bytes/sample held)\n",
+      j["size"].get<uint64_t>(), j["world"].get<int>(), j["rank"].get<int>(),
+      j["count"].get<uint64_t>(), j["permutation"].get<std::string>(), j["repeat"].get<int>(),
+      j["median_ms"].get<double>(), j["permutation_bytes_per_sample"].get<double>());
+  if (j.contains("torch") && !j["torch"].is_null()) {
+    absl::StrAppendFormat(&out, "  PyTorch %s %8.2f ms  list(DistributedSampler(...)), same run\n"
+                                "  ratio      %.1fx faster than PyTorch\n",
+                          j["torch"]["torch_version"].get<std::string>(),
+                          j["torch"]["median_ms"].get<double>(), j["torch_over_ddpio"].get<double>());
+  } else if (j.contains("torch")) {
+    out += "  PyTorch    not available (no python3 with torch; Debian: apt install python3-torch)\n";
+  }
+  return out;
+}
+
+}  // namespace ddpio::tools
