@@ -24,6 +24,16 @@ void PrintJsonLine(const nlohmann::json& result) {
   std::cout << result.dump() << std::endl;
 }
 
+int PrintResult(bool as_json, const nlohmann::json& result,
+                std::string (*text)(const nlohmann::json&)) {
+  if (as_json) {
+    PrintJsonLine(result);
+  } else {
+    std::cout << text(result) << std::flush;
+  }
+  return kExitOk;
+}
+
 std::string HumanBytes(double bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;

@@ -27,6 +27,11 @@ int ReportUsageError(std::string_view command, std::string_view message);
 // Prints `result` as one line on stdout and flushes: the last line of a --json run.
 void PrintJsonLine(const nlohmann::json& result);
 
+// The end of a reporting command: the JSON line with --json, otherwise text(result) on stdout.
+// Returns kExitOk.
+int PrintResult(bool as_json, const nlohmann::json& result,
+                std::string (*text)(const nlohmann::json&));
+
 // 1536 -> "1.5 KiB".
 std::string HumanBytes(double bytes);
 

@@ -27,12 +27,7 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
     o->random_order = *order == "random";
     auto result = BenchStorage(*o);
     if (!result.ok()) return ReportError("bench storage", result.status());
-    if (*json) {
-      PrintJsonLine(*result);
-    } else {
-      std::cout << BenchStorageText(*result);
-    }
-    return kExitOk;
+    return PrintResult(*json, *result, BenchStorageText);
   }});
 
   auto* sapp = bench->add_subcommand("sampler", "One epoch's permutation plus one rank's share, vs PyTorch");
@@ -56,12 +51,7 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
     so->permutation = *sampler::ParsePermutationKind(*perm);
     auto result = BenchSampler(*so);
     if (!result.ok()) return ReportError("bench sampler", result.status());
-    if (*sjson) {
-      PrintJsonLine(*result);
-    } else {
-      std::cout << BenchSamplerText(*result);
-    }
-    return kExitOk;
+    return PrintResult(*sjson, *result, BenchSamplerText);
   }});
 }
 

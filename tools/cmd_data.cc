@@ -170,7 +170,7 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
     if (*json) {
       PrintJsonLine(InspectJson(*report));
     } else {
-      std::cout << InspectText(*report);
+      std::cout << InspectText(*report) << std::flush;
     }
     if (!report->bad.empty()) {
       std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(), o->path.c_str());

@@ -56,12 +56,7 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
                  ? ReportUsageError("sampler", std::string(answer.status().message()))
                  : ReportError("sampler", answer.status());
     }
-    if (*json) {
-      PrintJsonLine(*answer);
-    } else {
-      std::cout << SamplerText(*answer);
-    }
-    return kExitOk;
+    return PrintResult(*json, *answer, SamplerText);
   }});
 }
 
