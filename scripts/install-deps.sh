@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   liblmdb-dev lmdb-utils          # dataset storage
   libabsl-dev                     # Status, Mutex, strings
-  libturbojpeg0-dev               # JPEG decode/encode (libjpeg-turbo)
+  libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)
   libisal-dev                     # CRC32C record checksums (Intel ISA-L)
   nlohmann-json3-dev              # metadata and --json output
   libcli11-dev                    # the ddpio command line

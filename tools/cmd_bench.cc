@@ -6,6 +6,9 @@
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/sampler_cli.h"
+#include "tools/bench_loader.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 
 namespace ddpio::tools {
 
@@ -52,6 +55,51 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
     auto result = BenchSampler(*so);
     if (!result.ok()) return ReportError("bench sampler", result.status());
     return PrintResult(*sjson, *result, BenchSamplerText);
+  }});
+
+  auto* lapp = bench->add_subcommand("loader", "Loader images/s next to the full-decode ceiling");
+  lapp->footer("Example: ddpio bench loader --data /data/train.lmdb --workers 2 --batch-size 64");
+  auto lo = std::make_shared<BenchLoaderOptions>();
+  auto ljson = std::make_shared<bool>(false);
+  auto decode = std::make_shared<std::string>("fast");
+  auto output = std::make_shared<std::string>("uint8");
+  auto crop = std::make_shared<std::string>("0.08,1");
+  auto no_flip = std::make_shared<bool>(false);
+  auto eval = std::make_shared<bool>(false);
+  lapp->add_option("--data", lo->data, "Dataset path")->required();
+  lapp->add_option("--workers", lo->loader.workers, "Worker threads (0: all cores)")->capture_default_str();
+  lapp->add_option("--batch-size", lo->loader.batch_size, "Batch size")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  lapp->add_option("--prefetch", lo->loader.prefetch, "Batches prefetched")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  lapp->add_option("--image-size", lo->loader.augment.size, "Output side in pixels")->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  lapp->add_option("--crop-scale", *crop, "RandomResizedCrop scale range MIN,MAX")->capture_default_str();
+  lapp->add_flag("--no-flip", *no_flip, "No random horizontal flip");
+  lapp->add_flag("--eval", *eval, "Evaluation geometry (resize shorter side + center crop)");
+  lapp->add_option("--decode", *decode, "fast (region + DCT scaling) or exact (full decode)")
+      ->capture_default_str()->check(CLI::IsMember({"fast", "exact"}));
+  lapp->add_option("--output", *output, "uint8 (NHWC) or float (normalised NCHW)")
+      ->capture_default_str()->check(CLI::IsMember({"uint8", "float"}));
+  lapp->add_option("--epochs", lo->epochs, "Epochs; figures are medians")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  lapp->add_flag("--json", *ljson, "Print one JSON object as the last stdout line");
+  commands->push_back({lapp, [=] {
+    std::vector<std::string> parts = absl::StrSplit(*crop, ',');
+    double lo_s = 0, hi_s = 0;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &lo_s) || !absl::SimpleAtod(parts[1], &hi_s) ||
+        lo_s <= 0 || hi_s > 1 || lo_s > hi_s) {
+      return ReportUsageError("bench loader", "--crop-scale takes MIN,MAX with 0 < MIN <= MAX <= 1");
+    }
+    lo->loader.augment.scale_min = lo_s;
+    lo->loader.augment.scale_max = hi_s;
+    lo->loader.augment.flip_probability = *no_flip ? 0.0 : 0.5;
+    lo->loader.augment.train = !*eval;
+    lo->loader.decode = *loader::ParseDecodeMode(*decode);
+    lo->loader.output = *output == "float" ? loader::OutputFormat::kFloatNchw : loader::OutputFormat::kUint8Nhwc;
+    auto result = BenchLoader(*lo);
+    if (!result.ok()) return ReportError("bench loader", result.status());
+    return PrintResult(*ljson, *result, BenchLoaderText);
   }});
 }
 

@@ -1,6 +1,9 @@
 #include "tests/support/dataset_fixtures.h"
 
 #include <lmdb.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -42,6 +45,48 @@ absl::Status WriteDataset(const std::string& path, uint64_t n,
   }
   if (finish) return writer->Finish(0);
   return writer->Commit();
+}
+
+std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
+      p[0] = static_cast<uint8_t>((x * 255) / width + seed * 37);
+      p[1] = static_cast<uint8_t>((y * 255) / height + seed * 11);
+      p[2] = static_cast<uint8_t>(((x + y) * 7 + seed * 5) & 0xff);
+    }
+  }
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  tjCompress2(h, rgb.data(), width, 0, height, TJPF_RGB, &out, &size, TJSAMP_420, 90, 0);
+  std::vector<uint8_t> jpeg(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  return jpeg;
+}
+
+absl::Status WriteJpegDataset(const std::string& path, uint64_t n, int min_side, int classes,
+                              const std::vector<uint64_t>& corrupt) {
+  DDPIO_ASSIGN_OR_RETURN(auto writer, storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
+  for (uint64_t i = 0; i < n; ++i) {
+    const int w = min_side + static_cast<int>((i * 37) % min_side);
+    const int h = min_side + static_cast<int>((i * 53) % min_side);
+    storage::Record r;
+    r.label = static_cast<int32_t>(i % classes);
+    r.type = storage::ContentType::kJpeg;
+    r.channels = 3;
+    r.width = static_cast<uint32_t>(w);
+    r.height = static_cast<uint32_t>(h);
+    r.source_name = absl::StrCat("img_", i, ".jpg");
+    r.payload = MakeJpeg(w, h, i);
+    if (std::find(corrupt.begin(), corrupt.end(), i) != corrupt.end()) {
+      r.payload.resize(r.payload.size() / 2);
+    }
+    DDPIO_RETURN_IF_ERROR(writer->Append(r.view()));
+  }
+  return writer->Finish(0);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "storage/dataset_info.h"
@@ -30,6 +31,15 @@ absl::Status PokeValue(const std::string& path, const std::string& db, const std
 absl::Status ReadRawValue(const std::string& path, const std::string& db, const std::string& key,
                           std::string* value);
 std::string SampleKey(uint64_t index);
+
+// A w x h RGB JPEG (4:2:0, quality 90) of a smooth pattern that depends on `seed`.
+std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed);
+
+// A dataset of n JPEG records: record i is MakeJpeg(w_i, h_i, i) with sizes varying in
+// [min_side, 2 * min_side) and label i % classes. Records listed in `corrupt` hold a JPEG
+// truncated to half (checksums are still valid: the damage is in the image itself).
+absl::Status WriteJpegDataset(const std::string& path, uint64_t n, int min_side, int classes = 5,
+                              const std::vector<uint64_t>& corrupt = {});
 
 }  // namespace ddpio::testing
 

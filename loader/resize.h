@@ -1,0 +1,48 @@
+// Antialiased bilinear resampling of 8-bit interleaved images, as PIL's Image.resize(...,
+// BILINEAR, box=...) does it (and so torchvision on PIL images): a triangle filter whose support
+// widens with the downscale factor, separable (horizontal pass, then vertical), 22-bit fixed-
+// point weights, results rounded and clamped to [0, 255]. The source region is a box with
+// sub-pixel edges, so crop and resize are one operation.
+//
+// Chosen over stb_image_resize (libstb-dev) by a benchmark: docs/PERFORMANCE.md, "Resize".
+// A Resampler keeps its weight tables and intermediate rows between calls (no allocation once
+// warm); not thread-safe: one per worker thread.
+#ifndef DDPIO_LOADER_RESIZE_H_
+#define DDPIO_LOADER_RESIZE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace ddpio::loader {
+
+// A region of the source image in pixel units (x0 <= x1, y0 <= y1, within the image).
+struct Box {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+class Resampler {
+ public:
+  // Resamples `box` of the src image (src_w x src_h, `channels` interleaved, rows `src_stride`
+  // bytes apart) into dst (dst_w x dst_h, rows `dst_stride` bytes apart). With `flip`, the output
+  // is mirrored left-right.
+  void Resize(const uint8_t* src, int src_w, int src_h, int src_stride, int channels,
+              const Box& box, uint8_t* dst, int dst_w, int dst_h, int dst_stride,
+              bool flip = false);
+
+ private:
+  struct Weights {
+    std::vector<int> start;   // first source pixel of each output pixel
+    std::vector<int> count;   // number of source pixels
+    std::vector<int32_t> w;   // fixed-point weights, `ksize` per output pixel
+    int ksize = 0;
+  };
+  static void Compute(int in_size, double in0, double in1, int out_size, Weights* out);
+
+  Weights horizontal_, vertical_;
+  std::vector<uint8_t> rows_;  // horizontally resampled rows
+  std::vector<int32_t> acc_;   // one output row of accumulators
+};
+
+}  // namespace ddpio::loader
+
+#endif  // DDPIO_LOADER_RESIZE_H_

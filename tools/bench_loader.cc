@@ -1,0 +1,175 @@
+#include "tools/bench_loader.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "loader/jpeg.h"
+#include "storage/dataset_reader.h"
+
+namespace ddpio::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+uint64_t CurrentRssBytes() {
+  std::ifstream f("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Single-thread full decode of the first `n` records: images/s.
+absl::StatusOr<double> FullDecodeRate(const storage::DatasetReader& reader, uint64_t n) {
+  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
+  DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
+  std::vector<uint8_t> pixels;
+  n = std::min<uint64_t>(n, reader.size());
+  auto t0 = Clock::now();
+  for (uint64_t i = 0; i < n; ++i) {
+    DDPIO_ASSIGN_OR_RETURN(auto rec, txn.Get(i));
+    DDPIO_ASSIGN_OR_RETURN(auto info, decoder.ReadInfo(rec.payload));
+    DDPIO_RETURN_IF_ERROR(decoder.Decode(rec.payload, info, &pixels));
+  }
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return n / s;
+}
+
+// Fast vs exact on the first `n` records with the loader's geometry: mean absolute difference per
+// pixel value, the largest per-image mean, and the time of each mode (one thread).
+absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader, uint64_t n,
+                                            const loader::LoaderOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
+  loader::SampleProcessor fast, exact;
+  const size_t bytes = static_cast<size_t>(o.augment.size) * o.augment.size * 3;
+  std::vector<uint8_t> a(bytes), b(bytes);
+  n = std::min<uint64_t>(n, reader.size());
+  double sum = 0, worst = 0, t_fast = 0, t_exact = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    DDPIO_ASSIGN_OR_RETURN(auto rec, txn.Get(i));
+    auto t0 = Clock::now();
+    DDPIO_RETURN_IF_ERROR(fast.Process(rec, i, 0, o.seed, o.augment, loader::DecodeMode::kFast, a.data()));
+    auto t1 = Clock::now();
+    DDPIO_RETURN_IF_ERROR(exact.Process(rec, i, 0, o.seed, o.augment, loader::DecodeMode::kExact, b.data()));
+    auto t2 = Clock::now();
+    t_fast += std::chrono::duration<double>(t1 - t0).count();
+    t_exact += std::chrono::duration<double>(t2 - t1).count();
+    double d = 0;
+    for (size_t k = 0; k < bytes; ++k) d += std::abs(static_cast<int>(a[k]) - static_cast<int>(b[k]));
+    d /= bytes;
+    sum += d;
+    worst = std::max(worst, d);
+  }
+  return nlohmann::json{{"images", n},
+                        {"mean_abs_diff", n == 0 ? 0 : sum / n},
+                        {"worst_image_mean_abs_diff", worst},
+                        {"fast_ms_per_image", n == 0 ? 0 : t_fast * 1e3 / n},
+                        {"exact_ms_per_image", n == 0 ? 0 : t_exact * 1e3 / n}};
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
+  if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
+  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data));
+  sampler::SamplerOptions so;
+  so.dataset_size = reader->size();
+  so.num_replicas = 1;
+  std::string why;
+  auto cuda = loader::MakeCudaRuntime(&why);
+  DDPIO_ASSIGN_OR_RETURN(auto ld, loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
+  // Ceiling before and after the loader runs; the median of the two.
+  DDPIO_ASSIGN_OR_RETURN(double ceiling_a, FullDecodeRate(*reader, o.ceiling_images));
+  std::vector<double> rates, rss;
+  uint64_t images = 0;
+  for (int e = 0; e < o.epochs; ++e) {
+    DDPIO_RETURN_IF_ERROR(ld->StartEpoch(static_cast<uint64_t>(e)));
+    uint64_t n = 0;
+    auto t0 = Clock::now();
+    for (;;) {
+      auto batch = ld->Next();
+      if (absl::IsOutOfRange(batch.status())) break;
+      DDPIO_RETURN_IF_ERROR(batch.status());
+      n += batch->size;
+    }
+    rates.push_back(n / std::chrono::duration<double>(Clock::now() - t0).count());
+    rss.push_back(static_cast<double>(CurrentRssBytes()));
+    images += n;
+  }
+  DDPIO_ASSIGN_OR_RETURN(double ceiling_b, FullDecodeRate(*reader, o.ceiling_images));
+  const double per_core = (ceiling_a + ceiling_b) / 2;
+  const loader::LoaderStats st = ld->stats();
+  const double ips = Median(rates);
+  const int workers = st.workers;
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  auto ms_per_image = [&](uint64_t ns) { return st.images == 0 ? 0.0 : ns / 1e6 / st.images; };
+  nlohmann::json j = {
+      {"data", o.data},
+      {"records", reader->size()},
+      {"epochs", o.epochs},
+      {"workers", workers},
+      {"batch_size", o.loader.batch_size},
+      {"image_size", o.loader.augment.size},
+      {"decode", loader::DecodeModeName(o.loader.decode)},
+      {"output", o.loader.output == loader::OutputFormat::kFloatNchw ? "float" : "uint8"},
+      {"train", o.loader.augment.train},
+      {"images_per_s", ips},
+      {"epoch_images_per_s", rates},
+      {"mb_per_s", ips * (static_cast<double>(reader->completion().payload_bytes) / std::max<uint64_t>(reader->size(), 1)) / 1e6},
+      {"ceiling_images_per_s", per_core * workers},
+      {"ceiling_per_core_images_per_s", per_core},
+      {"ratio", ips / (per_core * workers)},
+      {"ms_per_image", {{"read", ms_per_image(st.read_ns)}, {"decode", ms_per_image(st.decode_ns)},
+                        {"augment", ms_per_image(st.augment_ns)}, {"collate", ms_per_image(st.collate_ns)}}},
+      {"consumer_wait_s", st.wait_ns / 1e9},
+      {"slot_bytes", st.slot_bytes},
+      {"slots", st.slots},
+      {"host_memory", loader::HostMemoryKindName(st.memory)},
+      {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
+      {"epoch_rss_bytes", rss},
+      {"bad_samples", st.bad_samples},
+      {"device", cuda ? "cuda" : "none: " + why}};
+  DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, o.loader));
+  return j;
+}
+
+std::string BenchLoaderText(const nlohmann::json& j) {
+  const auto& ms = j["ms_per_image"];
+  return absl::StrFormat(
+      "bench loader: %d records, %d worker(s), batch %d, %dpx, %s decode, %s output, %s, %d epoch(s)\n"
+      "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
+      "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %.0f/s per core x %d workers)\n"
+      "  ratio         %.2f of the ceiling\n"
+      "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms (worker time)\n"
+      "  consumer wait %.2f s; slots %d x batch = %.1f MiB %s host memory; peak RSS %.0f MiB\n"
+      "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f ms/image\n",
+      j["records"].get<uint64_t>(), j["workers"].get<int>(), j["batch_size"].get<uint64_t>(),
+      j["image_size"].get<int>(), j["decode"].get<std::string>(), j["output"].get<std::string>(),
+      j["train"].get<bool>() ? "train augmentation" : "eval geometry", j["epochs"].get<int>(),
+      j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
+      j["ceiling_images_per_s"].get<double>(), j["ceiling_per_core_images_per_s"].get<double>(),
+      j["workers"].get<int>(), j["ratio"].get<double>(), ms["read"].get<double>(),
+      ms["decode"].get<double>(), ms["augment"].get<double>(), ms["collate"].get<double>(),
+      j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
+      j["slot_bytes"].get<uint64_t>() / 1048576.0, j["host_memory"].get<std::string>(),
+      j["peak_rss_bytes"].get<uint64_t>() / 1048576.0,
+      j["fast_vs_exact"]["mean_abs_diff"].get<double>(),
+      j["fast_vs_exact"]["worst_image_mean_abs_diff"].get<double>(),
+      j["fast_vs_exact"]["fast_ms_per_image"].get<double>(),
+      j["fast_vs_exact"]["exact_ms_per_image"].get<double>());
+}
+
+}  // namespace ddpio::tools

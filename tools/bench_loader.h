@@ -1,0 +1,30 @@
+// `ddpio bench loader`: the loader's images/s next to the JPEG full-decode ceiling, one run.
+//
+// Ceiling: tjDecompress2 (full decode, one thread) of the same records, timed in the same run,
+// times the worker count. The loader runs --epochs epochs with a consumer that takes batches
+// as fast as they come; figures are medians over epochs, stages are summed over workers.
+#ifndef DDPIO_TOOLS_BENCH_LOADER_H_
+#define DDPIO_TOOLS_BENCH_LOADER_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "loader/loader.h"
+
+namespace ddpio::tools {
+
+struct BenchLoaderOptions {
+  std::string data;
+  loader::LoaderOptions loader;
+  int epochs = 3;
+  uint64_t ceiling_images = 400;  // records decoded for the ceiling
+};
+
+absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& options);
+std::string BenchLoaderText(const nlohmann::json& result);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_BENCH_LOADER_H_
