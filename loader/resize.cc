@@ -1,7 +1,10 @@
 #include "loader/resize.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ddpio::loader {
 namespace {
@@ -114,6 +117,39 @@ DDPIO_MULTIVERSION void HorizontalRowFixed3(const uint8_t* in, const int* start,
   }
 }
 
+// SSE4.1 version of HorizontalRowFixed3: one pmovzxbd loads a tap's R, G, B (and the next
+// byte, ignored) as four int32 lanes; one pmulld + paddd per tap. Reads one byte past the last
+// tap, so windows need K + 1 readable pixels. Selected at run time (HaveSse41).
+template <int K>
+__attribute__((target("sse4.1"))) void HorizontalRowFixed3Sse41(const uint8_t* in, const int* start,
+                                                                 const int32_t* weights, int x_end,
+                                                                 uint8_t* out) {
+  const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
+  for (int x = 0; x < x_end; ++x) {
+    const int32_t* w = weights + static_cast<size_t>(x) * K;
+    const uint8_t* p = in + static_cast<size_t>(start[x]) * 3;
+    __m128i acc = half;
+    for (int i = 0; i < K; ++i) {
+      int32_t four;
+      std::memcpy(&four, p + 3 * i, 4);
+      __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
+      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(w[i])));
+    }
+    acc = _mm_srai_epi32(acc, kPrecisionBits);
+    // Clamp to [0, 255] and pack to bytes.
+    __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(acc, acc), _mm_setzero_si128());
+    const int32_t packed = _mm_cvtsi128_si32(bytes);
+    out[3 * x] = static_cast<uint8_t>(packed);
+    out[3 * x + 1] = static_cast<uint8_t>(packed >> 8);
+    out[3 * x + 2] = static_cast<uint8_t>(packed >> 16);
+  }
+}
+
+bool HaveSse41() {
+  static const bool have = __builtin_cpu_supports("sse4.1");
+  return have;
+}
+
 // out[i] for i in [0, bytes): vertical filter over `n` rows `stride` bytes apart.
 DDPIO_MULTIVERSION
 void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t bytes,
@@ -135,10 +171,17 @@ void HorizontalPass(const uint8_t* in, int row_pixels, int channels, const std::
                     int dst_w, uint8_t* out) {
   int x_safe = 0;
   if (channels == 3 && (ksize == 3 || ksize == 5 || ksize == 7)) {
-    while (x_safe < dst_w && start[x_safe] + ksize <= row_pixels) ++x_safe;  // starts ascend
-    if (ksize == 3) HorizontalRowFixed3<3>(in, start.data(), w.data(), x_safe, out);
-    if (ksize == 5) HorizontalRowFixed3<5>(in, start.data(), w.data(), x_safe, out);
-    if (ksize == 7) HorizontalRowFixed3<7>(in, start.data(), w.data(), x_safe, out);
+    // K taps plus the one byte the SIMD load reads beyond them (a whole pixel, to keep it simple).
+    while (x_safe < dst_w && start[x_safe] + ksize + 1 <= row_pixels) ++x_safe;  // starts ascend
+    if (HaveSse41()) {
+      if (ksize == 3) HorizontalRowFixed3Sse41<3>(in, start.data(), w.data(), x_safe, out);
+      if (ksize == 5) HorizontalRowFixed3Sse41<5>(in, start.data(), w.data(), x_safe, out);
+      if (ksize == 7) HorizontalRowFixed3Sse41<7>(in, start.data(), w.data(), x_safe, out);
+    } else {
+      if (ksize == 3) HorizontalRowFixed3<3>(in, start.data(), w.data(), x_safe, out);
+      if (ksize == 5) HorizontalRowFixed3<5>(in, start.data(), w.data(), x_safe, out);
+      if (ksize == 7) HorizontalRowFixed3<7>(in, start.data(), w.data(), x_safe, out);
+    }
   }
   HorizontalRow(in, channels, start, count, w, ksize, x_safe, dst_w, out);
 }
