@@ -12,6 +12,7 @@ PACKAGES=(
   libisal-dev                     # CRC32C record checksums (Intel ISA-L)
   nlohmann-json3-dev              # metadata and --json output
   libcli11-dev                    # the ddpio command line
+  libgloo-dev                     # CPU collectives over TCP (Gloo)
   libgtest-dev libgmock-dev       # tests
 )
 

@@ -1,0 +1,56 @@
+// Communicator: the collectives the group feeder and the trainer need, behind one interface
+// with a Gloo backend (CPU, TCP) now and an NCCL backend (GPU) to come.
+//
+// Every call takes a timeout and returns a Status — Unavailable when a peer is gone,
+// DeadlineExceeded when the timeout passes first — and never throws across the interface. After
+// a failure the communicator is unusable (Gloo and NCCL both poison their context): every later
+// call returns FailedPrecondition naming the first error. Abort() makes peers blocked on this
+// rank fail fast instead of waiting for their timeout. Calls are made by one thread at a time,
+// in the same order on every rank.
+#ifndef DDPIO_BROADCAST_COMMUNICATOR_H_
+#define DDPIO_BROADCAST_COMMUNICATOR_H_
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ddpio::broadcast {
+
+enum class ReduceOp { kSum, kAverage };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // The root's `bytes` at `data` end up in `data` on every rank.
+  virtual absl::Status Broadcast(void* data, size_t bytes, int root,
+                                 std::chrono::milliseconds timeout) = 0;
+  // Rank i receives the root's parts[i] (each `bytes` long) in `out`; parts is read on the root
+  // only (size() entries).
+  virtual absl::Status Scatter(const std::vector<const void*>& parts, void* out, size_t bytes,
+                               int root, std::chrono::milliseconds timeout) = 0;
+  // Element-wise sum (or average) of `count` floats over all ranks, in place.
+  virtual absl::Status AllReduce(float* data, size_t count, ReduceOp op,
+                                 std::chrono::milliseconds timeout) = 0;
+  // Every rank's `bytes` from `in`, in rank order, into `out` (size() * bytes).
+  virtual absl::Status AllGather(const void* in, void* out, size_t bytes,
+                                 std::chrono::milliseconds timeout) = 0;
+  // Point to point: `tag` pairs a Send with its Recv (the same tag on both sides).
+  virtual absl::Status Send(const void* data, size_t bytes, int peer, uint64_t tag,
+                            std::chrono::milliseconds timeout) = 0;
+  virtual absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,
+                            std::chrono::milliseconds timeout) = 0;
+  virtual absl::Status Barrier(std::chrono::milliseconds timeout) = 0;
+  // Tears the connections down; this communicator is unusable afterwards.
+  virtual void Abort() = 0;
+};
+
+}  // namespace ddpio::broadcast
+
+#endif  // DDPIO_BROADCAST_COMMUNICATOR_H_

@@ -1,0 +1,53 @@
+// Blocking TCP helpers for the store: every read and write has a deadline, every failure is a
+// Status (peer gone -> Unavailable, deadline -> DeadlineExceeded). Private to broadcast/.
+#ifndef DDPIO_BROADCAST_INTERNAL_SOCKET_H_
+#define DDPIO_BROADCAST_INTERNAL_SOCKET_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ddpio::broadcast::internal {
+
+using Clock = std::chrono::steady_clock;
+
+// Owns a file descriptor. Move-only.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd();
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Listens on addr:port (port 0: any free port). Returns the socket; *bound_port gets the port.
+absl::StatusOr<Fd> Listen(const std::string& addr, int port, int* bound_port);
+// Connects once (no retry). Unavailable when refused or unreachable.
+absl::StatusOr<Fd> Connect(const std::string& host, int port, Clock::time_point deadline);
+
+absl::Status WriteAll(int fd, const void* data, size_t size, Clock::time_point deadline);
+absl::Status ReadFull(int fd, void* data, size_t size, Clock::time_point deadline);
+
+// Frames: a 4-byte little-endian length, then the body. ReadFrame rejects a body longer than
+// max_size with InvalidArgument (and reads nothing more).
+absl::Status WriteFrame(int fd, const std::string& body, Clock::time_point deadline);
+absl::StatusOr<std::string> ReadFrame(int fd, size_t max_size, Clock::time_point deadline);
+
+}  // namespace ddpio::broadcast::internal
+
+#endif  // DDPIO_BROADCAST_INTERNAL_SOCKET_H_
