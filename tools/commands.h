@@ -19,6 +19,7 @@ struct Command {
 void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
 void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler
 void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage|sampler
+void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);  // launch
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
 
 }  // namespace ddpio::tools

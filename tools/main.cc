@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddDataCommands(app, &commands);
   AddSamplerCommand(app, &commands);
   AddBenchCommands(app, &commands);
+  AddLaunchCommand(app, &commands);
   AddInfoCommand(app, &commands);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,116 @@
+// `ddpio launch` with real child processes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+using testing::RunDdpio;
+using testing::RunResult;
+
+TEST(Launch, GivesEveryRankTorchrunsEnvironmentAndPrefixesItsLines) {
+  RunResult r = RunDdpio({"launch", "--nproc-per-node", "3", "--", "/bin/sh", "-c",
+                          "echo env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
+                          "$MASTER_PORT $DDPIO_STORE_TOKEN $DDPIO_JOB_ID; echo to-stderr >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::set<std::string> ranks, tokens, ports;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::string tag_open, tag_rank, word, rank, world, local, local_world, addr, port, token, job;
+    f >> tag_open >> tag_rank >> word >> rank >> world >> local >> local_world >> addr >> port >> token >> job;
+    ASSERT_EQ(tag_open, "[rank");
+    EXPECT_EQ(tag_rank, rank + "]");  // the prefix names the rank that printed the line
+    EXPECT_EQ(world, "3");
+    EXPECT_EQ(local, rank);
+    EXPECT_EQ(local_world, "3");
+    EXPECT_EQ(addr, "127.0.0.1");
+    EXPECT_EQ(token.size(), 32u);
+    ranks.insert(rank);
+    tokens.insert(token);
+    ports.insert(port);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(tokens.size(), 1u);  // one job, one token
+  EXPECT_EQ(ports.size(), 1u);
+  EXPECT_NE(r.err.find("[rank 2] to-stderr"), std::string::npos) << r.err;
+}
+
+TEST(Launch, AFailingRankStopsTheOthersAndItsCodePropagates) {
+  RunResult r = RunDdpio({"launch", "--nproc-per-node", "3", "--", "/bin/sh", "-c",
+                          "if [ $RANK = 1 ]; then exit 7; fi; exec sleep 600"});
+  EXPECT_FALSE(r.timed_out) << "the other ranks were not stopped";
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(r.err.find("rank 1 failed: exited with code 7; stopped the other 2 rank(s)"), std::string::npos)
+      << r.err;
+}
+
+TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGrace) {
+  // Rank 1 ignores SIGTERM, then tells rank 0 through a FIFO; only then does rank 0 die.
+  testing::TempDir dir;
+  const std::string fifo = dir.Sub("ready");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  RunResult r = RunDdpio({"launch", "--nproc-per-node", "2", "--grace-seconds", "1", "--", "/bin/sh", "-c",
+                          "if [ $RANK = 0 ]; then read x < " + fifo + "; kill -9 $$; fi; "
+                          "trap '' TERM; echo go > " + fifo + "; exec sleep 600"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_NE(r.err.find("rank 0 failed: killed by signal 9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"), std::string::npos) << r.err;
+}
+
+TEST(Launch, CtrlCStopsEveryRank) {
+  int err_pipe[2];
+  ASSERT_EQ(pipe(err_pipe), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err_pipe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    std::string bin = testing::DdpioBin();
+    execl(bin.c_str(), bin.c_str(), "launch", "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+          "exec sleep 600", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  std::string err;
+  char buf[4096];
+  while (err.find("started 2 rank(s)") == std::string::npos) {
+    ssize_t n = read(err_pipe[0], buf, sizeof(buf));
+    ASSERT_GT(n, 0) << err;
+    err.append(buf, static_cast<size_t>(n));
+  }
+  kill(pid, SIGINT);  // what a terminal sends on Ctrl-C
+  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof(buf))) > 0;) err.append(buf, static_cast<size_t>(n));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_NE(err.find("stopping all ranks"), std::string::npos) << err;
+  close(err_pipe[0]);
+}
+
+TEST(Launch, UsageErrors) {
+  EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2"}).exit_code, 2);  // no program
+  EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--", "true"}).exit_code, 2);  // no port
+  EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2",
+                      "--master-port", "29999", "--", "true"}).exit_code, 2);
+  RunResult missing = RunDdpio({"launch", "--nproc-per-node", "1", "--", "/no/such/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("cannot run /no/such/program"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace ddpio
