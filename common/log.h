@@ -22,6 +22,11 @@ void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
 
 namespace internal {
+// Turns `stream << ...` into void so both branches of DDPIO_LOG's ?: have one type.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+
 class LogMessage {
  public:
   LogMessage(LogLevel level, const char* file, int line);
@@ -42,9 +47,12 @@ class LogMessage {
 #define DDPIO_LOG_LEVEL_WARNING ::ddpio::LogLevel::kWarning
 #define DDPIO_LOG_LEVEL_ERROR ::ddpio::LogLevel::kError
 
-#define DDPIO_LOG(level)                                         \
-  if (!::ddpio::LogEnabled(DDPIO_LOG_LEVEL_##level)) {           \
-  } else                                                         \
-    ::ddpio::internal::LogMessage(DDPIO_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
+// An expression, safe anywhere a statement is (also under an unbraced if): the stream is only
+// built when the level is enabled.
+#define DDPIO_LOG(level)                                                     \
+  !::ddpio::LogEnabled(DDPIO_LOG_LEVEL_##level)                              \
+      ? (void)0                                                              \
+      : ::ddpio::internal::LogVoidify() &                                    \
+            ::ddpio::internal::LogMessage(DDPIO_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
 
 #endif  // DDPIO_COMMON_LOG_H_

@@ -7,6 +7,7 @@
 #include "tools/commands.h"
 #include "tools/sampler_cli.h"
 #include "tools/bench_loader.h"
+#include "tools/bench_comm.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
@@ -100,6 +101,27 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
     auto result = BenchLoader(*lo);
     if (!result.ok()) return ReportError("bench loader", result.status());
     return PrintResult(*ljson, *result, BenchLoaderText);
+  }});
+
+  auto* capp = bench->add_subcommand("comm", "Collective bandwidth and latency vs plain TCP (run under ddpio launch)");
+  capp->footer("Example: ddpio launch --nproc-per-node 4 -- ddpio bench comm --size 67108864 --group-size 2\n"
+               "Rank 0 prints the result; the ceiling is plain TCP between ranks 0 and 1 in the same run.");
+  auto co = std::make_shared<BenchCommOptions>();
+  auto cjson = std::make_shared<bool>(false);
+  capp->add_option("--backend", co->backend, "gloo, nccl or auto")->capture_default_str()
+      ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+  capp->add_option("--size", co->size, "Bytes per operation")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  capp->add_option("--repeat", co->repeat, "Repetitions; figures are medians")->capture_default_str()->check(CLI::Range(1, 1000));
+  capp->add_option("--group-size", co->group_size, "Run within groups of this size (default: the world)");
+  capp->add_option("--layout", co->layout, "Group layout")->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "strided"}));
+  capp->add_option("--store", co->store, "Rendezvous store: default TCP on rank 0, or file:DIR");
+  capp->add_flag("--json", *cjson, "Rank 0 prints one JSON object as its last stdout line");
+  commands->push_back({capp, [=] {
+    auto result = BenchComm(*co);
+    if (!result.ok()) return ReportError("bench comm", result.status());
+    if (result->empty()) return kExitOk;
+    return PrintResult(*cjson, *result, BenchCommText);
   }});
 }
 

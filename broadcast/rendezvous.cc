@@ -1,0 +1,87 @@
+#include "broadcast/rendezvous.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "broadcast/tcp_store.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ddpio::broadcast {
+namespace {
+
+std::string FromEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
+  SetLogRank(info.rank);
+  if (info.agent_store && options.store.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "torchrun's agent serves its own store on ", info.master_addr, ":", info.master_port,
+        " (TORCHELASTIC_USE_AGENT_STORE=True); joining it is not supported yet — start the job "
+        "with `ddpio launch`, or pass a file store (file:DIR)"));
+  }
+  if (options.token.empty()) options.token = FromEnv("DDPIO_STORE_TOKEN");
+  if (options.job_id.empty()) options.job_id = FromEnv("DDPIO_JOB_ID");
+  if (options.job_id.empty()) options.job_id = "default";
+  auto job = std::unique_ptr<Job>(new Job());
+  job->info_ = info;
+  job->options_ = options;
+  std::shared_ptr<Store> base;
+  if (options.store.rfind("file:", 0) == 0) {
+    DDPIO_ASSIGN_OR_RETURN(auto fs, FileStore::Open(options.store.substr(5)));
+    base = std::move(fs);
+  } else {
+    if (options.token.empty()) {
+      return absl::InvalidArgumentError(
+          "DDPIO_STORE_TOKEN is not set: the rendezvous store serves only clients that present the "
+          "job's token (`ddpio launch` sets one)");
+    }
+    if (info.rank == 0) {
+      DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
+    }
+    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(info.master_addr, info.master_port,
+                                                                options.token, options.timeout));
+    base = std::move(client);
+  }
+  job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
+  DDPIO_ASSIGN_OR_RETURN(job->world_, GlooCommunicator::Create(std::make_shared<PrefixStore>("world", job->store_),
+                                                               info.rank, info.world_size, options.gloo));
+  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of "
+                  << info.world_size << " (" << info.source << ", store "
+                  << (options.store.empty() ? absl::StrCat("tcp://", info.master_addr, ":", info.master_port)
+                                            : options.store)
+                  << ", gloo)";
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const sampler::GroupLayout& layout) {
+  if (layout.world_size() != info_.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("layout for a world of ", layout.world_size(),
+                                                   ", job has ", info_.world_size));
+  }
+  // The n-th layout created in the job gets its own namespace; each group one under it.
+  const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
+  DDPIO_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(std::make_shared<PrefixStore>(prefix, store_),
+                                                             layout.local_group_rank(info_.rank),
+                                                             layout.group_size(), options_.gloo));
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+Job::~Job() {
+  world_.reset();
+  if (store_ == nullptr) return;
+  // Count ourselves out; the last one out says so, and rank 0 keeps serving until then.
+  auto left = store_->Add("left", 1);
+  if (left.ok() && *left == info_.world_size) (void)store_->Set("all-left", "1");
+  if (server_ != nullptr && left.ok()) {
+    absl::Status st = store_->Wait({"all-left"}, options_.timeout);
+    if (!st.ok()) DDPIO_LOG(WARNING) << "stopping the store before every rank left: " << st.message();
+  }
+}
+
+}  // namespace ddpio::broadcast

@@ -1,0 +1,65 @@
+// Joining a job: rank 0 serves the TCP store at MASTER_ADDR:MASTER_PORT (or everyone uses a
+// file store on a shared directory), every rank connects, the world communicator is built, and
+// group communicators are created in the same order on every rank.
+//
+// Keys live under "job/<DDPIO_JOB_ID>/" so a long-lived store or a reused file-store directory
+// never mixes two runs. Rank 0 keeps its store server alive until every rank has left the job
+// (each rank's Job destructor counts itself out), so a slow rank never loses the store halfway
+// through a rendezvous. Join also sets the rank printed on every log line.
+#ifndef DDPIO_BROADCAST_RENDEZVOUS_H_
+#define DDPIO_BROADCAST_RENDEZVOUS_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "broadcast/communicator.h"
+#include "broadcast/gloo_communicator.h"
+#include "broadcast/rank_info.h"
+#include "broadcast/store.h"
+#include "sampler/group_layout.h"
+
+namespace ddpio::broadcast {
+
+struct RendezvousOptions {
+  // "" (default): the TCP store hosted by rank 0; "file:DIR": a FileStore in DIR.
+  std::string store;
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  GlooOptions gloo;  // its timeout is the mesh-connect timeout
+  // DDPIO_STORE_TOKEN / DDPIO_JOB_ID (from the environment unless set here).
+  std::string token;
+  std::string job_id;
+};
+
+class TcpStoreServer;
+
+class Job {
+ public:
+  // FailedPrecondition when torchrun's agent already serves the port (not supported yet: see
+  // docs/COMM.md); InvalidArgument without a token for the TCP store; errors of the store and
+  // the mesh otherwise.
+  static absl::StatusOr<std::unique_ptr<Job>> Join(const RankInfo& info, RendezvousOptions options);
+  ~Job();
+
+  const RankInfo& info() const { return info_; }
+  Communicator& world() { return *world_; }
+  std::shared_ptr<Store> store() { return store_; }
+
+  // This rank's group communicator in `layout` (ranks are local ranks within the group). Every
+  // rank must call it with the same layouts in the same order.
+  absl::StatusOr<std::unique_ptr<Communicator>> Group(const sampler::GroupLayout& layout);
+
+ private:
+  Job() = default;
+  RankInfo info_;
+  RendezvousOptions options_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Communicator> world_;
+  int groups_created_ = 0;
+};
+
+}  // namespace ddpio::broadcast
+
+#endif  // DDPIO_BROADCAST_RENDEZVOUS_H_

@@ -1,0 +1,168 @@
+#include "tools/bench_comm.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "broadcast/internal/socket.h"
+#include "broadcast/rendezvous.h"
+#include "common/accelerator.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ddpio::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using broadcast::internal::Fd;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+template <typename Fn>
+absl::StatusOr<double> MedianSeconds(broadcast::Communicator& c, int repeat, Fn op) {
+  std::vector<double> t;
+  for (int r = 0; r < repeat; ++r) {
+    DDPIO_RETURN_IF_ERROR(c.Barrier(std::chrono::seconds(120)));
+    auto t0 = Clock::now();
+    DDPIO_RETURN_IF_ERROR(op());
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return Median(t);
+}
+
+// Plain TCP between ranks 0 (sender) and 1 (receiver): `size` bytes then a 1-byte ack, median.
+absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat) {
+  const int rank = job.info().rank;
+  const auto deadline = [] { return Clock::now() + std::chrono::seconds(120); };
+  std::vector<uint8_t> buf(std::min<uint64_t>(size, 4 << 20), 1);
+  if (rank == 1) {
+    int port = 0;
+    DDPIO_ASSIGN_OR_RETURN(Fd listener, broadcast::internal::Listen(job.info().master_addr == "127.0.0.1" ? "127.0.0.1" : "", 0, &port));
+    DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-port", std::to_string(port)));
+    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return absl::UnavailableError("accept failed");
+    Fd conn(fd);
+    for (int r = 0; r < repeat; ++r) {
+      for (uint64_t got = 0; got < size;) {
+        uint64_t n = std::min<uint64_t>(buf.size(), size - got);
+        DDPIO_RETURN_IF_ERROR(broadcast::internal::ReadFull(conn.get(), buf.data(), n, deadline()));
+        got += n;
+      }
+      uint8_t ack = 1;
+      DDPIO_RETURN_IF_ERROR(broadcast::internal::WriteAll(conn.get(), &ack, 1, deadline()));
+    }
+    return 0.0;
+  }
+  DDPIO_ASSIGN_OR_RETURN(std::string port, job.store()->Get("bench/tcp-port", std::chrono::seconds(60)));
+  // Rank 1 runs on the master node only in single-node jobs; its address is unknown otherwise.
+  DDPIO_ASSIGN_OR_RETURN(Fd conn, broadcast::internal::Connect(job.info().master_addr, std::stoi(port), deadline()));
+  std::vector<double> t;
+  for (int r = 0; r < repeat; ++r) {
+    auto t0 = Clock::now();
+    for (uint64_t sent = 0; sent < size;) {
+      uint64_t n = std::min<uint64_t>(buf.size(), size - sent);
+      DDPIO_RETURN_IF_ERROR(broadcast::internal::WriteAll(conn.get(), buf.data(), n, deadline()));
+      sent += n;
+    }
+    uint8_t ack = 0;
+    DDPIO_RETURN_IF_ERROR(broadcast::internal::ReadFull(conn.get(), &ack, 1, deadline()));
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return size / Median(t) / 1e9;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
+  if (o.backend == "nccl") {
+    return absl::UnimplementedError("the NCCL backend is not built yet; use --backend gloo or auto");
+  }
+  DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
+  const AcceleratorInfo& acc = ProbeAccelerator();
+  if (o.backend == "auto" && info.rank == 0) {
+    DDPIO_LOG(INFO) << "backend auto: gloo (" << DescribeAccelerator(acc) << "; the NCCL backend is not built yet)";
+  }
+  broadcast::RendezvousOptions ro;
+  ro.store = o.store;
+  DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  broadcast::Communicator* comm = &job->world();
+  std::unique_ptr<broadcast::Communicator> group;
+  const int g = o.group_size > 0 ? o.group_size : info.world_size;
+  if (g != info.world_size) {
+    DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.layout));
+    DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, g, kind));
+    DDPIO_ASSIGN_OR_RETURN(group, job->Group(layout));
+    comm = group.get();
+  }
+  const uint64_t size = o.size / sizeof(float) * sizeof(float);
+  std::vector<float> data(size / sizeof(float), 1.0f);
+  std::vector<uint8_t> bytes(size, 1);
+  const auto t = std::chrono::seconds(120);
+  DDPIO_ASSIGN_OR_RETURN(double bcast, MedianSeconds(*comm, o.repeat, [&] { return comm->Broadcast(bytes.data(), size, 0, t); }));
+  const uint64_t part = size / comm->size();
+  std::vector<const void*> parts;
+  for (int i = 0; i < comm->size(); ++i) parts.push_back(bytes.data() + i * part);
+  std::vector<uint8_t> mine(part);
+  DDPIO_ASSIGN_OR_RETURN(double scatter, MedianSeconds(*comm, o.repeat, [&] {
+    return comm->Scatter(comm->rank() == 0 ? parts : std::vector<const void*>{}, mine.data(), part, 0, t);
+  }));
+  DDPIO_ASSIGN_OR_RETURN(double allreduce, MedianSeconds(*comm, o.repeat, [&] {
+    return comm->AllReduce(data.data(), data.size(), broadcast::ReduceOp::kSum, t);
+  }));
+  float small = 1;
+  DDPIO_ASSIGN_OR_RETURN(double latency, MedianSeconds(*comm, std::max(o.repeat, 21), [&] {
+    return comm->AllReduce(&small, 1, broadcast::ReduceOp::kSum, t);
+  }));
+  double ceiling = 0;
+  if (info.world_size >= 2 && info.rank <= 1) {
+    DDPIO_ASSIGN_OR_RETURN(ceiling, TcpCeiling(*job, size, o.repeat));
+  }
+  DDPIO_RETURN_IF_ERROR(job->world().Barrier(t));
+  if (info.rank != 0) return nlohmann::json::object();
+  const int n = comm->size();
+  nlohmann::json j = {{"rank", info.rank},
+                      {"world", info.world_size},
+                      {"backend", comm->backend()},
+                      {"group_size", g},
+                      {"layout", g == info.world_size ? "world" : o.layout},
+                      {"size", size},
+                      {"repeat", o.repeat},
+                      {"broadcast_gb_per_s", size / bcast / 1e9},
+                      // Bytes that cross the network: the root's own part is a local copy.
+                      {"scatter_gb_per_s", static_cast<double>(part) * (n - 1) / scatter / 1e9},
+                      {"allreduce_gb_per_s", size / allreduce / 1e9},
+                      {"allreduce_bus_gb_per_s", n > 1 ? size / allreduce / 1e9 * 2.0 * (n - 1) / n : 0.0},
+                      {"allreduce_latency_us", latency * 1e6},
+                      {"ceiling_tcp_gb_per_s", info.world_size >= 2 ? nlohmann::json(ceiling) : nlohmann::json(nullptr)},
+                      {"path", acc.cuda_devices > 0 ? "gpu" : "cpu"}};
+  return j;
+}
+
+std::string BenchCommText(const nlohmann::json& j) {
+  if (j.empty()) return "";
+  std::string ceiling = j["ceiling_tcp_gb_per_s"].is_null()
+                            ? "n/a (one rank)"
+                            : absl::StrFormat("%.2f GB/s", j["ceiling_tcp_gb_per_s"].get<double>());
+  return absl::StrFormat(
+      "bench comm: %s, world %d, group %d (%s), %d MiB, median of %d\n"
+      "  broadcast     %6.2f GB/s  (bytes / time, per receiver)\n"
+      "  scatter       %6.2f GB/s  (bytes sent to the other ranks / time)\n"
+      "  all-reduce    %6.2f GB/s  algorithm, %.2f GB/s bus\n"
+      "  latency       %6.0f us    (8-byte all-reduce)\n"
+      "  ceiling       %s plain TCP between ranks 0 and 1, same run\n",
+      j["backend"].get<std::string>(), j["world"].get<int>(), j["group_size"].get<int>(),
+      j["layout"].get<std::string>(), j["size"].get<uint64_t>() >> 20, j["repeat"].get<int>(),
+      j["broadcast_gb_per_s"].get<double>(), j["scatter_gb_per_s"].get<double>(),
+      j["allreduce_gb_per_s"].get<double>(), j["allreduce_bus_gb_per_s"].get<double>(),
+      j["allreduce_latency_us"].get<double>(), ceiling);
+}
+
+}  // namespace ddpio::tools
