@@ -2,20 +2,17 @@
 // TcpStoreServer run by the test process, then runs collectives through GlooCommunicator.
 #include "broadcast/gloo_communicator.h"
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <functional>
 #include <numeric>
 
-#include "broadcast/internal/socket.h"
 #include "broadcast/tcp_store.h"
 #include "gtest/gtest.h"
 #include "sampler/group_layout.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 
 namespace ddpio::broadcast {
@@ -24,66 +21,28 @@ namespace {
 using std::chrono::milliseconds;
 constexpr char kToken[] = "gloo-test-token";
 
-// Forks `world` ranks running body(rank, store) (exit code 0 = pass), then serves the store
-// until they finish. Children start before the server: their connects are retried. A child
-// still running after `limit` is killed and reported as 200 + SIGKILL: a hang fails the test
-// instead of stalling it. `after_fork` runs in the parent once every child exists.
+// Forks `world` ranks running body(rank, store) (exit code 0 = pass) that meet through a
+// TcpStoreServer this process starts after forking (the children's connects are retried).
 std::vector<int> RunRanks(int world, const std::string& job,
                           const std::function<int(int, std::shared_ptr<Store>)>& body,
                           std::chrono::seconds limit = std::chrono::seconds(60),
                           const std::function<void()>& after_fork = {}) {
-  int port = 0;
-  {
-    auto probe = internal::Listen("127.0.0.1", 0, &port);
-    EXPECT_OK(probe);
-  }
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(20000));
-      if (!client.ok()) _exit(100);
-      auto store = std::make_shared<PrefixStore>(job, std::shared_ptr<Store>(std::move(client).value()));
-      _exit(body(rank, store));
-    }
-    pids.push_back(pid);
-  }
-  if (after_fork) after_fork();
-  auto server = TcpStoreServer::Start("127.0.0.1", port, kToken);
-  EXPECT_OK(server);
-  // Wait on pidfds with a deadline.
-  std::vector<int> codes(world, -1);
-  std::vector<pollfd> fds;
-  for (pid_t pid : pids) fds.push_back({static_cast<int>(syscall(SYS_pidfd_open, pid, 0)), POLLIN, 0});
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int left = world;
-  while (left > 0) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    int n = poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(ms.count(), 0)));
-    if (n == 0) {  // deadline: kill the rest
-      for (int r = 0; r < world; ++r) {
-        if (codes[r] == -1) kill(pids[r], SIGKILL);
-      }
-      for (int r = 0; r < world; ++r) {
-        if (codes[r] != -1) continue;
-        int status = 0;
-        waitpid(pids[r], &status, 0);
-        codes[r] = 200 + SIGKILL;
-        ADD_FAILURE() << "rank " << r << " still running after the time limit: killed";
-      }
-      break;
-    }
-    for (int r = 0; r < world; ++r) {
-      if (codes[r] != -1 || !(fds[r].revents & POLLIN)) continue;
-      int status = 0;
-      waitpid(pids[r], &status, 0);
-      codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status);
-      fds[r].fd = -fds[r].fd - 1;  // stop polling it
-      --left;
-    }
-  }
-  for (auto& f : fds) close(f.fd < 0 ? -f.fd - 1 : f.fd);
-  return codes;
+  const int port = testing::FreeLoopbackPort();
+  std::unique_ptr<TcpStoreServer> server;
+  return testing::RunForked(
+      world,
+      [&](int rank) {
+        auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(20000));
+        if (!client.ok()) return 100;
+        return body(rank, std::make_shared<PrefixStore>(job, std::shared_ptr<Store>(std::move(client).value())));
+      },
+      limit,
+      [&] {
+        if (after_fork) after_fork();
+        auto started = TcpStoreServer::Start("127.0.0.1", port, kToken);
+        EXPECT_OK(started);
+        if (started.ok()) server = std::move(started).value();
+      });
 }
 
 int Collectives(int rank, std::shared_ptr<Store> store, int world) {

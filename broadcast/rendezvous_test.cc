@@ -1,11 +1,10 @@
 // Jobs joined by real processes started with `ddpio launch`-like environments.
 #include "broadcast/rendezvous.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "broadcast/internal/socket.h"
 #include "gtest/gtest.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -14,36 +13,20 @@ namespace {
 
 // Forks `world` ranks that Join a job on a free port and run `body`; returns exit codes.
 std::vector<int> RunJob(int world, RendezvousOptions options, const std::function<int(Job&)>& body) {
-  int port = 0;
-  {
-    auto probe = internal::Listen("127.0.0.1", 0, &port);
-    EXPECT_OK(probe);
-  }
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      auto info = DiscoverRank({{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
-                                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}});
-      if (!info.ok()) _exit(100);
-      auto job = Job::Join(*info, options);
-      if (!job.ok()) {
-        std::fprintf(stderr, "join: %s\n", job.status().ToString().c_str());
-        _exit(101);
-      }
-      int code = body(**job);
-      job->reset();
-      _exit(code);
+  const int port = testing::FreeLoopbackPort();
+  return testing::RunForked(world, [&](int rank) {
+    auto info = DiscoverRank({{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}});
+    if (!info.ok()) return 100;
+    auto job = Job::Join(*info, options);
+    if (!job.ok()) {
+      std::fprintf(stderr, "join: %s\n", job.status().ToString().c_str());
+      return 101;
     }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status));
-  }
-  return codes;
+    int code = body(**job);
+    job->reset();
+    return code;
+  });
 }
 
 int WorldAndGroups(Job& job) {

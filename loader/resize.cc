@@ -96,30 +96,10 @@ void HorizontalRow(const uint8_t* in, int channels, const std::vector<int>& star
   }
 }
 
-// The same for RGB with every window exactly K taps wide (shorter windows zero-padded): straight-
-// line code without per-pixel branches. Reads up to K pixels past a window's start, so the row
-// must be padded by K pixels.
-template <int K>
-DDPIO_MULTIVERSION void HorizontalRowFixed3(const uint8_t* in, const int* start, const int32_t* weights,
-                                            int x_end, uint8_t* out) {
-  for (int x = 0; x < x_end; ++x) {
-    const int32_t* w = weights + static_cast<size_t>(x) * K;
-    const uint8_t* p = in + static_cast<size_t>(start[x]) * 3;
-    int32_t a = 1 << (kPrecisionBits - 1), b = a, c = a;
-    for (int i = 0; i < K; ++i) {
-      a += p[3 * i] * w[i];
-      b += p[3 * i + 1] * w[i];
-      c += p[3 * i + 2] * w[i];
-    }
-    out[3 * x] = Clip8(a);
-    out[3 * x + 1] = Clip8(b);
-    out[3 * x + 2] = Clip8(c);
-  }
-}
-
-// SSE4.1 version of HorizontalRowFixed3: one pmovzxbd loads a tap's R, G, B (and the next
-// byte, ignored) as four int32 lanes; one pmulld + paddd per tap. Reads one byte past the last
-// tap, so windows need K + 1 readable pixels. Selected at run time (HaveSse41).
+// RGB with every window exactly K taps wide (shorter windows are zero-padded by Compute): one
+// pmovzxbd loads a tap's R, G, B (and the next byte, ignored) as four int32 lanes, one pmulld +
+// paddd per tap, no per-pixel branches. Reads one byte past the last tap, so windows need K + 1
+// readable pixels. Selected at run time (HaveSse41); without SSE4.1 the generic loop runs.
 template <int K>
 __attribute__((target("sse4.1"))) void HorizontalRowFixed3Sse41(const uint8_t* in, const int* start,
                                                                  const int32_t* weights, int x_end,
@@ -170,18 +150,12 @@ void HorizontalPass(const uint8_t* in, int row_pixels, int channels, const std::
                     const std::vector<int>& count, const std::vector<int32_t>& w, int ksize,
                     int dst_w, uint8_t* out) {
   int x_safe = 0;
-  if (channels == 3 && (ksize == 3 || ksize == 5 || ksize == 7)) {
+  if (channels == 3 && (ksize == 3 || ksize == 5 || ksize == 7) && HaveSse41()) {
     // K taps plus the one byte the SIMD load reads beyond them (a whole pixel, to keep it simple).
     while (x_safe < dst_w && start[x_safe] + ksize + 1 <= row_pixels) ++x_safe;  // starts ascend
-    if (HaveSse41()) {
-      if (ksize == 3) HorizontalRowFixed3Sse41<3>(in, start.data(), w.data(), x_safe, out);
-      if (ksize == 5) HorizontalRowFixed3Sse41<5>(in, start.data(), w.data(), x_safe, out);
-      if (ksize == 7) HorizontalRowFixed3Sse41<7>(in, start.data(), w.data(), x_safe, out);
-    } else {
-      if (ksize == 3) HorizontalRowFixed3<3>(in, start.data(), w.data(), x_safe, out);
-      if (ksize == 5) HorizontalRowFixed3<5>(in, start.data(), w.data(), x_safe, out);
-      if (ksize == 7) HorizontalRowFixed3<7>(in, start.data(), w.data(), x_safe, out);
-    }
+    if (ksize == 3) HorizontalRowFixed3Sse41<3>(in, start.data(), w.data(), x_safe, out);
+    if (ksize == 5) HorizontalRowFixed3Sse41<5>(in, start.data(), w.data(), x_safe, out);
+    if (ksize == 7) HorizontalRowFixed3Sse41<7>(in, start.data(), w.data(), x_safe, out);
   }
   HorizontalRow(in, channels, start, count, w, ksize, x_safe, dst_w, out);
 }
