@@ -283,7 +283,7 @@ LoaderStats Loader::stats() const {
   st.memory = slots_.empty() ? HostMemoryKind::kPlain : slots_[0]->data.kind();
   st.slot_allocations = slots_.size();
   {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+    std::lock_guard<std::mutex> lock(mu_);
     st.skipped = skipped_;
   }
   return st;

@@ -161,7 +161,7 @@ class Loader {
   uint64_t wait_ns_ = 0;
   uint64_t batches_total_ = 0;
 
-  std::mutex mu_;  // guards free_slots_ and skipped_
+  mutable std::mutex mu_;  // guards free_slots_ and skipped_
   std::vector<int> free_slots_;
   std::vector<SkippedSample> skipped_;
 };
