@@ -90,15 +90,17 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   if (o.backend == "auto" && info.rank == 0) {
     DDPIO_LOG(INFO) << "backend auto: gloo (" << DescribeAccelerator(acc) << "; the NCCL backend is not built yet)";
   }
+  // Check the arguments before touching the network: every rank then fails the same way at
+  // once, instead of one rank leaving while the others are still connecting.
+  const int g = o.group_size > 0 ? o.group_size : info.world_size;
+  DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, g, kind));
   broadcast::RendezvousOptions ro;
   ro.store = o.store;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
   broadcast::Communicator* comm = &job->world();
   std::unique_ptr<broadcast::Communicator> group;
-  const int g = o.group_size > 0 ? o.group_size : info.world_size;
   if (g != info.world_size) {
-    DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.layout));
-    DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, g, kind));
     DDPIO_ASSIGN_OR_RETURN(group, job->Group(layout));
     comm = group.get();
   }
