@@ -1,5 +1,5 @@
 // Communicator: the collectives the group feeder and the trainer need, behind one interface
-// with a Gloo backend (CPU, TCP) now and an NCCL backend (GPU) to come.
+// with a Gloo backend (CPU, TCP) and an NCCL backend (GPU).
 //
 // Every call takes a timeout and returns a Status — Unavailable when a peer is gone,
 // DeadlineExceeded when the timeout passes first — and never throws across the interface. After
@@ -7,15 +7,21 @@
 // call returns FailedPrecondition naming the first error. Abort() makes peers blocked on this
 // rank fail fast instead of waiting for their timeout. Calls are made by one thread at a time,
 // in the same order on every rank.
+//
+// Buffers live where the backend wants them: host memory for Gloo, memory of this rank's CUDA
+// device for NCCL (device_memory()). Allocate() returns a buffer of the right kind.
 #ifndef DDPIO_BROADCAST_COMMUNICATOR_H_
 #define DDPIO_BROADCAST_COMMUNICATOR_H_
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace ddpio::broadcast {
 
@@ -27,6 +33,12 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // True when buffers must be device memory (NCCL), false for host memory (Gloo).
+  virtual bool device_memory() const { return false; }
+  // `bytes` of memory this communicator can use, freed when the last reference goes.
+  virtual absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) {
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes > 0 ? bytes : 1], std::default_delete<uint8_t[]>());
+  }
 
   // The root's `bytes` at `data` end up in `data` on every rank.
   virtual absl::Status Broadcast(void* data, size_t bytes, int root,
@@ -41,7 +53,9 @@ class Communicator {
   // Every rank's `bytes` from `in`, in rank order, into `out` (size() * bytes).
   virtual absl::Status AllGather(const void* in, void* out, size_t bytes,
                                  std::chrono::milliseconds timeout) = 0;
-  // Point to point: `tag` pairs a Send with its Recv (the same tag on both sides).
+  // Point to point: `tag` pairs a Send with its Recv (the same tag on both sides). NCCL has no
+  // tags: there, sends and receives between two ranks pair up in the order they are made, so
+  // portable callers make them in the same order on both sides (and use the same tag).
   virtual absl::Status Send(const void* data, size_t bytes, int peer, uint64_t tag,
                             std::chrono::milliseconds timeout) = 0;
   virtual absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,

@@ -4,46 +4,20 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/common/error.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "broadcast/internal/gloo_store.h"
+#include "broadcast/internal/socket.h"
 #include "common/log.h"
 
 namespace ddpio::broadcast {
 namespace {
-
-// Our Store as Gloo's: Gloo calls these during connectFullMesh and expects exceptions on failure.
-class GlooStoreAdapter : public gloo::rendezvous::Store {
- public:
-  GlooStoreAdapter(std::shared_ptr<broadcast::Store> store, std::chrono::milliseconds timeout)
-      : store_(std::move(store)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Throw(store_->Set(key, std::string(data.begin(), data.end())));
-  }
-  std::vector<char> get(const std::string& key) override {
-    auto v = store_->Get(key, timeout_);
-    Throw(v.status());
-    return std::vector<char>(v->begin(), v->end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    Throw(store_->Wait(keys, timeout));
-  }
-
- private:
-  static void Throw(const absl::Status& s) {
-    if (!s.ok()) throw gloo::IoException(std::string(s.message()));
-  }
-  std::shared_ptr<broadcast::Store> store_;
-  std::chrono::milliseconds timeout_;
-};
 
 absl::Status FromGloo(const std::exception& e, const char* what, int rank) {
   std::string message = absl::StrCat(what, " on rank ", rank, ": ", e.what());
@@ -73,6 +47,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(std::
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", size));
   }
+  internal::IgnoreSigpipe();  // a dead peer must become a Status, not kill the process
   auto state = std::make_unique<State>();
   try {
     gloo::transport::tcp::attr attr;
@@ -80,7 +55,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(std::
     state->device = gloo::transport::tcp::CreateDevice(attr);
     state->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     state->context->setTimeout(options.timeout);  // before connecting (FACTS.md)
-    GlooStoreAdapter adapter(std::move(store), options.timeout);
+    internal::GlooStoreAdapter adapter(std::move(store), options.timeout);
     state->context->connectFullMesh(adapter, state->device);
   } catch (const std::exception& e) {
     return FromGloo(e, "connecting the Gloo mesh", rank);

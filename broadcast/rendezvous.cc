@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "broadcast/tcp_store.h"
+#include "broadcast/torch_store.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -19,22 +20,35 @@ std::string FromEnv(const char* name) {
 
 absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
   SetLogRank(info.rank);
-  if (info.agent_store && options.store.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "torchrun's agent serves its own store on ", info.master_addr, ":", info.master_port,
-        " (TORCHELASTIC_USE_AGENT_STORE=True); joining it is not supported yet — start the job "
-        "with `ddpio launch`, or pass a file store (file:DIR)"));
-  }
   if (options.token.empty()) options.token = FromEnv("DDPIO_STORE_TOKEN");
   if (options.job_id.empty()) options.job_id = FromEnv("DDPIO_JOB_ID");
+  if (options.job_id.empty() && info.agent_store) {
+    // torchrun: one namespace per run and restart attempt, like PyTorch's own /worker/attempt_N.
+    options.job_id = absl::StrCat("torchrun-", FromEnv("TORCHELASTIC_RUN_ID"), "-attempt",
+                                  FromEnv("TORCHELASTIC_RESTART_COUNT"));
+  }
   if (options.job_id.empty()) options.job_id = "default";
+  // Decide the backend before touching the network: a rank that cannot use it fails at once.
+  DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, ProbeNcclDevices()));
+  options.comm.local_rank = info.local_rank;
   auto job = std::unique_ptr<Job>(new Job());
   job->info_ = info;
+  job->backend_ = choice;
   job->options_ = options;
   std::shared_ptr<Store> base;
+  std::string where = absl::StrCat("tcp://", info.master_addr, ":", info.master_port);
   if (options.store.rfind("file:", 0) == 0) {
     DDPIO_ASSIGN_OR_RETURN(auto fs, FileStore::Open(options.store.substr(5)));
     base = std::move(fs);
+    where = options.store;
+  } else if (info.agent_store) {
+    // torchrun's agent already serves a PyTorch TCPStore on the master port.
+    TorchStoreOptions to;
+    to.connect_timeout = options.timeout;
+    DDPIO_ASSIGN_OR_RETURN(to.protocol, ParseTorchStoreProtocol(FromEnv("DDPIO_TORCH_STORE_PROTOCOL")));
+    DDPIO_ASSIGN_OR_RETURN(auto client, TorchStoreClient::Connect(info.master_addr, info.master_port, to));
+    base = std::move(client);
+    where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
   } else {
     if (options.token.empty()) {
       return absl::InvalidArgumentError(
@@ -49,13 +63,10 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     base = std::move(client);
   }
   job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
-  DDPIO_ASSIGN_OR_RETURN(job->world_, GlooCommunicator::Create(std::make_shared<PrefixStore>("world", job->store_),
-                                                               info.rank, info.world_size, options.gloo));
-  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of "
-                  << info.world_size << " (" << info.source << ", store "
-                  << (options.store.empty() ? absl::StrCat("tcp://", info.master_addr, ":", info.master_port)
-                                            : options.store)
-                  << ", gloo)";
+  DDPIO_ASSIGN_OR_RETURN(job->world_, CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_),
+                                                          info.rank, info.world_size, options.comm));
+  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size
+                  << " (" << info.source << ", store " << where << ", backend " << choice.why << ")";
   return job;
 }
 
@@ -66,10 +77,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const sampler::GroupLay
   }
   // The n-th layout created in the job gets its own namespace; each group one under it.
   const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
-  DDPIO_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(std::make_shared<PrefixStore>(prefix, store_),
-                                                             layout.local_group_rank(info_.rank),
-                                                             layout.group_size(), options_.gloo));
-  return std::unique_ptr<Communicator>(std::move(comm));
+  return CreateCommunicator(backend_, std::make_shared<PrefixStore>(prefix, store_),
+                            layout.local_group_rank(info_.rank), layout.group_size(), options_.comm);
 }
 
 Job::~Job() {

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "broadcast/backend.h"
 #include "broadcast/communicator.h"
-#include "broadcast/gloo_communicator.h"
 #include "broadcast/rank_info.h"
 #include "broadcast/store.h"
 #include "sampler/group_layout.h"
@@ -26,7 +26,12 @@ struct RendezvousOptions {
   // "" (default): the TCP store hosted by rank 0; "file:DIR": a FileStore in DIR.
   std::string store;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  GlooOptions gloo;  // its timeout is the mesh-connect timeout
+  // gloo, nccl or auto (NCCL when a CUDA device is usable; see backend.h). The choice is made
+  // once, logged, and used for the world and every group.
+  BackendKind backend = BackendKind::kAuto;
+  // comm.gloo.timeout is the connect timeout of either backend; comm.local_rank is taken from
+  // the RankInfo.
+  CommOptions comm;
   // DDPIO_STORE_TOKEN / DDPIO_JOB_ID (from the environment unless set here).
   std::string token;
   std::string job_id;
@@ -45,6 +50,7 @@ class Job {
   const RankInfo& info() const { return info_; }
   Communicator& world() { return *world_; }
   std::shared_ptr<Store> store() { return store_; }
+  const BackendChoice& backend() const { return backend_; }
 
   // This rank's group communicator in `layout` (ranks are local ranks within the group). Every
   // rank must call it with the same layouts in the same order.
@@ -54,6 +60,7 @@ class Job {
   Job() = default;
   RankInfo info_;
   RendezvousOptions options_;
+  BackendChoice backend_;
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> world_;

@@ -264,22 +264,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
   client->where_ = absl::StrCat(host, ":", port);
   client->limits_ = limits;
   const auto deadline = Clock::now() + connect_timeout;
-  auto pause = std::chrono::milliseconds(10);
-  absl::Status last;
-  for (;;) {
-    auto fd = internal::Connect(host, port, deadline);
-    if (fd.ok()) {
-      client->fd_ = std::move(fd).value();
-      break;
-    }
-    last = fd.status();
-    if (Clock::now() + pause >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("no rendezvous store at ", client->where_, " within ",
-                                                      connect_timeout.count(), " ms (", last.message(), ")"));
-    }
-    std::this_thread::sleep_for(pause);  // rank 0 not listening yet: retry with backoff
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
-  }
+  DDPIO_ASSIGN_OR_RETURN(client->fd_, internal::ConnectRetrying(host, port, connect_timeout, "rendezvous store"));
   DDPIO_RETURN_IF_ERROR(internal::WriteFrame(client->fd_.get(), std::string(kHello) + token, deadline));
   auto answer = internal::ReadFrame(client->fd_.get(), 16, deadline + std::chrono::seconds(5));
   if (!answer.ok() || answer->empty()) {

@@ -50,3 +50,34 @@ elseif(DDPIO_WITH_NCCL STREQUAL "ON")
   message(FATAL_ERROR "DDPIO_WITH_NCCL=ON needs the CUDA toolkit (DDPIO_WITH_CUDA)")
 endif()
 message(STATUS "ddpio: CUDA ${DDPIO_HAVE_CUDA}, NCCL ${DDPIO_HAVE_NCCL}")
+
+# The NCCL stand-in tests (tests/nccl_standin) need only the headers nccl.h and
+# cuda_runtime_api.h, not the libraries: found even when DDPIO_WITH_CUDA/NCCL are OFF, so the
+# NCCL backend's logic is tested in every preset that has the headers.
+find_path(DDPIO_NCCL_HEADERS nccl.h
+          HINTS ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include $ENV{CUDA_HOME}/include
+                /usr/local/cuda/include)
+find_path(DDPIO_CUDART_HEADERS cuda_runtime_api.h
+          HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDA_HOME}/include /usr/local/cuda/include)
+if(DDPIO_NCCL_HEADERS AND DDPIO_CUDART_HEADERS)
+  set(DDPIO_HAVE_NCCL_HEADERS ON)
+else()
+  set(DDPIO_HAVE_NCCL_HEADERS OFF)
+endif()
+message(STATUS "ddpio: NCCL stand-in tests ${DDPIO_HAVE_NCCL_HEADERS}")
+
+# PyTorch, for the interoperability tests (sampler parity, torchrun, TCPStore). The Debian
+# package python3-torch (scripts/install-deps.sh) provides it for /usr/bin/python3.
+set(DDPIO_TORCH_PYTHON "")
+foreach(_py /usr/bin/python3)
+  execute_process(COMMAND ${_py} -c "import torch.distributed.run" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+  if(_rc EQUAL 0)
+    set(DDPIO_TORCH_PYTHON ${_py})
+    break()
+  endif()
+endforeach()
+if(DDPIO_TORCH_PYTHON)
+  message(STATUS "ddpio: PyTorch for interoperability tests: ${DDPIO_TORCH_PYTHON}")
+else()
+  message(WARNING "python3-torch not found: the torchrun / TCPStore interoperability tests are not built (scripts/install-deps.sh installs it)")
+endif()

@@ -16,7 +16,8 @@ install(TARGETS ${_modules} ddpio ${_extra} EXPORT ddpioTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(dir common storage sampler loader broadcast trainer)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddpio/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "*_test*" EXCLUDE PATTERN "testing" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "*_test*" EXCLUDE PATTERN "testing" EXCLUDE
+          PATTERN "*_conformance*" EXCLUDE)
 endforeach()
 install(EXPORT ddpioTargets NAMESPACE ddpio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddpio)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ddpioConfig.cmake.in

@@ -14,6 +14,7 @@ PACKAGES=(
   libcli11-dev                    # the ddpio command line
   libgloo-dev                     # CPU collectives over TCP (Gloo)
   libgtest-dev libgmock-dev       # tests
+  python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
 )
 
 missing=()

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/subprocess.h"
 
 namespace ddpio {
@@ -42,6 +43,44 @@ TEST(CliComm, BenchCommUnderTheLauncherForWorldAndGroups) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("does not divide"), std::string::npos) << bad.err;
 }
+
+// These machines have no GPU: --backend nccl is refused by every rank, before any connection,
+// with the reason; nothing hangs.
+TEST(CliComm, BackendNcclWithoutADeviceIsAClearError) {
+  const std::string bin = testing::DdpioBin();
+  auto info = RunDdpio({"info"});
+  ASSERT_EQ(info.exit_code, 0);
+  if (info.out.find("GPU path") != std::string::npos) GTEST_SKIP() << "this machine has a CUDA device";
+  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", bin, "bench", "comm", "--backend", "nccl"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("[rank 0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("backend nccl"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use --backend gloo"), std::string::npos) << r.err;
+}
+
+#ifdef DDPIO_TORCH_PYTHON
+// Started by the installed PyTorch's torchrun (no `ddpio launch`): the ranks find its agent's
+// TCPStore on MASTER_PORT, speak its protocol, and run the benchmark. (Debian's torchrun 1.13
+// needs --redirects/--tee to start processes with --no_python.)
+TEST(CliComm, BenchCommUnderTorchrunUsesItsAgentStore) {
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  testing::RunOptions o;
+  o.timeout = std::chrono::seconds(120);
+  auto r = testing::Run({DDPIO_TORCH_PYTHON, "-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2",
+                         "--master_port", port, "--redirects", "1", "--tee", "1", testing::DdpioBin(), "bench",
+                         "comm", "--size", "65536", "--repeat", "2", "--json"},
+                        o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("torchrun's agent store at 127.0.0.1:" + port), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("as rank 1 of 2 (torchrun, store torchrun agent"), std::string::npos) << r.err;
+  const std::string prefix = "[default0]:{";
+  auto at = r.out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(at + prefix.size() - 1, r.out.find('\n', at) - at - prefix.size() + 1));
+  EXPECT_EQ(j["world"], 2);
+  EXPECT_GT(j["allreduce_gb_per_s"].get<double>(), 0);
+}
+#endif
 
 }  // namespace
 }  // namespace ddpio

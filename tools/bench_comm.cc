@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "broadcast/internal/socket.h"
 #include "broadcast/rendezvous.h"
-#include "common/accelerator.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -82,14 +81,8 @@ absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat
 }  // namespace
 
 absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
-  if (o.backend == "nccl") {
-    return absl::UnimplementedError("the NCCL backend is not built yet; use --backend gloo or auto");
-  }
+  DDPIO_ASSIGN_OR_RETURN(broadcast::BackendKind backend, broadcast::ParseBackend(o.backend));
   DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
-  const AcceleratorInfo& acc = ProbeAccelerator();
-  if (o.backend == "auto" && info.rank == 0) {
-    DDPIO_LOG(INFO) << "backend auto: gloo (" << DescribeAccelerator(acc) << "; the NCCL backend is not built yet)";
-  }
   // Check the arguments before touching the network: every rank then fails the same way at
   // once, instead of one rank leaving while the others are still connecting.
   const int g = o.group_size > 0 ? o.group_size : info.world_size;
@@ -97,6 +90,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, g, kind));
   broadcast::RendezvousOptions ro;
   ro.store = o.store;
+  ro.backend = backend;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
   broadcast::Communicator* comm = &job->world();
   std::unique_ptr<broadcast::Communicator> group;
@@ -104,24 +98,30 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
     DDPIO_ASSIGN_OR_RETURN(group, job->Group(layout));
     comm = group.get();
   }
+  if (info.rank == 0) DDPIO_LOG(INFO) << "bench comm: backend " << job->backend().why;
+  // Buffers of the backend's kind (device memory for NCCL), contents irrelevant to the timing.
   const uint64_t size = o.size / sizeof(float) * sizeof(float);
-  std::vector<float> data(size / sizeof(float), 1.0f);
-  std::vector<uint8_t> bytes(size, 1);
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, comm->Allocate(size));
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> small_buffer, comm->Allocate(sizeof(float)));
+  uint8_t* bytes = buffer.get();
+  float* data = reinterpret_cast<float*>(buffer.get());
+  if (!comm->device_memory()) std::fill(data, data + size / sizeof(float), 1.0f);
   const auto t = std::chrono::seconds(120);
-  DDPIO_ASSIGN_OR_RETURN(double bcast, MedianSeconds(*comm, o.repeat, [&] { return comm->Broadcast(bytes.data(), size, 0, t); }));
+  DDPIO_ASSIGN_OR_RETURN(double bcast, MedianSeconds(*comm, o.repeat, [&] { return comm->Broadcast(bytes, size, 0, t); }));
   const uint64_t part = size / comm->size();
   std::vector<const void*> parts;
-  for (int i = 0; i < comm->size(); ++i) parts.push_back(bytes.data() + i * part);
-  std::vector<uint8_t> mine(part);
+  for (int i = 0; i < comm->size(); ++i) parts.push_back(bytes + i * part);
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mine, comm->Allocate(part));
   DDPIO_ASSIGN_OR_RETURN(double scatter, MedianSeconds(*comm, o.repeat, [&] {
-    return comm->Scatter(comm->rank() == 0 ? parts : std::vector<const void*>{}, mine.data(), part, 0, t);
+    return comm->Scatter(comm->rank() == 0 ? parts : std::vector<const void*>{}, mine.get(), part, 0, t);
   }));
   DDPIO_ASSIGN_OR_RETURN(double allreduce, MedianSeconds(*comm, o.repeat, [&] {
-    return comm->AllReduce(data.data(), data.size(), broadcast::ReduceOp::kSum, t);
+    return comm->AllReduce(data, size / sizeof(float), broadcast::ReduceOp::kSum, t);
   }));
-  float small = 1;
+  float* small = reinterpret_cast<float*>(small_buffer.get());
+  if (!comm->device_memory()) *small = 1.0f;
   DDPIO_ASSIGN_OR_RETURN(double latency, MedianSeconds(*comm, std::max(o.repeat, 21), [&] {
-    return comm->AllReduce(&small, 1, broadcast::ReduceOp::kSum, t);
+    return comm->AllReduce(small, 1, broadcast::ReduceOp::kSum, t);
   }));
   double ceiling = 0;
   if (info.world_size >= 2 && info.rank <= 1) {
@@ -144,7 +144,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
                       {"allreduce_bus_gb_per_s", n > 1 ? size / allreduce / 1e9 * 2.0 * (n - 1) / n : 0.0},
                       {"allreduce_latency_us", latency * 1e6},
                       {"ceiling_tcp_gb_per_s", info.world_size >= 2 ? nlohmann::json(ceiling) : nlohmann::json(nullptr)},
-                      {"path", acc.cuda_devices > 0 ? "gpu" : "cpu"}};
+                      {"path", comm->device_memory() ? "gpu" : "cpu"}};
   return j;
 }
 

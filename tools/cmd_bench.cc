@@ -108,7 +108,8 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
                "Rank 0 prints the result; the ceiling is plain TCP between ranks 0 and 1 in the same run.");
   auto co = std::make_shared<BenchCommOptions>();
   auto cjson = std::make_shared<bool>(false);
-  capp->add_option("--backend", co->backend, "gloo, nccl or auto")->capture_default_str()
+  capp->add_option("--backend", co->backend,
+                   "gloo (CPU, TCP), nccl (needs a CUDA device), or auto: nccl when a device is usable, else gloo")->capture_default_str()
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
   capp->add_option("--size", co->size, "Bytes per operation")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
   capp->add_option("--repeat", co->repeat, "Repetitions; figures are medians")->capture_default_str()->check(CLI::Range(1, 1000));

@@ -6,11 +6,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -82,6 +85,22 @@ absl::StatusOr<Fd> Listen(const std::string& addr, int port, int* bound_port) {
   }
   ::freeaddrinfo(res);
   return last;
+}
+
+absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chrono::milliseconds timeout,
+                                   const std::string& what) {
+  const auto deadline = Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(10);
+  for (;;) {
+    auto fd = Connect(host, port, deadline);
+    if (fd.ok()) return fd;
+    if (Clock::now() + pause >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("no ", what, " at ", host, ":", port, " within ",
+                                                      timeout.count(), " ms (", fd.status().message(), ")"));
+    }
+    std::this_thread::sleep_for(pause);  // the server is not listening yet: retry with backoff
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 absl::StatusOr<Fd> Connect(const std::string& host, int port, Clock::time_point deadline) {
@@ -174,6 +193,17 @@ absl::StatusOr<std::string> ReadFrame(int fd, size_t max_size, Clock::time_point
   std::string body(size, '\0');
   DDPIO_RETURN_IF_ERROR(ReadFull(fd, body.data(), size, deadline));
   return body;
+}
+
+}  // namespace ddpio::broadcast::internal
+
+namespace ddpio::broadcast::internal {
+
+void IgnoreSigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
 }
 
 }  // namespace ddpio::broadcast::internal

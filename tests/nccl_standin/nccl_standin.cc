@@ -1,0 +1,559 @@
+// Test-only stand-in for the NCCL and CUDA runtime functions ddpio's NCCL backend calls: "device"
+// memory is host memory, a stream is a thread running its queue in order, and the collectives
+// run over Gloo on loopback. Linked into the NCCL backend tests in place of libnccl/libcudart, so
+// multi-rank tests run the backend's own logic (unique-id exchange, non-blocking init, polling,
+// asynchronous errors, abort) on CPU. Never installed, never linked into ddpio.
+//
+// It includes the real nccl.h and cuda_runtime_api.h, so a signature that drifts from the real
+// libraries fails to compile. What it models of the real semantics:
+//   - ncclGetUniqueId starts a rendezvous server in the calling process; the id carries its port
+//     and a random token (like NCCL's id carries the root's bootstrap address);
+//   - a non-blocking communicator (config.blocking = 0) initialises in the background:
+//     ncclCommInitRankConfig returns ncclInProgress and ncclCommGetAsyncError reports
+//     ncclInProgress until it is done;
+//   - operations are enqueued on the stream and run later; cudaStreamQuery says cudaErrorNotReady
+//     while they run; a peer's failure shows as ncclRemoteError from ncclCommGetAsyncError (the
+//     stream itself completes, as a real NCCL kernel does once the communicator is aborted);
+//   - ncclCommAbort closes the connections, which makes operations still waiting on peers fail,
+//     and returns at once; cudaStreamDestroy does not wait for work still queued;
+//   - ncclGroupStart/End: the sends and receives of a group are posted together, then waited for.
+// Environment: DDPIO_NCCL_STANDIN_DEVICES = number of devices (default 1; 0 → cudaErrorNoDevice;
+// "nodriver" → cudaErrorInsufficientDriver).
+// Supported subset: AllReduce of float32 with sum or avg; the data types' sizes below.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "broadcast/internal/gloo_store.h"
+#include "broadcast/internal/socket.h"
+#include "broadcast/tcp_store.h"
+
+namespace {
+
+constexpr char kIdMagic[] = "DDPIO-NCCL-STANDIN";
+constexpr std::chrono::minutes kGlooTimeout(10);  // the backend's own timeout + abort governs
+
+// A queue of host tasks run in order by one thread; shared with that thread, so destroying the
+// stream never waits for it.
+struct StreamState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool running = false;
+  bool stop = false;
+
+  static void Loop(std::shared_ptr<StreamState> s) {
+    std::unique_lock<std::mutex> lock(s->mu);
+    for (;;) {
+      s->cv.wait(lock, [&] { return s->stop || !s->queue.empty(); });
+      if (s->queue.empty()) return;
+      auto task = std::move(s->queue.front());
+      s->queue.pop_front();
+      s->running = true;
+      lock.unlock();
+      task();
+      lock.lock();
+      s->running = false;
+    }
+  }
+  void Push(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queue.push_back(std::move(task));
+    }
+    cv.notify_all();
+  }
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu);
+    return queue.empty() && !running;
+  }
+};
+
+struct CommState {
+  int rank = 0;
+  int nranks = 0;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::mutex mu;  // guards state, last_error, context (set once by init)
+  ncclResult_t state = ncclInProgress;
+  std::string last_error;
+  // Host-side enqueue order is the same on every rank: it numbers collectives and, per peer,
+  // point-to-point messages.
+  uint32_t next_tag = 1;
+  std::vector<uint64_t> sent, received;
+  // The rendezvous server of the id, when this process made it: lives as long as the
+  // communicator (joined threads and all), like NCCL's bootstrap root.
+  std::unique_ptr<ddpio::broadcast::TcpStoreServer> server;
+
+  void Fail(ncclResult_t r, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (state == ncclSuccess || state == ncclInProgress) {
+      state = r;
+      last_error = why;
+    }
+  }
+  ncclResult_t State() {
+    std::lock_guard<std::mutex> lock(mu);
+    return state;
+  }
+  std::shared_ptr<gloo::rendezvous::Context> Context() {
+    std::lock_guard<std::mutex> lock(mu);
+    return context;
+  }
+};
+
+size_t SizeOf(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+// Runs `op` against the communicator's Gloo context on the stream, turning Gloo's exceptions
+// into the communicator's asynchronous error.
+void Enqueue(cudaStream_t stream, std::shared_ptr<CommState> comm,
+             std::function<void(const std::shared_ptr<gloo::rendezvous::Context>&)> op);
+
+// One operation of a group: posted first, waited for after every operation was posted.
+struct Posted {
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  bool send;
+};
+struct GroupOp {
+  std::shared_ptr<CommState> comm;
+  cudaStream_t stream;
+  std::function<void(gloo::rendezvous::Context&, std::vector<Posted>*)> post;
+};
+thread_local int group_depth = 0;
+thread_local std::vector<GroupOp> group_ops;
+
+// Servers started by ncclGetUniqueId, until the communicator made from the id takes them.
+std::mutex servers_mu;
+std::map<std::string, std::unique_ptr<ddpio::broadcast::TcpStoreServer>>* servers =
+    new std::map<std::string, std::unique_ptr<ddpio::broadcast::TcpStoreServer>>();
+
+int DeviceCount(cudaError_t* err) {
+  const char* env = std::getenv("DDPIO_NCCL_STANDIN_DEVICES");
+  std::string v = env == nullptr ? "1" : env;
+  if (v == "nodriver") {
+    *err = cudaErrorInsufficientDriver;
+    return 0;
+  }
+  int n = std::atoi(v.c_str());
+  *err = n > 0 ? cudaSuccess : cudaErrorNoDevice;
+  return n;
+}
+
+ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                          cudaStream_t stream);
+
+}  // namespace
+
+struct CUstream_st {
+  std::shared_ptr<StreamState> state;
+};
+
+struct ncclComm {
+  std::shared_ptr<CommState> state;
+};
+
+namespace {
+
+StreamState& DefaultStream() {
+  static auto* s = [] {
+    auto st = std::make_shared<StreamState>();
+    std::thread(StreamState::Loop, st).detach();
+    return new std::shared_ptr<StreamState>(st);
+  }();
+  return **s;
+}
+
+StreamState& StateOf(cudaStream_t stream) { return stream == nullptr ? DefaultStream() : *stream->state; }
+
+void Enqueue(cudaStream_t stream, std::shared_ptr<CommState> comm,
+             std::function<void(const std::shared_ptr<gloo::rendezvous::Context>&)> op) {
+  StateOf(stream).Push([comm, op = std::move(op)] {
+    if (comm->State() != ncclSuccess) return;  // aborted or failed: NCCL kernels exit too
+    auto context = comm->Context();
+    try {
+      op(context);
+    } catch (const std::exception& e) {
+      comm->Fail(ncclRemoteError, e.what());
+    }
+  });
+}
+
+// Stops the id's rendezvous server now rather than when the last queued operation lets go of
+// the state: every rank has long finished the rendezvous by then.
+void StopServer(CommState& state) {
+  std::unique_ptr<ddpio::broadcast::TcpStoreServer> server;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    server = std::move(state.server);
+  }
+}
+
+bool Usable(ncclComm_t comm) { return comm != nullptr && comm->state != nullptr; }
+
+ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                          cudaStream_t stream) {
+  if (!Usable(comm)) return ncclInvalidArgument;
+  auto c = comm->state;
+  const size_t bytes = count * SizeOf(type);
+  if (SizeOf(type) == 0 || peer < 0 || peer >= c->nranks || peer == c->rank) return ncclInvalidArgument;
+  const uint64_t seq = send ? c->sent[peer]++ : c->received[peer]++;
+  const uint64_t slot = (uint64_t{0xEE} << 56) | seq;
+  GroupOp op{c, stream,
+             [=](gloo::rendezvous::Context& ctx, std::vector<Posted>* posted) {
+               auto buf = ctx.createUnboundBuffer(buff, bytes);
+               if (send) {
+                 buf->send(peer, slot);
+               } else {
+                 buf->recv(peer, slot);
+               }
+               posted->push_back({std::move(buf), send});
+             }};
+  if (group_depth > 0) {
+    group_ops.push_back(std::move(op));
+    return ncclSuccess;
+  }
+  group_ops.push_back(std::move(op));
+  group_depth = 1;
+  return ncclGroupEnd();
+}
+
+}  // namespace
+
+// ---- CUDA runtime ----
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  cudaError_t err;
+  int n = DeviceCount(&err);
+  if (err == cudaSuccess) *count = n;
+  return err;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  cudaError_t err;
+  int n = DeviceCount(&err);
+  if (err != cudaSuccess) return err;
+  return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
+  auto* s = new CUstream_st{std::make_shared<StreamState>()};
+  std::thread(StreamState::Loop, s->state).detach();
+  *stream = s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr) return cudaErrorInvalidResourceHandle;
+  {
+    std::lock_guard<std::mutex> lock(stream->state->mu);
+    stream->state->stop = true;  // the thread finishes what is queued, then ends
+  }
+  stream->state->cv.notify_all();
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return StateOf(stream).Idle() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+  StateOf(stream).Push([=] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    default:
+      return "stand-in CUDA error";
+  }
+}
+
+// ---- NCCL ----
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::random_device rd;
+  char token[33];
+  std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  auto server = ddpio::broadcast::TcpStoreServer::Start("127.0.0.1", 0, token);
+  if (!server.ok()) return ncclSystemError;
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(), token);
+  std::lock_guard<std::mutex> lock(servers_mu);
+  (*servers)[token] = std::move(server).value();
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  char magic[32] = {0}, token[40] = {0};
+  int port = 0;
+  id.internal[sizeof(id.internal) - 1] = '\0';
+  if (std::sscanf(id.internal, "%31s %d %39s", magic, &port, token) != 3 || std::strcmp(magic, kIdMagic) != 0) {
+    return ncclInvalidArgument;
+  }
+  if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  auto state = std::make_shared<CommState>();
+  state->rank = rank;
+  state->nranks = nranks;
+  state->sent.assign(nranks, 0);
+  state->received.assign(nranks, 0);
+  std::string tok = token;
+  {
+    std::lock_guard<std::mutex> lock(servers_mu);
+    if (auto it = servers->find(tok); it != servers->end()) {
+      state->server = std::move(it->second);  // before any other thread sees the state
+      servers->erase(it);
+    }
+  }
+  ddpio::broadcast::internal::IgnoreSigpipe();  // Gloo writes with write(2); NCCL does not die of SIGPIPE
+  auto init = [state, port, tok] {
+    auto client = ddpio::broadcast::TcpStoreClient::Connect("127.0.0.1", port, tok, std::chrono::seconds(60));
+    if (!client.ok()) {
+      state->Fail(ncclSystemError, std::string(client.status().message()));
+      return;
+    }
+    try {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      auto context = std::make_shared<gloo::rendezvous::Context>(state->rank, state->nranks);
+      context->setTimeout(kGlooTimeout);
+      ddpio::broadcast::internal::GlooStoreAdapter adapter(
+          std::shared_ptr<ddpio::broadcast::Store>(std::move(client).value()), std::chrono::seconds(60));
+      context->connectFullMesh(adapter, device);
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->device = device;
+      state->context = context;
+      if (state->state == ncclInProgress) state->state = ncclSuccess;
+    } catch (const std::exception& e) {
+      state->Fail(ncclSystemError, e.what());
+    }
+  };
+  *comm = new ncclComm{state};
+  const bool blocking = config == nullptr || config->blocking != 0;
+  if (blocking) {
+    init();
+    return state->State();
+  }
+  std::thread(init).detach();
+  return ncclInProgress;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  if (!Usable(comm)) return ncclInvalidArgument;
+  *async_error = comm->state->State();
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  auto state = comm->state;
+  state->Fail(ncclRemoteError, "communicator aborted");
+  if (auto context = state->Context()) context->closeConnections();
+  StopServer(*state);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclInvalidArgument;
+  // Operations still queued hold their own reference to the state.
+  StopServer(*comm->state);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  if (!Usable(comm) || SizeOf(type) == 0 || root < 0 || root >= comm->state->nranks) return ncclInvalidArgument;
+  const size_t bytes = count * SizeOf(type);
+  const uint32_t tag = comm->state->next_tag++;
+  const bool is_root = comm->state->rank == root;
+  Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
+    if (is_root && send != recv) std::memmove(recv, send, bytes);
+    gloo::BroadcastOptions opts(ctx);
+    opts.setOutput(static_cast<uint8_t*>(recv), bytes);
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(kGlooTimeout);
+    gloo::broadcast(opts);
+  });
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (!Usable(comm)) return ncclInvalidArgument;
+  if (type != ncclFloat32 || (op != ncclSum && op != ncclAvg)) {
+    std::lock_guard<std::mutex> lock(comm->state->mu);
+    comm->state->last_error = "the stand-in reduces float32 with sum or avg only";
+    return ncclInvalidArgument;
+  }
+  const uint32_t tag = comm->state->next_tag++;
+  const int n = comm->state->nranks;
+  Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
+    float* out = static_cast<float*>(recv);
+    if (send != recv) std::memmove(out, send, count * sizeof(float));
+    gloo::AllreduceOptions opts(ctx);
+    opts.setOutput(out, count);
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setTag(tag);
+    opts.setTimeout(kGlooTimeout);
+    gloo::allreduce(opts);
+    if (op == ncclAvg) {
+      for (size_t i = 0; i < count; ++i) out[i] /= static_cast<float>(n);
+    }
+  });
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  if (!Usable(comm) || SizeOf(type) == 0) return ncclInvalidArgument;
+  const size_t bytes = count * SizeOf(type);
+  const uint32_t tag = comm->state->next_tag++;
+  const int n = comm->state->nranks;
+  Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
+    gloo::AllgatherOptions opts(ctx);
+    opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(send)), bytes);
+    opts.setOutput(static_cast<uint8_t*>(recv), bytes * n);
+    opts.setTag(tag);
+    opts.setTimeout(kGlooTimeout);
+    gloo::allgather(opts);
+  });
+  return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return PointToPoint(true, const_cast<void*>(send), count, type, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  return PointToPoint(false, recv, count, type, peer, comm, stream);
+}
+
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth <= 0) return ncclInvalidUsage;
+  if (--group_depth > 0) return ncclSuccess;
+  std::vector<GroupOp> ops = std::move(group_ops);
+  group_ops.clear();
+  if (ops.empty()) return ncclSuccess;
+  for (const GroupOp& op : ops) {
+    if (op.comm != ops[0].comm || op.stream != ops[0].stream) return ncclInvalidUsage;  // not modelled
+  }
+  Enqueue(ops[0].stream, ops[0].comm, [ops](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
+    std::vector<Posted> posted;
+    for (const GroupOp& op : ops) op.post(*ctx, &posted);
+    for (Posted& p : posted) {
+      if (p.send) {
+        p.buffer->waitSend(kGlooTimeout);
+      } else {
+        p.buffer->waitRecv(kGlooTimeout);
+      }
+    }
+  });
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  thread_local std::string copy;
+  if (!Usable(comm)) return "";
+  std::lock_guard<std::mutex> lock(comm->state->mu);
+  copy = comm->state->last_error;
+  return copy.c_str();
+}
+
+}  // extern "C"
