@@ -1,0 +1,76 @@
+// The group feeder's wire format: every message is a fixed prefix, a self-describing header,
+// then the payload. The receiver checks every field against hard limits before it allocates
+// anything, and rejects an inconsistent or oversized message with DataLoss.
+//
+// Prefix (16 bytes, little-endian): magic "DDPF", u32 header bytes, u64 payload bytes.
+// Header (little-endian, packed, exactly as long as the prefix says):
+//   u16 version (1) | u8 payload kind (0 encoded records, 1 decoded batch) | u8 dtype (0 bytes,
+//   1 uint8, 2 float32) | u8 flags (bit 0: end of epoch) | u8 ndim | u16 reserved (0)
+//   u64 epoch | u64 step | u32 count | u32 reserved (0)
+//   u64 sample_shape[ndim]          decoded: the shape of one sample (e.g. H, W, C)
+//   u64 indices[count] | i32 labels[count] | u8 valid[count] (0 or 1)
+//   u64 sizes[count]                encoded only: each sample's stored bytes, in order
+//   u64 payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
+// Payload: the samples' bytes back to back (encoded) or the collated batch (decoded).
+// An end-of-epoch message has count 0 and no payload; a short last batch just has a smaller
+// count; zero-size dimensions give a zero-byte payload.
+#ifndef DDPIO_BROADCAST_FEED_MESSAGE_H_
+#define DDPIO_BROADCAST_FEED_MESSAGE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "broadcast/communicator.h"
+
+namespace ddpio::broadcast {
+
+enum class PayloadKind : uint8_t { kEncoded = 0, kDecoded = 1 };
+enum class DType : uint8_t { kBytes = 0, kUint8 = 1, kFloat32 = 2 };
+
+struct FeedLimits {
+  uint32_t max_samples = 1 << 16;                   // per message
+  uint32_t max_ndim = 4;
+  uint64_t max_dim = 1 << 16;                       // any one dimension
+  uint64_t max_sample_bytes = uint64_t{64} << 20;   // one encoded record
+  uint64_t max_payload_bytes = uint64_t{4} << 30;   // one message
+};
+
+struct FeedHeader {
+  static constexpr uint16_t kVersion = 1;
+  PayloadKind payload = PayloadKind::kEncoded;
+  DType dtype = DType::kBytes;
+  bool end_of_epoch = false;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  std::vector<uint64_t> sample_shape;  // decoded only
+  std::vector<uint64_t> indices;
+  std::vector<int32_t> labels;
+  std::vector<uint8_t> valid;
+  std::vector<uint64_t> sizes;  // encoded only
+  uint64_t payload_bytes = 0;
+
+  size_t count() const { return indices.size(); }
+};
+
+// OK when every field is consistent and within `limits`; DataLoss naming the field otherwise.
+absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits);
+
+// Serialises a header (which must validate under default limits: InvalidArgument otherwise).
+absl::StatusOr<std::string> EncodeFeedHeader(const FeedHeader& h);
+// Parses and validates; DataLoss for anything truncated, trailing, unknown or out of limits.
+absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLimits& limits);
+
+// Sends prefix, header and payload to `peer` (payload_bytes of `payload`).
+absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, const void* payload,
+                             std::chrono::milliseconds timeout);
+// Receives one message from `peer`: validates the prefix and the header before sizing `payload`.
+absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
+                                           const FeedLimits& limits, std::chrono::milliseconds timeout);
+
+}  // namespace ddpio::broadcast
+
+#endif  // DDPIO_BROADCAST_FEED_MESSAGE_H_
