@@ -42,7 +42,7 @@ class Writer {
   }
   template <typename T>
   void PutAll(const std::vector<T>& v) {
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
   std::string take() { return std::move(out_); }
 
@@ -65,6 +65,7 @@ class Reader {
   bool GetAll(size_t n, std::vector<T>* v) {
     if (in_.size() / sizeof(T) < n) return false;
     v->resize(n);
+    if (n == 0) return true;  // an empty vector's data() may be null: no memcpy
     std::memcpy(v->data(), in_.data(), n * sizeof(T));
     in_.remove_prefix(n * sizeof(T));
     return true;
