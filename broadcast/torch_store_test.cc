@@ -25,11 +25,12 @@ using ::testing::HasSubstr;
 using internal::Clock;
 
 // A minimal PyTorch-protocol server: one thread per connection, SET/GET/ADD/CHECK/WAIT. A
-// current-protocol server ignores a connection whose first message is not VALIDATE (like
-// PyTorch's) — it neither answers nor closes.
+// current-protocol server treats a connection whose first message is not VALIDATE as PyTorch's
+// do: the libuv server ignores it (no answer, connection kept), the classic one closes it.
 class FakeTorchStore {
  public:
-  explicit FakeTorchStore(TorchStoreProtocol protocol) : protocol_(protocol) {
+  explicit FakeTorchStore(TorchStoreProtocol protocol, bool close_unvalidated = false)
+      : protocol_(protocol), close_unvalidated_(close_unvalidated) {
     auto fd = internal::Listen("127.0.0.1", 0, &port_);
     EXPECT_OK(fd);
     listener_ = std::move(fd).value();
@@ -84,7 +85,8 @@ class FakeTorchStore {
           validated = true;
           continue;
         }
-        continue;  // ignore, as PyTorch does: no answer
+        if (close_unvalidated_) break;  // classic backend: an exception closes the socket
+        continue;                        // libuv backend: ignored, no answer
       }
       if (legacy && op == 6) {  // GETNUMKEYS
         std::lock_guard<std::mutex> lock(mu_);
@@ -145,6 +147,7 @@ class FakeTorchStore {
   }
 
   const TorchStoreProtocol protocol_;
+  const bool close_unvalidated_;
   internal::Fd listener_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -179,11 +182,16 @@ void ExerciseStore(Store& s) {
 }
 
 TEST(TorchStore, DetectsEitherProtocolAndSpeaksIt) {
-  for (auto p : {TorchStoreProtocol::kLegacy, TorchStoreProtocol::kCurrent}) {
-    FakeTorchStore server(p);
+  struct Case {
+    TorchStoreProtocol protocol;
+    bool close_unvalidated;
+  };
+  for (Case c : {Case{TorchStoreProtocol::kLegacy, false}, Case{TorchStoreProtocol::kCurrent, false},
+                 Case{TorchStoreProtocol::kCurrent, true}}) {
+    FakeTorchStore server(c.protocol, c.close_unvalidated);
     auto client = TorchStoreClient::Connect("127.0.0.1", server.port(), Quick());
     ASSERT_OK(client);
-    EXPECT_EQ((*client)->protocol(), p);
+    EXPECT_EQ((*client)->protocol(), c.protocol);
     ExerciseStore(**client);
   }
 }
