@@ -1,5 +1,6 @@
 #include "broadcast/feed_message.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -87,7 +88,14 @@ absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits) {
   for (size_t i = 0; i < n; ++i) {
     if (h.valid[i] > 1) return Bad(absl::StrCat("validity flag ", int{h.valid[i]}, " for sample ", i));
   }
-  if (h.end_of_epoch && (n != 0 || h.payload_bytes != 0)) return Bad("end-of-epoch message with samples");
+  if (h.end_of_epoch && (n != 0 || h.payload_bytes != 0 || h.error)) return Bad("end-of-epoch message with samples");
+  if (h.error) {
+    if (n != 0 || h.payload != PayloadKind::kEncoded || h.dtype != DType::kBytes || !h.sample_shape.empty() ||
+        !h.sizes.empty() || h.payload_bytes < 4 || h.payload_bytes > kMaxErrorBytes) {
+      return Bad(absl::StrCat("error message with samples, a shape or a payload of ", h.payload_bytes, " bytes"));
+    }
+    return absl::OkStatus();
+  }
   if (h.payload_bytes > limits.max_payload_bytes) {
     return Bad(absl::StrCat("payload of ", h.payload_bytes, " bytes, more than the limit of ", limits.max_payload_bytes));
   }
@@ -134,7 +142,7 @@ absl::StatusOr<std::string> EncodeFeedHeader(const FeedHeader& h) {
   w.Put<uint16_t>(FeedHeader::kVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(h.payload));
   w.Put<uint8_t>(static_cast<uint8_t>(h.dtype));
-  w.Put<uint8_t>(h.end_of_epoch ? 1 : 0);
+  w.Put<uint8_t>((h.end_of_epoch ? 1 : 0) | (h.error ? 2 : 0));
   w.Put<uint8_t>(static_cast<uint8_t>(h.sample_shape.size()));
   w.Put<uint16_t>(0);
   w.Put<uint64_t>(h.epoch);
@@ -163,7 +171,7 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
   if (version != FeedHeader::kVersion) {
     return Bad(absl::StrCat("format version ", version, " (this ddpio speaks ", FeedHeader::kVersion, ")"));
   }
-  if (payload > 1 || dtype > 2 || (flags & ~1u) != 0 || reserved16 != 0 || reserved32 != 0) {
+  if (payload > 1 || dtype > 2 || (flags & ~3u) != 0 || reserved16 != 0 || reserved32 != 0) {
     return Bad("unknown payload kind, dtype, flag or reserved bits");
   }
   if (count > limits.max_samples) return Bad(absl::StrCat(count, " samples, more than the limit of ", limits.max_samples));
@@ -171,6 +179,7 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
   h.payload = static_cast<PayloadKind>(payload);
   h.dtype = static_cast<DType>(dtype);
   h.end_of_epoch = (flags & 1) != 0;
+  h.error = (flags & 2) != 0;
   const bool encoded = h.payload == PayloadKind::kEncoded;
   if (!r.GetAll(ndim, &h.sample_shape) || !r.GetAll(count, &h.indices) || !r.GetAll(count, &h.labels) ||
       !r.GetAll(count, &h.valid) || (encoded && !r.GetAll(count, &h.sizes)) || !r.Get(&h.payload_bytes)) {
@@ -181,8 +190,36 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
   return h;
 }
 
+FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& payload) {
+  FeedHeader h;
+  h.error = true;
+  h.epoch = epoch;
+  h.step = step;
+  h.payload_bytes = payload.size();
+  return h;
+}
+
+std::string EncodeFeedError(const absl::Status& status) {
+  const uint32_t code = static_cast<uint32_t>(status.code());
+  std::string out(reinterpret_cast<const char*>(&code), 4);
+  const absl::string_view text = status.message();
+  out.append(text.data(), std::min<size_t>(text.size(), kMaxErrorBytes - 4));
+  return out;
+}
+
+absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank) {
+  uint32_t code = 0;
+  if (payload.size() < 4) return Bad("error message without a status code");
+  std::memcpy(&code, payload.data(), 4);
+  if (code == 0 || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return Bad(absl::StrCat("error message with status code ", code));
+  }
+  absl::string_view text(reinterpret_cast<const char*>(payload.data()) + 4, payload.size() - 4);
+  return absl::Status(static_cast<absl::StatusCode>(code), absl::StrCat("from rank ", from_rank, ": ", text));
+}
+
 absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, const void* payload,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, uint64_t* wire_bytes) {
   if (comm.device_memory()) {
     return absl::UnimplementedError("feed messages travel in host memory; this communicator wants device memory");
   }
@@ -194,11 +231,14 @@ absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, 
   std::memcpy(prefix + 8, &h.payload_bytes, 8);
   DDPIO_RETURN_IF_ERROR(comm.Send(prefix, kPrefixBytes, peer, kTag, timeout));
   DDPIO_RETURN_IF_ERROR(comm.Send(header.data(), header.size(), peer, kTag, timeout));
-  return comm.Send(payload, h.payload_bytes, peer, kTag, timeout);  // 0 bytes: nothing sent
+  DDPIO_RETURN_IF_ERROR(comm.Send(payload, h.payload_bytes, peer, kTag, timeout));  // 0 bytes: nothing sent
+  if (wire_bytes != nullptr) *wire_bytes = kPrefixBytes + header.size() + h.payload_bytes;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
-                                           const FeedLimits& limits, std::chrono::milliseconds timeout) {
+                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                           uint64_t* wire_bytes) {
   if (comm.device_memory()) {
     return absl::UnimplementedError("feed messages travel in host memory; this communicator wants device memory");
   }
@@ -226,6 +266,7 @@ absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::ve
   }
   payload->resize(payload_bytes);
   DDPIO_RETURN_IF_ERROR(comm.Recv(payload->data(), payload_bytes, peer, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = kPrefixBytes + header_bytes + payload_bytes;
   return h;
 }
 

@@ -5,7 +5,7 @@
 // Prefix (16 bytes, little-endian): magic "DDPF", u32 header bytes, u64 payload bytes.
 // Header (little-endian, packed, exactly as long as the prefix says):
 //   u16 version (1) | u8 payload kind (0 encoded records, 1 decoded batch) | u8 dtype (0 bytes,
-//   1 uint8, 2 float32) | u8 flags (bit 0: end of epoch) | u8 ndim | u16 reserved (0)
+//   1 uint8, 2 float32) | u8 flags (bit 0: end of epoch, bit 1: error) | u8 ndim | u16 reserved (0)
 //   u64 epoch | u64 step | u32 count | u32 reserved (0)
 //   u64 sample_shape[ndim]          decoded: the shape of one sample (e.g. H, W, C)
 //   u64 indices[count] | i32 labels[count] | u8 valid[count] (0 or 1)
@@ -13,7 +13,9 @@
 //   u64 payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
 // Payload: the samples' bytes back to back (encoded) or the collated batch (decoded).
 // An end-of-epoch message has count 0 and no payload; a short last batch just has a smaller
-// count; zero-size dimensions give a zero-byte payload.
+// count; zero-size dimensions give a zero-byte payload. An error message (the sender failed, e.g.
+// a corrupt record under the `fail` policy) has count 0 and a payload of u32 status code + the
+// error text, at most kMaxErrorBytes (EncodeFeedError / DecodeFeedError).
 #ifndef DDPIO_BROADCAST_FEED_MESSAGE_H_
 #define DDPIO_BROADCAST_FEED_MESSAGE_H_
 
@@ -44,6 +46,7 @@ struct FeedHeader {
   PayloadKind payload = PayloadKind::kEncoded;
   DType dtype = DType::kBytes;
   bool end_of_epoch = false;
+  bool error = false;
   uint64_t epoch = 0;
   uint64_t step = 0;
   std::vector<uint64_t> sample_shape;  // decoded only
@@ -64,12 +67,20 @@ absl::StatusOr<std::string> EncodeFeedHeader(const FeedHeader& h);
 // Parses and validates; DataLoss for anything truncated, trailing, unknown or out of limits.
 absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLimits& limits);
 
+// An error message's header and payload, and the Status it carries (DataLoss for a malformed one).
+inline constexpr uint64_t kMaxErrorBytes = 64 << 10;
+FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& payload);
+std::string EncodeFeedError(const absl::Status& status);
+absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank);
+
 // Sends prefix, header and payload to `peer` (payload_bytes of `payload`).
+// `wire_bytes` (optional) gets the bytes that travelled: prefix + header + payload.
 absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, const void* payload,
-                             std::chrono::milliseconds timeout);
+                             std::chrono::milliseconds timeout, uint64_t* wire_bytes = nullptr);
 // Receives one message from `peer`: validates the prefix and the header before sizing `payload`.
 absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
-                                           const FeedLimits& limits, std::chrono::milliseconds timeout);
+                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                           uint64_t* wire_bytes = nullptr);
 
 }  // namespace ddpio::broadcast
 

@@ -42,6 +42,7 @@ void ExpectSame(const FeedHeader& a, const FeedHeader& b) {
   EXPECT_EQ(a.payload, b.payload);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.end_of_epoch, b.end_of_epoch);
+  EXPECT_EQ(a.error, b.error);
   EXPECT_EQ(a.epoch, b.epoch);
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.sample_shape, b.sample_shape);
@@ -66,6 +67,30 @@ TEST(FeedMessage, RoundTripsEveryShapeOfMessage) {
     ASSERT_OK_AND_ASSIGN(FeedHeader back, DecodeFeedHeader(bytes, {}));
     ExpectSame(h, back);
   }
+}
+
+// A failure on the sender travels as a status: code and text survive; a malformed one is DataLoss.
+TEST(FeedMessage, ErrorsTravelAsStatuses) {
+  const std::string payload = EncodeFeedError(absl::DataLossError("record 5 (key 05) is corrupt"));
+  FeedHeader h = FeedErrorHeader(3, 7, payload);
+  ASSERT_OK_AND_ASSIGN(std::string bytes, EncodeFeedHeader(h));
+  ASSERT_OK_AND_ASSIGN(FeedHeader back, DecodeFeedHeader(bytes, {}));
+  ExpectSame(h, back);
+  EXPECT_TRUE(back.error);
+  absl::Status st = DecodeFeedError(std::vector<uint8_t>(payload.begin(), payload.end()), 2);
+  EXPECT_CODE(st, kDataLoss);
+  EXPECT_EQ(st.message(), "from rank 2: record 5 (key 05) is corrupt");
+  EXPECT_CODE(DecodeFeedError({1, 2}, 0), kDataLoss);
+  EXPECT_CODE(DecodeFeedError({0, 0, 0, 0}, 0), kDataLoss);  // OK is not an error
+  EXPECT_CODE(DecodeFeedError({99, 0, 0, 0}, 0), kDataLoss);
+  FeedHeader with_samples = Encoded();
+  with_samples.error = true;
+  EXPECT_CODE(ValidateFeedHeader(with_samples, {}), kDataLoss);
+  FeedHeader huge = FeedErrorHeader(0, 0, std::string(kMaxErrorBytes + 1, 'x'));
+  EXPECT_CODE(ValidateFeedHeader(huge, {}), kDataLoss);
+  FeedHeader both = FeedErrorHeader(0, 0, payload);
+  both.end_of_epoch = true;
+  EXPECT_CODE(ValidateFeedHeader(both, {}), kDataLoss);
 }
 
 TEST(FeedMessage, InconsistentHeadersAreRefused) {

@@ -42,6 +42,25 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const storage::DatasetRea
                                                        const sampler::SamplerOptions& sampler_options,
                                                        int rank, const LoaderOptions& options,
                                                        CudaRuntime* cuda) {
+  if (sampler_options.dataset_size != reader->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ", sampler_options.dataset_size,
+                                                   " differs from the dataset's ", reader->size()));
+  }
+  return CreateImpl(reader, nullptr, sampler_options, rank, options, cuda);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(RecordSource* source,
+                                                       const sampler::SamplerOptions& sampler_options,
+                                                       int rank, const LoaderOptions& options,
+                                                       CudaRuntime* cuda) {
+  return CreateImpl(nullptr, source, sampler_options, rank, options, cuda);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::DatasetReader* reader,
+                                                           RecordSource* source,
+                                                           const sampler::SamplerOptions& sampler_options,
+                                                           int rank, const LoaderOptions& options,
+                                                           CudaRuntime* cuda) {
   if (rank < 0 || rank >= sampler_options.num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside the sampler's world of ",
                                                    sampler_options.num_replicas));
@@ -49,12 +68,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const storage::DatasetRea
   if (options.batch_size == 0 || options.augment.size <= 0 || options.prefetch < 1) {
     return absl::InvalidArgumentError("batch size, output size and prefetch must be positive");
   }
-  if (sampler_options.dataset_size != reader->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ", sampler_options.dataset_size,
-                                                   " differs from the dataset's ", reader->size()));
-  }
   auto loader = std::unique_ptr<Loader>(new Loader());
   loader->reader_ = reader;
+  loader->source_ = source;
+  loader->where_ = reader != nullptr ? reader->path() : source->name();
   DDPIO_ASSIGN_OR_RETURN(auto s, sampler::DistributedSampler::Create(sampler_options));
   loader->sampler_ = std::make_unique<sampler::DistributedSampler>(std::move(s));
   loader->rank_ = rank;
@@ -91,8 +108,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const storage::DatasetRea
   }
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
-    DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
-    worker->txn.emplace(std::move(txn));
+    if (reader != nullptr) {
+      DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
+      worker->txn.emplace(std::move(txn));
+    }
     worker->hwc.resize(pixels);
     loader->workers_.push_back(std::move(worker));
   }
@@ -121,8 +140,11 @@ void Loader::ReturnSlot(int slot) {
   free_slots_.push_back(slot);
 }
 
+void Loader::Stop() { StopEpoch(); }
+
 void Loader::StopEpoch() {
   stop_ = true;
+  if (source_ != nullptr) source_->Wake();  // workers waiting for records see stop_
   pipeline_.reset();  // cancels and joins the workers
   stop_ = false;
   if (held_slot_ >= 0) ReturnSlot(held_slot_);
@@ -155,11 +177,36 @@ uint64_t Loader::ResumePosition() const {
   return plan_->ConsumedAfter(samples);
 }
 
-absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding, Worker& w) {
-  const auto t0 = Clock::now();
-  auto record = w.txn->Get(index);
-  const auto t1 = Clock::now();
-  w.read_ns += static_cast<uint64_t>((t1 - t0).count());
+absl::Status Loader::CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const {
+  const uint64_t n = range.end - range.begin;
+  if (batch.epoch != plan_->epoch() || batch.step != b || batch.indices.size() != n || batch.records.size() != n) {
+    return absl::DataLossError(absl::StrCat("out of step with ", where_, ": expected epoch ", plan_->epoch(),
+                                            " batch ", b, " of ", n, " samples, got epoch ", batch.epoch, " batch ",
+                                            batch.step, " of ", batch.indices.size()));
+  }
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t want = plan_->IndexAt(rank_, range.begin + k);
+    if (batch.indices[k] != want) {
+      return absl::DataLossError(absl::StrCat("out of step with ", where_, ": epoch ", batch.epoch, " batch ", b,
+                                              " position ", k, " holds sample ", batch.indices[k],
+                                              ", this rank's sampler expects ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<storage::RecordView> Loader::Sourced(const SourcedBatch& batch, uint64_t k,
+                                                    uint64_t index) const {
+  const std::string what = absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") from ", where_);
+  if (batch.records[k].empty()) return absl::DataLossError(absl::StrCat(what, ": unreadable at the source"));
+  storage::RecordView view;
+  absl::Status st = storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view);
+  if (!st.ok()) return Annotate(st, what);
+  return view;
+}
+
+absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
+                                absl::StatusOr<storage::RecordView> record, Worker& w) {
   uint8_t* out = slot.data.data() + k * sample_bytes_;
   slot.indices[k] = index;
   slot.valid[k] = padding ? 0 : 1;
@@ -172,8 +219,7 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
     st = w.processor.Process(*record, index, plan_->epoch(), options_.seed, options_.augment,
                              options_.decode, as_float ? w.hwc.data() : out);
     if (!st.ok()) {
-      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ",
-                                     reader_->path()));
+      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ", where_));
     }
     w.decode_ns += w.processor.nanos().decode - before.decode;
     w.augment_ns += w.processor.nanos().augment - before.augment;
@@ -215,13 +261,33 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
   const sampler::BatchRange range = batches_[b];
   slot.size = range.end - range.begin;
   absl::Status st;
-  for (uint64_t j = range.begin; j < range.end && st.ok(); ++j) {
-    if (stop_) st = absl::CancelledError("loader stopped");
-    if (st.ok()) {
-      st = FillSample(slot, j - range.begin, plan_->IndexAt(rank_, j), plan_->IsPadding(rank_, j), w);
+  std::shared_ptr<const SourcedBatch> sourced;
+  if (source_ != nullptr) {
+    const auto t0 = Clock::now();
+    auto fetched = source_->Fetch(plan_->epoch(), b, stop_);
+    w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+    if (fetched.ok()) {
+      sourced = *std::move(fetched);
+      st = CheckSourced(*sourced, b, range);
+    } else {
+      st = fetched.status();
     }
   }
-  w.txn->Reset();  // do not pin old pages between batches
+  for (uint64_t j = range.begin; j < range.end && st.ok(); ++j) {
+    if (stop_) st = absl::CancelledError("loader stopped");
+    if (!st.ok()) break;
+    const uint64_t k = j - range.begin, index = plan_->IndexAt(rank_, j);
+    absl::StatusOr<storage::RecordView> record;
+    if (sourced != nullptr) {
+      record = Sourced(*sourced, k, index);
+    } else {
+      const auto t0 = Clock::now();
+      record = w.txn->Get(index);
+      w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+    }
+    st = FillSample(slot, k, index, plan_->IsPadding(rank_, j), std::move(record), w);
+  }
+  if (w.txn.has_value()) w.txn->Reset();  // do not pin old pages between batches
   if (st.ok() && stream_ != nullptr) {
     st = cuda_->CopyToDeviceAsync(slot.device, slot.data.data(), slot.size * sample_bytes_, stream_);
     if (st.ok()) st = cuda_->RecordEvent(slot.event, stream_);

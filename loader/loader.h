@@ -36,6 +36,7 @@
 #include "loader/augment.h"
 #include "loader/cuda_runtime.h"
 #include "loader/host_memory.h"
+#include "loader/record_source.h"
 #include "loader/sample_processor.h"
 #include "sampler/distributed_sampler.h"
 #include "storage/dataset_reader.h"
@@ -106,6 +107,13 @@ class Loader {
                                                         const sampler::SamplerOptions& sampler,
                                                         int rank, const LoaderOptions& options,
                                                         CudaRuntime* cuda = nullptr);
+  // Records come from `source` (which must outlive the loader) instead of a dataset: batch b of
+  // an epoch is source->Fetch(epoch, b), checked index by index against this loader's sampler
+  // and checksummed. `sampler.dataset_size` is the dataset's size as the source knows it.
+  static absl::StatusOr<std::unique_ptr<Loader>> Create(RecordSource* source,
+                                                        const sampler::SamplerOptions& sampler,
+                                                        int rank, const LoaderOptions& options,
+                                                        CudaRuntime* cuda = nullptr);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -119,8 +127,14 @@ class Loader {
   // and key for a bad sample under kFail; FailedPrecondition before StartEpoch.
   absl::StatusOr<Batch> Next();
 
+  // Stops the epoch in flight (workers finish the sample they are on); Next() then fails until
+  // the next StartEpoch.
+  void Stop();
+
   // Batches in the current epoch plan.
   uint64_t NumBatches() const;
+  // The current plan (after StartEpoch).
+  const std::optional<sampler::EpochPlan>& plan() const { return plan_; }
   // The sampler position to store in a checkpoint after the batches delivered so far: pass it
   // to StartEpoch(epoch, position) to continue exactly there (any world size).
   uint64_t ResumePosition() const;
@@ -132,14 +146,24 @@ class Loader {
   struct Slot;
   struct Worker;
   Loader() = default;
+  static absl::StatusOr<std::unique_ptr<Loader>> CreateImpl(const storage::DatasetReader* reader,
+                                                            RecordSource* source,
+                                                            const sampler::SamplerOptions& sampler,
+                                                            int rank, const LoaderOptions& options,
+                                                            CudaRuntime* cuda);
   absl::StatusOr<int> Assemble(uint64_t batch, int worker);
-  absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding, Worker& w);
+  absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const;
+  absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k, uint64_t index) const;
+  absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
+                          absl::StatusOr<storage::RecordView> record, Worker& w);
   void StopEpoch();
   int TakeSlot();
   void ReturnSlot(int slot);
 
   // Constant after Create.
-  const storage::DatasetReader* reader_ = nullptr;
+  const storage::DatasetReader* reader_ = nullptr;  // exactly one of reader_ and source_
+  RecordSource* source_ = nullptr;
+  std::string where_;  // the dataset's path or the source's name, for errors
   std::unique_ptr<sampler::DistributedSampler> sampler_;
   int rank_ = 0;
   LoaderOptions options_;

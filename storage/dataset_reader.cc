@@ -154,7 +154,7 @@ void ReadTxn::Reset() {
   }
 }
 
-absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index) {
+absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t>* stored) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Get on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (index >= reader.size()) {
@@ -175,6 +175,7 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index) {
   DDPIO_RETURN_IF_ERROR(LmdbError(rc, absl::StrCat("reading record ", index, " (key ",
                                                    IndexKeyHex(index), ") of ", reader.path())));
   RecordView view;
+  if (stored != nullptr) *stored = internal::FromVal(v);
   absl::Status decoded = DecodeRecord(internal::FromVal(v), impl_->verify, &view);
   if (!decoded.ok()) {
     return Annotate(decoded, absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") of ",

@@ -61,7 +61,9 @@ class ReadTxn {
   // A view of record `index`. Its source_name and payload point into the memory map and stay
   // valid until this ReadTxn is Reset, moved from or destroyed. InvalidArgument when index >=
   // size(); DataLoss for a missing, truncated or corrupt record, naming index, key and dataset.
-  absl::StatusOr<RecordView> Get(uint64_t index);
+  // With `stored`, also the record's bytes as stored (what DecodeRecord parses; the group feeder
+  // sends them as they are), valid as long as the view.
+  absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr);
 
   // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
   // between batches so a long-lived reader does not pin old pages.

@@ -8,6 +8,7 @@
 #include "tools/sampler_cli.h"
 #include "tools/bench_loader.h"
 #include "tools/bench_comm.h"
+#include "tools/bench_feed.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
@@ -123,6 +124,53 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
     if (!result.ok()) return ReportError("bench comm", result.status());
     if (result->empty()) return kExitOk;
     return PrintResult(*cjson, *result, BenchCommText);
+  }});
+
+  auto* fapp = bench->add_subcommand("feed", "Group feeding: leaders read, peers receive (run under ddpio launch)");
+  fapp->footer(
+      "Every rank prints its own result line. Compare --group-size 1 (every rank reads for itself)\n"
+      "with 2, 4, ... on the same ranks. Example:\n"
+      "  ddpio launch --nproc-per-node 4 -- ddpio bench feed --data /data/train.lmdb --group-size 2 --json\n"
+      "shard: each rank gets the DistributedSampler's indices for itself; replicate: every member of a\n"
+      "group gets the group's batches. encoded: the leader sends stored records, each rank decodes its\n"
+      "own; decoded: the leader decodes and augments for the group and sends ready batches.");
+  auto fo = std::make_shared<BenchFeedOptions>();
+  fo->feeder.loader.batch_size = 64;
+  auto fjson = std::make_shared<bool>(false);
+  auto mode = std::make_shared<std::string>("shard");
+  auto payload = std::make_shared<std::string>("encoded");
+  auto timeout_s = std::make_shared<int>(120);
+  fapp->add_option("--data", fo->data, "Dataset path (opened by group leaders only)")->required();
+  fapp->add_option("--group-size", fo->group_size, "Ranks per group; its leader reads for all of them")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  fapp->add_option("--layout", fo->layout, "Group layout")->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "strided"}));
+  fapp->add_option("--mode", *mode, "shard or replicate")->capture_default_str()
+      ->check(CLI::IsMember({"shard", "replicate"}));
+  fapp->add_option("--payload", *payload, "encoded or decoded")->capture_default_str()
+      ->check(CLI::IsMember({"encoded", "decoded"}));
+  fapp->add_option("--epochs", fo->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));
+  fapp->add_option("--indices-out", fo->indices_out, "Write the indices each rank received to PREFIX.rank<r>.txt");
+  fapp->add_option("--batch-size", fo->feeder.loader.batch_size, "Batch size")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  fapp->add_option("--image-size", fo->feeder.loader.augment.size, "Output side in pixels")->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  fapp->add_option("--workers", fo->feeder.loader.workers, "Decoding threads per loader (0: all cores)")
+      ->capture_default_str();
+  fapp->add_option("--depth", fo->feeder.depth, "Messages a leader may run ahead of each member")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  fapp->add_option("--seed", fo->feeder.sampler.seed, "Sampler seed")->capture_default_str();
+  fapp->add_option("--timeout", *timeout_s, "Seconds any one send or receive may take")->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  fapp->add_option("--store", fo->store, "Rendezvous store: default TCP on rank 0, or file:DIR");
+  fapp->add_flag("--json", *fjson, "Print one JSON object per rank as its last stdout line");
+  commands->push_back({fapp, [=] {
+    fo->feeder.mode = *broadcast::ParseFeedMode(*mode);
+    fo->feeder.payload = *broadcast::ParseFeedPayload(*payload);
+    fo->feeder.timeout = std::chrono::seconds(*timeout_s);
+    auto result = BenchFeed(*fo);
+    if (!result.ok()) return ReportError("bench feed", result.status());
+    return PrintResult(*fjson, *result, BenchFeedText);
   }});
 }
 

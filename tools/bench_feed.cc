@@ -1,0 +1,99 @@
+#include "tools/bench_feed.h"
+
+#include <chrono>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "broadcast/rendezvous.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ddpio::tools {
+
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
+  // Arguments first, before the network: every rank fails the same way at once.
+  DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.group_size, kind));
+  const bool leader = layout.is_leader(info.rank);
+  std::unique_ptr<storage::DatasetReader> reader;
+  if (leader) {  // peers never open the dataset
+    DDPIO_ASSIGN_OR_RETURN(reader, storage::DatasetReader::Open(o.data, {}));
+  }
+  std::ofstream indices;
+  if (!o.indices_out.empty()) {
+    const std::string path = absl::StrCat(o.indices_out, ".rank", info.rank, ".txt");
+    indices.open(path, std::ios::trunc);
+    if (!indices) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  }
+  broadcast::RendezvousOptions ro;
+  ro.store = o.store;
+  ro.backend = broadcast::BackendKind::kGloo;  // the feeder moves host memory
+  DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  DDPIO_ASSIGN_OR_RETURN(auto group, job->Group(layout));
+  DDPIO_ASSIGN_OR_RETURN(auto feeder,
+                         broadcast::GroupFeeder::Create(reader.get(), layout, info.rank, std::move(group), o.feeder));
+  if (info.rank == 0) {
+    DDPIO_LOG(INFO) << "bench feed: " << info.world_size << " ranks in groups of " << o.group_size << " ("
+                    << o.layout << "), " << broadcast::FeedModeName(o.feeder.mode) << ", "
+                    << broadcast::FeedPayloadName(o.feeder.payload) << " payload, " << feeder->dataset_size()
+                    << " samples, " << o.epochs << " epoch(s)";
+  }
+  uint64_t valid = 0;
+  const auto t0 = Clock::now();
+  for (int e = 0; e < o.epochs; ++e) {
+    DDPIO_RETURN_IF_ERROR(feeder->StartEpoch(e));
+    for (;;) {
+      absl::StatusOr<loader::Batch> b = feeder->Next();
+      if (absl::IsOutOfRange(b.status())) break;
+      DDPIO_RETURN_IF_ERROR(b.status());
+      for (uint64_t k = 0; k < b->size; ++k) {
+        valid += b->valid[k];
+        if (indices.is_open()) indices << b->indices[k] << '\n';
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (indices.is_open()) {
+    indices.flush();
+    if (!indices) return absl::ResourceExhaustedError(absl::StrCat("writing ", o.indices_out, ".rank", info.rank, ".txt failed"));
+  }
+  const broadcast::FeederCounters c = feeder->counters();
+  feeder.reset();
+  DDPIO_RETURN_IF_ERROR(job->world().Barrier(o.feeder.timeout));
+  return nlohmann::json{{"rank", info.rank},
+                        {"world", info.world_size},
+                        {"group_size", o.group_size},
+                        {"layout", o.layout},
+                        {"mode", broadcast::FeedModeName(o.feeder.mode)},
+                        {"payload", broadcast::FeedPayloadName(o.feeder.payload)},
+                        {"leader", leader},
+                        {"epochs", o.epochs},
+                        {"images", c.images},
+                        {"valid_images", valid},
+                        {"batches", c.batches},
+                        {"seconds", seconds},
+                        {"images_per_s", c.images / seconds},
+                        {"records_read", c.records_read},
+                        {"bytes_read", c.bytes_read},
+                        {"bytes_sent", c.bytes_sent},
+                        {"bytes_received", c.bytes_received},
+                        {"network_wait_s", c.network_wait_ns / 1e9},
+                        {"loader_wait_s", c.loader_wait_ns / 1e9},
+                        {"path", "cpu"}};
+}
+
+std::string BenchFeedText(const nlohmann::json& j) {
+  return absl::StrFormat(
+      "bench feed rank %d (%s): %.0f images/s, %d images in %.2f s; read %d records (%.1f MB); sent %.1f MB, "
+      "received %.1f MB; waited %.2f s on the network, %.2f s on the feeder\n",
+      j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer", j["images_per_s"].get<double>(),
+      j["images"].get<uint64_t>(), j["seconds"].get<double>(), j["records_read"].get<uint64_t>(),
+      j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
+      j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>());
+}
+
+}  // namespace ddpio::tools

@@ -1,0 +1,34 @@
+// `ddpio bench feed` (run under `ddpio launch`, torchrun, srun or mpirun): the group feeder end to
+// end. Every rank joins the job, builds its group, feeds --epochs epochs and prints its own
+// result: images/s taken by its consumer, records and bytes it read from storage, bytes it sent
+// and received, and the time its threads waited on the network and its consumer on the feeder.
+// group_size 1 is every rank reading for itself: the baseline the other figures compare to.
+#ifndef DDPIO_TOOLS_BENCH_FEED_H_
+#define DDPIO_TOOLS_BENCH_FEED_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "broadcast/group_feeder.h"
+
+namespace ddpio::tools {
+
+struct BenchFeedOptions {
+  std::string data;
+  int group_size = 1;
+  std::string layout = "contiguous";
+  broadcast::FeederOptions feeder;
+  int epochs = 1;
+  std::string indices_out;  // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
+  std::string store;        // "" (TCP on rank 0) or "file:DIR"
+};
+
+// This rank's result.
+absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& options);
+std::string BenchFeedText(const nlohmann::json& result);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_BENCH_FEED_H_
