@@ -58,7 +58,9 @@ class FeedWindow : public loader::RecordSource {
   void Wake() override;
   std::string name() const override { return name_; }
 
-  // Buffers of taken decoded messages come back for the next message (no allocation per batch).
+  // Buffers of consumed messages come back for the next message (no allocation per batch; the
+  // batches Fetch returns give theirs back when the loader lets go of them, so the window must
+  // outlive them).
   void Recycle(std::vector<uint8_t> buffer);
   std::vector<uint8_t> SpareBuffer();
 
@@ -76,7 +78,7 @@ class FeedWindow : public loader::RecordSource {
 };
 
 // The records of an encoded message as a loader batch (spans into the moved payload).
-absl::StatusOr<std::shared_ptr<const loader::SourcedBatch>> ToSourcedBatch(FeedItem item);
+absl::StatusOr<std::unique_ptr<loader::SourcedBatch>> ToSourcedBatch(FeedItem item);
 
 }  // namespace ddpio::broadcast
 

@@ -44,6 +44,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   }
   uint64_t valid = 0;
   const auto t0 = Clock::now();
+  const auto wall0 = std::chrono::system_clock::now();  // ranks' spans line up across processes
   for (int e = 0; e < o.epochs; ++e) {
     DDPIO_RETURN_IF_ERROR(feeder->StartEpoch(e));
     for (;;) {
@@ -57,6 +58,10 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
     }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto unix_s = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  const double start_unix = unix_s(wall0), end_unix = unix_s(std::chrono::system_clock::now());
   if (indices.is_open()) {
     indices.flush();
     if (!indices) return absl::ResourceExhaustedError(absl::StrCat("writing ", o.indices_out, ".rank", info.rank, ".txt failed"));
@@ -76,6 +81,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                         {"valid_images", valid},
                         {"batches", c.batches},
                         {"seconds", seconds},
+                        {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
+                        {"end_unix_s", end_unix},
                         {"images_per_s", c.images / seconds},
                         {"records_read", c.records_read},
                         {"bytes_read", c.bytes_read},
