@@ -240,6 +240,13 @@ absl::StatusOr<loader::Batch> GroupFeeder::NextDecoded() {
   return b;
 }
 
+absl::StatusOr<uint64_t> GroupFeeder::BatchesInEpoch(uint64_t epoch) const {
+  DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->Plan(epoch));
+  return sampler::MakeBatches(plan.NumSamples(stream_rank(rank_)), options_.loader.batch_size,
+                              options_.loader.drop_last)
+      .size();
+}
+
 uint64_t GroupFeeder::ResumePosition() const {
   if (!plan_.has_value()) return 0;
   return plan_->ConsumedAfter(delivered_ == 0 ? 0 : batches_[delivered_ - 1].end);

@@ -100,6 +100,8 @@ class GroupFeeder {
   absl::StatusOr<loader::Batch> Next();
 
   uint64_t NumBatches() const { return batches_.size(); }
+  // Batches this rank gets in a whole epoch (from position 0), without starting it.
+  absl::StatusOr<uint64_t> BatchesInEpoch(uint64_t epoch) const;
   // The position to resume this epoch from after the batches delivered so far.
   uint64_t ResumePosition() const;
   FeederCounters counters() const;

@@ -13,6 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev              # metadata and --json output
   libcli11-dev                    # the ddpio command line
   libgloo-dev                     # CPU collectives over TCP (Gloo)
+  libopenblas-dev                 # the trainer's matrix products (chosen over Eigen by measurement)
   libgtest-dev libgmock-dev       # tests
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
 )

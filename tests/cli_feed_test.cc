@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/rank_lines.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -15,19 +16,8 @@ namespace ddpio {
 namespace {
 
 using testing::LastLine;
+using testing::RankLines;
 using testing::RunDdpio;
-
-std::map<int, nlohmann::json> RankLines(const std::string& out) {
-  std::map<int, nlohmann::json> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    const auto brace = line.find("] {");
-    if (line.rfind("[rank ", 0) != 0 || brace == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line.substr(brace + 2));
-    lines[j["rank"].get<int>()] = j;
-  }
-  return lines;
-}
 
 std::vector<uint64_t> FileIndices(const std::string& path) {
   std::ifstream in(path);

@@ -69,28 +69,30 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   const broadcast::FeederCounters c = feeder->counters();
   feeder.reset();
   DDPIO_RETURN_IF_ERROR(job->world().Barrier(o.feeder.timeout));
-  return nlohmann::json{{"rank", info.rank},
-                        {"world", info.world_size},
-                        {"group_size", o.group_size},
-                        {"layout", o.layout},
-                        {"mode", broadcast::FeedModeName(o.feeder.mode)},
-                        {"payload", broadcast::FeedPayloadName(o.feeder.payload)},
-                        {"leader", leader},
-                        {"epochs", o.epochs},
-                        {"images", c.images},
-                        {"valid_images", valid},
-                        {"batches", c.batches},
-                        {"seconds", seconds},
-                        {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
-                        {"end_unix_s", end_unix},
-                        {"images_per_s", c.images / seconds},
-                        {"records_read", c.records_read},
-                        {"bytes_read", c.bytes_read},
-                        {"bytes_sent", c.bytes_sent},
-                        {"bytes_received", c.bytes_received},
-                        {"network_wait_s", c.network_wait_ns / 1e9},
-                        {"loader_wait_s", c.loader_wait_ns / 1e9},
-                        {"path", "cpu"}};
+  nlohmann::json j{{"rank", info.rank},
+                   {"world", info.world_size},
+                   {"group_size", o.group_size},
+                   {"layout", o.layout},
+                   {"mode", broadcast::FeedModeName(o.feeder.mode)},
+                   {"payload", broadcast::FeedPayloadName(o.feeder.payload)},
+                   {"leader", leader},
+                   {"epochs", o.epochs},
+                   {"images", c.images},
+                   {"valid_images", valid},
+                   {"batches", c.batches},
+                   {"seconds", seconds},
+                   {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
+                   {"end_unix_s", end_unix},
+                   {"images_per_s", c.images / seconds},
+                   {"path", "cpu"}};
+  j.update(FeederCountersJson(c));
+  return j;
+}
+
+nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c) {
+  return nlohmann::json{{"records_read", c.records_read},         {"bytes_read", c.bytes_read},
+                        {"bytes_sent", c.bytes_sent},             {"bytes_received", c.bytes_received},
+                        {"network_wait_s", c.network_wait_ns / 1e9}, {"loader_wait_s", c.loader_wait_ns / 1e9}};
 }
 
 std::string BenchFeedText(const nlohmann::json& j) {

@@ -25,6 +25,10 @@ struct BenchFeedOptions {
   std::string store;        // "" (TCP on rank 0) or "file:DIR"
 };
 
+// A rank's feeder counters as JSON fields: records_read, bytes_read, bytes_sent,
+// bytes_received, network_wait_s, loader_wait_s (shared by `bench feed` and `train`).
+nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c);
+
 // This rank's result.
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& options);
 std::string BenchFeedText(const nlohmann::json& result);

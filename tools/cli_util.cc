@@ -2,8 +2,11 @@
 
 #include <cstdio>
 #include <iostream>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace ddpio::tools {
 
@@ -32,6 +35,12 @@ int PrintResult(bool as_json, const nlohmann::json& result,
     std::cout << text(result) << std::flush;
   }
   return kExitOk;
+}
+
+bool ParseScaleRange(const std::string& text, double* min, double* max) {
+  std::vector<std::string> parts = absl::StrSplit(text, ',');
+  return parts.size() == 2 && absl::SimpleAtod(parts[0], min) && absl::SimpleAtod(parts[1], max) && *min > 0 &&
+         *max <= 1 && *min <= *max;
 }
 
 std::string HumanBytes(double bytes) {

@@ -32,6 +32,9 @@ void PrintJsonLine(const nlohmann::json& result);
 int PrintResult(bool as_json, const nlohmann::json& result,
                 std::string (*text)(const nlohmann::json&));
 
+// "0.08,1" -> {0.08, 1}: a RandomResizedCrop scale range, 0 < MIN <= MAX <= 1. False if malformed.
+bool ParseScaleRange(const std::string& text, double* min, double* max);
+
 // 1536 -> "1.5 KiB".
 std::string HumanBytes(double bytes);
 

@@ -9,8 +9,6 @@
 #include "tools/bench_loader.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_feed.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 
 namespace ddpio::tools {
 
@@ -87,14 +85,9 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
       ->check(CLI::Range(1, 1000));
   lapp->add_flag("--json", *ljson, "Print one JSON object as the last stdout line");
   commands->push_back({lapp, [=] {
-    std::vector<std::string> parts = absl::StrSplit(*crop, ',');
-    double lo_s = 0, hi_s = 0;
-    if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &lo_s) || !absl::SimpleAtod(parts[1], &hi_s) ||
-        lo_s <= 0 || hi_s > 1 || lo_s > hi_s) {
+    if (!ParseScaleRange(*crop, &lo->loader.augment.scale_min, &lo->loader.augment.scale_max)) {
       return ReportUsageError("bench loader", "--crop-scale takes MIN,MAX with 0 < MIN <= MAX <= 1");
     }
-    lo->loader.augment.scale_min = lo_s;
-    lo->loader.augment.scale_max = hi_s;
     lo->loader.augment.flip_probability = *no_flip ? 0.0 : 0.5;
     lo->loader.augment.train = !*eval;
     lo->loader.decode = *loader::ParseDecodeMode(*decode);

@@ -20,6 +20,7 @@ void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth
 void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler
 void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage|sampler
 void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);  // launch
+void AddTrainCommand(CLI::App& root, std::vector<Command>* commands);   // train
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
 
 }  // namespace ddpio::tools

@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   using namespace ddpio::tools;
   CLI::App app(
       "ddpio: data loading and IO for multi-node data-parallel training.\n"
-      "Typical flow: synth (or your own ImageFolder) -> convert -> inspect --verify -> bench.");
+      "Typical flow: synth (or your own ImageFolder) -> convert -> inspect --verify -> train (under launch).");
   app.require_subcommand(0, 1);
   app.footer(
       "Every subcommand has --help. Exit codes: 0 success, 1 runtime error, 2 usage error.\n"
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddDataCommands(app, &commands);
   AddSamplerCommand(app, &commands);
   AddBenchCommands(app, &commands);
+  AddTrainCommand(app, &commands);
   AddLaunchCommand(app, &commands);
   AddInfoCommand(app, &commands);
   try {

@@ -1,0 +1,112 @@
+// `ddpio train` under `ddpio launch`, as users run it: real rank processes, Gloo over loopback,
+// converted synth datasets. The trainer's numerics are tested in trainer/trainer_test.cc; these
+// tests check what the command promises: every rank ends with the same parameters and the same
+// validation accuracy over every validation sample once, only leaders read, the model learns,
+// a stopped job resumes to the same parameters, and bad arguments fail fast and clearly.
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "tests/support/rank_lines.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+using testing::RankLines;
+using testing::RunDdpio;
+
+class CliTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    // 3 classes: 120 training samples, 21 validation samples (4 ranks do not divide 21).
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("train"), "--classes", "3", "--per-class", "40", "--size", "40",
+                        "--seed", "1", "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val"), "--classes", "3", "--per-class", "7", "--size", "40",
+                        "--seed", "2", "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("train"), "--out", dir_->Sub("train.db"), "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("val"), "--out", dir_->Sub("val.db"), "--quiet"}).exit_code, 0);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static testing::RunResult Train(int ranks, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(ranks), "--", testing::DdpioBin(),
+                                     "train", "--data", dir_->Sub("train.db"), "--val", dir_->Sub("val.db"),
+                                     "--batch-size", "8", "--image-size", "16", "--hidden", "32", "--workers", "1",
+                                     "--progress-every", "5", "--timeout", "30", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunDdpio(args);
+  }
+  static testing::TempDir* dir_;
+};
+testing::TempDir* CliTrain::dir_ = nullptr;
+
+TEST_F(CliTrain, FourRanksInTwoGroupsAgreeLearnAndOnlyLeadersRead) {
+  auto r = Train(4, {"--epochs", "6", "--group-size", "2", "--lr", "0.02"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = RankLines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& j = lines[rank];
+    EXPECT_EQ(j["param_checksum"], lines[0]["param_checksum"]) << "rank " << rank;
+    EXPECT_EQ(j["val_samples"], 21) << "rank " << rank;  // every validation sample once
+    EXPECT_EQ(j["val_accuracy"], lines[0]["val_accuracy"]) << "rank " << rank;
+    EXPECT_EQ(j["steps"], 6 * 4) << "rank " << rank;  // 120 / 4 ranks / batch 8 = 3.75 -> 4 per epoch
+    const bool leader = rank % 2 == 0;                  // contiguous groups [0, 1] and [2, 3]
+    EXPECT_EQ(j["records_read"].get<uint64_t>() > 0, leader) << "rank " << rank;
+    EXPECT_EQ(j["bytes_received"].get<uint64_t>() > 0, !leader) << "rank " << rank;
+    EXPECT_GE(j["stall_fraction"].get<double>(), 0.0);
+    EXPECT_LE(j["stall_fraction"].get<double>(), 1.0);
+    EXPECT_NE(j["path"].get<std::string>().find("cpu: OpenBLAS"), std::string::npos) << j["path"];
+  }
+  // 3 classes: chance is 1/3. The synth classes (shape + colour) are easy; a learning model gets
+  // well above chance in a few epochs, a broken one (no gradient, wrong labels) stays near it.
+  EXPECT_GE(lines[0]["val_accuracy"].get<double>(), 0.7) << r.err;
+  EXPECT_NE(r.err.find("validation accuracy"), std::string::npos) << r.err;  // rank 0's progress
+  EXPECT_NE(r.err.find("samples/s  stall"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
+  auto straight = Train(2, {"--epochs", "2"});
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const std::string ckpt = dir_->Sub("ckpt");
+  // 120 / 2 ranks / batch 8 = 8 steps per epoch: stop in the middle of the second epoch.
+  auto first = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--stop-after-steps", "11"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(RankLines(first.out)[0]["steps"], 11);
+  auto resumed = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
+  auto a = RankLines(straight.out), b = RankLines(resumed.out);
+  ASSERT_EQ(b.size(), 2u) << resumed.out;
+  EXPECT_EQ(b[0]["steps"], 5);
+  EXPECT_EQ(b[0]["param_checksum"], a[0]["param_checksum"]);
+  EXPECT_EQ(b[1]["param_checksum"], a[0]["param_checksum"]);
+  EXPECT_EQ(b[0]["val_accuracy"], a[0]["val_accuracy"]);
+  // Another seed would give another permutation: resuming with it is refused, not silently wrong.
+  auto reseeded = Train(2, {"--epochs", "3", "--checkpoint-dir", ckpt, "--resume", "--seed", "9"});
+  EXPECT_EQ(reseeded.exit_code, 1);
+  EXPECT_NE(reseeded.err.find("sampler seed 0"), std::string::npos) << reseeded.err;
+}
+
+TEST_F(CliTrain, BadArgumentsFailFastAndSayWhat) {
+  auto missing = RunDdpio({"train", "--data", dir_->Sub("no-such.db"), "--quiet-not-a-flag"});
+  EXPECT_EQ(missing.exit_code, 2);  // unknown flag: usage
+  auto no_data = RunDdpio({"train", "--data", dir_->Sub("no-such.db")});
+  EXPECT_EQ(no_data.exit_code, 1);
+  EXPECT_NE(no_data.err.find("no-such.db"), std::string::npos) << no_data.err;
+  // Under launch: every rank fails before the rendezvous, nothing waits for a timeout.
+  auto launched = Train(2, {"--group-size", "3"});
+  EXPECT_NE(launched.exit_code, 0);
+  EXPECT_FALSE(launched.timed_out);
+  EXPECT_NE(launched.err.find("group"), std::string::npos) << launched.err;
+  auto resume = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--resume"});
+  EXPECT_EQ(resume.exit_code, 2);
+  EXPECT_NE(resume.err.find("--checkpoint-dir"), std::string::npos) << resume.err;
+  auto hidden = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--hidden", "32,x"});
+  EXPECT_EQ(hidden.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ddpio

@@ -1,0 +1,29 @@
+// The per-rank JSON result lines of a `ddpio launch ... --json` run: launch prefixes each rank's
+// output with "[rank r] "; the JSON object follows it.
+#ifndef DDPIO_TESTS_SUPPORT_RANK_LINES_H_
+#define DDPIO_TESTS_SUPPORT_RANK_LINES_H_
+
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpio::testing {
+
+// rank -> its JSON line (the last one when a rank printed several).
+inline std::map<int, nlohmann::json> RankLines(const std::string& out) {
+  std::map<int, nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto brace = line.find("] {");
+    if (line.rfind("[rank ", 0) != 0 || brace == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line.substr(brace + 2));
+    lines[j["rank"].get<int>()] = j;
+  }
+  return lines;
+}
+
+}  // namespace ddpio::testing
+
+#endif  // DDPIO_TESTS_SUPPORT_RANK_LINES_H_

@@ -1,0 +1,69 @@
+#include "tools/train_cli.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "broadcast/rendezvous.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "storage/dataset_reader.h"
+#include "tools/bench_feed.h"
+
+namespace ddpio::tools {
+
+absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
+  // Arguments and datasets first, before the network: a mistake fails every rank at once
+  // instead of leaving the others waiting in the rendezvous.
+  DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.train.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.train.group_size, kind));
+  if (layout.is_leader(info.rank)) {  // peers never open a dataset
+    for (const std::string& path : {o.train.data, o.train.val}) {
+      if (!path.empty()) DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(path, {}).status());
+    }
+  }
+  broadcast::RendezvousOptions ro;
+  ro.store = o.store;
+  ro.backend = broadcast::BackendKind::kGloo;  // parameters and gradients live in host memory
+  DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  if (info.rank == 0) {
+    DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << info.source << ") in groups of "
+                    << o.train.group_size << " (" << o.train.layout << "), "
+                    << broadcast::FeedModeName(o.train.feeder.mode) << ", "
+                    << broadcast::FeedPayloadName(o.train.feeder.payload) << " payload, batch "
+                    << o.train.feeder.loader.batch_size << " per rank, " << o.train.epochs << " epoch(s)";
+  }
+  DDPIO_ASSIGN_OR_RETURN(trainer::TrainResult r,
+                         trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
+  if (info.rank == 0) DDPIO_LOG(INFO) << "matmul path: " << r.path;
+  nlohmann::json j{{"rank", info.rank},
+                   {"world", info.world_size},
+                   {"group_size", o.train.group_size},
+                   {"mode", broadcast::FeedModeName(o.train.feeder.mode)},
+                   {"payload", broadcast::FeedPayloadName(o.train.feeder.payload)},
+                   {"steps", r.steps},
+                   {"train_loss", r.train_loss},
+                   {"val_samples", r.val_samples},
+                   {"samples_per_s", r.samples_per_s},
+                   {"stall_fraction", r.stall_fraction},
+                   {"param_checksum", absl::StrFormat("%016x", r.param_checksum)},
+                   {"path", r.path}};
+  j.update(FeederCountersJson(r.feeder));
+  j["val_accuracy"] = r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
+  return j;
+}
+
+std::string TrainText(const nlohmann::json& j) {
+  const std::string acc = j["val_accuracy"].is_null()
+                              ? std::string("no validation set")
+                              : absl::StrFormat("validation accuracy %.4f over %d samples",
+                                                j["val_accuracy"].get<double>(), j["val_samples"].get<uint64_t>());
+  return absl::StrFormat(
+      "train rank %d: %d steps, loss %.4f, %s; %.0f samples/s, data stall %.1f%%; params %s; read %d records, "
+      "sent %.1f MB, received %.1f MB\n",
+      j["rank"].get<int>(), j["steps"].get<uint64_t>(), j["train_loss"].get<double>(), acc,
+      j["samples_per_s"].get<double>(), 100 * j["stall_fraction"].get<double>(),
+      j["param_checksum"].get<std::string>(), j["records_read"].get<uint64_t>(), j["bytes_sent"].get<uint64_t>() / 1e6,
+      j["bytes_received"].get<uint64_t>() / 1e6);
+}
+
+}  // namespace ddpio::tools

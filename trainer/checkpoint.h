@@ -1,0 +1,44 @@
+// Training checkpoints: model, optimizer state and the sampler position, written atomically by
+// rank 0 (temporary file, fsync, rename, fsync of the directory) and read by every rank on
+// resume. The position is world-size independent (sampler.h), so a job may resume on another
+// world size and continue the epoch without repeating or skipping a sample.
+//
+// The "RNG state" is the seeds: the sampler's permutation and every augmentation are functions of
+// (seed, epoch, index) only (sampler.h, augment.h), so the seeds and the position determine every
+// sample still to come. Resuming checks them (and the dataset size) against the job's.
+//
+// File (little-endian): "DDPIOCK2" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
+// u64 augment_seed | u64 dataset_size | u8 momentum_started | u64 n | f32 params[n] |
+// f32 momentum[n] | u64 FNV-1a of everything before. The directory is created if missing.
+#ifndef DDPIO_TRAINER_CHECKPOINT_H_
+#define DDPIO_TRAINER_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ddpio::trainer {
+
+struct Checkpoint {
+  uint64_t epoch = 0;
+  uint64_t position = 0;  // entries of the epoch's permutation consumed
+  uint64_t step = 0;      // optimizer steps taken (the schedule's clock)
+  uint64_t sampler_seed = 0;
+  uint64_t augment_seed = 0;
+  uint64_t dataset_size = 0;
+  bool momentum_started = false;
+  std::vector<float> params;
+  std::vector<float> momentum;
+};
+
+std::string CheckpointPath(const std::string& dir);
+// ResourceExhausted (full disk) / PermissionDenied naming the path; nothing replaced on failure.
+absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c);
+// NotFound when there is none; DataLoss when it is truncated or damaged.
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir);
+
+}  // namespace ddpio::trainer
+
+#endif  // DDPIO_TRAINER_CHECKPOINT_H_
