@@ -43,6 +43,11 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
   no_token.token = "";
   ::unsetenv("DDPIO_STORE_TOKEN");
   EXPECT_CODE(Job::Join(plain, no_token), kInvalidArgument);
+  // Started alone (no launcher's environment): a private store, no token needed.
+  ASSERT_OK_AND_ASSIGN(RankInfo lone, DiscoverRank({}));
+  ASSERT_OK_AND_ASSIGN(auto alone, Job::Join(lone, no_token));
+  EXPECT_EQ(alone->world().size(), 1);
+  EXPECT_OK(alone->world().Barrier(std::chrono::seconds(5)));
   // Under torchrun's agent store no token is needed, but a store must answer.
   RankInfo agent;
   agent.agent_store = true;

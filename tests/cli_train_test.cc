@@ -90,6 +90,17 @@ TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
   EXPECT_NE(reseeded.err.find("sampler seed 0"), std::string::npos) << reseeded.err;
 }
 
+// Without a launcher the command is one rank: no token, no port to set.
+TEST_F(CliTrain, AloneItIsOneRank) {
+  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--epochs", "1", "--batch-size", "16",
+                     "--image-size", "16", "--hidden", "8", "--workers", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(testing::LastLine(r.out));
+  EXPECT_EQ(j["world"], 1);
+  EXPECT_EQ(j["steps"], 8);  // 120 samples / 16, the last batch short
+  EXPECT_EQ(j["records_read"], 120);
+}
+
 TEST_F(CliTrain, BadArgumentsFailFastAndSayWhat) {
   auto missing = RunDdpio({"train", "--data", dir_->Sub("no-such.db"), "--quiet-not-a-flag"});
   EXPECT_EQ(missing.exit_code, 2);  // unknown flag: usage
