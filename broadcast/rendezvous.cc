@@ -1,7 +1,6 @@
 #include "broadcast/rendezvous.h"
 
 #include <cstdlib>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "broadcast/tcp_store.h"
@@ -53,8 +52,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   } else if (info.source == "single process" && info.world_size == 1 && options.token.empty()) {
     // Started alone, by no launcher: nobody else will join, so serve a private store on a free
     // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
-    std::random_device rd;
-    const std::string token = absl::StrCat(rd(), "-", rd(), "-", rd(), "-", rd());
+    const std::string token = RandomToken();
     DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start("127.0.0.1", 0, token));
     DDPIO_ASSIGN_OR_RETURN(auto client,
                            TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token, options.timeout));

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -83,6 +85,13 @@ bool TokensEqual(const std::string& a, const std::string& b) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+
+std::string RandomToken(int bytes) {
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < bytes; ++i) absl::StrAppendFormat(&s, "%02x", rd() & 0xff);
+  return s;
+}
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& addr, int port,
                                                                       const std::string& token,

@@ -40,6 +40,10 @@ struct TcpStoreLimits {
   std::chrono::milliseconds hello_timeout{10000};  // a silent connection is dropped after this
 };
 
+// A fresh job token: 2 x `bytes` hex digits from std::random_device. Used by `ddpio launch`, by a
+// process that starts alone (its private store) and by the NCCL stand-in's unique ids.
+std::string RandomToken(int bytes = 16);
+
 class TcpStoreServer {
  public:
   // Starts serving on addr:port (port 0: a free port, see port()). InvalidArgument for an empty

@@ -12,11 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "broadcast/internal/socket.h"
+#include "broadcast/tcp_store.h"
 #include "common/status_macros.h"
 
 extern char** environ;
@@ -33,13 +32,6 @@ struct Child {
   bool exited = false;
   int status = 0;
 };
-
-std::string RandomHex(int bytes) {
-  std::random_device rd;
-  std::string s;
-  for (int i = 0; i < bytes; ++i) absl::StrAppendFormat(&s, "%02x", rd() & 0xff);
-  return s;
-}
 
 std::string Describe(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
@@ -94,9 +86,9 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
     return absl::InvalidArgumentError(
         "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the environment");
   }
-  const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : RandomHex(16);
+  const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : broadcast::RandomToken(16);
   const char* env_job = std::getenv("DDPIO_JOB_ID");
-  const std::string job = env_job != nullptr && *env_job != '\0' ? env_job : RandomHex(8);
+  const std::string job = env_job != nullptr && *env_job != '\0' ? env_job : broadcast::RandomToken(8);
   const int world = o.nnodes * o.nproc_per_node;
 
   // SIGINT / SIGTERM arrive through a signalfd in the event loop; SIGCHLD is not needed

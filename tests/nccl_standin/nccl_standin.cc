@@ -40,7 +40,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -336,13 +335,11 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- NCCL ----
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  std::random_device rd;
-  char token[33];
-  std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  const std::string token = ddpio::broadcast::RandomToken();
   auto server = ddpio::broadcast::TcpStoreServer::Start("127.0.0.1", 0, token);
   if (!server.ok()) return ncclSystemError;
   std::memset(id->internal, 0, sizeof(id->internal));
-  std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(), token);
+  std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(), token.c_str());
   std::lock_guard<std::mutex> lock(servers_mu);
   (*servers)[token] = std::move(server).value();
   return ncclSuccess;
