@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   liblmdb-dev lmdb-utils          # dataset storage
   libabsl-dev                     # Status, Mutex, strings
   libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)
@@ -16,6 +16,9 @@ PACKAGES=(
   libopenblas-dev                 # the trainer's matrix products (chosen over Eigen by measurement)
   libgtest-dev libgmock-dev       # tests
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
+  iproute2 util-linux mount e2fsprogs  # scripts/sim-cluster.sh and the multihost tests: namespaces,
+                                       # tc, loop devices, nsenter, mkfs.ext4
+  gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots
 )
 
 missing=()
