@@ -61,6 +61,21 @@ class Communicator {
   virtual absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,
                             std::chrono::milliseconds timeout) = 0;
   virtual absl::Status Barrier(std::chrono::milliseconds timeout) = 0;
+
+  // Chunked point to point, for pipelined relays: `bytes` travel as ceil(bytes / chunk) messages
+  // of `chunk` bytes (the last one shorter) under `tag`. SendChunked pairs with RecvChunked or
+  // RecvForward on the peer, called with the same `bytes` and `chunk`. `timeout` applies to each
+  // chunk. InvalidArgument for a zero chunk or a bad peer.
+  virtual absl::Status SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
+                                   std::chrono::milliseconds timeout);
+  virtual absl::Status RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
+                                   std::chrono::milliseconds timeout);
+  // Receives `bytes` from `from` (sent with SendChunked or forwarded with RecvForward) into
+  // `data` and forwards each chunk to `to` as soon as it has arrived, so that in a chain of
+  // ranks every link carries the data once and all links are busy at the same time. The base
+  // implementation does one chunk after the other; Gloo's keeps every chunk in flight.
+  virtual absl::Status RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
+                                   std::chrono::milliseconds timeout);
   // Tears the connections down; this communicator is unusable afterwards.
   virtual void Abort() = 0;
 };

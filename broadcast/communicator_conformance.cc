@@ -80,6 +80,25 @@ int Collectives(Communicator& c, int rank, int world) {
     }
     if (*in != static_cast<uint64_t>(1000 + prev)) return 14;
   }
+  // A pipelined chain 0 -> 1 -> ... -> world-1: chunked, the size not a multiple of the chunk.
+  if (world > 1) {
+    constexpr size_t kBytes = 10007, kChunk = 1000;
+    uint8_t* chain = Buffer<uint8_t>(c, kBytes, &keep);
+    for (size_t i = 0; i < kBytes; ++i) chain[i] = rank == 0 ? static_cast<uint8_t>(i * 31 + 7) : 0;
+    absl::Status st;
+    if (rank == 0) {
+      st = c.SendChunked(chain, kBytes, kChunk, 1, 9, kTimeout);
+    } else if (rank < world - 1) {
+      st = c.RecvForward(chain, kBytes, kChunk, rank - 1, rank + 1, 9, kTimeout);
+    } else {
+      st = c.RecvChunked(chain, kBytes, kChunk, rank - 1, 9, kTimeout);
+    }
+    if (!st.ok()) return 16;
+    for (size_t i = 0; i < kBytes; ++i) if (chain[i] != static_cast<uint8_t>(i * 31 + 7)) return 17;
+    if (c.SendChunked(chain, kBytes, 0, (rank + 1) % world, 9, kTimeout).code() != absl::StatusCode::kInvalidArgument) {
+      return 18;
+    }
+  }
   if (!c.Barrier(kTimeout).ok()) return 15;
   return 0;
 }

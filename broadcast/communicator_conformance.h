@@ -32,8 +32,9 @@ std::vector<int> RunRanks(int world, const std::string& job,
                           std::chrono::seconds limit = std::chrono::seconds(60),
                           const std::function<void()>& after_fork = {});
 
-// Broadcast, scatter, all-reduce (sum, average), all-gather, send/recv around a ring and a
-// barrier give the right values for worlds of 1 to 4 ranks.
+// Broadcast, scatter, all-reduce (sum, average), all-gather, send/recv around a ring, a chunked
+// chain (SendChunked -> RecvForward ... -> RecvChunked) and a barrier give the right values for
+// worlds of 1 to 4 ranks.
 void ExpectCollectivesCorrect(const CommFactory& make);
 // Every rank creates its group's communicator (contiguous and strided groups of 2 in a world
 // of 4) under a prefix per group; a reduction stays within the group.

@@ -231,14 +231,18 @@ absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, 
   std::memcpy(prefix + 8, &h.payload_bytes, 8);
   DDPIO_RETURN_IF_ERROR(comm.Send(prefix, kPrefixBytes, peer, kTag, timeout));
   DDPIO_RETURN_IF_ERROR(comm.Send(header.data(), header.size(), peer, kTag, timeout));
-  DDPIO_RETURN_IF_ERROR(comm.Send(payload, h.payload_bytes, peer, kTag, timeout));  // 0 bytes: nothing sent
+  // 0 bytes: nothing sent
+  DDPIO_RETURN_IF_ERROR(comm.SendChunked(payload, h.payload_bytes, kFeedChunkBytes, peer, kTag, timeout));
   if (wire_bytes != nullptr) *wire_bytes = kPrefixBytes + header.size() + h.payload_bytes;
   return absl::OkStatus();
 }
 
-absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
-                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
-                                           uint64_t* wire_bytes) {
+namespace {
+
+// Receives and validates a message's prefix and header from `peer` (nothing is sized from the
+// wire before it is checked against `limits`); `raw` gets the prefix and header as they came.
+absl::StatusOr<FeedHeader> RecvPrefixAndHeader(Communicator& comm, int peer, const FeedLimits& limits,
+                                               std::chrono::milliseconds timeout, std::string* raw) {
   if (comm.device_memory()) {
     return absl::UnimplementedError("feed messages travel in host memory; this communicator wants device memory");
   }
@@ -258,15 +262,42 @@ absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::ve
     return Bad(absl::StrCat("payload of ", payload_bytes, " bytes from rank ", peer, ", more than the limit of ",
                             limits.max_payload_bytes));
   }
-  std::string header(header_bytes, '\0');
-  DDPIO_RETURN_IF_ERROR(comm.Recv(header.data(), header.size(), peer, kTag, timeout));
-  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, DecodeFeedHeader(header, limits));
+  raw->assign(reinterpret_cast<const char*>(prefix), kPrefixBytes);
+  raw->resize(kPrefixBytes + header_bytes);
+  DDPIO_RETURN_IF_ERROR(comm.Recv(raw->data() + kPrefixBytes, header_bytes, peer, kTag, timeout));
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, DecodeFeedHeader(std::string_view(*raw).substr(kPrefixBytes), limits));
   if (h.payload_bytes != payload_bytes) {
     return Bad(absl::StrCat("prefix announces ", payload_bytes, " payload bytes, the header ", h.payload_bytes));
   }
-  payload->resize(payload_bytes);
-  DDPIO_RETURN_IF_ERROR(comm.Recv(payload->data(), payload_bytes, peer, kTag, timeout));
-  if (wire_bytes != nullptr) *wire_bytes = kPrefixBytes + header_bytes + payload_bytes;
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
+                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                           uint64_t* wire_bytes) {
+  std::string raw;
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, RecvPrefixAndHeader(comm, peer, limits, timeout, &raw));
+  payload->resize(h.payload_bytes);
+  DDPIO_RETURN_IF_ERROR(comm.RecvChunked(payload->data(), h.payload_bytes, kFeedChunkBytes, peer, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = raw.size() + h.payload_bytes;
+  return h;
+}
+
+absl::StatusOr<FeedHeader> RelayFeedMessage(Communicator& comm, int from, int to, std::vector<uint8_t>* payload,
+                                            const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                            uint64_t* wire_bytes) {
+  std::string raw;
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, RecvPrefixAndHeader(comm, from, limits, timeout, &raw));
+  // Only a header that validated travels on: a damaged message stops here, at the first
+  // member that sees it.
+  DDPIO_RETURN_IF_ERROR(comm.Send(raw.data(), kPrefixBytes, to, kTag, timeout));
+  DDPIO_RETURN_IF_ERROR(comm.Send(raw.data() + kPrefixBytes, raw.size() - kPrefixBytes, to, kTag, timeout));
+  payload->resize(h.payload_bytes);
+  DDPIO_RETURN_IF_ERROR(
+      comm.RecvForward(payload->data(), h.payload_bytes, kFeedChunkBytes, from, to, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = raw.size() + h.payload_bytes;
   return h;
 }
 

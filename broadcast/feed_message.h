@@ -11,7 +11,8 @@
 //   u64 indices[count] | i32 labels[count] | u8 valid[count] (0 or 1)
 //   u64 sizes[count]                encoded only: each sample's stored bytes, in order
 //   u64 payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
-// Payload: the samples' bytes back to back (encoded) or the collated batch (decoded).
+// Payload: the samples' bytes back to back (encoded) or the collated batch (decoded), sent as
+// chunks of kFeedChunkBytes (prefix and header are one message each).
 // An end-of-epoch message has count 0 and no payload; a short last batch just has a smaller
 // count; zero-size dimensions give a zero-byte payload. An error message (the sender failed, e.g.
 // a corrupt record under the `fail` policy) has count 0 and a payload of u32 status code + the
@@ -73,6 +74,10 @@ FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& pay
 std::string EncodeFeedError(const absl::Status& status);
 absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank);
 
+// The payload travels in chunks of this many bytes (the last one shorter), so that a member of a
+// chain can forward a message while it is still arriving (RelayFeedMessage).
+inline constexpr size_t kFeedChunkBytes = size_t{1} << 20;
+
 // Sends prefix, header and payload to `peer` (payload_bytes of `payload`).
 // `wire_bytes` (optional) gets the bytes that travelled: prefix + header + payload.
 absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, const void* payload,
@@ -81,6 +86,14 @@ absl::Status SendFeedMessage(Communicator& comm, int peer, const FeedHeader& h, 
 absl::StatusOr<FeedHeader> RecvFeedMessage(Communicator& comm, int peer, std::vector<uint8_t>* payload,
                                            const FeedLimits& limits, std::chrono::milliseconds timeout,
                                            uint64_t* wire_bytes = nullptr);
+
+// Receives one message from `from` as RecvFeedMessage does and sends it on to `to` as it
+// arrives: the prefix and the (validated) header first, then each payload chunk as soon as it is
+// in. Replicate mode's pipelined chain: every link carries a group's data once. `wire_bytes`
+// gets the bytes received (the same number went on to `to`).
+absl::StatusOr<FeedHeader> RelayFeedMessage(Communicator& comm, int from, int to, std::vector<uint8_t>* payload,
+                                            const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                            uint64_t* wire_bytes = nullptr);
 
 }  // namespace ddpio::broadcast
 

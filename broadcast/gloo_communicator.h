@@ -46,6 +46,14 @@ class GlooCommunicator : public Communicator {
   absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,
                     std::chrono::milliseconds timeout) override;
   absl::Status Barrier(std::chrono::milliseconds timeout) override;
+  // Every chunk posted at once on one unbound buffer; RecvForward sends chunk k on as soon as it
+  // has arrived while the later ones are still arriving.
+  absl::Status SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
+                           std::chrono::milliseconds timeout) override;
+  absl::Status RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
+                           std::chrono::milliseconds timeout) override;
+  absl::Status RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
+                           std::chrono::milliseconds timeout) override;
   void Abort() override;
 
  private:

@@ -29,13 +29,27 @@ absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown payload '", std::string(name), "' (encoded or decoded)"));
 }
 
+std::string FeedReadersName(FeedReaders readers) { return readers == FeedReaders::kLeader ? "leader" : "all"; }
+absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) {
+  if (name == "leader") return FeedReaders::kLeader;
+  if (name == "all") return FeedReaders::kAll;
+  return absl::InvalidArgumentError(absl::StrCat("unknown readers '", std::string(name), "' (leader or all)"));
+}
+std::string FeedRelayName(FeedRelay relay) { return relay == FeedRelay::kChain ? "chain" : "star"; }
+absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) {
+  if (name == "chain") return FeedRelay::kChain;
+  if (name == "star") return FeedRelay::kStar;
+  return absl::InvalidArgumentError(absl::StrCat("unknown relay '", std::string(name), "' (chain or star)"));
+}
+
 namespace {
 
 // Everything the members of a group must agree on, as one number (FNV-1a of a description).
 uint64_t ConfigDigest(const FeederOptions& o, const sampler::GroupLayout& layout) {
   const loader::LoaderOptions& l = o.loader;
   const std::string text = absl::StrCat(
-      FeedModeName(o.mode), "|", FeedPayloadName(o.payload), "|", layout.world_size(), "|", layout.group_size(), "|",
+      FeedModeName(o.mode), "|", FeedPayloadName(o.payload), "|", FeedReadersName(o.readers), "|",
+      FeedRelayName(o.relay), "|", layout.world_size(), "|", layout.group_size(), "|",
       sampler::LayoutKindName(layout.kind()), "|", o.sampler.shuffle, "|", o.sampler.seed, "|",
       sampler::PaddingName(o.sampler.padding), "|", static_cast<int>(o.sampler.permutation), "|", l.batch_size, "|",
       l.drop_last, "|", static_cast<int>(l.output), "|", l.augment.size, "|", l.augment.train, "|",
@@ -65,12 +79,16 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
   if (group->device_memory()) {
     return absl::UnimplementedError("the group feeder moves host memory; give it a host-memory (gloo) group");
   }
-  if (layout.is_leader(rank) && reader == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " leads its group and needs the dataset"));
+  const bool reads = layout.is_leader(rank) || options.readers == FeedReaders::kAll;
+  if (reads && reader == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
+                                                   layout.is_leader(rank) ? " leads its group" : " reads for itself",
+                                                   " and needs the dataset"));
   }
+  if (options.read_ahead < 0) return absl::InvalidArgumentError("feeder read-ahead must not be negative");
   if (options.depth < 1) return absl::InvalidArgumentError("feeder depth must be at least 1");
   auto f = std::unique_ptr<GroupFeeder>(new GroupFeeder());
-  f->reader_ = layout.is_leader(rank) ? reader : nullptr;
+  f->reader_ = reads ? reader : nullptr;
   f->layout_ = layout;
   f->rank_ = rank;
   f->local_rank_ = layout.local_group_rank(rank);
@@ -105,9 +123,11 @@ absl::Status GroupFeeder::Setup() {
   sampler_options_ = options_.mode == FeedMode::kShard ? s : sampler::ReplicateOptions(s, *layout_);
   DDPIO_ASSIGN_OR_RETURN(auto smp, sampler::DistributedSampler::Create(sampler_options_));
   sampler_ = std::make_unique<sampler::DistributedSampler>(std::move(smp));
-  const int leader = layout_->leader(rank_);
+  const int from = layout_->members(rank_)[reads_storage() ? 0 : upstream()];
   window_ = std::make_unique<FeedWindow>(
-      is_leader() ? std::string("this leader's reading thread") : absl::StrCat("the group leader (rank ", leader, ")"),
+      reads_storage() ? std::string("this rank's reading thread")
+      : upstream() == 0 ? absl::StrCat("the group leader (rank ", from, ")")
+                        : absl::StrCat("group member ", upstream(), " (rank ", from, "), which relays the leader's data"),
       static_cast<size_t>(options_.depth));
   const size_t pixels = static_cast<size_t>(options_.loader.augment.size) * options_.loader.augment.size * 3;
   sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
@@ -115,8 +135,22 @@ absl::Status GroupFeeder::Setup() {
     DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(window_.get(), sampler_options_, stream_rank(rank_),
                                                            options_.loader));
   }
-  if (is_leader()) DDPIO_RETURN_IF_ERROR(SetupLeader());
+  if (reads_storage()) DDPIO_RETURN_IF_ERROR(SetupLeader());
   return absl::OkStatus();
+}
+
+std::vector<int> GroupFeeder::LeaderTargets() const {
+  std::vector<int> to;
+  if (options_.readers == FeedReaders::kAll) return to;
+  const int g = layout_->group_size();
+  for (int i = 1; i < (chain() ? std::min(g, 2) : g); ++i) to.push_back(i);
+  return to;
+}
+
+int GroupFeeder::upstream() const { return chain() ? local_rank_ - 1 : 0; }
+
+int GroupFeeder::downstream() const {
+  return chain() && local_rank_ + 1 < layout_->group_size() ? local_rank_ + 1 : -1;
 }
 
 GroupFeeder::~GroupFeeder() { StopRun(); }
@@ -124,7 +158,7 @@ GroupFeeder::~GroupFeeder() { StopRun(); }
 void GroupFeeder::StopRun() {
   if (!running_) return;
   stop_ = true;
-  if (is_leader()) {
+  if (reads_storage()) {
     window_->Drain();  // the leader's own share is no longer wanted
     if (thread_.joinable()) thread_.join();  // it sends every peer the end of the run
     if (loader_ != nullptr) loader_->Stop();
@@ -155,7 +189,7 @@ absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
   window_->Reset(epoch);
   if (loader_ != nullptr) DDPIO_RETURN_IF_ERROR(loader_->StartEpoch(epoch, start));
   stop_ = false;
-  if (is_leader()) {
+  if (reads_storage()) {
     DDPIO_RETURN_IF_ERROR(StartLeaderRun(epoch, start));
     thread_ = std::thread([this, epoch] { LeaderRun(epoch); });
   } else {
@@ -166,23 +200,34 @@ absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
 }
 
 void GroupFeeder::PeerRun() {
-  const int leader = layout_->leader(rank_);
+  const int from = upstream(), to = downstream();
+  const std::string source = absl::StrCat(from == 0 ? "the group leader" : absl::StrCat("group member ", from),
+                                          " (rank ", layout_->members(rank_)[from], ")");
   for (;;) {
     FeedItem item;
     item.payload = window_->SpareBuffer();
     uint64_t wire = 0;
     const auto t0 = Clock::now();
-    absl::StatusOr<FeedHeader> h = RecvFeedMessage(*group_, 0, &item.payload, options_.limits, options_.timeout, &wire);
+    // In a chain every message goes on to the next member while it arrives, ends and errors too.
+    absl::StatusOr<FeedHeader> h =
+        to < 0 ? RecvFeedMessage(*group_, from, &item.payload, options_.limits, options_.timeout, &wire)
+               : RelayFeedMessage(*group_, from, to, &item.payload, options_.limits, options_.timeout, &wire);
     network_wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
     if (!h.ok()) {
-      window_->SetError(Annotate(h.status(), absl::StrCat("receiving from the group leader (rank ", leader, ")")));
+      window_->SetError(Annotate(h.status(), to < 0 ? absl::StrCat("receiving from ", source)
+                                                     : absl::StrCat("relaying from ", source, " to group member ", to,
+                                                                    " (rank ", layout_->members(rank_)[to], ")")));
       group_->Abort();  // the rest of the group learns at once
       return;
     }
     ++messages_received_;
     bytes_received_ += wire;
+    if (to >= 0) {
+      ++messages_sent_;
+      bytes_sent_ += wire;
+    }
     if (h->error) {
-      window_->SetError(DecodeFeedError(item.payload, leader));
+      window_->SetError(DecodeFeedError(item.payload, layout_->leader(rank_)));
       return;
     }
     if (h->end_of_epoch) {
@@ -205,7 +250,7 @@ absl::StatusOr<loader::Batch> GroupFeeder::Next() {
     // peer's thread has received that end: the counters are final, and a member lost on the
     // last step is reported, not missed.
     thread_.join();
-    const absl::Status run = is_leader() ? run_status_ : window_->error();
+    const absl::Status run = reads_storage() ? run_status_ : window_->error();
     if (!run.ok()) batch = run;
   }
   if (batch.ok()) {

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -49,10 +50,16 @@ namespace ddpio::broadcast {
 
 enum class FeedMode { kShard, kReplicate };
 enum class FeedPayload { kEncoded, kDecoded };
+enum class FeedReaders { kLeader, kAll };
+enum class FeedRelay { kChain, kStar };
 std::string FeedModeName(FeedMode mode);
 absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name);
 std::string FeedPayloadName(FeedPayload payload);
 absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name);
+std::string FeedReadersName(FeedReaders readers);
+absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name);
+std::string FeedRelayName(FeedRelay relay);
+absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name);
 
 struct FeederOptions {
   // The world's sampler settings; dataset_size is taken from the leader's dataset.
@@ -60,6 +67,18 @@ struct FeederOptions {
   loader::LoaderOptions loader;
   FeedMode mode = FeedMode::kShard;
   FeedPayload payload = FeedPayload::kEncoded;
+  // kLeader (default): the group's leader reads for every member. kAll: every member reads its
+  // own stream itself (shard: its share; replicate: the group's whole stream) and nothing
+  // crosses the network — what a trainer without group feeding does, the baseline.
+  FeedReaders readers = FeedReaders::kLeader;
+  // Replicate mode: kChain (default) — leader -> member 1 -> member 2 -> ..., each member
+  // forwarding every chunk as it arrives, so no link carries the group's data more than once;
+  // kStar — the leader sends each member its own copy (G - 1 copies on the leader's uplink).
+  FeedRelay relay = FeedRelay::kChain;
+  // Records the leader asks storage for ahead of the one it copies (ReadTxn::Prefetch, a
+  // sliding window across steps); 0: none, each record faulted in page by page. It is the cap
+  // on one leader's reads in flight (docs/PERFORMANCE.md, "Many hosts", chose the default).
+  int read_ahead = 64;
   int depth = 2;  // messages a leader may be ahead of each peer (and of its own loader)
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // each send / receive
   FeedLimits limits;
@@ -81,7 +100,8 @@ struct FeederCounters {
 
 class GroupFeeder {
  public:
-  // `reader`: the dataset, on the leader (ignored on peers, which may pass null). `group`: this
+  // `reader`: the dataset, on the leader (and on every rank with readers kAll; ignored on
+  // peers, which may pass null). `group`: this
   // rank's group communicator (group-local ranks, the leader is 0; host memory). InvalidArgument
   // for a leader without a dataset or a communicator that does not match the layout.
   static absl::StatusOr<std::unique_ptr<GroupFeeder>> Create(const storage::DatasetReader* reader,
@@ -106,6 +126,8 @@ class GroupFeeder {
   uint64_t ResumePosition() const;
   FeederCounters counters() const;
   bool is_leader() const { return local_rank_ == 0; }
+  // Whether this rank reads from storage: the leader, or every rank with readers kAll.
+  bool reads_storage() const { return local_rank_ == 0 || options_.readers == FeedReaders::kAll; }
   uint64_t dataset_size() const { return dataset_size_; }
   // Bytes of one output sample (the loader's).
   size_t sample_bytes() const { return sample_bytes_; }
@@ -120,12 +142,22 @@ class GroupFeeder {
   void LeaderRun(uint64_t epoch);
   void FinishLeaderRun(uint64_t epoch, absl::Status status);
   absl::Status SendEncodedStep(uint64_t epoch, uint64_t step, storage::ReadTxn& txn);
+  // Before copying a record: asks storage for the next read_ahead records (ReadTxn::Prefetch).
+  void ReadAhead(storage::ReadTxn& txn);
   absl::Status SendDecodedStep(uint64_t epoch, uint64_t step, bool* more);
   // Sends `data` (h.payload_bytes of it) to the members in `to` (group-local ranks); for the
   // leader itself (0) pushes it to its own window, moving `owned` when given, else copying.
   absl::Status Deliver(const std::vector<int>& to, const FeedHeader& h, const uint8_t* data,
                        std::vector<uint8_t>* owned);
   void PeerRun();
+  // Group-local ranks the leader sends each message to itself, and (on a peer) the member a
+  // message comes from and the one it is forwarded to (-1: none).
+  std::vector<int> LeaderTargets() const;
+  int upstream() const;
+  int downstream() const;
+  bool chain() const {
+    return options_.mode == FeedMode::kReplicate && options_.relay == FeedRelay::kChain;
+  }
   absl::StatusOr<loader::Batch> NextDecoded();
   int stream_rank(int member_rank) const;
 
@@ -153,6 +185,11 @@ class GroupFeeder {
   std::atomic<bool> stop_{false};
   bool running_ = false;
   bool comm_broken_ = false;  // leader thread: a send failed
+  // Leader thread: steps in the run, and the read-ahead's position (records hinted / copied,
+  // indices queued for hinting, the next step to queue).
+  uint64_t steps_ = 0;
+  std::deque<uint64_t> ahead_;
+  uint64_t ahead_step_ = 0, hinted_ = 0, copied_ = 0;
   absl::Status run_status_;   // leader thread: how its run ended (read after joining it)
   absl::Status failed_;  // first failure seen by the consumer thread
 

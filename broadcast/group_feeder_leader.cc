@@ -15,7 +15,12 @@ using Clock = std::chrono::steady_clock;
 
 absl::Status GroupFeeder::SetupLeader() {
   const std::vector<int>& members = layout_->members(rank_);
-  if (options_.mode == FeedMode::kShard) {
+  if (options_.readers == FeedReaders::kAll) {  // this rank reads its own stream, for itself only
+    auto m = std::make_unique<Member>();
+    m->to = {0};
+    m->stream = stream_rank(rank_);
+    members_.push_back(std::move(m));
+  } else if (options_.mode == FeedMode::kShard) {
     // The peers first, the leader's own share last: peers get each step as early as possible,
     // and when the leader has its last batch every peer has been sent its own.
     for (size_t n = 1; n <= members.size(); ++n) {
@@ -27,7 +32,8 @@ absl::Status GroupFeeder::SetupLeader() {
     }
   } else {
     auto m = std::make_unique<Member>();
-    for (size_t i = 0; i < members.size(); ++i) m->to.push_back(static_cast<int>(i));
+    m->to = LeaderTargets();  // chain: member 1 only, which relays; star: every member
+    m->to.push_back(0);
     m->stream = stream_rank(rank_);
     members_.push_back(std::move(m));
   }
@@ -42,10 +48,12 @@ absl::Status GroupFeeder::SetupLeader() {
 }
 
 absl::Status GroupFeeder::StartLeaderRun(uint64_t epoch, uint64_t start) {
+  steps_ = 0;
   for (auto& m : members_) {
     m->batches = sampler::MakeBatches(plan_->NumSamples(m->stream), options_.loader.batch_size,
                                       options_.loader.drop_last);
     m->done = false;
+    steps_ = std::max<uint64_t>(steps_, m->batches.size());
     if (m->loader != nullptr) DDPIO_RETURN_IF_ERROR(m->loader->StartEpoch(epoch, start));
   }
   return absl::OkStatus();
@@ -57,9 +65,9 @@ void GroupFeeder::LeaderRun(uint64_t epoch) {
   if (options_.payload == FeedPayload::kEncoded) {
     absl::StatusOr<storage::ReadTxn> txn = reader_->BeginRead();
     st = txn.status();
-    uint64_t steps = 0;
-    for (const auto& m : members_) steps = std::max<uint64_t>(steps, m->batches.size());
-    for (uint64_t step = 0; st.ok() && step < steps && !stop_; ++step) st = SendEncodedStep(epoch, step, *txn);
+    ahead_.clear();
+    ahead_step_ = hinted_ = copied_ = 0;
+    for (uint64_t step = 0; st.ok() && step < steps_ && !stop_; ++step) st = SendEncodedStep(epoch, step, *txn);
   } else {
     bool more = true;
     for (uint64_t step = 0; st.ok() && more && !stop_; ++step) st = SendDecodedStep(epoch, step, &more);
@@ -73,9 +81,7 @@ void GroupFeeder::FinishLeaderRun(uint64_t epoch, absl::Status st) {
     FeedHeader end;
     end.end_of_epoch = true;
     end.epoch = epoch;
-    std::vector<int> peers;
-    for (int i = 1; i < layout_->group_size(); ++i) peers.push_back(i);
-    st = Deliver(peers, end, nullptr, nullptr);
+    st = Deliver(LeaderTargets(), end, nullptr, nullptr);
     if (st.ok()) {
       window_->End();
       return;
@@ -87,9 +93,7 @@ void GroupFeeder::FinishLeaderRun(uint64_t epoch, absl::Status st) {
     // A data error (e.g. a corrupt record under `fail`): every peer gets it as it is.
     const std::string text = EncodeFeedError(st);
     const FeedHeader h = FeedErrorHeader(epoch, 0, text);
-    std::vector<int> peers;
-    for (int i = 1; i < layout_->group_size(); ++i) peers.push_back(i);
-    if (Deliver(peers, h, reinterpret_cast<const uint8_t*>(text.data()), nullptr).ok()) return;
+    if (Deliver(LeaderTargets(), h, reinterpret_cast<const uint8_t*>(text.data()), nullptr).ok()) return;
   }
   group_->Abort();  // peers blocked on this leader fail at once instead of at their timeout
 }
@@ -129,6 +133,30 @@ absl::Status GroupFeeder::Deliver(const std::vector<int>& to, const FeedHeader& 
   return absl::OkStatus();
 }
 
+void GroupFeeder::ReadAhead(storage::ReadTxn& txn) {
+  const uint64_t window = static_cast<uint64_t>(options_.read_ahead);
+  if (window == 0 || hinted_ >= copied_ + window) return;
+  // Hint in bursts of half a window, not a record at a time: fewer calls, merged ranges.
+  const uint64_t target = copied_ + window + window / 2;
+  std::vector<uint64_t> burst;
+  while (hinted_ + burst.size() < target) {
+    if (ahead_.empty()) {
+      if (ahead_step_ >= steps_) break;
+      for (const auto& m : members_) {  // the order SendEncodedStep copies them in
+        if (ahead_step_ >= m->batches.size()) continue;
+        const sampler::BatchRange r = m->batches[ahead_step_];
+        for (uint64_t j = r.begin; j < r.end; ++j) ahead_.push_back(plan_->IndexAt(m->stream, j));
+      }
+      ++ahead_step_;
+      continue;
+    }
+    burst.push_back(ahead_.front());
+    ahead_.pop_front();
+  }
+  hinted_ += burst.size();
+  (void)txn.Prefetch(burst);  // advice only: Get reports a bad record itself
+}
+
 absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage::ReadTxn& txn) {
   for (auto& m : members_) {
     if (step >= m->batches.size()) continue;  // uneven streams (padding none): this one has ended
@@ -142,6 +170,8 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
       const uint64_t index = plan_->IndexAt(m->stream, j);
       h.indices.push_back(index);
       h.valid.push_back(plan_->IsPadding(m->stream, j) ? 0 : 1);
+      ReadAhead(txn);
+      ++copied_;
       absl::Span<const uint8_t> stored;
       absl::StatusOr<storage::RecordView> record = txn.Get(index, &stored);
       if (!record.ok()) {

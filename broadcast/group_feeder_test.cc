@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> JoinFeeder(Job& job, const FeedSetu
   const int rank = job.info().rank;
   DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(kWorld, s.group_size, s.layout));
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
-  if (layout.is_leader(rank)) {
+  if (layout.is_leader(rank) || options.readers == FeedReaders::kAll) {
     DDPIO_ASSIGN_OR_RETURN(*reader, storage::DatasetReader::Open(s.data, {}));
   }
   return GroupFeeder::Create(reader->get(), layout, rank, std::move(group), options);
@@ -210,6 +210,69 @@ INSTANTIATE_TEST_SUITE_P(
       return FeedModeName(std::get<0>(info.param)) + "_" + FeedPayloadName(std::get<1>(info.param)) + "_" +
              sampler::LayoutKindName(std::get<2>(info.param));
     });
+
+// Replicate in one group of 4: the chain (leader -> 1 -> 2 -> 3, each member forwarding as data
+// arrives), the star (the leader sends each member a copy) and every member reading for itself
+// all give every member the group's stream. What moves: in the chain every member but the last
+// sends on exactly what it received, and the leader sends one copy; in the star the leader
+// sends three; with every member reading nothing moves and each reads the whole stream.
+TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
+  struct Case {
+    FeedRelay relay;
+    FeedReaders readers;
+    FeedPayload payload;
+  };
+  for (const Case& c : {Case{FeedRelay::kChain, FeedReaders::kLeader, FeedPayload::kEncoded},
+                        Case{FeedRelay::kChain, FeedReaders::kLeader, FeedPayload::kDecoded},
+                        Case{FeedRelay::kStar, FeedReaders::kLeader, FeedPayload::kEncoded},
+                        Case{FeedRelay::kChain, FeedReaders::kAll, FeedPayload::kEncoded}}) {
+    const std::string name = absl::StrCat(FeedRelayName(c.relay), "_", FeedReadersName(c.readers), "_",
+                                          FeedPayloadName(c.payload));
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    s.out = dir.path();
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 50, 30));
+    s.options = SmallOptions();
+    s.options.mode = FeedMode::kReplicate;
+    s.options.payload = c.payload;
+    s.options.relay = c.relay;
+    s.options.readers = c.readers;
+    s.options.read_ahead = 3;  // a window smaller than a step: the read-ahead crosses steps
+    s.group_size = 4;
+    ASSERT_EQ(RunFeed(s, name), std::vector<int>(kWorld, 0)) << name;
+    uint64_t records = 0;
+    const std::string want = Reference(s, 0, &records);
+    uint64_t read[kWorld], bytes_read[kWorld], sent[kWorld], received[kWorld], messages[kWorld];
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), want) << name << " rank " << r;
+      std::istringstream(ReadFile(absl::StrCat(s.out, "/counters.", r))) >> read[r] >> bytes_read[r] >> sent[r] >>
+          received[r] >> messages[r];
+    }
+    if (c.readers == FeedReaders::kAll) {
+      for (int r = 0; r < kWorld; ++r) {
+        EXPECT_EQ(read[r], records) << name << " rank " << r;
+        EXPECT_EQ(sent[r] + received[r], 0u) << name << " rank " << r;
+      }
+      continue;
+    }
+    EXPECT_EQ(read[0], records) << name;
+    EXPECT_GT(received[1], 0u) << name;
+    for (int r = 1; r < kWorld; ++r) {
+      EXPECT_EQ(read[r], 0u) << name << " rank " << r;
+      EXPECT_EQ(received[r], received[1]) << name << " rank " << r;  // every member got the same bytes
+    }
+    if (c.relay == FeedRelay::kChain) {
+      EXPECT_EQ(sent[0], received[1]) << name << ": the leader sends one copy";
+      EXPECT_EQ(sent[1], received[1]) << name << ": member 1 forwards what it gets";
+      EXPECT_EQ(sent[2], received[2]) << name << ": member 2 forwards what it gets";
+      EXPECT_EQ(sent[3], 0u) << name << ": the last member forwards nothing";
+    } else {
+      EXPECT_EQ(sent[0], 3 * received[1]) << name << ": the leader sends every member a copy";
+      for (int r = 1; r < kWorld; ++r) EXPECT_EQ(sent[r], 0u) << name << " rank " << r;
+    }
+  }
+}
 
 // Group sizes 1 (everyone reads for itself) and 4 (one reader for the world) give the same
 // samples as reading for yourself.

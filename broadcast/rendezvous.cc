@@ -31,9 +31,13 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   // Decide the backend before touching the network: a rank that cannot use it fails at once.
   DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, ProbeNcclDevices()));
   options.comm.local_rank = info.local_rank;
+  DDPIO_ASSIGN_OR_RETURN(AdvertiseAddress advertise,
+                         ChooseAdvertiseAddress(options.advertise_addr, CurrentEnvironment(), info.master_addr));
+  options.comm.gloo.hostname = advertise.address;
   auto job = std::unique_ptr<Job>(new Job());
   job->info_ = info;
   job->backend_ = choice;
+  job->advertise_ = advertise;
   job->options_ = options;
   std::shared_ptr<Store> base;
   std::string where = absl::StrCat("tcp://", info.master_addr, ":", info.master_port);
@@ -72,10 +76,28 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     base = std::move(client);
   }
   job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
-  DDPIO_ASSIGN_OR_RETURN(job->world_, CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_),
-                                                          info.rank, info.world_size, options.comm));
+  auto world = CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_), info.rank,
+                                  info.world_size, options.comm);
+  if (!world.ok()) {
+    // The usual cause across hosts: an address the peers cannot reach. Say which one was used.
+    return Annotate(world.status(), absl::StrCat("joining job ", options.job_id, " (this rank advertises ",
+                                                 advertise.address, ": ", advertise.why,
+                                                 "; set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to an "
+                                                 "address the other hosts reach)"));
+  }
+  job->world_ = std::move(world).value();
+  // Join returns once every rank has joined, as torch.distributed's init does (its store-based
+  // barrier): Gloo's mesh connect can return on one rank while another is still finishing its
+  // side of their pair, and a rank that went on and left at once would cut that pair under it.
+  DDPIO_RETURN_IF_ERROR(Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
+  std::string nccl_if;
+  if (choice.kind == BackendKind::kNccl) {
+    const std::string v = FromEnv("NCCL_SOCKET_IFNAME");
+    nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)" : "; NCCL_SOCKET_IFNAME=" + v;
+  }
   DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size
-                  << " (" << info.source << ", store " << where << ", backend " << choice.why << ")";
+                  << " (" << info.source << ", store " << where << ", backend " << choice.why << ", advertising "
+                  << advertise.address << ": " << advertise.why << nccl_if << ")";
   return job;
 }
 
@@ -86,8 +108,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const sampler::GroupLay
   }
   // The n-th layout created in the job gets its own namespace; each group one under it.
   const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
-  return CreateCommunicator(backend_, std::make_shared<PrefixStore>(prefix, store_),
-                            layout.local_group_rank(info_.rank), layout.group_size(), options_.comm);
+  DDPIO_ASSIGN_OR_RETURN(auto group, CreateCommunicator(backend_, std::make_shared<PrefixStore>(prefix, store_),
+                                                        layout.local_group_rank(info_.rank), layout.group_size(),
+                                                        options_.comm));
+  // As in Join: every member's side of the group's connections is complete before anyone goes on.
+  DDPIO_RETURN_IF_ERROR(Annotate(group->Barrier(options_.timeout), "waiting for the group's members"));
+  return group;
 }
 
 Job::~Job() {

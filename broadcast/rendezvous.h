@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "broadcast/advertise.h"
 #include "broadcast/backend.h"
 #include "broadcast/communicator.h"
 #include "broadcast/rank_info.h"
@@ -35,15 +36,18 @@ struct RendezvousOptions {
   // DDPIO_STORE_TOKEN / DDPIO_JOB_ID (from the environment unless set here).
   std::string token;
   std::string job_id;
+  // The address this rank's connections are reached on (`--advertise-addr`); "" chooses one as
+  // advertise.h says (DDPIO_ADVERTISE_ADDR, GLOO_SOCKET_IFNAME, the route to MASTER_ADDR). It
+  // replaces comm.gloo.hostname.
+  std::string advertise_addr;
 };
 
 class TcpStoreServer;
 
 class Job {
  public:
-  // FailedPrecondition when torchrun's agent already serves the port (not supported yet: see
-  // docs/COMM.md); InvalidArgument without a token for the TCP store; errors of the store and
-  // the mesh otherwise.
+  // InvalidArgument without a token for the TCP store or with an advertise address that is not
+  // this host's; errors of the address choice (advertise.h), the store and the mesh otherwise.
   static absl::StatusOr<std::unique_ptr<Job>> Join(const RankInfo& info, RendezvousOptions options);
   ~Job();
 
@@ -51,6 +55,8 @@ class Job {
   Communicator& world() { return *world_; }
   std::shared_ptr<Store> store() { return store_; }
   const BackendChoice& backend() const { return backend_; }
+  // The address (and interface) this rank advertises to its peers, and why.
+  const AdvertiseAddress& advertise() const { return advertise_; }
 
   // This rank's group communicator in `layout` (ranks are local ranks within the group). Every
   // rank must call it with the same layouts in the same order.
@@ -61,6 +67,7 @@ class Job {
   RankInfo info_;
   RendezvousOptions options_;
   BackendChoice backend_;
+  AdvertiseAddress advertise_;
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> world_;

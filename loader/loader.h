@@ -65,6 +65,10 @@ struct LoaderOptions {
   BadSamplePolicy bad_samples = BadSamplePolicy::kFail;
   uint64_t seed = 0;           // augmentation seed (the sampler has its own)
   bool copy_to_device = false; // with a usable CUDA runtime: stage each batch on the GPU
+  // Before reading a batch from the dataset, ask the OS to read all of its records at once
+  // (storage::ReadTxn::Prefetch): one IO per record, a batch of them in flight, instead of one
+  // 4 KiB page fault at a time. Default on; costs a lookup per record when the data is cached.
+  bool prefetch_records = true;
 };
 
 // One batch, valid until the next Next(), StartEpoch() or the loader's destruction.

@@ -1,13 +1,17 @@
 #include "storage/dataset_reader.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -182,6 +186,38 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
                                           reader.path()));
   }
   return view;
+}
+
+absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
+  if (impl_ == nullptr) return absl::FailedPreconditionError("Prefetch on a moved-from ReadTxn");
+  const DatasetReader& reader = *impl_->reader;
+  if (impl_->reset) {
+    DDPIO_RETURN_IF_ERROR(impl_->txn.Renew("renewing read transaction"));
+    impl_->reset = false;
+  }
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [begin, end) page-aligned
+  ranges.reserve(indices.size());
+  for (uint64_t index : indices) {
+    if (index >= reader.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ",
+                                                     reader.size(), ") of ", reader.path()));
+    }
+    IndexKey key = EncodeIndexKey(index);
+    MDB_val k = ToVal(key.data(), key.size()), v;
+    if (mdb_get(impl_->txn.get(), impl_->env->samples, &k, &v) != MDB_SUCCESS) continue;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(v.mv_data);
+    ranges.emplace_back(begin & ~(page - 1), (begin + v.mv_size + page - 1) & ~(page - 1));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t hinted = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    auto [begin, end] = ranges[i];
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
+    // Advice only: a failure costs speed, never correctness, so it is not an error.
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED) == 0) hinted += end - begin;
+  }
+  return hinted;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "storage/dataset_info.h"
 #include "storage/record.h"
 
@@ -64,6 +65,14 @@ class ReadTxn {
   // With `stored`, also the record's bytes as stored (what DecodeRecord parses; the group feeder
   // sends them as they are), valid as long as the view.
   absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr);
+
+  // Asks the OS to start reading these records now (MADV_WILLNEED over each record's pages, in
+  // file order, adjacent ranges merged), so the Gets that follow find them in the page cache.
+  // Without it a cold record is faulted in one page (4 KiB) at a time — on network or throttled
+  // storage one IO per page instead of one per record, and one IO in flight per reading thread.
+  // Returns the bytes hinted (page-rounded); costs a lookup per record when they are cached.
+  // InvalidArgument for an index >= size(); a missing record is left to Get to report.
+  absl::StatusOr<uint64_t> Prefetch(absl::Span<const uint64_t> indices);
 
   // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
   // between batches so a long-lived reader does not pin old pages.

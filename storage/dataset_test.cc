@@ -1,5 +1,6 @@
 // Writer + reader against real LMDB environments in temporary directories.
 #include <lmdb.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -188,6 +189,40 @@ TEST(Dataset, OutOfRangeIndexIsInvalidArgument) {
   ASSERT_OK(testing::WriteDataset(dir.Sub("ds"), 3));
   ASSERT_OK_AND_ASSIGN(auto reader, DatasetReader::Open(dir.Sub("ds")));
   EXPECT_CODE(reader->ReadCopy(3), kInvalidArgument);
+}
+
+// Prefetch hints each record's pages once (overlaps merged), within the file, and leaves the
+// records readable; a bad index is refused like Get's.
+TEST(Dataset, PrefetchHintsEachRecordsPagesOnce) {
+  testing::TempDir dir;
+  ASSERT_OK(testing::WriteDataset(dir.Sub("ds"), 200));
+  ASSERT_OK_AND_ASSIGN(auto reader, DatasetReader::Open(dir.Sub("ds")));
+  ASSERT_OK_AND_ASSIGN(ReadTxn txn, reader->BeginRead());
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> all(200);
+  uint64_t stored = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    all[i] = i;
+    absl::Span<const uint8_t> bytes;
+    ASSERT_OK(txn.Get(i, &bytes).status());
+    stored += bytes.size();
+  }
+  ASSERT_OK_AND_ASSIGN(uint64_t hinted, txn.Prefetch(all));
+  EXPECT_GE(hinted, stored);                      // every record's bytes
+  EXPECT_LE(hinted, reader->file_bytes() + page);  // but no page twice
+  EXPECT_EQ(hinted % page, 0u);
+  std::vector<uint64_t> twice = {7, 7, 7};
+  ASSERT_OK_AND_ASSIGN(uint64_t one, txn.Prefetch({7}));
+  ASSERT_OK_AND_ASSIGN(uint64_t three, txn.Prefetch(twice));
+  EXPECT_EQ(one, three);
+  EXPECT_GT(one, 0u);
+  ASSERT_OK_AND_ASSIGN(uint64_t none, txn.Prefetch({}));
+  EXPECT_EQ(none, 0u);
+  txn.Reset();  // a reset transaction renews itself
+  ASSERT_OK(txn.Prefetch({1, 2}).status());
+  ASSERT_OK_AND_ASSIGN(RecordView v, txn.Get(2));
+  ExpectSameRecord(v, MakeRecord(2));
+  EXPECT_CODE(txn.Prefetch({5, 200}), kInvalidArgument);
 }
 
 TEST(Dataset, MissingAndForeignDatasets) {

@@ -9,7 +9,11 @@
 #include <set>
 #include <sstream>
 
+#include <thread>
+
 #include "gtest/gtest.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/rank_lines.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -18,6 +22,34 @@ namespace {
 
 using testing::RunDdpio;
 using testing::RunResult;
+
+// Two launchers, as on two nodes (here both on loopback), started apart with only the token in
+// common: they name the same job on their own and their ranks form one world of 4.
+TEST(Launch, TwoNodesAgreeOnTheJobWithoutTalking) {
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  testing::RunOptions o;
+  o.env["DDPIO_STORE_TOKEN"] = "two-node-secret";
+  o.env["DDPIO_JOB_ID"] = "";
+  auto node = [&](int n) {
+    return RunDdpio({"launch", "--nnodes", "2", "--node-rank", std::to_string(n), "--nproc-per-node", "2",
+                     "--master-addr", "127.0.0.1", "--master-port", port, "--", testing::DdpioBin(), "bench", "comm",
+                     "--size", "4096", "--repeat", "1", "--json"},
+                    o);
+  };
+  RunResult second;
+  std::thread t([&] { second = node(1); });
+  RunResult first = node(0);
+  t.join();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto lines = testing::RankLines(first.out);
+  ASSERT_EQ(lines.count(0), 1u) << first.out;
+  EXPECT_EQ(lines[0]["world"], 4);
+  const auto job = first.err.find("joined job nodes-");
+  ASSERT_NE(job, std::string::npos) << first.err;
+  const std::string name = first.err.substr(job, first.err.find(' ', job + 11) - job);
+  EXPECT_NE(second.err.find(name), std::string::npos) << name << "\n" << second.err;
+}
 
 TEST(Launch, GivesEveryRankTorchrunsEnvironmentAndPrefixesItsLines) {
   RunResult r = RunDdpio({"launch", "--nproc-per-node", "3", "--", "/bin/sh", "-c",

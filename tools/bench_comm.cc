@@ -44,8 +44,10 @@ absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat
   std::vector<uint8_t> buf(std::min<uint64_t>(size, 4 << 20), 1);
   if (rank == 1) {
     int port = 0;
-    DDPIO_ASSIGN_OR_RETURN(Fd listener, broadcast::internal::Listen(job.info().master_addr == "127.0.0.1" ? "127.0.0.1" : "", 0, &port));
+    const std::string& address = job.advertise().address;  // reachable from rank 0, wherever it runs
+    DDPIO_ASSIGN_OR_RETURN(Fd listener, broadcast::internal::Listen(address, 0, &port));
     DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-port", std::to_string(port)));
+    DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-addr", address));
     int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return absl::UnavailableError("accept failed");
     Fd conn(fd);
@@ -61,8 +63,8 @@ absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat
     return 0.0;
   }
   DDPIO_ASSIGN_OR_RETURN(std::string port, job.store()->Get("bench/tcp-port", std::chrono::seconds(60)));
-  // Rank 1 runs on the master node only in single-node jobs; its address is unknown otherwise.
-  DDPIO_ASSIGN_OR_RETURN(Fd conn, broadcast::internal::Connect(job.info().master_addr, std::stoi(port), deadline()));
+  DDPIO_ASSIGN_OR_RETURN(std::string address, job.store()->Get("bench/tcp-addr", std::chrono::seconds(60)));
+  DDPIO_ASSIGN_OR_RETURN(Fd conn, broadcast::internal::Connect(address, std::stoi(port), deadline()));
   std::vector<double> t;
   for (int r = 0; r < repeat; ++r) {
     auto t0 = Clock::now();
@@ -90,6 +92,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, g, kind));
   broadcast::RendezvousOptions ro;
   ro.store = o.store;
+  ro.advertise_addr = o.advertise_addr;
   ro.backend = backend;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
   broadcast::Communicator* comm = &job->world();

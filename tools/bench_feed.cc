@@ -20,7 +20,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.group_size, kind));
   const bool leader = layout.is_leader(info.rank);
   std::unique_ptr<storage::DatasetReader> reader;
-  if (leader) {  // peers never open the dataset
+  if (leader || o.feeder.readers == broadcast::FeedReaders::kAll) {  // peers never open the dataset
     DDPIO_ASSIGN_OR_RETURN(reader, storage::DatasetReader::Open(o.data, {}));
   }
   std::ofstream indices;
@@ -31,6 +31,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   }
   broadcast::RendezvousOptions ro;
   ro.store = o.store;
+  ro.advertise_addr = o.advertise_addr;
   ro.backend = broadcast::BackendKind::kGloo;  // the feeder moves host memory
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
   DDPIO_ASSIGN_OR_RETURN(auto group, job->Group(layout));
@@ -39,7 +40,12 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   if (info.rank == 0) {
     DDPIO_LOG(INFO) << "bench feed: " << info.world_size << " ranks in groups of " << o.group_size << " ("
                     << o.layout << "), " << broadcast::FeedModeName(o.feeder.mode) << ", "
-                    << broadcast::FeedPayloadName(o.feeder.payload) << " payload, " << feeder->dataset_size()
+                    << broadcast::FeedPayloadName(o.feeder.payload) << " payload, "
+                    << (o.feeder.readers == broadcast::FeedReaders::kAll ? "every rank reading" : "leaders reading")
+                    << (o.feeder.mode == broadcast::FeedMode::kReplicate && o.feeder.readers == broadcast::FeedReaders::kLeader
+                            ? absl::StrCat(" (", broadcast::FeedRelayName(o.feeder.relay), " relay)")
+                            : std::string())
+                    << ", " << feeder->dataset_size()
                     << " samples, " << o.epochs << " epoch(s)";
   }
   uint64_t valid = 0;
@@ -75,6 +81,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"layout", o.layout},
                    {"mode", broadcast::FeedModeName(o.feeder.mode)},
                    {"payload", broadcast::FeedPayloadName(o.feeder.payload)},
+                   {"readers", broadcast::FeedReadersName(o.feeder.readers)},
+                   {"relay", broadcast::FeedRelayName(o.feeder.relay)},
                    {"leader", leader},
                    {"epochs", o.epochs},
                    {"images", c.images},

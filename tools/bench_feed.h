@@ -23,6 +23,7 @@ struct BenchFeedOptions {
   int epochs = 1;
   std::string indices_out;  // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
   std::string store;        // "" (TCP on rank 0) or "file:DIR"
+  std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
 };
 
 // A rank's feeder counters as JSON fields: records_read, bytes_read, bytes_sent,

@@ -110,7 +110,7 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   capp->add_option("--group-size", co->group_size, "Run within groups of this size (default: the world)");
   capp->add_option("--layout", co->layout, "Group layout")->capture_default_str()
       ->check(CLI::IsMember({"contiguous", "strided"}));
-  capp->add_option("--store", co->store, "Rendezvous store: default TCP on rank 0, or file:DIR");
+  AddRendezvousFlags(capp, &co->store, &co->advertise_addr);
   capp->add_flag("--json", *cjson, "Rank 0 prints one JSON object as its last stdout line");
   commands->push_back({capp, [=] {
     auto result = BenchComm(*co);
@@ -130,18 +130,13 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   auto fo = std::make_shared<BenchFeedOptions>();
   fo->feeder.loader.batch_size = 64;
   auto fjson = std::make_shared<bool>(false);
-  auto mode = std::make_shared<std::string>("shard");
-  auto payload = std::make_shared<std::string>("encoded");
   auto timeout_s = std::make_shared<int>(120);
   fapp->add_option("--data", fo->data, "Dataset path (opened by group leaders only)")->required();
   fapp->add_option("--group-size", fo->group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   fapp->add_option("--layout", fo->layout, "Group layout")->capture_default_str()
       ->check(CLI::IsMember({"contiguous", "strided"}));
-  fapp->add_option("--mode", *mode, "shard or replicate")->capture_default_str()
-      ->check(CLI::IsMember({"shard", "replicate"}));
-  fapp->add_option("--payload", *payload, "encoded or decoded")->capture_default_str()
-      ->check(CLI::IsMember({"encoded", "decoded"}));
+  AddFeederFlags(fapp, &fo->feeder);
   fapp->add_option("--epochs", fo->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));
   fapp->add_option("--indices-out", fo->indices_out, "Write the indices each rank received to PREFIX.rank<r>.txt");
   fapp->add_option("--batch-size", fo->feeder.loader.batch_size, "Batch size")->capture_default_str()
@@ -155,11 +150,9 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   fapp->add_option("--seed", fo->feeder.sampler.seed, "Sampler seed")->capture_default_str();
   fapp->add_option("--timeout", *timeout_s, "Seconds any one send or receive may take")->capture_default_str()
       ->check(CLI::Range(1, 86400));
-  fapp->add_option("--store", fo->store, "Rendezvous store: default TCP on rank 0, or file:DIR");
+  AddRendezvousFlags(fapp, &fo->store, &fo->advertise_addr);
   fapp->add_flag("--json", *fjson, "Print one JSON object per rank as its last stdout line");
   commands->push_back({fapp, [=] {
-    fo->feeder.mode = *broadcast::ParseFeedMode(*mode);
-    fo->feeder.payload = *broadcast::ParseFeedPayload(*payload);
     fo->feeder.timeout = std::chrono::seconds(*timeout_s);
     auto result = BenchFeed(*fo);
     if (!result.ok()) return ReportError("bench feed", result.status());

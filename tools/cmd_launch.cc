@@ -15,7 +15,10 @@ void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands) {
       "  DDPIO_STORE_TOKEN=<same on all nodes> ddpio launch --nnodes 2 --node-rank 0 \\\n"
       "      --nproc-per-node 8 --master-addr node0 --master-port 29500 -- ./my_trainer\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
-      "MASTER_PORT, DDPIO_STORE_TOKEN and DDPIO_JOB_ID. When one rank fails the others are\n"
+      "MASTER_PORT, DDPIO_STORE_TOKEN and DDPIO_JOB_ID (with --nnodes > 1 derived from the token\n"
+      "and master address, so every node names the same job). Ranks advertise the address of the\n"
+      "interface that routes to --master-addr (GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR override it;\n"
+      "NCCL_SOCKET_IFNAME passes through to NCCL untouched). When one rank fails the others are\n"
       "stopped (SIGTERM, then SIGKILL after --grace-seconds) and its exit code is returned.");
   auto o = std::make_shared<LaunchOptions>();
   auto grace = std::make_shared<int>(5);

@@ -45,8 +45,6 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
   auto crop = std::make_shared<std::string>("0.08,1");
   auto hidden = std::make_shared<std::string>("256,128");
   auto no_flip = std::make_shared<bool>(false);
-  auto mode = std::make_shared<std::string>("shard");
-  auto payload = std::make_shared<std::string>("encoded");
   auto decay = std::make_shared<std::string>("cosine");
   auto bucket_kb = std::make_shared<int>(1024);
   auto timeout_s = std::make_shared<int>(120);
@@ -77,10 +75,7 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app->add_option("--layout", t.layout, "Group layout")->capture_default_str()
       ->check(CLI::IsMember({"contiguous", "strided"}));
-  app->add_option("--mode", *mode, "shard (data parallel) or replicate (every member gets the group's batches)")
-      ->capture_default_str()->check(CLI::IsMember({"shard", "replicate"}));
-  app->add_option("--payload", *payload, "encoded (peers decode) or decoded (the leader sends ready batches)")
-      ->capture_default_str()->check(CLI::IsMember({"encoded", "decoded"}));
+  AddFeederFlags(app, &t.feeder);
   app->add_option("--workers", t.feeder.loader.workers, "Decoding threads per loader (0: all cores)")
       ->capture_default_str();
   app->add_option("--bucket-kb", *bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
@@ -101,7 +96,7 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
   app->add_option("--timeout", *timeout_s, "Seconds any one collective, send or receive may take")
       ->capture_default_str()->check(CLI::Range(1, 86400));
-  app->add_option("--store", o->store, "Rendezvous store: default TCP on rank 0, or file:DIR");
+  AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   app->add_flag("--json", *json, "Print one JSON object per rank as its last stdout line");
   commands->push_back({app, [=] {
     trainer::TrainOptions& t = o->train;
@@ -115,8 +110,6 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
     }
     t.feeder.loader.augment.flip_probability = *no_flip ? 0.0 : 0.5;
-    t.feeder.mode = *broadcast::ParseFeedMode(*mode);
-    t.feeder.payload = *broadcast::ParseFeedPayload(*payload);
     t.decay = *trainer::ParseDecay(*decay);
     t.bucket_bytes = static_cast<size_t>(*bucket_kb) * 1024;
     t.feeder.timeout = t.timeout = std::chrono::seconds(*timeout_s);

@@ -5,9 +5,14 @@
 #define DDPIO_TOOLS_COMMANDS_H_
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+namespace ddpio::broadcast {
+struct FeederOptions;
+}  // namespace ddpio::broadcast
 
 namespace ddpio::tools {
 
@@ -15,6 +20,11 @@ struct Command {
   CLI::App* app;
   std::function<int()> run;
 };
+
+// The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
+void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
+// The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead.
+void AddFeederFlags(CLI::App* app, broadcast::FeederOptions* options);
 
 void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
 void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler

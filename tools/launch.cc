@@ -68,6 +68,12 @@ void EmitLines(int rank, std::string* buf, int fd, bool flush) {
   }
 }
 
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 }  // namespace
 
 absl::StatusOr<int> Launch(const LaunchOptions& o) {
@@ -88,7 +94,16 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
   }
   const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : broadcast::RandomToken(16);
   const char* env_job = std::getenv("DDPIO_JOB_ID");
-  const std::string job = env_job != nullptr && *env_job != '\0' ? env_job : broadcast::RandomToken(8);
+  std::string job;
+  if (env_job != nullptr && *env_job != '\0') {
+    job = env_job;
+  } else if (o.nnodes > 1) {
+    // Every node's launcher must name the same job without talking to the others: derive the
+    // name from what they already share (the token and the rendezvous address).
+    job = absl::StrCat("nodes-", absl::Hex(Fnv1a(absl::StrCat(token, "@", o.master_addr, ":", port))));
+  } else {
+    job = broadcast::RandomToken(8);
+  }
   const int world = o.nnodes * o.nproc_per_node;
 
   // SIGINT / SIGTERM arrive through a signalfd in the event loop; SIGCHLD is not needed

@@ -16,13 +16,15 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   // instead of leaving the others waiting in the rendezvous.
   DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.train.layout));
   DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.train.group_size, kind));
-  if (layout.is_leader(info.rank)) {  // peers never open a dataset
+  if (layout.is_leader(info.rank) || o.train.feeder.readers == broadcast::FeedReaders::kAll) {
+    // peers never open a dataset
     for (const std::string& path : {o.train.data, o.train.val}) {
       if (!path.empty()) DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(path, {}).status());
     }
   }
   broadcast::RendezvousOptions ro;
   ro.store = o.store;
+  ro.advertise_addr = o.advertise_addr;
   ro.backend = broadcast::BackendKind::kGloo;  // parameters and gradients live in host memory
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
   if (info.rank == 0) {

@@ -18,6 +18,7 @@ namespace ddpio::tools {
 struct TrainCliOptions {
   trainer::TrainOptions train;
   std::string store;  // "" (TCP on rank 0) or "file:DIR"
+  std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
 };
 
 // This rank's result.

@@ -42,14 +42,14 @@ class Normalizer {
 };
 
 struct Feed {
-  std::unique_ptr<storage::DatasetReader> reader;  // leaders only
+  std::unique_ptr<storage::DatasetReader> reader;  // ranks that read (leaders, or all)
   std::unique_ptr<broadcast::GroupFeeder> feeder;
 };
 
 absl::StatusOr<Feed> MakeFeed(broadcast::Job& job, const sampler::GroupLayout& layout, const std::string& path,
                               const broadcast::FeederOptions& options) {
   Feed f;
-  if (layout.is_leader(job.info().rank)) {
+  if (layout.is_leader(job.info().rank) || options.readers == broadcast::FeedReaders::kAll) {
     DDPIO_ASSIGN_OR_RETURN(f.reader, storage::DatasetReader::Open(path, {}));
   }
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));

@@ -1,0 +1,191 @@
+"""scripts/sim-cluster.sh: a simulated multi-node cluster on this one machine (root required).
+
+  run     one configuration, end to end: make the cluster, run the job, print one JSON line, tear
+          everything down (also on failure and Ctrl-C)
+  sweep   storage bandwidth x link rate x group size x mode/payload, predicted and measured;
+          writes a table, SVG plots and JSON lines to --out
+  up / launch / down
+          the pieces, for tests and exploration: `up` prints the cluster's name; `launch NAME
+          --nproc-per-node R -- ddpio ...` runs a job on every node ({data} = the node's copy of
+          the dataset, {node} = its index); `down NAME` removes it
+  status / clean
+          list clusters left on this machine; remove them all
+"""
+import argparse
+import json
+import os
+import secrets
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sim import cluster as cl  # noqa: E402
+from sim import jobs, run, sweep  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DDPIO = os.path.join(REPO, "build", "release", "tools", "ddpio")
+WORKDIR = "/var/tmp/ddpio-sim"
+
+
+def make_cluster(args, name=None):
+    c = cl.Cluster(name or f"ds{secrets.token_hex(3)}")
+    try:
+        c.up_network(args.nodes)
+        if getattr(args, "data", None):
+            c.up_storage(args.data, args.workdir)
+        if getattr(args, "node_cpus", 0):
+            c.cpu_cap(args.node_cpus)
+    except BaseException:
+        c.down(quiet=True)
+        raise
+    return c
+
+
+def add_cluster_flags(p, data_required):
+    p.add_argument("--nodes", type=int, default=4, help="simulated nodes (default 4)")
+    p.add_argument("--data", required=data_required, help="dataset every node mounts read-only")
+    p.add_argument("--workdir", default=WORKDIR, help=f"where the filesystem image lives (default {WORKDIR})")
+    p.add_argument("--node-cpus", type=float, default=0, help="CPU cores per node (default: uncapped)")
+
+
+def add_job_flags(p):
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--link-mbit", type=int, default=1000, help="each node's link, each way (0: unshaped)")
+    p.add_argument("--storage-mbps", type=float, default=0, help="shared filesystem, MB/s in total (0: unlimited)")
+    p.add_argument("--storage-iops", type=int, default=0, help="shared filesystem, IOs/s in total (0: unlimited)")
+    p.add_argument("--node-mbps", type=float, default=0, help="per-node client cap, MB/s (0: none)")
+    p.add_argument("--group-size", type=int, default=1)
+    p.add_argument("--mode", choices=["shard", "replicate"], default="shard")
+    p.add_argument("--payload", choices=["encoded", "decoded"], default="encoded")
+    p.add_argument("--readers", choices=["leader", "all"], default="leader",
+                   help="leader: the group's leader reads for it; all: every member reads itself (the baseline)")
+    p.add_argument("--layout", choices=["contiguous", "strided"], default="contiguous")
+    p.add_argument("--job", choices=["feed", "train"], default="feed", help="ddpio bench feed or ddpio train")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--workers", type=int, default=1, help="decoding threads per rank")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--timeout", type=int, default=900, help="seconds the job may take")
+    p.add_argument("--ddpio", default=DEFAULT_DDPIO, help="the ddpio binary (default: build/release)")
+    p.add_argument("--cpu-rate", type=float, default=0,
+                   help="decodes/s of the whole job when nothing else limits it; with it, the model's prediction "
+                        "is printed next to the measurement")
+
+
+def config_of(args):
+    keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
+            "mode", "payload", "readers", "layout", "job", "epochs", "batch_size", "workers", "image_size",
+            "timeout", "ddpio")
+    return {k: getattr(args, k) for k in keys}
+
+
+def cmd_run(args):
+    cfg = config_of(args)
+    params = None
+    if args.cpu_rate > 0:
+        _, record_bytes = run.dataset_stats(args.ddpio, args.data)
+        params = sweep.model_params(cfg, record_bytes, args.cpu_rate, ios_per_record=1.0)
+    c = make_cluster(args)
+    try:
+        rec = run.run_config(c, cfg, params, echo=args.verbose)
+    finally:
+        c.down()
+    print(json.dumps(rec), flush=True)
+
+
+def cmd_up(args):
+    c = make_cluster(args, args.name)
+    if args.link_mbit:
+        c.shape(args.link_mbit)
+    print(json.dumps({"name": c.name, "nodes": c.nodes, "addresses": [c.address(i) for i in range(c.nodes)],
+                      "data": [c.data_path(i) for i in range(c.nodes)] if args.data else None}), flush=True)
+
+
+def cmd_launch(args):
+    c = cl.Cluster.load(args.name)
+    argv = args.program
+    if not argv:
+        raise cl.SimError("no command: put it after --")
+    results = jobs.launch(c, args.ddpio, args.nproc_per_node, argv, timeout=args.timeout, port=args.port)
+    for r in results:
+        for line in r.out:
+            sys.stdout.write(f"[node {r.node}] {line}")
+        for line in r.err:
+            sys.stderr.write(f"[node {r.node}] {line}")
+    bad = [r for r in results if r.rc != 0]
+    sys.stdout.flush()
+    return 0 if not bad else (bad[0].rc if bad[0].rc > 0 else 1)
+
+
+def cmd_down(args):
+    cl.Cluster.load(args.name).down()
+
+
+def cmd_status(_):
+    for name in cl.existing():
+        c = cl.Cluster.load(name)
+        print(f"{name}: {c.nodes} nodes, {len(c.state['resources'])} resources")
+
+
+def cmd_clean(_):
+    for name in cl.existing():
+        cl.Cluster.load(name).down(quiet=True)
+        print(f"removed {name}")
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt()
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="sim-cluster.sh", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="one configuration end to end; prints one JSON line")
+    add_cluster_flags(p, data_required=True)
+    add_job_flags(p)
+    p.add_argument("--verbose", action="store_true", help="echo the ranks' output")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("sweep", help="the sweep: table, plots, predicted vs measured")
+    sweep.add_flags(p, DEFAULT_DDPIO, WORKDIR)
+    p.set_defaults(fn=lambda a: sweep.main(a, make_cluster))
+    p = sub.add_parser("up", help="make a cluster and print its name (JSON)")
+    add_cluster_flags(p, data_required=False)
+    p.add_argument("--name", help="cluster name (default: random)")
+    p.add_argument("--link-mbit", type=int, default=0)
+    p.set_defaults(fn=cmd_up)
+    p = sub.add_parser("launch", help="run `ddpio launch` on every node of a cluster at once",
+                       usage="sim-cluster.sh launch NAME --nproc-per-node R [--port P] -- PROGRAM ARGS...")
+    p.add_argument("name")
+    p.add_argument("--nproc-per-node", type=int, required=True)
+    p.add_argument("--port", type=int, default=29500)
+    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--ddpio", default=DEFAULT_DDPIO)
+    p.set_defaults(fn=cmd_launch)
+    p = sub.add_parser("down", help="remove a cluster")
+    p.add_argument("name")
+    p.set_defaults(fn=cmd_down)
+    sub.add_parser("status", help="clusters left on this machine").set_defaults(fn=cmd_status)
+    sub.add_parser("clean", help="remove every cluster left on this machine").set_defaults(fn=cmd_clean)
+    # Everything after the first "--" is the program `launch` runs on every rank.
+    argv = sys.argv[1:]
+    program = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.program = program
+    # Ctrl-C and SIGTERM unwind through the `finally` blocks that tear clusters down.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        if args.command not in ("status",):
+            cl.need_root()
+        return args.fn(args) or 0
+    except cl.SimError as e:
+        print(f"sim-cluster: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sim-cluster: interrupted; cluster removed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The throughput model: a configuration's images/s is the smallest of what each resource allows.
+
+X = images delivered to all ranks per second (the job's rate; in replicate mode every member of a
+group counts the group's images). W = world size, ranks are node-major (rank r on node r // R).
+
+  storage   X <= S / (b_s * f)        b_s = mean stored record bytes; f = storage reads per delivered
+                                      image: 1 in shard mode for every G (the same bytes, whoever
+                                      reads them); 1/G in replicate with leader reading; n_g/G in
+                                      replicate with every member reading (n_g = distinct nodes in
+                                      the group: members on one node share its page cache)
+  IOPS      X <= I / (k * f)          k = IOs per record (measured: ~1 with prefetching)
+  node cap  X <= C / (b_s * f * h_n)  h_n = share of the storage reads issued by node n
+  network   X <= L / max_n(u_n, d_n)  u_n, d_n = bytes per delivered image leaving / entering node
+                                      n's link: every transfer between members on different nodes
+                                      (shard: leader -> each peer its share; replicate: along the
+                                      chain 0 -> 1 -> ... -> G-1, or leader -> each peer with
+                                      relay 'p2p'); L = link rate x 0.90 (tbf holds ~94 % of its
+                                      rate here, TCP/IP headers take ~4 % of each 1514-byte frame)
+  CPU       X <= D / c                D = decodes/s the machine sustains with this job's ranks and
+                                      workers (calibrated: group size 1, nothing throttled); c =
+                                      decodes per delivered image: 1, or 1/G for replicate+decoded
+                                      (the leader decodes once for the group)
+"""
+LINK_EFFICIENCY = 0.90
+
+
+def groups(world, g, layout):
+    """The groups' member lists (global ranks, leader first)."""
+    n = world // g
+    if layout == "strided":
+        return [[k + j * n for j in range(g)] for k in range(n)]
+    return [list(range(k * g, (k + 1) * g)) for k in range(n)]
+
+
+def transfers(cfg):
+    """[(src rank, dst rank, images per delivered image)] of one configuration."""
+    world = cfg["nodes"] * cfg["ranks_per_node"]
+    g = cfg["group_size"]
+    if g == 1 or cfg["readers"] == "all":
+        return []
+    out = []
+    per_rank = 1.0 / world  # each rank receives 1/W of the delivered images
+    for members in groups(world, g, cfg["layout"]):
+        if cfg["mode"] == "shard" or cfg.get("relay", "chain") == "p2p":
+            out += [(members[0], m, per_rank) for m in members[1:]]
+        else:
+            out += [(members[i], members[i + 1], per_rank) for i in range(g - 1)]
+    return out
+
+
+def storage_reads(cfg):
+    """{node: stored records read per delivered image}."""
+    world = cfg["nodes"] * cfg["ranks_per_node"]
+    node = lambda r: r // cfg["ranks_per_node"]
+    g = cfg["group_size"]
+    reads = {n: 0.0 for n in range(cfg["nodes"])}
+    per_rank = 1.0 / world
+    for members in groups(world, g, cfg["layout"]):
+        if cfg["mode"] == "shard":
+            for m in members:  # each member's share, read by its leader or by itself
+                reads[node(m if cfg["readers"] == "all" else members[0])] += per_rank
+        elif cfg["readers"] == "all":  # each member reads the group stream; a node's cache serves it once
+            for n in {node(m) for m in members}:
+                reads[n] += per_rank
+        else:
+            reads[node(members[0])] += per_rank
+    return reads
+
+
+def predict(cfg, params):
+    """{'images_per_s', 'limit', 'bounds': {name: images/s}} for a configuration.
+
+    params: record_bytes (mean stored bytes), decoded_bytes (one decoded sample + its share of
+    the header), cpu_rate (decodes/s, calibrated), ios_per_record."""
+    bounds = {}
+    reads = storage_reads(cfg)
+    f = sum(reads.values())
+    if cfg["storage_mbps"] > 0:
+        bounds["storage"] = cfg["storage_mbps"] * 1e6 / (params["record_bytes"] * f)
+    if cfg["storage_iops"] > 0:
+        bounds["iops"] = cfg["storage_iops"] / (params["ios_per_record"] * f)
+    if cfg.get("node_mbps", 0) > 0:
+        worst = max(reads.values())
+        bounds["node cap"] = cfg["node_mbps"] * 1e6 / (params["record_bytes"] * worst)
+    if cfg["link_mbit"] > 0:
+        worst = max(link_bytes_per_image(cfg, params))
+        if worst > 0:
+            bounds["network"] = cfg["link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / worst
+    decodes = 1.0 / cfg["group_size"] if (cfg["mode"] == "replicate" and cfg["payload"] == "decoded"
+                                          and cfg["readers"] == "leader") else 1.0
+    bounds["cpu"] = params["cpu_rate"] / decodes
+    limit = min(bounds, key=bounds.get)
+    return {"images_per_s": bounds[limit], "limit": limit, "bounds": bounds}
+
+
+def link_bytes_per_image(cfg, params):
+    """(max uplink, max downlink) bytes per delivered image over the nodes: the model's view of
+    the busiest link."""
+    b = params["record_bytes"] if cfg["payload"] == "encoded" else params["decoded_bytes"]
+    node = lambda r: r // cfg["ranks_per_node"]
+    up = {n: 0.0 for n in range(cfg["nodes"])}
+    down = dict(up)
+    for src, dst, share in transfers(cfg):
+        if node(src) != node(dst):
+            up[node(src)] += share * b
+            down[node(dst)] += share * b
+    return max(up.values()), max(down.values())

@@ -1,0 +1,89 @@
+"""One measured configuration: shape the links, throttle the storage, drop the nodes' page
+caches, run `ddpio bench feed` (or `ddpio train`) across the nodes, and read what moved: images/s
+of the job, bytes read from the shared filesystem (blkio), bytes on every node's link (veth
+counters), each rank's stall."""
+import json
+import subprocess
+import time
+
+from sim import jobs, model
+from sim.cluster import SimError
+
+
+def dataset_stats(ddpio, data):
+    """(records, mean stored bytes per record) of a dataset, from `ddpio inspect --json`."""
+    p = subprocess.run([ddpio, "inspect", data, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SimError(f"ddpio inspect {data}: {p.stderr.strip()}")
+    j = json.loads(p.stdout.strip().splitlines()[-1])
+    return j["records"], j["payload_bytes"] / max(1, j["records"])
+
+
+def job_argv(cfg):
+    """The per-rank command for a configuration ({data} is each node's copy of the dataset)."""
+    common = ["--data", "{data}", "--group-size", str(cfg["group_size"]), "--layout", cfg["layout"],
+              "--mode", cfg["mode"], "--payload", cfg["payload"], "--readers", cfg["readers"],
+              "--epochs", str(cfg["epochs"]), "--batch-size", str(cfg["batch_size"]),
+              "--workers", str(cfg["workers"]), "--image-size", str(cfg["image_size"]), "--json"]
+    if cfg["job"] == "train":
+        return [cfg["ddpio"], "train", *common, "--timeout", "300"]
+    return [cfg["ddpio"], "bench", "feed", *common, "--timeout", "300"]
+
+
+def run_config(cluster, cfg, params=None, echo=False):
+    """Runs one configuration on an up cluster; returns its result record (raises SimError)."""
+    cluster.shape(cfg["link_mbit"])
+    cluster.throttle(cfg["storage_mbps"], cfg["storage_iops"], cfg["node_mbps"])
+    cluster.drop_caches()
+    s0, links0 = cluster.storage_counters(), cluster.link_bytes()
+    t0 = time.monotonic()
+    results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], job_argv(cfg), timeout=cfg["timeout"],
+                          echo=echo)
+    wall = time.monotonic() - t0
+    s1, links1 = cluster.storage_counters(), cluster.link_bytes()
+    if any(r.rc != 0 for r in results):
+        raise SimError("the job failed:\n" + jobs.failure_text(results))
+    ranks = jobs.rank_json(results)
+    world = cluster.nodes * cfg["ranks_per_node"]
+    if len(ranks) != world:
+        raise SimError(f"{len(ranks)} of {world} ranks printed a result")
+    rec = {k: cfg[k] for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps",
+                               "group_size", "mode", "payload", "readers", "layout", "job", "epochs", "batch_size")}
+    rec.update(job_figures(ranks, cfg))
+    rec["storage_bytes_read"] = s1[0] - s0[0]
+    rec["storage_ios"] = s1[1] - s0[1]
+    rec["link_tx_bytes"] = [links1[i][0] - links0[i][0] for i in range(cluster.nodes)]
+    rec["link_rx_bytes"] = [links1[i][1] - links0[i][1] for i in range(cluster.nodes)]
+    rec["network_bytes"] = sum(rec["link_tx_bytes"])
+    rec["wall_s"] = round(wall, 2)
+    if params is not None:
+        p = model.predict(cfg, params)
+        rec["predicted_images_per_s"] = round(p["images_per_s"], 1)
+        rec["predicted_limit"] = p["limit"]
+        rec["measured_vs_model"] = round(rec["images_per_s"] / p["images_per_s"], 3) if p["images_per_s"] else None
+    return rec
+
+
+def job_figures(ranks, cfg):
+    """Images/s of the whole job (images delivered to every rank over the job's span), the
+    records and bytes ddpio says it read and sent, and each rank's stall."""
+    ordered = [ranks[r] for r in sorted(ranks)]
+    if cfg["job"] == "train":  # ranks step in lock-step: the job's rate is the sum of theirs
+        rate = sum(j["samples_per_s"] for j in ordered)
+        images = None
+        stall = [round(j["stall_fraction"], 3) for j in ordered]
+    else:
+        images = sum(j["images"] for j in ordered)
+        span = max(j["end_unix_s"] for j in ordered) - min(j["start_unix_s"] for j in ordered)
+        rate = images / span if span > 0 else 0.0
+        stall = [round(j["loader_wait_s"] / j["seconds"], 3) if j["seconds"] > 0 else 0.0 for j in ordered]
+    g = cfg["group_size"] if cfg["mode"] == "replicate" else 1
+    return {
+        "images": images,
+        "images_per_s": round(rate, 1),
+        "unique_images_per_s": round(rate / g, 1),
+        "records_read": sum(j["records_read"] for j in ordered),
+        "ddpio_bytes_read": sum(j["bytes_read"] for j in ordered),
+        "ddpio_bytes_sent": sum(j["bytes_sent"] for j in ordered),
+        "stall": stall,
+    }

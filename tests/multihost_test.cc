@@ -1,0 +1,174 @@
+// ddpio across hosts: two simulated nodes (network namespaces joined by a bridge, made and
+// removed by scripts/sim-cluster.sh), each running `ddpio launch --nnodes 2 --node-rank I`, as a
+// real two-node job is started. Every rank must advertise its node's address (10.77.0.x), never
+// loopback, and every job must give exactly what the same job gives on one host: the same
+// indices on every rank, the same trained parameters. Needs root (namespaces); without it
+// every test says why and is skipped. ctest label: multihost.
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "tests/support/rank_lines.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+using testing::RankLines;
+using testing::RunDdpio;
+using testing::RunResult;
+
+const std::string kSim = std::string(DDPIO_SOURCE_DIR) + "/scripts/sim-cluster.sh";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class MultiHost : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      skip_ = "multi-host tests need root to make network namespaces (ip netns add); not root here";
+      return;
+    }
+    dir_ = new testing::TempDir();
+    name_ = "mh" + std::to_string(getpid() % 100000000);
+    RunResult up = testing::Run({kSim, "up", "--nodes", "2", "--name", name_});
+    ASSERT_EQ(up.exit_code, 0) << up.err;
+    up_ = true;
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("src"), "--classes", "3", "--per-class", "20", "--size", "40",
+                        "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("src"), "--out", dir_->Sub("db"), "--quiet"}).exit_code, 0);
+  }
+  static void TearDownTestSuite() {
+    if (up_) {
+      RunResult down = testing::Run({kSim, "down", name_});
+      EXPECT_EQ(down.exit_code, 0) << down.err;
+      // Nothing of the cluster is left: no namespace of its name.
+      RunResult list = testing::Run({"ip", "netns", "list"});
+      EXPECT_EQ(list.out.find(name_), std::string::npos) << list.out;
+    }
+    up_ = false;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  // `args` on 2 nodes x 2 ranks (world 4), the way a multi-node job is started.
+  static RunResult AcrossHosts(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kSim, "launch", name_, "--nproc-per-node", "2", "--timeout", "240",
+                                     "--ddpio", testing::DdpioBin(), "--", testing::DdpioBin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    testing::RunOptions o;
+    o.timeout = std::chrono::seconds(300);
+    return testing::Run(argv, o);
+  }
+  // The same on one host: 4 ranks on loopback.
+  static RunResult OneHost(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"launch", "--nproc-per-node", "4", "--", testing::DdpioBin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunDdpio(argv);
+  }
+  // Every rank's "joined job" line names the address it advertises: its node's.
+  static void ExpectNodeAddresses(const std::string& err) {
+    const std::regex joined(R"(\[node (\d)\] \[rank (\d)\] .*joined job .* advertising ([0-9.]+): route to MASTER_ADDR 10\.77\.0\.1 via eth0)");
+    int seen = 0;
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), joined); it != std::sregex_iterator(); ++it) {
+      const int node = std::stoi((*it)[1]);
+      EXPECT_EQ((*it)[3].str(), "10.77.0." + std::to_string(node + 1)) << (*it)[0];
+      EXPECT_EQ(std::stoi((*it)[2]) / 2, node) << (*it)[0];  // ranks are node-major
+      ++seen;
+    }
+    EXPECT_EQ(seen, 4) << err;
+  }
+
+  static std::string skip_;
+  static std::string name_;
+  static bool up_;
+  static testing::TempDir* dir_;
+};
+std::string MultiHost::skip_;
+std::string MultiHost::name_;
+bool MultiHost::up_ = false;
+testing::TempDir* MultiHost::dir_ = nullptr;
+
+TEST_F(MultiHost, BenchCommConnectsEveryRankOverTheNodesAddresses) {
+  RunResult r = AcrossHosts({"bench", "comm", "--size", "1048576", "--repeat", "2", "--group-size", "2", "--layout",
+                             "strided", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNodeAddresses(r.err);
+  auto lines = RankLines(r.out);
+  ASSERT_EQ(lines.count(0), 1u) << r.out;
+  EXPECT_EQ(lines[0]["world"], 4);
+  EXPECT_GT(lines[0]["broadcast_gb_per_s"].get<double>(), 0);
+  EXPECT_GT(lines[0]["ceiling_tcp_gb_per_s"].get<double>(), 0);  // rank 0 reached rank 1's advertised address
+}
+
+// Group feeding across hosts gives every rank exactly what it gets on one host: shard with
+// groups spanning both nodes (contiguous groups of 4), replicate through the chain with strided
+// groups (each group has a member on each node) and through the star.
+TEST_F(MultiHost, BenchFeedGivesEveryRankWhatItGetsOnOneHost) {
+  const std::vector<std::vector<std::string>> configs = {
+      {"--mode", "shard", "--group-size", "4"},
+      {"--mode", "replicate", "--group-size", "2", "--layout", "strided"},
+      {"--mode", "replicate", "--group-size", "4", "--payload", "decoded", "--relay", "star"},
+      {"--mode", "replicate", "--group-size", "4", "--readers", "all"}};
+  for (size_t c = 0; c < configs.size(); ++c) {
+    auto run = [&](bool many, const std::string& prefix) {
+      std::vector<std::string> args = {"bench", "feed", "--data", dir_->Sub("db"), "--batch-size", "4",
+                                       "--image-size", "16", "--workers", "1", "--epochs", "2", "--timeout", "60",
+                                       "--indices-out", prefix, "--json"};
+      args.insert(args.end(), configs[c].begin(), configs[c].end());
+      return many ? AcrossHosts(args) : OneHost(args);
+    };
+    const std::string hosts = dir_->Sub("hosts" + std::to_string(c)), one = dir_->Sub("one" + std::to_string(c));
+    RunResult a = run(true, hosts);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    RunResult b = run(false, one);
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    ExpectNodeAddresses(a.err);
+    auto la = RankLines(a.out), lb = RankLines(b.out);
+    ASSERT_EQ(la.size(), 4u) << a.out;
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::string file = ".rank" + std::to_string(rank) + ".txt";
+      const std::string got = ReadFile(hosts + file);
+      EXPECT_FALSE(got.empty()) << "config " << c << " rank " << rank;
+      EXPECT_EQ(got, ReadFile(one + file)) << "config " << c << " rank " << rank;
+      EXPECT_EQ(la[rank]["records_read"], lb[rank]["records_read"]) << "config " << c << " rank " << rank;
+      EXPECT_EQ(la[rank]["images"], lb[rank]["images"]) << "config " << c << " rank " << rank;
+    }
+  }
+}
+
+TEST_F(MultiHost, TrainAcrossHostsEndsWithTheOneHostParameters) {
+  const std::vector<std::string> args = {"train", "--data", dir_->Sub("db"), "--epochs", "2", "--batch-size", "4",
+                                         "--image-size", "16", "--hidden", "16", "--workers", "1", "--group-size",
+                                         "2", "--layout", "strided", "--timeout", "60", "--json"};
+  RunResult a = AcrossHosts(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  RunResult b = OneHost(args);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ExpectNodeAddresses(a.err);
+  auto la = RankLines(a.out), lb = RankLines(b.out);
+  ASSERT_EQ(la.size(), 4u) << a.out;
+  ASSERT_EQ(lb.size(), 4u) << b.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(la[rank]["param_checksum"], lb[0]["param_checksum"]) << "rank " << rank;
+    EXPECT_EQ(la[rank]["steps"], lb[rank]["steps"]) << "rank " << rank;
+    EXPECT_EQ(la[rank]["train_loss"], lb[rank]["train_loss"]) << "rank " << rank;
+  }
+}
+
+}  // namespace
+}  // namespace ddpio
