@@ -4,7 +4,11 @@
 // loopback, and every job must give exactly what the same job gives on one host: the same
 // indices on every rank, the same trained parameters. Needs root (namespaces); without it
 // every test says why and is skipped. ctest label: multihost.
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 
 #include <fstream>
 #include <regex>
@@ -41,6 +45,7 @@ class MultiHost : public ::testing::Test {
       return;
     }
     dir_ = new testing::TempDir();
+    RemoveStaleClusters();
     name_ = "mh" + std::to_string(getpid() % 100000000);
     RunResult up = testing::Run({kSim, "up", "--nodes", "2", "--name", name_});
     ASSERT_EQ(up.exit_code, 0) << up.err;
@@ -63,6 +68,20 @@ class MultiHost : public ::testing::Test {
   }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  // A run killed at its timeout leaves its cluster ("mh<pid>"); the next run removes those
+  // whose process is gone (never another live test's).
+  static void RemoveStaleClusters() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/run/ddpio-sim", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("mh", 0) != 0 || name.find_first_not_of("0123456789", 2) != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(name.substr(2)));
+      if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+      RunResult down = testing::Run({kSim, "down", name});
+      EXPECT_EQ(down.exit_code, 0) << "removing the stale cluster " << name << ": " << down.err;
+    }
   }
 
   // `args` on 2 nodes x 2 ranks (world 4), the way a multi-node job is started.

@@ -167,7 +167,9 @@ class Cluster:
             raise SimError(f"dataset {data} does not exist")
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs) \
             if os.path.isdir(data) else os.path.getsize(data)
-        os.makedirs(workdir, exist_ok=True)
+        if not os.path.isdir(workdir):
+            os.makedirs(workdir)
+            self.made("workdir", path=workdir)  # ours: removed with the cluster when empty
         img = f"{workdir}/{self.name}-fs.img"
         with open(img, "wb") as f:
             f.truncate(int(size * 1.15) + (64 << 20))
@@ -186,7 +188,11 @@ class Cluster:
         sh("umount", stage)
         self.state["resources"].pop()  # the staging mount is gone
         self.save()
-        base = sh("losetup", "--find", "--show", "--read-only", "--direct-io=on", img).stdout.strip()
+        # On tmpfs (the default) the image is memory: a buffered loop device reads it without a
+        # second cache. On a disk, direct IO keeps the machine's page cache out of the way.
+        on_tmpfs = sh("stat", "-f", "-c", "%T", workdir).stdout.strip() == "tmpfs"
+        base = sh("losetup", "--find", "--show", "--read-only", f"--direct-io={'off' if on_tmpfs else 'on'}",
+                  img).stdout.strip()
         self.made("loop", dev=base)
         cg = f"{CGROUP_ROOT}/blkio/ddpio-sim-{self.name}"
         os.makedirs(cg, exist_ok=True)
@@ -305,6 +311,9 @@ class Cluster:
                     sh("ip", "netns", "del", r["name"], check=False)
                 elif k == "dir":
                     if os.path.isdir(r["path"]):
+                        os.rmdir(r["path"])
+                elif k == "workdir":  # shared with other clusters running now: only when empty
+                    if os.path.isdir(r["path"]) and not os.listdir(r["path"]):
                         os.rmdir(r["path"])
                 elif k == "file":
                     if os.path.exists(r["path"]):

@@ -21,11 +21,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sim import cluster as cl  # noqa: E402
-from sim import jobs, run, sweep  # noqa: E402
+from sim import jobs, report, run, sweep  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DDPIO = os.path.join(REPO, "build", "release", "tools", "ddpio")
-WORKDIR = "/var/tmp/ddpio-sim"
+# The shared filesystem's image lives in memory (tmpfs) by default: its speed is then set by the
+# throttle alone, not by this machine's disk (which warmed up from run to run by 30 %).
+WORKDIR = "/dev/shm/ddpio-sim" if os.path.isdir("/dev/shm") else "/var/tmp/ddpio-sim"
 
 
 def make_cluster(args, name=None):
@@ -61,6 +63,8 @@ def add_job_flags(p):
     p.add_argument("--readers", choices=["leader", "all"], default="leader",
                    help="leader: the group's leader reads for it; all: every member reads itself (the baseline)")
     p.add_argument("--layout", choices=["contiguous", "strided"], default="contiguous")
+    p.add_argument("--relay", choices=["chain", "star"], default="chain", help="replicate: how data reaches members")
+    p.add_argument("--read-ahead", type=int, default=64, help="records a leader hints to storage ahead")
     p.add_argument("--job", choices=["feed", "train"], default="feed", help="ddpio bench feed or ddpio train")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=32)
@@ -71,11 +75,15 @@ def add_job_flags(p):
     p.add_argument("--cpu-rate", type=float, default=0,
                    help="decodes/s of the whole job when nothing else limits it; with it, the model's prediction "
                         "is printed next to the measurement")
+    p.add_argument("--relay-rate", type=float, default=0,
+                   help="with --cpu-rate: images/s of replicate G=2R with nothing limited, which splits the CPU "
+                        "time between decoding and reading (see model.py)")
 
 
 def config_of(args):
     keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
-            "mode", "payload", "readers", "layout", "job", "epochs", "batch_size", "workers", "image_size",
+            "mode", "payload", "readers", "layout", "relay", "read_ahead", "job", "epochs", "batch_size", "workers",
+            "image_size",
             "timeout", "ddpio")
     return {k: getattr(args, k) for k in keys}
 
@@ -85,7 +93,8 @@ def cmd_run(args):
     params = None
     if args.cpu_rate > 0:
         _, record_bytes = run.dataset_stats(args.ddpio, args.data)
-        params = sweep.model_params(cfg, record_bytes, args.cpu_rate, ios_per_record=1.0)
+        params = sweep.model_params(cfg, record_bytes, args.cpu_rate, ios_per_record=1.0,
+                                    relay_rate=args.relay_rate or None)
     c = make_cluster(args)
     try:
         rec = run.run_config(c, cfg, params, echo=args.verbose)
@@ -150,6 +159,9 @@ def main():
     p = sub.add_parser("sweep", help="the sweep: table, plots, predicted vs measured")
     sweep.add_flags(p, DEFAULT_DDPIO, WORKDIR)
     p.set_defaults(fn=lambda a: sweep.main(a, make_cluster))
+    p = sub.add_parser("report", help="redraw a finished sweep's table and plots from its results.jsonl")
+    p.add_argument("--out", required=True, help="the sweep's report folder")
+    p.set_defaults(fn=lambda a: report.rebuild(a.out))
     p = sub.add_parser("up", help="make a cluster and print its name (JSON)")
     add_cluster_flags(p, data_required=False)
     p.add_argument("--name", help="cluster name (default: random)")
@@ -176,7 +188,7 @@ def main():
     # Ctrl-C and SIGTERM unwind through the `finally` blocks that tear clusters down.
     signal.signal(signal.SIGTERM, _interrupted)
     try:
-        if args.command not in ("status",):
+        if args.command not in ("status", "report"):
             cl.need_root()
         return args.fn(args) or 0
     except cl.SimError as e:

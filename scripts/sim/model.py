@@ -14,12 +14,21 @@ group counts the group's images). W = world size, ranks are node-major (rank r o
                                       n's link: every transfer between members on different nodes
                                       (shard: leader -> each peer its share; replicate: along the
                                       chain 0 -> 1 -> ... -> G-1, or leader -> each peer with
-                                      relay 'p2p'); L = link rate x 0.90 (tbf holds ~94 % of its
+                                      relay 'star'); L = link rate x 0.90 (tbf holds ~94 % of its
                                       rate here, TCP/IP headers take ~4 % of each 1514-byte frame)
-  CPU       X <= D / c                D = decodes/s the machine sustains with this job's ranks and
-                                      workers (calibrated: group size 1, nothing throttled); c =
-                                      decodes per delivered image: 1, or 1/G for replicate+decoded
-                                      (the leader decodes once for the group)
+  CPU       X <= 1 / (t_d * c + t_r * f)
+                                      all ranks share the machine's cores: t_d = CPU time of one
+                                      decode (+ augment), t_r = CPU time of one record read from
+                                      the shared filesystem (page faults, the filesystem and block
+                                      stack, the copy; here it is nearly as large as a decode);
+                                      c = decodes per delivered image: 1, or 1/G for
+                                      replicate+decoded with leader reading (the leader decodes
+                                      once for the group). Both calibrated on the cluster with
+                                      nothing limited: replicate G=2R with every member reading
+                                      (t_d + t_r per image) and with the leader reading
+                                      (t_d + t_r / 2R). The network's CPU cost is
+                                      not a term: shard G=4 moved 3/4 of its data over TCP and ran
+                                      within noise of G=1
 """
 LINK_EFFICIENCY = 0.90
 
@@ -41,7 +50,7 @@ def transfers(cfg):
     out = []
     per_rank = 1.0 / world  # each rank receives 1/W of the delivered images
     for members in groups(world, g, cfg["layout"]):
-        if cfg["mode"] == "shard" or cfg.get("relay", "chain") == "p2p":
+        if cfg["mode"] == "shard" or cfg.get("relay", "chain") == "star":
             out += [(members[0], m, per_rank) for m in members[1:]]
         else:
             out += [(members[i], members[i + 1], per_rank) for i in range(g - 1)]
@@ -71,7 +80,8 @@ def predict(cfg, params):
     """{'images_per_s', 'limit', 'bounds': {name: images/s}} for a configuration.
 
     params: record_bytes (mean stored bytes), decoded_bytes (one decoded sample + its share of
-    the header), cpu_rate (decodes/s, calibrated), ios_per_record."""
+    the header), decode_s and read_s (CPU seconds of the whole machine per decode and per record
+    read, calibrated), ios_per_record."""
     bounds = {}
     reads = storage_reads(cfg)
     f = sum(reads.values())
@@ -88,7 +98,7 @@ def predict(cfg, params):
             bounds["network"] = cfg["link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / worst
     decodes = 1.0 / cfg["group_size"] if (cfg["mode"] == "replicate" and cfg["payload"] == "decoded"
                                           and cfg["readers"] == "leader") else 1.0
-    bounds["cpu"] = params["cpu_rate"] / decodes
+    bounds["cpu"] = 1.0 / (params["decode_s"] * decodes + params["read_s"] * f)
     limit = min(bounds, key=bounds.get)
     return {"images_per_s": bounds[limit], "limit": limit, "bounds": bounds}
 

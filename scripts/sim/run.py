@@ -24,7 +24,8 @@ def job_argv(cfg):
     common = ["--data", "{data}", "--group-size", str(cfg["group_size"]), "--layout", cfg["layout"],
               "--mode", cfg["mode"], "--payload", cfg["payload"], "--readers", cfg["readers"],
               "--epochs", str(cfg["epochs"]), "--batch-size", str(cfg["batch_size"]),
-              "--workers", str(cfg["workers"]), "--image-size", str(cfg["image_size"]), "--json"]
+              "--workers", str(cfg["workers"]), "--image-size", str(cfg["image_size"]),
+              "--relay", cfg.get("relay", "chain"), "--read-ahead", str(cfg.get("read_ahead", 64)), "--json"]
     if cfg["job"] == "train":
         return [cfg["ddpio"], "train", *common, "--timeout", "300"]
     return [cfg["ddpio"], "bench", "feed", *common, "--timeout", "300"]
@@ -47,8 +48,9 @@ def run_config(cluster, cfg, params=None, echo=False):
     world = cluster.nodes * cfg["ranks_per_node"]
     if len(ranks) != world:
         raise SimError(f"{len(ranks)} of {world} ranks printed a result")
-    rec = {k: cfg[k] for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps",
-                               "group_size", "mode", "payload", "readers", "layout", "job", "epochs", "batch_size")}
+    rec = {k: cfg.get(k) for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops",
+                                   "node_mbps", "group_size", "mode", "payload", "readers", "layout", "relay",
+                                   "read_ahead", "job", "epochs", "batch_size")}
     rec.update(job_figures(ranks, cfg))
     rec["storage_bytes_read"] = s1[0] - s0[0]
     rec["storage_ios"] = s1[1] - s0[1]

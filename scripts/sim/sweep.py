@@ -1,15 +1,217 @@
-"""The sweep (placeholder until written)."""
+"""The sweep: where group feeding wins and where it loses, measured next to the model.
+
+One cluster (N nodes x R ranks) is made once; every configuration runs on it with its own link
+rate and storage limits, from cold page caches. Sections:
+  calibrate  nothing limited, 3 interleaved rounds: CPU time per decode and per record read (the
+             model's CPU bound) and IOs per record
+  grid       storage MB/s x link Mbit/s x (shard/encoded G in 1, R, 2R; replicate/encoded and
+             replicate/decoded, G in R, 2R, strided groups, with each replicate baseline where
+             every member reads for itself)
+  headline   4 x 2, 1 Gbit/s, storage at ~1/4 of the CPU-bound rate: replicate G = 2 and 4 against
+             every member reading, 3 interleaved rounds, medians
+  shard      shard G in 1, R, 2R under an IOPS limit and under a per-node client cap
+  relay      replicate G = 2R through the chain and through the star on slow links (bytes per link)
+  readahead  the leader's read-ahead window under a throughput and an IOPS limit
+  train      `ddpio train` (32 px crops: the data path, not the model, sets the pace), replicate
+             G = 2R at the headline storage, leader reading against every member reading
+Writes results.jsonl (one line per run), sweep.md (the tables) and SVG plots (gnuplot) to --out.
+"""
+import json
+import os
+import statistics
+import subprocess
+import time
+
+from sim import model, run
+from sim.cluster import SimError
 
 
-def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0):
+def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=None):
+    """The model's parameters. cpu_rate: images/s with nothing limited and one decode and one
+    read per delivered image (replicate G=2R, every member reading); relay_rate: the same with
+    the leader reading (one decode and 1/2R reads per image). Without relay_rate all CPU time is
+    charged to decoding."""
     header = 8 + 4 + 1  # index, label, valid per sample in the message header
+    g = 2 * cfg["ranks_per_node"]
+    per_image = 1.0 / cpu_rate
+    read_s = 0.0
+    if relay_rate:  # per_image = t_d + t_r; 1/relay_rate = t_d + t_r / g
+        read_s = max(0.0, (per_image - 1.0 / relay_rate) / (1.0 - 1.0 / g))
     return {"record_bytes": record_bytes, "decoded_bytes": cfg["image_size"] ** 2 * 3 + header,
-            "cpu_rate": cpu_rate, "ios_per_record": ios_per_record}
+            "cpu_rate": cpu_rate, "relay_rate": relay_rate, "decode_s": per_image - read_s, "read_s": read_s,
+            "ios_per_record": ios_per_record}
 
 
 def add_flags(p, ddpio, workdir):
-    pass
+    p.add_argument("--data", required=True, help="dataset (~100 KB photos; see scripts/bench-cluster.sh)")
+    p.add_argument("--out", required=True, help="report folder (created)")
+    p.add_argument("--quick", action="store_true", help="a few minutes: fewer storage rates, one link rate, "
+                                                        "one headline round")
+    p.add_argument("--nodes", type=int, default=4)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--sections", default="calibrate,grid,headline,shard,relay,readahead,train",
+                   help="comma-separated subset to run (calibrate always runs)")
+    p.add_argument("--workdir", default=workdir)
+    p.add_argument("--ddpio", default=ddpio)
+    p.add_argument("--node-cpus", type=float, default=0)
+
+
+class Sweep:
+    def __init__(self, args, cluster):
+        self.args = args
+        self.cluster = cluster
+        self.records, self.record_bytes = run.dataset_stats(args.ddpio, args.data)
+        self.out = args.out
+        self.results = []
+        self.params = None
+        self.log = open(os.path.join(self.out, "results.jsonl"), "a")
+
+    def cfg(self, **over):
+        a = self.args
+        c = {"nodes": a.nodes, "ranks_per_node": a.ranks_per_node, "link_mbit": 1000, "storage_mbps": 0,
+             "storage_iops": 0, "node_mbps": 0, "group_size": 1, "mode": "shard", "payload": "encoded",
+             "readers": "leader", "layout": "contiguous", "job": "feed", "epochs": 1, "batch_size": a.batch_size,
+             "workers": a.workers, "image_size": a.image_size, "timeout": 1800, "ddpio": a.ddpio,
+             "relay": "chain", "read_ahead": 64}
+        c.update(over)
+        return c
+
+    def measure(self, section, cfg):
+        t0 = time.monotonic()
+        rec = run.run_config(self.cluster, cfg, self.params)
+        rec.update(section=section, relay=cfg["relay"], read_ahead=cfg["read_ahead"])
+        self.results.append(rec)
+        self.log.write(json.dumps(rec) + "\n")
+        self.log.flush()
+        pred = f" model {rec['predicted_images_per_s']:7.0f} ({rec['predicted_limit']})" if self.params else ""
+        print(f"[{section}] {describe(cfg):58} {rec['images_per_s']:7.0f} img/s{pred}  "
+              f"storage {rec['storage_bytes_read'] / 1e6:6.0f} MB  {time.monotonic() - t0:5.1f} s", flush=True)
+        return rec
+
+    # ----- sections ------------------------------------------------------------------------
+    def calibrate(self):
+        """Nothing limited, links unshaped, interleaved rounds, medians: replicate G=2R with every
+        member reading (a decode and a read per delivered image) and with the leader reading (a
+        decode and 1/2R reads). Both deliver the same images, so start-up and the end of the epoch
+        weigh the same in both (a shard G=1 run is 2R times shorter and was 10-30 % slower per
+        image for that alone)."""
+        g = 2 * self.args.ranks_per_node
+        rates, relays, ios = [], [], []
+        base = dict(link_mbit=0, mode="replicate", layout="strided", group_size=g)
+        for _ in range(1 if self.args.quick else 3):
+            rec = self.measure("calibrate", self.cfg(readers="all", **base))
+            rates.append(rec["images_per_s"])
+            ios.append(rec["storage_ios"] / max(1, rec["records_read"]))
+            rec = self.measure("calibrate", self.cfg(**base))
+            relays.append(rec["images_per_s"])
+        cfg = self.cfg()
+        self.params = model_params(cfg, self.record_bytes, statistics.median(rates), statistics.median(ios),
+                                   statistics.median(relays))
+        self.params.update(cpu_rounds=rates, relay_rounds=relays)
+        print(f"calibrated: {self.params['cpu_rate']:.0f} images/s with every member reading, "
+              f"{self.params['relay_rate']:.0f} with the leader reading (G={g}): "
+              f"{self.params['decode_s'] * 1e3:.3f} ms of CPU per decode, {self.params['read_s'] * 1e3:.3f} ms "
+              f"per record read; {self.params['ios_per_record']:.2f} IOs per record, "
+              f"{self.record_bytes / 1e3:.1f} KB per record", flush=True)
+
+    def replicate_cfgs(self, **over):
+        r = self.args.ranks_per_node
+        out = []
+        for g in (r, 2 * r):
+            for payload in ("encoded", "decoded"):
+                out.append(self.cfg(mode="replicate", payload=payload, layout="strided", group_size=g, **over))
+            out.append(self.cfg(mode="replicate", layout="strided", group_size=g, readers="all", **over))
+        return out
+
+    def grid(self):
+        r = self.args.ranks_per_node
+        storages = (25, 100) if self.args.quick else (25, 50, 100, 200, 400)
+        links = (1000,) if self.args.quick else (250, 1000)
+        for link in links:
+            for s in storages:
+                for g in (1, r, 2 * r):
+                    self.measure("grid", self.cfg(link_mbit=link, storage_mbps=s, group_size=g))
+                for c in self.replicate_cfgs(link_mbit=link, storage_mbps=s):
+                    self.measure("grid", c)
+
+    def headline_storage(self):
+        """Storage MB/s at which the every-member-reads baseline runs at <= 1/4 of its CPU bound
+        (a decode and a read per image)."""
+        return max(5, int(self.params["cpu_rate"] / 4 * self.record_bytes / 1e6))
+
+    def headline(self):
+        s = self.headline_storage()
+        cfgs = []
+        for g in (2, 4):
+            cfgs.append(self.cfg(mode="replicate", layout="strided", group_size=g, readers="all", storage_mbps=s))
+            cfgs.append(self.cfg(mode="replicate", layout="strided", group_size=g, storage_mbps=s))
+        for _ in range(1 if self.args.quick else 3):
+            for c in cfgs:  # interleaved rounds: every configuration sees the same machine state
+                self.measure("headline", c)
+
+    def shard(self):
+        r = self.args.ranks_per_node
+        iops = max(50, int(self.params["cpu_rate"] / 3))
+        node = max(5, int(self.params["cpu_rate"] / 3 * self.record_bytes / 1e6 / self.args.nodes))
+        for limits in ({"storage_iops": iops}, {"node_mbps": node}, {"storage_mbps": self.headline_storage()}):
+            for g in (1, r, 2 * r):
+                self.measure("shard", self.cfg(group_size=g, **limits))
+
+    def relay(self):
+        g = 2 * self.args.ranks_per_node
+        for link in (250,) if self.args.quick else (250, 500):
+            for relay in ("star", "chain"):
+                self.measure("relay", self.cfg(mode="replicate", layout="strided", group_size=g, link_mbit=link,
+                                               relay=relay))
+
+    def readahead(self):
+        r = self.args.ranks_per_node
+        iops = max(50, int(self.params["cpu_rate"]))  # without read-ahead ~1/20 of it: slow enough
+        for limits in ({"storage_mbps": 100}, {"storage_iops": iops}):
+            for ra in (0, 8, 64, 256):
+                self.measure("readahead", self.cfg(group_size=r, read_ahead=ra, **limits))
+
+    def train(self):
+        s = self.headline_storage()
+        g = 2 * self.args.ranks_per_node
+        for readers in ("all", "leader"):
+            self.measure("train", self.cfg(job="train", image_size=32, mode="replicate", layout="strided",
+                                           group_size=g, readers=readers, storage_mbps=s))
+
+
+def describe(cfg):
+    parts = [("train " if cfg["job"] == "train" else "") + f"{cfg['mode'][:5]}/{cfg['payload'][:3]} G={cfg['group_size']}"]
+    if cfg["readers"] == "all":
+        parts.append("every member reads")
+    if cfg["relay"] != "chain":
+        parts.append(cfg["relay"])
+    if cfg["read_ahead"] != 64:
+        parts.append(f"ra={cfg['read_ahead']}")
+    lim = [f"{cfg['link_mbit']} Mbit" if cfg["link_mbit"] else "unshaped"]
+    for k, unit in (("storage_mbps", "MB/s"), ("storage_iops", "IOPS"), ("node_mbps", "MB/s/node")):
+        if cfg[k]:
+            lim.append(f"{cfg[k]:g} {unit}")
+    return " ".join(parts) + ", " + ", ".join(lim)
 
 
 def main(args, make_cluster):
-    raise NotImplementedError
+    os.makedirs(args.out, exist_ok=True)
+    args.nodes = args.nodes
+    cluster = make_cluster(args)
+    started = time.time()
+    try:
+        s = Sweep(args, cluster)
+        s.calibrate()
+        wanted = [x.strip() for x in args.sections.split(",") if x.strip() and x.strip() != "calibrate"]
+        for name in wanted:
+            if not hasattr(s, name):
+                raise SimError(f"unknown section '{name}'")
+            getattr(s, name)()
+    finally:
+        cluster.down()
+    from sim import report
+    report.write(args.out, s.results, s.params, s.record_bytes, time.time() - started)
+    print(f"report: {os.path.join(args.out, 'sweep.md')}", flush=True)
