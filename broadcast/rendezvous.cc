@@ -1,5 +1,6 @@
 #include "broadcast/rendezvous.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,14 @@ namespace {
 std::string FromEnv(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
+}
+
+// A frozen store must not hold a rank longer than the job's timeout (the default reply
+// allowance is 30 s).
+TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
+  TcpStoreLimits limits;
+  limits.reply_timeout = std::min<std::chrono::milliseconds>(limits.reply_timeout, options.timeout);
+  return limits;
 }
 
 }  // namespace
@@ -58,8 +67,8 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
     const std::string token = RandomToken();
     DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start("127.0.0.1", 0, token));
-    DDPIO_ASSIGN_OR_RETURN(auto client,
-                           TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token, options.timeout));
+    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token,
+                                                                options.timeout, StoreLimits(options)));
     base = std::move(client);
     where = absl::StrCat("private tcp://127.0.0.1:", job->server_->port());
   } else {
@@ -72,7 +81,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
       DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
     }
     DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(info.master_addr, info.master_port,
-                                                                options.token, options.timeout));
+                                                                options.token, options.timeout, StoreLimits(options)));
     base = std::move(client);
   }
   job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
@@ -119,11 +128,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const sampler::GroupLay
 Job::~Job() {
   world_.reset();
   if (store_ == nullptr) return;
+  // Leaving after an error: the others are failing too (or gone), and the store may be the
+  // thing that froze — a rank that is not serving it does not wait on it at all.
+  if (failed_ && server_ == nullptr) return;
   // Count ourselves out; the last one out says so, and rank 0 keeps serving until then.
   auto left = store_->Add("left", 1);
   if (left.ok() && *left == info_.world_size) (void)store_->Set("all-left", "1");
   if (server_ != nullptr && left.ok()) {
-    absl::Status st = store_->Wait({"all-left"}, options_.timeout);
+    const auto patience = failed_ ? std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2))
+                                  : options_.timeout;
+    absl::Status st = store_->Wait({"all-left"}, patience);
     if (!st.ok()) DDPIO_LOG(WARNING) << "stopping the store before every rank left: " << st.message();
   }
 }

@@ -26,6 +26,8 @@ namespace ddpio::broadcast {
 struct RendezvousOptions {
   // "" (default): the TCP store hosted by rank 0; "file:DIR": a FileStore in DIR.
   std::string store;
+  // Every wait of the rendezvous and of leaving the job (the store's replies included). Commands
+  // pass their --timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   // gloo, nccl or auto (NCCL when a CUDA device is usable; see backend.h). The choice is made
   // once, logged, and used for the world and every group.
@@ -58,6 +60,11 @@ class Job {
   // The address (and interface) this rank advertises to its peers, and why.
   const AdvertiseAddress& advertise() const { return advertise_; }
 
+  // This rank is leaving because of an error: its destructor does not count itself out on the
+  // store (which may be what froze), and rank 0 waits for the others to leave for at most 2 s
+  // instead of the job's timeout (they are failing too, or gone).
+  void MarkFailed() { failed_ = true; }
+
   // This rank's group communicator in `layout` (ranks are local ranks within the group). Every
   // rank must call it with the same layouts in the same order.
   absl::StatusOr<std::unique_ptr<Communicator>> Group(const sampler::GroupLayout& layout);
@@ -72,6 +79,24 @@ class Job {
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> world_;
   int groups_created_ = 0;
+  bool failed_ = false;
+};
+
+// Marks the job failed when it leaves scope before Succeeded(): how a command says "leaving
+// because of an error" on every early return. Declare it right after the Job.
+class LeaveGuard {
+ public:
+  explicit LeaveGuard(Job& job) : job_(job) {}
+  ~LeaveGuard() {
+    if (!ok_) job_.MarkFailed();
+  }
+  LeaveGuard(const LeaveGuard&) = delete;
+  LeaveGuard& operator=(const LeaveGuard&) = delete;
+  void Succeeded() { ok_ = true; }
+
+ private:
+  Job& job_;
+  bool ok_ = false;
 };
 
 }  // namespace ddpio::broadcast

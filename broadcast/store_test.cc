@@ -1,8 +1,11 @@
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "broadcast/internal/socket.h"
@@ -106,6 +109,80 @@ TEST(TcpStore, MalformedAndOversizedMessagesAreRejectedWithoutCrashing) {
   small.max_message = 64;
   ASSERT_OK_AND_ASSIGN(auto c, TcpStoreClient::Connect("127.0.0.1", server->port(), kToken, milliseconds(2000), small));
   EXPECT_CODE(c->Set("big", std::string(100, 'x')), kInvalidArgument);
+}
+
+// Connections the server may not hold: more unauthenticated ones than it allows evict the
+// oldest (which a silent flood cannot turn into a lock-out), and a rank still gets in.
+TEST(TcpStore, SilentConnectionsCannotLockOutARank) {
+  TcpStoreLimits limits;
+  limits.max_unauthenticated = 4;
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken, limits));
+  const auto deadline = internal::Clock::now() + std::chrono::seconds(5);
+  std::vector<internal::Fd> silent;
+  for (int i = 0; i < 20; ++i) {
+    auto fd = internal::Connect("127.0.0.1", server->port(), deadline);
+    ASSERT_OK(fd);
+    silent.push_back(std::move(fd).value());
+  }
+  auto rank = Client(server->port());
+  ASSERT_NE(rank, nullptr);
+  EXPECT_OK(rank->Set("in", "yes"));
+  EXPECT_LE(server->open_connections() - server->authenticated_connections(), 4);
+  EXPECT_GE(server->rejected(), 16);
+  // A stranger announcing a large hello is dropped without an answer, before anything is read.
+  auto big = internal::Connect("127.0.0.1", server->port(), deadline);
+  ASSERT_OK(big);
+  const uint8_t announce[4] = {0x00, 0x00, 0x00, 0x10};  // 256 MiB
+  ASSERT_OK(internal::WriteAll(big->get(), announce, 4, deadline));
+  EXPECT_CODE(internal::ReadFrame(big->get(), 16, deadline), kUnavailable);  // closed, no reply
+}
+
+// Out of file descriptors, the server pauses accepting instead of spinning on a listener it
+// cannot accept from (it spun at 110 % CPU before), and serves again once descriptors free up.
+TEST(TcpStore, RunningOutOfDescriptorsDoesNotSpin) {
+  int port_pipe[2];
+  ASSERT_EQ(pipe(port_pipe), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    rlimit lim{24, 24};
+    setrlimit(RLIMIT_NOFILE, &lim);
+    auto server = TcpStoreServer::Start("127.0.0.1", 0, kToken);
+    const int port = server.ok() ? (*server)->port() : -1;
+    (void)!write(port_pipe[1], &port, sizeof(port));
+    for (;;) pause();  // serves until killed
+  }
+  int port = -1;
+  ASSERT_EQ(read(port_pipe[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ASSERT_GT(port, 0);
+  const auto deadline = internal::Clock::now() + std::chrono::seconds(5);
+  std::vector<internal::Fd> held;
+  for (int i = 0; i < 40; ++i) {  // more than the child can accept: the rest wait in the backlog
+    auto fd = internal::Connect("127.0.0.1", port, deadline);
+    if (fd.ok()) held.push_back(std::move(fd).value());
+  }
+  auto cpu = [&] {  // the child's user + system time, in clock ticks
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string field;
+    for (int i = 1; i <= 13 && stat >> field; ++i) {
+    }
+    long utime = 0, stime = 0;
+    stat >> utime >> stime;
+    return utime + stime;
+  };
+  const long before = cpu();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // a measuring window, not synchronisation
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double used = static_cast<double>(cpu() - before) / sysconf(_SC_CLK_TCK);
+  EXPECT_LT(used, 0.3 * wall) << "the server burned " << used << " s of CPU in " << wall << " s";
+  held.clear();  // descriptors free up: a rank gets in
+  auto rank = TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(10000));
+  EXPECT_OK(rank);
+  if (rank.ok()) {
+    EXPECT_OK((*rank)->Set("after", "emfile"));
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 TEST(TcpStore, StoppingTheServerReleasesBlockedClients) {

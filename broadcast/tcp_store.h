@@ -13,15 +13,23 @@
 //   ADD     [4] key i64 delta                -> [0] i64 new value
 //   CHECK   [5] keys...                      -> [0] u8 all present
 //   error                                    -> [3] message (then closed)
-// Strings are a u32 length then bytes. One thread per connection (jobs of thousands of ranks
-// would want an event loop; documented in docs/COMM.md).
+// Strings are a u32 length then bytes.
+//
+// The server is one thread running an epoll loop over every connection: memory and threads do
+// not grow with connections. Before its hello a connection may send one small frame
+// (max_hello_bytes) within hello_timeout; at most max_unauthenticated such connections are held
+// (a newer one evicts the oldest, so a flood of silent or slow connections cannot lock the
+// ranks out), at most max_connections in all. Buffers grow with the bytes that arrive, never
+// with a declared length. A WAIT is parked, not a blocked thread: answered when its keys are set
+// or its deadline passes. When file descriptors run out, accepting pauses for 100 ms instead of
+// spinning.
 #ifndef DDPIO_BROADCAST_TCP_STORE_H_
 #define DDPIO_BROADCAST_TCP_STORE_H_
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,9 +43,14 @@
 namespace ddpio::broadcast {
 
 struct TcpStoreLimits {
-  size_t max_message = size_t{64} << 20;  // bytes per message, either direction
-  int max_connections = 4096;
-  std::chrono::milliseconds hello_timeout{10000};  // a silent connection is dropped after this
+  size_t max_message = size_t{64} << 20;  // bytes per message once authenticated, either direction
+  size_t max_hello_bytes = 4096;          // the hello frame (a token longer than ~4 KiB is refused)
+  int max_connections = 4096;             // in all; more are closed at once
+  int max_unauthenticated = 64;           // held before their hello; a newer evicts the oldest
+  std::chrono::milliseconds hello_timeout{10000};  // a connection silent this long is dropped
+  // Client: a reply must arrive within this (on top of a WAIT's own timeout), or the call fails
+  // with DeadlineExceeded — a stalled store holds a rank no longer.
+  std::chrono::milliseconds reply_timeout{30000};
 };
 
 // A fresh job token: 2 x `bytes` hex digits from std::random_device. Used by `ddpio launch`, by a
@@ -51,32 +64,57 @@ class TcpStoreServer {
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& addr, int port,
                                                                const std::string& token,
                                                                const TcpStoreLimits& limits = {});
-  // Stops accepting, disconnects every client, joins every thread.
+  // Stops the loop, closes every connection (parked WAITs end with the connection).
   ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   int port() const { return port_; }
-  // Connections refused for a wrong token, and dropped for malformed or oversized messages.
-  int rejected() const { return rejected_.load(); }
+  // Connections refused for a wrong token, evicted or dropped (silent, malformed, oversized,
+  // over the limits).
+  int rejected() const { return static_cast<int>(rejected_.load()); }
+  // Connections open now, and of them authenticated.
+  int open_connections() const { return open_.load(); }
+  int authenticated_connections() const { return authenticated_.load(); }
 
  private:
+  struct Conn;
   TcpStoreServer() = default;
-  void AcceptLoop();
-  void Serve(int fd);
-  absl::StatusOr<std::string> Handle(const std::string& request);
+  void Loop();
+  void Accept(internal::Clock::time_point now);
+  void Read(Conn& c, internal::Clock::time_point now);
+  void Process(Conn& c, internal::Clock::time_point now);  // the complete frames in c's buffer
+  bool Handle(Conn& c, const std::string& frame, internal::Clock::time_point now);
+  void Send(Conn& c, std::string body);
+  void Flush(Conn& c);
+  void Drop(int fd);
+  void WakeWaiters(internal::Clock::time_point now);
+  // Unparks fd's WAIT with `reply`, then serves whatever it sent next.
+  void Answer(int fd, std::string reply, internal::Clock::time_point now);
+  void Expire(internal::Clock::time_point now);
+  int NextTimeoutMs(internal::Clock::time_point now) const;
+  void Watch(Conn& c);
 
+  // Constant after Start.
   std::string token_;
   TcpStoreLimits limits_;
   internal::Fd listener_;
+  internal::Fd epoll_;
   int wake_pipe_[2] = {-1, -1};
   int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> rejected_{0};
-  std::thread acceptor_;
+  std::thread loop_;
 
-  std::mutex mu_;  // guards everything below
-  std::condition_variable changed_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<int> open_{0}, authenticated_{0};
+
+  // The loop thread's alone: no lock.
+  std::map<int, std::unique_ptr<Conn>> conns_;
+  std::vector<std::unique_ptr<Conn>> graveyard_;  // dropped this turn
+  std::map<uint64_t, int> unauth_;  // sequence -> fd of connections before their hello, oldest first
+  std::set<int> waiting_;           // fds with a parked WAIT
   std::map<std::string, std::string> data_;
-  std::vector<std::thread> clients_;
-  std::vector<int> client_fds_;
+  uint64_t accepted_ = 0;                    // sequence numbers: the oldest unauthenticated goes first
+  internal::Clock::time_point accept_paused_until_{};  // after EMFILE / ENFILE
 };
 
 class TcpStoreClient : public Store {

@@ -1,5 +1,7 @@
 #include "broadcast/torch_store.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -188,8 +190,14 @@ absl::StatusOr<std::string> TorchStoreClient::Get(const std::string& key, std::c
     return absl::DataLossError(absl::StrCat("torchrun's store at ", Where(), " sent ", size, " bytes for '", key,
                                             "', more than the limit of ", options_.max_value));
   }
-  std::string value(size, '\0');
-  absl::Status s = internal::ReadFull(fd_.get(), value.data(), size, deadline);
+  // Grow with the bytes that arrive, not with the size the server claims.
+  std::string value;
+  absl::Status s;
+  while (s.ok() && value.size() < size) {
+    const size_t have = value.size(), n = std::min<uint64_t>(size - have, size_t{1} << 20);
+    value.resize(have + n);
+    s = internal::ReadFull(fd_.get(), value.data() + have, n, deadline);
+  }
   if (!s.ok()) {
     fd_ = internal::Fd();
     return absl::Status(s.code(), absl::StrCat("get '", key, "' on torchrun's store at ", Where(), ": ", s.message()));

@@ -9,6 +9,10 @@ if(DDPIO_SANITIZE)
                                                      -fno-sanitize-recover=all)
   target_link_options(ddpio_build_flags INTERFACE -fsanitize=${DDPIO_SANITIZE})
 endif()
+if(DDPIO_FUZZ)
+  # Coverage feedback for libFuzzer in every ddpio library; the targets link -fsanitize=fuzzer.
+  target_compile_options(ddpio_build_flags INTERFACE -fsanitize=fuzzer-no-link)
+endif()
 install(TARGETS ddpio_build_flags EXPORT ddpioTargets)
 
 # ddpio_module(NAME SOURCES ... DEPS ...): a static library ddpio_NAME, alias ddpio::NAME,

@@ -1,5 +1,7 @@
 #include "loader/jpeg.h"
 
+#include <algorithm>
+
 #include <turbojpeg.h>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +28,22 @@ void JpegDecoder::HandleCloser::operator()(void* handle) const {
   if (handle != nullptr) tjDestroy(handle);
 }
 
-absl::StatusOr<JpegDecoder> JpegDecoder::Create() {
+absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels) {
+  const uint64_t pixels = static_cast<uint64_t>(std::max<int64_t>(width, 0)) * static_cast<uint64_t>(std::max<int64_t>(height, 0));
+  if (pixels > max_pixels) {
+    return absl::DataLossError(absl::StrCat("the JPEG declares ", width, "x", height, " = ", pixels,
+                                            " pixels, more than the limit of ", max_pixels,
+                                            " (a decompression bomb, or raise the limit)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JpegDecoder> JpegDecoder::Create(uint64_t max_pixels) {
   tjhandle h = tjInitDecompress();
   if (h == nullptr) {
     return absl::InternalError(absl::StrCat("tjInitDecompress: ", tjGetErrorStr2(nullptr)));
   }
-  return JpegDecoder(h);
+  return JpegDecoder(h, max_pixels);
 }
 
 absl::Status JpegDecoder::Fail(absl::Status error) {
@@ -52,6 +64,7 @@ absl::StatusOr<JpegInfo> JpegDecoder::ReadInfo(absl::Span<const uint8_t> bytes) 
     return Fail(absl::DataLossError(
         absl::StrCat("JPEG with invalid size ", info.width, "x", info.height)));
   }
+  if (absl::Status st = CheckImagePixels(info.width, info.height, max_pixels_); !st.ok()) return Fail(st);
   switch (info.colorspace) {
     case TJCS_GRAY:
       info.channels = 1;

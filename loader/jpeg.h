@@ -24,6 +24,16 @@ struct JpegInfo {
   int colorspace = 0;   // TurboJPEG TJCS_* value
 };
 
+// The largest image, in pixels, a decoder agrees to decode unless told otherwise: 100 MP
+// (a 10,000 x 10,000 photo). A JPEG header costs nothing to forge — 761 bytes can declare
+// 65,500 x 65,500, which would cost 12.9 GB to decode — so every decoder checks the header's
+// size against its limit before allocating anything.
+inline constexpr uint64_t kDefaultMaxImagePixels = 100'000'000;
+
+// DataLoss "the JPEG declares WxH = N pixels, more than the limit of M" when width * height >
+// max_pixels.
+absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels);
+
 // True when `bytes` starts with the JPEG SOI marker followed by another marker (FF D8 FF).
 bool LooksLikeJpeg(absl::Span<const uint8_t> bytes);
 
@@ -32,12 +42,14 @@ const char* DescribeNonJpeg(absl::Span<const uint8_t> bytes);
 
 class JpegDecoder {
  public:
-  // Internal when TurboJPEG cannot allocate a handle.
-  static absl::StatusOr<JpegDecoder> Create();
+  // Internal when TurboJPEG cannot allocate a handle. Images of more than `max_pixels` are
+  // refused (DataLoss) by ReadInfo, before any pixel memory is allocated.
+  static absl::StatusOr<JpegDecoder> Create(uint64_t max_pixels = kDefaultMaxImagePixels);
   JpegDecoder(JpegDecoder&&) noexcept = default;
   JpegDecoder& operator=(JpegDecoder&&) noexcept = default;
 
-  // Reads the header only. DataLoss when `bytes` is not a JPEG or its header is corrupt.
+  // Reads the header only. DataLoss when `bytes` is not a JPEG, its header is corrupt or it
+  // declares more than max_pixels.
   absl::StatusOr<JpegInfo> ReadInfo(absl::Span<const uint8_t> bytes);
 
   // Fully decodes into `out` (resized to height * width * channels, interleaved: gray, RGB or
@@ -49,11 +61,12 @@ class JpegDecoder {
   struct HandleCloser {
     void operator()(void* handle) const;
   };
-  explicit JpegDecoder(void* handle) : handle_(handle) {}
+  JpegDecoder(void* handle, uint64_t max_pixels) : handle_(handle), max_pixels_(max_pixels) {}
   // After an error TurboJPEG's handle can carry state into the next call (seen: a good file
   // read as 0x0 after a corrupt header), so every error path replaces the handle.
   absl::Status Fail(absl::Status error);
   std::unique_ptr<void, HandleCloser> handle_;
+  uint64_t max_pixels_ = kDefaultMaxImagePixels;
 };
 
 }  // namespace ddpio::loader

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "loader/jpeg.h"
 
 namespace ddpio::loader {
 
@@ -42,7 +43,7 @@ struct RegionDecoder::State {
   std::vector<JSAMPROW> rows;
 };
 
-RegionDecoder::RegionDecoder() : state_(std::make_unique<State>()) {
+RegionDecoder::RegionDecoder(uint64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
   jpeg_decompress_struct& c = state_->cinfo;
   c.err = jpeg_std_error(&state_->error.pub);
   state_->error.pub.error_exit = OnError;
@@ -69,6 +70,20 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
     return absl::DataLossError("CMYK/YCCK JPEGs are not supported by the loader");
   }
   const int image_w = static_cast<int>(c.image_width), image_h = static_cast<int>(c.image_height);
+  if (absl::Status st = CheckImagePixels(image_w, image_h, max_pixels_); !st.ok()) {
+    jpeg_abort_decompress(&c);
+    return st;
+  }
+  // The box was planned from the record's stored geometry; a record whose geometry claims more
+  // than its JPEG holds (CRC-valid, so written that way) would crop outside the image.
+  constexpr double kSlack = 1e-3;
+  if (!(box.x0 >= -kSlack && box.y0 >= -kSlack && box.x1 <= image_w + kSlack && box.y1 <= image_h + kSlack &&
+        box.x0 < box.x1 && box.y0 < box.y1)) {
+    jpeg_abort_decompress(&c);
+    return absl::DataLossError(absl::StrCat("the crop (", box.x0, ",", box.y0, ")-(", box.x1, ",", box.y1,
+                                            ") planned from the record's stored geometry lies outside its ",
+                                            image_w, "x", image_h, " JPEG: the stored geometry is wrong"));
+  }
   int d = 1;
   if (allow_scaling) {
     const double bw = box.x1 - box.x0, bh = box.y1 - box.y0;

@@ -29,7 +29,8 @@ struct DecodedRegion {
 
 class RegionDecoder {
  public:
-  RegionDecoder();
+  // Images of more than `max_pixels` are refused (DataLoss) right after their header is read.
+  explicit RegionDecoder(uint64_t max_pixels = 100'000'000);
   ~RegionDecoder();
   RegionDecoder(const RegionDecoder&) = delete;
   RegionDecoder& operator=(const RegionDecoder&) = delete;
@@ -39,6 +40,8 @@ class RegionDecoder {
   // out_h pixels; without it, decodes at full size (the exact mode). `full` decodes the whole
   // image regardless of the box. `fast_idct` uses libjpeg's fast integer IDCT (JDCT_IFAST):
   // faster, slightly less accurate. Pixels go to `pixels` (grown as needed, never shrunk).
+  // DataLoss when the box does not lie inside the JPEG (the record's stored geometry disagrees
+  // with the image) or the image is larger than the limit.
   absl::Status Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w, int out_h,
                       bool allow_scaling, bool full, bool fast_idct, std::vector<uint8_t>* pixels,
                       DecodedRegion* region);
@@ -46,6 +49,7 @@ class RegionDecoder {
  private:
   struct State;
   std::unique_ptr<State> state_;
+  uint64_t max_pixels_;
 };
 
 }  // namespace ddpio::loader

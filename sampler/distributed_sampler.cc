@@ -77,6 +77,15 @@ uint64_t EpochPlan::ConsumedAfter(uint64_t steps) const {
 // ---------------------------------------------------------------------------------------------
 
 absl::StatusOr<DistributedSampler> DistributedSampler::Create(const SamplerOptions& options) {
+  const bool shuffled_in_memory = options.shuffle && options.permutation != PermutationKind::kFeistel;
+  const uint64_t limit = shuffled_in_memory ? kMaxMaterializedSamples : kMaxSamples;
+  if (options.dataset_size > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset size ", options.dataset_size, " is more than the ", limit, " samples ",
+        shuffled_in_memory ? "a shuffled permutation held in memory allows (4-8 bytes per sample); use the "
+                             "feistel permutation for datasets this large"
+                           : "the sampler supports"));
+  }
   if (options.num_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_replicas must be at least 1, got ", options.num_replicas));

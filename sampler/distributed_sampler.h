@@ -51,6 +51,12 @@ enum class Padding { kPad, kDrop, kNone, kMask };
 std::string PaddingName(Padding padding);
 absl::StatusOr<Padding> ParsePadding(std::string_view name);
 
+// The largest datasets the sampler takes: PyTorch's permutation is held in memory (4 bytes per
+// sample below 2^32, 8 above), so at most 2^33 samples (64 GiB of permutation); the Feistel
+// permutation needs no memory, so 2^48.
+inline constexpr uint64_t kMaxMaterializedSamples = uint64_t{1} << 33;
+inline constexpr uint64_t kMaxSamples = uint64_t{1} << 48;
+
 struct SamplerOptions {
   uint64_t dataset_size = 0;
   int num_replicas = 1;         // world size (or number of groups in replicate mode)

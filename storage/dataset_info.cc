@@ -1,5 +1,7 @@
 #include "storage/dataset_info.h"
 
+#include "storage/internal/json_fields.h"
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +20,7 @@ std::string EncodeHeader(const DatasetHeader& h) {
                         {"fingerprint", h.source_fingerprint},
                         {"files", h.source_files}}},
             {"tool_version", h.tool_version}};
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
 }
 
 absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
@@ -32,7 +34,9 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
           "not a ddpio dataset: format is '", j.at("format").get<std::string>(), "'"));
     }
     DatasetHeader h;
-    h.format_version = j.at("format_version").get<int>();
+    if (!internal::GetInt(j, "format_version", &h.format_version)) {
+      return absl::DataLossError("dataset metadata: format_version is not an integer");
+    }
     if (h.format_version != kFormatVersion) {
       return absl::FailedPreconditionError(
           absl::StrCat("unsupported dataset format version ", h.format_version,
@@ -43,7 +47,9 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
     h.source_kind = s.at("kind").get<std::string>();
     h.source_path = s.at("path").get<std::string>();
     h.source_fingerprint = s.at("fingerprint").get<std::string>();
-    h.source_files = s.at("files").get<uint64_t>();
+    if (!internal::GetU64(s, "files", &h.source_files)) {
+      return absl::DataLossError("dataset metadata: source files is not a count");
+    }
     h.tool_version = j.at("tool_version").get<std::string>();
     return h;
   } catch (const json::exception& e) {
@@ -55,7 +61,7 @@ std::string EncodeCompletion(const DatasetCompletion& c) {
   json j = {{"sample_count", c.sample_count},
             {"payload_bytes", c.payload_bytes},
             {"skipped", c.skipped}};
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
 }
 
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
@@ -65,9 +71,10 @@ absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
   }
   try {
     DatasetCompletion c;
-    c.sample_count = j.at("sample_count").get<uint64_t>();
-    c.payload_bytes = j.at("payload_bytes").get<uint64_t>();
-    c.skipped = j.at("skipped").get<uint64_t>();
+    if (!internal::GetU64(j, "sample_count", &c.sample_count) || !internal::GetU64(j, "payload_bytes", &c.payload_bytes) ||
+        !internal::GetU64(j, "skipped", &c.skipped)) {
+      return absl::DataLossError("completion marker is malformed: counts must be non-negative integers");
+    }
     return c;
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat("completion marker is malformed: ", e.what()));

@@ -41,6 +41,24 @@ TEST(DatasetInfo, CompletionRoundTrip) {
   EXPECT_CODE(DecodeCompletion("[]"), kDataLoss);
 }
 
+// Found by the dataset_meta fuzz target: a number too large for the field was cast silently
+// (undefined behaviour); negative, fractional and huge counts are DataLoss now.
+TEST(DatasetInfo, CountsThatDoNotFitAreDataLoss) {
+  for (const char* text : {R"({"payload_bytes":3444444444444444444444444444242,"sample_count":4,"skipped":1})",
+                           R"({"payload_bytes":1,"sample_count":-4,"skipped":1})",
+                           R"({"payload_bytes":1,"sample_count":4.5,"skipped":1})",
+                           R"({"payload_bytes":1,"sample_count":"4","skipped":1})"}) {
+    EXPECT_CODE(DecodeCompletion(text), kDataLoss) << text;
+  }
+  DatasetHeader h;
+  h.classes = {"a"};
+  std::string text = EncodeHeader(h);
+  const std::string version = "\"format_version\":1";
+  ASSERT_NE(text.find(version), std::string::npos) << text;
+  text.replace(text.find(version), version.size(), "\"format_version\":1e300");
+  EXPECT_CODE(DecodeHeader(text), kDataLoss) << text;
+}
+
 TEST(DatasetInfo, KeyOrderIsIndexOrder) {
   std::mt19937_64 rng(7);
   for (int t = 0; t < 10000; ++t) {

@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "storage/internal/lmdb_check.h"
 #include "storage/internal/lmdb_util.h"
+#include "storage/internal/map_guard.h"
 
 namespace ddpio::storage {
 
@@ -28,11 +30,28 @@ namespace internal {
 
 // One LMDB environment per dataset file per process, shared by every reader of it.
 struct SharedEnv {
+  ~SharedEnv() {
+    if (map_begin != 0) UnguardMappedRegion(reinterpret_cast<const void*>(map_begin));
+  }
   EnvPtr env;
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
   unsigned flags = 0;
+  // The file's bytes in the memory map: every value LMDB hands out must lie inside them (a
+  // damaged page can point anywhere; checked before a byte of it is read).
+  uintptr_t map_begin = 0, map_end = 0;
 };
+
+// DataLoss unless the value lies inside the file's mapped bytes.
+absl::Status CheckInsideMap(const SharedEnv& env, const MDB_val& v, const std::string& what) {
+  if (env.map_begin == 0) return absl::OkStatus();  // unknown map: unguarded (logged at open)
+  const uintptr_t p = reinterpret_cast<uintptr_t>(v.mv_data);
+  if (p < env.map_begin || p > env.map_end || v.mv_size > env.map_end - p) {
+    return absl::DataLossError(absl::StrCat(what, " points outside the file (", v.mv_size,
+                                            " bytes): the dataset is structurally corrupt"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace internal
 
@@ -61,11 +80,13 @@ absl::StatusOr<internal::EnvPtr> OpenEnvWithFlags(const std::string& path, unsig
   return env;
 }
 
-absl::StatusOr<std::optional<std::string>> GetMeta(MDB_txn* txn, MDB_dbi meta, const char* key) {
+absl::StatusOr<std::optional<std::string>> GetMeta(const internal::SharedEnv& env, MDB_txn* txn,
+                                                   const char* key) {
   MDB_val k = ToVal(key, std::strlen(key)), v;
-  int rc = mdb_get(txn, meta, &k, &v);
+  int rc = mdb_get(txn, env.meta, &k, &v);
   if (rc == MDB_NOTFOUND) return std::optional<std::string>();
   DDPIO_RETURN_IF_ERROR(LmdbError(rc, absl::StrCat("reading metadata '", key, "'")));
+  DDPIO_RETURN_IF_ERROR(internal::CheckInsideMap(env, v, absl::StrCat("metadata '", key, "'")));
   return std::optional<std::string>(std::string(static_cast<const char*>(v.mv_data), v.mv_size));
 }
 
@@ -88,6 +109,9 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   }
   if (!options.readahead) flags |= MDB_NORDAHEAD;
   if (options.locking == ReaderOptions::Locking::kNoLock) flags |= MDB_NOLOCK;
+  // What LMDB takes on trust: a file cut short would kill every reader with SIGBUS, a damaged
+  // meta page could crash inside liblmdb.
+  DDPIO_ASSIGN_OR_RETURN(internal::LmdbLayout layout, internal::CheckLmdbFile(data_file));
 
   std::lock_guard<std::mutex> lock(g_envs_mu);
   EnvKey key{st.st_dev, st.st_ino};
@@ -116,6 +140,17 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   if (!env.ok()) return env.status();
   shared->env = std::move(env).value();
   shared->flags = flags;
+  // Where LMDB mapped the file: every value it hands out must lie in its first needed_bytes.
+  const void* map = nullptr;
+  size_t mapped = 0;
+  if (internal::FindFileMapping(st.st_dev, st.st_ino, &map, &mapped)) {
+    shared->map_begin = reinterpret_cast<uintptr_t>(map);
+    shared->map_end = shared->map_begin + std::min<uint64_t>(layout.needed_bytes, mapped);
+    internal::GuardMappedRegion(map, mapped, data_file);
+  } else {
+    DDPIO_LOG(WARNING) << "dataset " << path << ": cannot find its memory map in /proc/self/maps; reading it "
+                       << "without the bounds and bus-error guards";
+  }
 
   Txn txn;
   DDPIO_RETURN_IF_ERROR(txn.Begin(shared->env.get(), MDB_RDONLY, absl::StrCat("opening ", path)));
@@ -178,6 +213,8 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
   }
   DDPIO_RETURN_IF_ERROR(LmdbError(rc, absl::StrCat("reading record ", index, " (key ",
                                                    IndexKeyHex(index), ") of ", reader.path())));
+  DDPIO_RETURN_IF_ERROR(internal::CheckInsideMap(
+      *impl_->env, v, absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") of ", reader.path())));
   RecordView view;
   if (stored != nullptr) *stored = internal::FromVal(v);
   absl::Status decoded = DecodeRecord(internal::FromVal(v), impl_->verify, &view);
@@ -206,6 +243,7 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
     IndexKey key = EncodeIndexKey(index);
     MDB_val k = ToVal(key.data(), key.size()), v;
     if (mdb_get(impl_->txn.get(), impl_->env->samples, &k, &v) != MDB_SUCCESS) continue;
+    if (!internal::CheckInsideMap(*impl_->env, v, "").ok()) continue;  // Get reports it
     const uintptr_t begin = reinterpret_cast<uintptr_t>(v.mv_data);
     ranges.emplace_back(begin & ~(page - 1), (begin + v.mv_size + page - 1) & ~(page - 1));
   }
@@ -241,7 +279,7 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   Txn txn;
   DDPIO_RETURN_IF_ERROR(
       txn.Begin(reader->env_->env.get(), MDB_RDONLY, absl::StrCat("opening ", path)));
-  DDPIO_ASSIGN_OR_RETURN(auto header_text, GetMeta(txn.get(), reader->env_->meta, kDatasetKey));
+  DDPIO_ASSIGN_OR_RETURN(auto header_text, GetMeta(*reader->env_, txn.get(), kDatasetKey));
   if (!header_text.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " has no dataset metadata: not a ddpio dataset"));
@@ -249,7 +287,7 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   auto header = DecodeHeader(*header_text);
   if (!header.ok()) return Annotate(header.status(), path);
   reader->header_ = std::move(header).value();
-  DDPIO_ASSIGN_OR_RETURN(auto complete_text, GetMeta(txn.get(), reader->env_->meta, kCompleteKey));
+  DDPIO_ASSIGN_OR_RETURN(auto complete_text, GetMeta(*reader->env_, txn.get(), kCompleteKey));
   if (!complete_text.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dataset ", path, " is incomplete: its conversion was interrupted or is still running "

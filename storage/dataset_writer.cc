@@ -1,5 +1,7 @@
 #include "storage/dataset_writer.h"
 
+#include <sys/statvfs.h>
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "storage/internal/json_fields.h"
 #include "storage/internal/lmdb_util.h"
 
 namespace ddpio::storage {
@@ -38,6 +41,37 @@ DatasetWriter::~DatasetWriter() {
   }
 }
 
+namespace {
+
+// Free bytes on the filesystem holding `path` (its directory when it does not exist yet).
+uint64_t FreeBytes(const std::string& path) {
+  struct statvfs fs;
+  std::string where = path;
+  while (!where.empty() && ::statvfs(where.c_str(), &fs) != 0) {
+    where = std::filesystem::path(where).parent_path().string();
+  }
+  if (where.empty()) return UINT64_MAX;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+// LMDB needs room before a byte of data is written: its lock file is mapped and written through
+// the map, which on a full filesystem is a SIGBUS inside liblmdb, not an error.
+constexpr uint64_t kMinFreeBytes = 1 << 20;
+
+// LMDB reports a short write — what a full disk gives — as EIO. Say what it is when the
+// filesystem is (nearly) full.
+absl::Status CommitError(int rc, const std::string& path, const std::string& context) {
+  const uint64_t free = FreeBytes(path);
+  if ((rc == EIO || rc == ENOSPC) && free < kMinFreeBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on the filesystem of ", path, " (",
+                                                     free, " bytes free); every earlier batch is kept: free space, "
+                                                     "then resume with --resume"));
+  }
+  return LmdbError(rc, context);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
     const std::string& path, const WriterOptions& options, bool create) {
   namespace fs = std::filesystem;
@@ -48,6 +82,11 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
     if (!target.empty() && !fs::create_directories(target, ec) && ec) {
       return ErrnoToStatus(ec.value(), absl::StrCat("creating directory ", target.string()));
     }
+  }
+  if (const uint64_t free = FreeBytes(path); free < kMinFreeBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("no space left on the filesystem of ", path, " (", free,
+                                                     " bytes free; writing a dataset needs at least ", kMinFreeBytes,
+                                                     ")"));
   }
   auto lmdb = std::make_unique<Lmdb>();
   MDB_env* raw = nullptr;
@@ -107,11 +146,10 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kWriterKey));
   if (progress.has_value()) {
     auto j = nlohmann::json::parse(*progress, nullptr, false);
-    if (j.is_discarded() || !j.contains("records") || !j.contains("payload_bytes")) {
+    if (j.is_discarded() || !internal::GetU64(j, "records", &writer->committed_) ||
+        !internal::GetU64(j, "payload_bytes", &writer->committed_payload_bytes_)) {
       return absl::DataLossError(absl::StrCat(path, ": writer progress entry is malformed"));
     }
-    writer->committed_ = j["records"].get<uint64_t>();
-    writer->committed_payload_bytes_ = j["payload_bytes"].get<uint64_t>();
   }
   // Cross-check against what is really there.
   Txn txn;
@@ -194,7 +232,7 @@ absl::Status DatasetWriter::CommitPending(const std::optional<DatasetCompletion>
       absl::StrCat("committing records [", first, ", ", last, ") to ", path_);
   nlohmann::json progress = {{"records", last},
                              {"payload_bytes", committed_payload_bytes_ + pending_payload_bytes_}};
-  const std::string progress_text = progress.dump();
+  const std::string progress_text = progress.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   for (;;) {
     Txn txn;
     DDPIO_RETURN_IF_ERROR(txn.Begin(lmdb_->env.get(), 0, context));
@@ -221,7 +259,7 @@ absl::Status DatasetWriter::CommitPending(const std::optional<DatasetCompletion>
       if (rc == MDB_SUCCESS) break;
     }
     txn.Abort();
-    if (rc != MDB_MAP_FULL) return LmdbError(rc, context);
+    if (rc != MDB_MAP_FULL) return CommitError(rc, path_, context);
     DDPIO_RETURN_IF_ERROR(Grow());
   }
   committed_ = last;

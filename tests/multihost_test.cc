@@ -59,7 +59,8 @@ class MultiHost : public ::testing::Test {
       RunResult down = testing::Run({kSim, "down", name_});
       EXPECT_EQ(down.exit_code, 0) << down.err;
       // Nothing of the cluster is left: no namespace of its name.
-      RunResult list = testing::Run({"ip", "netns", "list"});
+      RunResult list = testing::Run({"/sbin/ip", "netns", "list"});
+      EXPECT_EQ(list.exit_code, 0) << list.err;
       EXPECT_EQ(list.out.find(name_), std::string::npos) << list.out;
     }
     up_ = false;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "broadcast/internal/socket.h"
 #include "broadcast/rendezvous.h"
+#include "broadcast/tcp_store.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -46,11 +47,21 @@ absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat
     int port = 0;
     const std::string& address = job.advertise().address;  // reachable from rank 0, wherever it runs
     DDPIO_ASSIGN_OR_RETURN(Fd listener, broadcast::internal::Listen(address, 0, &port));
+    // Only rank 0 may feed this socket: it proves itself with a nonce it read from the
+    // (authenticated) store; anyone else who connects first is turned away.
+    const std::string nonce = broadcast::RandomToken(16);
+    DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-nonce", nonce));
     DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-port", std::to_string(port)));
     DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-addr", address));
-    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return absl::UnavailableError("accept failed");
-    Fd conn(fd);
+    Fd conn;
+    for (const auto until = deadline(); !conn.valid();) {
+      if (Clock::now() > until) return absl::DeadlineExceededError("rank 0 never connected for the TCP ceiling");
+      int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return absl::UnavailableError("accept failed");
+      Fd candidate(fd);
+      auto hello = broadcast::internal::ReadFrame(candidate.get(), 64, Clock::now() + std::chrono::seconds(5));
+      if (hello.ok() && *hello == nonce) conn = std::move(candidate);
+    }
     for (int r = 0; r < repeat; ++r) {
       for (uint64_t got = 0; got < size;) {
         uint64_t n = std::min<uint64_t>(buf.size(), size - got);
@@ -64,7 +75,9 @@ absl::StatusOr<double> TcpCeiling(broadcast::Job& job, uint64_t size, int repeat
   }
   DDPIO_ASSIGN_OR_RETURN(std::string port, job.store()->Get("bench/tcp-port", std::chrono::seconds(60)));
   DDPIO_ASSIGN_OR_RETURN(std::string address, job.store()->Get("bench/tcp-addr", std::chrono::seconds(60)));
+  DDPIO_ASSIGN_OR_RETURN(std::string nonce, job.store()->Get("bench/tcp-nonce", std::chrono::seconds(60)));
   DDPIO_ASSIGN_OR_RETURN(Fd conn, broadcast::internal::Connect(address, std::stoi(port), deadline()));
+  DDPIO_RETURN_IF_ERROR(broadcast::internal::WriteFrame(conn.get(), nonce, deadline()));
   std::vector<double> t;
   for (int r = 0; r < repeat; ++r) {
     auto t0 = Clock::now();
@@ -95,6 +108,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   ro.advertise_addr = o.advertise_addr;
   ro.backend = backend;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  broadcast::LeaveGuard leave(*job);
   broadcast::Communicator* comm = &job->world();
   std::unique_ptr<broadcast::Communicator> group;
   if (g != info.world_size) {
@@ -131,6 +145,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
     DDPIO_ASSIGN_OR_RETURN(ceiling, TcpCeiling(*job, size, o.repeat));
   }
   DDPIO_RETURN_IF_ERROR(job->world().Barrier(t));
+  leave.Succeeded();
   if (info.rank != 0) return nlohmann::json::object();
   const int n = comm->size();
   nlohmann::json j = {{"rank", info.rank},

@@ -33,7 +33,10 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
   ro.backend = broadcast::BackendKind::kGloo;  // the feeder moves host memory
+  ro.timeout = o.feeder.timeout;               // every wait honours --timeout
+  ro.comm.gloo.timeout = o.feeder.timeout;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  broadcast::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(auto group, job->Group(layout));
   DDPIO_ASSIGN_OR_RETURN(auto feeder,
                          broadcast::GroupFeeder::Create(reader.get(), layout, info.rank, std::move(group), o.feeder));
@@ -94,6 +97,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"images_per_s", c.images / seconds},
                    {"path", "cpu"}};
   j.update(FeederCountersJson(c));
+  leave.Succeeded();
   return j;
 }
 

@@ -1,6 +1,12 @@
 #include "tools/cli_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -23,8 +29,31 @@ int ReportUsageError(std::string_view command, std::string_view message) {
   return kExitUsageError;
 }
 
+int RunIsolated(std::string_view command, std::string_view what, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return body();  // no child to spare: run here
+  if (pid == 0) {
+    const int code = body();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  std::fprintf(stderr,
+               "ddpio %.*s: error: %.*s is structurally corrupt: reading it crashed the LMDB library (signal %d, "
+               "%s); do not train on it — convert the source again\n",
+               static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()), what.data(), sig,
+               strsignal(sig));
+  return kExitRuntimeError;
+}
+
 void PrintJsonLine(const nlohmann::json& result) {
-  std::cout << result.dump() << std::endl;
+  // File and class names are bytes on Linux, not always UTF-8: replace what is not, never throw.
+  std::cout << result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
 int PrintResult(bool as_json, const nlohmann::json& result,

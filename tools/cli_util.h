@@ -4,6 +4,7 @@
 #define DDPIO_TOOLS_CLI_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,12 @@ inline constexpr char kVersion[] = "0.1.0";
 int ReportError(std::string_view command, const absl::Status& status);
 // Prints "ddpio <command>: <message> (see 'ddpio <command> --help')"; returns kExitUsageError.
 int ReportUsageError(std::string_view command, std::string_view message);
+
+// Runs `body` in a child process and returns its exit code. If the child dies of a signal —
+// liblmdb trusts its pages, and a structurally corrupt file can crash it in places no check
+// reaches — prints "ddpio <command>: error: <what> is structurally corrupt: ..." and returns
+// kExitRuntimeError. Call it before starting any thread.
+int RunIsolated(std::string_view command, std::string_view what, const std::function<int()>& body);
 
 // Prints `result` as one line on stdout and flushes: the last line of a --json run.
 void PrintJsonLine(const nlohmann::json& result);

@@ -40,7 +40,8 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   auto sjson = std::make_shared<bool>(false);
   auto no_torch = std::make_shared<bool>(false);
   auto perm = std::make_shared<std::string>("torch");
-  sapp->add_option("--size", so->size, "Dataset size")->capture_default_str();
+  sapp->add_option("--size", so->size, "Dataset size")->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, sampler::kMaxSamples));
   sapp->add_option("--world", so->world, "World size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   sapp->add_option("--rank", so->rank, "Rank whose share is computed")->capture_default_str();
   sapp->add_option("--repeat", so->repeat, "Epochs timed; figures are medians")->capture_default_str()
@@ -67,7 +68,8 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   auto no_flip = std::make_shared<bool>(false);
   auto eval = std::make_shared<bool>(false);
   lapp->add_option("--data", lo->data, "Dataset path")->required();
-  lapp->add_option("--workers", lo->loader.workers, "Worker threads (0: all cores)")->capture_default_str();
+  lapp->add_option("--workers", lo->loader.workers, "Worker threads (0: all cores)")->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   lapp->add_option("--batch-size", lo->loader.batch_size, "Batch size")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   lapp->add_option("--prefetch", lo->loader.prefetch, "Batches prefetched")->capture_default_str()
@@ -105,9 +107,10 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   capp->add_option("--backend", co->backend,
                    "gloo (CPU, TCP), nccl (needs a CUDA device), or auto: nccl when a device is usable, else gloo")->capture_default_str()
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
-  capp->add_option("--size", co->size, "Bytes per operation")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 34));
+  capp->add_option("--size", co->size, "Bytes per operation")->capture_default_str()->check(CLI::Range(uint64_t{4}, uint64_t{1} << 30));
   capp->add_option("--repeat", co->repeat, "Repetitions; figures are medians")->capture_default_str()->check(CLI::Range(1, 1000));
-  capp->add_option("--group-size", co->group_size, "Run within groups of this size (default: the world)");
+  capp->add_option("--group-size", co->group_size, "Run within groups of this size (default: the world)")
+      ->check(CLI::Range(1, 1 << 20));
   capp->add_option("--layout", co->layout, "Group layout")->capture_default_str()
       ->check(CLI::IsMember({"contiguous", "strided"}));
   AddRendezvousFlags(capp, &co->store, &co->advertise_addr);
@@ -144,7 +147,7 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   fapp->add_option("--image-size", fo->feeder.loader.augment.size, "Output side in pixels")->capture_default_str()
       ->check(CLI::Range(1, 8192));
   fapp->add_option("--workers", fo->feeder.loader.workers, "Decoding threads per loader (0: all cores)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(0, 1024));
   fapp->add_option("--depth", fo->feeder.depth, "Messages a leader may run ahead of each member")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   fapp->add_option("--seed", fo->feeder.sampler.seed, "Sampler seed")->capture_default_str();

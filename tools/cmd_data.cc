@@ -33,7 +33,7 @@ void AddSynth(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--seed", o->seed, "Seed: same seed, same images")->capture_default_str();
   app->add_option("--quality", o->quality, "JPEG quality")->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app->add_option("--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  app->add_option("--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
   app->add_flag("--json", *json, "Print a JSON summary as the last stdout line");
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [o, json, quiet] {
@@ -74,7 +74,8 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
   app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)")->required();
-  app->add_option("--threads", o->threads, "Reading/validating threads (0: all cores)")->capture_default_str();
+  app->add_option("--threads", o->threads, "Reading/validating threads (0: all cores)")->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
   app->add_flag("--skip-invalid", o->skip_invalid,
                 "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
@@ -140,7 +141,7 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("db", o->path, "Dataset path")->required();
   app->add_flag("--verify", o->verify, "Check every record's checksum; list bad records; exit 1 if any");
   app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
-  app->add_option("--threads", o->threads, "Scanning threads (0: all cores)")->capture_default_str();
+  app->add_option("--threads", o->threads, "Scanning threads (0: all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
   auto* get_opt = app->add_option("--get", *get, "Write record INDEX's payload to --out and describe it")
                       ->check(CLI::NonNegativeNumber);
   auto* out_opt = app->add_option("--out", *out, "File for --get");
@@ -165,18 +166,21 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
     }
     if (o->decode) o->verify = true;
     o->progress = !*quiet;
-    auto report = Inspect(*o);
-    if (!report.ok()) return ReportError("inspect", report.status());
-    if (*json) {
-      PrintJsonLine(InspectJson(*report));
-    } else {
-      std::cout << InspectText(*report) << std::flush;
-    }
-    if (!report->bad.empty()) {
-      std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(), o->path.c_str());
-      return kExitRuntimeError;
-    }
-    return kExitOk;
+    // In a child: a structurally corrupt file that crashes liblmdb becomes a report, not a dead tool.
+    return RunIsolated("inspect", o->path, [&] {
+      auto report = Inspect(*o);
+      if (!report.ok()) return ReportError("inspect", report.status());
+      if (*json) {
+        PrintJsonLine(InspectJson(*report));
+      } else {
+        std::cout << InspectText(*report) << std::flush;
+      }
+      if (!report->bad.empty()) {
+        std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(), o->path.c_str());
+        return kExitRuntimeError;
+      }
+      return kExitOk;
+    });
   }});
 }
 

@@ -1,11 +1,25 @@
 // Flags several `ddpio` subcommands share: the rendezvous (every multi-rank command) and the
 // group feeder (bench feed, train).
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "broadcast/group_feeder.h"
 #include "tools/commands.h"
 
 namespace ddpio::tools {
+
+const CLI::Validator& FiniteNumber() {
+  static const CLI::Validator* v = new CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(x)) return "must be a finite number";
+        return "";
+      },
+      "FINITE");
+  return *v;
+}
 
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {
   app->add_option("--store", *store, "Rendezvous store: default TCP on rank 0 (MASTER_ADDR:MASTER_PORT), or file:DIR");

@@ -2,6 +2,8 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/sampler_cli.h"
@@ -23,7 +25,8 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
   auto no_shuffle = std::make_shared<bool>(false);
   auto new_world = std::make_shared<int>(0);
   auto json = std::make_shared<bool>(false);
-  app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")->required();
+  app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")->required()
+      ->check(CLI::Range(uint64_t{1}, sampler::kMaxSamples));
   app->add_option("--world", q->options.num_replicas, "World size (num_replicas)")->required()
       ->check(CLI::Range(1, 1 << 24));
   app->add_option("--rank", q->rank, "Rank")->required()->check(CLI::NonNegativeNumber);
@@ -50,6 +53,14 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
     q->options.padding = *sampler::ParsePadding(*padding);
     q->options.permutation = *sampler::ParsePermutationKind(*permutation);
     if (*new_world > 0) q->new_world = *new_world;
+    // This command prints a rank's indices: tens of millions of lines help nobody.
+    constexpr uint64_t kMaxPrinted = 10'000'000;
+    const uint64_t share = q->options.dataset_size / static_cast<uint64_t>(q->options.num_replicas);
+    if (share > kMaxPrinted) {
+      return ReportUsageError("sampler", absl::StrCat("rank ", q->rank, " would print ", share, " indices (more than ",
+                                                      kMaxPrinted, "); for datasets this large use the library "
+                                                      "(sampler/distributed_sampler.h) or `ddpio bench sampler`"));
+    }
     auto answer = QuerySampler(*q);
     if (!answer.ok()) {
       return answer.status().code() == absl::StatusCode::kInvalidArgument

@@ -56,10 +56,12 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 16));
   app->add_option("--accumulate", t.accumulate, "Micro-batches per optimizer step (no all-reduce on the others)")
       ->capture_default_str()->check(CLI::Range(1, 1024));
-  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str()->check(CLI::Range(0.0, 1e3));
-  app->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->capture_default_str()
+  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str()->check(FiniteNumber())
+      ->check(CLI::Range(0.0, 1e3));
+  app->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str()->check(FiniteNumber())
       ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->capture_default_str()
+      ->check(FiniteNumber())->check(CLI::Range(0.0, 1.0));
   app->add_option("--warmup-steps", t.warmup_steps, "Linear warm-up steps")->capture_default_str();
   app->add_option("--schedule", *decay, "After warm-up: cosine (to 0 at the end) or step")->capture_default_str()
       ->check(CLI::IsMember({"cosine", "step"}));
@@ -77,7 +79,7 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       ->check(CLI::IsMember({"contiguous", "strided"}));
   AddFeederFlags(app, &t.feeder);
   app->add_option("--workers", t.feeder.loader.workers, "Decoding threads per loader (0: all cores)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::Range(0, 1024));
   app->add_option("--bucket-kb", *bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--matmul", t.matmul, "cpu (OpenBLAS), cuda (cuBLAS) or auto: cuda when a device is usable")
@@ -91,7 +93,7 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--stop-after-steps", t.stop_after_steps, "Checkpoint and stop after N steps (0: run to the end)")
       ->capture_default_str();
   app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e6));
+      ->capture_default_str()->check(FiniteNumber())->check(CLI::Range(0.0, 1e6));
   app->add_option("--progress-every", t.progress_every, "Rank 0 logs progress every N steps (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
   app->add_option("--timeout", *timeout_s, "Seconds any one collective, send or receive may take")
@@ -105,6 +107,20 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
     }
     if (!ParseWidths(*hidden, &t.hidden)) {
       return ReportUsageError("train", "--hidden takes positive widths separated by commas, e.g. 256,128");
+    }
+    // The model lives in host memory three times (parameters, gradients, momentum): bound it
+    // before anything is allocated. The last layer (to the classes) is not counted here.
+    constexpr uint64_t kMaxParams = uint64_t{1} << 28;
+    uint64_t params = 0, in = uint64_t{3} * t.feeder.loader.augment.size * t.feeder.loader.augment.size;
+    for (int w : t.hidden) {
+      params += (in + 1) * static_cast<uint64_t>(w);
+      in = static_cast<uint64_t>(w);
+      if (params > kMaxParams) break;
+    }
+    if (params > kMaxParams) {
+      return ReportUsageError("train", absl::StrCat("--image-size ", t.feeder.loader.augment.size, " and --hidden ",
+                                                    *hidden, " make a model of more than ", kMaxParams,
+                                                    " parameters; lower them"));
     }
     if ((t.resume || t.stop_after_steps > 0 || t.checkpoint_every > 0) && t.checkpoint_dir.empty()) {
       return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");

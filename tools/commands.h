@@ -21,6 +21,9 @@ struct Command {
   std::function<int()> run;
 };
 
+// Refuses NaN and infinities (CLI::Range lets NaN through: every comparison with it is false).
+const CLI::Validator& FiniteNumber();
+
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
 // The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead.

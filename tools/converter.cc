@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -24,12 +26,50 @@ namespace {
 
 constexpr char kProgressKey[] = "convert_progress";
 
+// Source files larger than this are refused: no photo is 1 GiB, and a source pointing at a huge
+// file (or a device through a symlink) must not exhaust memory.
+constexpr uint64_t kMaxSourceFileBytes = uint64_t{1} << 30;
+
+// An error that is this file's fault (skippable with --skip-invalid), or the machine's.
+absl::Status FileError(int err, const char* what) {
+  switch (err) {
+    case ELOOP:
+    case EIO:
+    case ENXIO:
+    case ENODEV:
+    case EISDIR:
+    case ENAMETOOLONG:
+      return absl::DataLossError(absl::StrCat(what, ": ", std::strerror(err)));
+    default:
+      return ErrnoToStatus(err, what);
+  }
+}
+
 absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "cannot open");
-  std::vector<uint8_t> data;
+  // O_NONBLOCK: opening a FIFO named like a photo must not wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return FileError(errno, "cannot open");
   struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return FileError(err, "cannot stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::DataLossError(S_ISFIFO(st.st_mode)  ? "not a regular file (a FIFO)"
+                               : S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
+                               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
+                               : S_ISSOCK(st.st_mode) ? "not a regular file (a socket)"
+                                                      : "not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrCat("file of ", st.st_size, " bytes, more than the limit of ",
+                                            kMaxSourceFileBytes, " for one image"));
+  }
+  std::vector<uint8_t> data;
+  data.reserve(static_cast<size_t>(st.st_size));
   uint8_t buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -37,9 +77,13 @@ absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
     if (n < 0) {
       int err = errno;
       ::close(fd);
-      return ErrnoToStatus(err, "cannot read");
+      return FileError(err, "cannot read");
     }
     if (n == 0) break;
+    if (data.size() + static_cast<size_t>(n) > kMaxSourceFileBytes) {  // it grew while read
+      ::close(fd);
+      return absl::DataLossError(absl::StrCat("file grew past the limit of ", kMaxSourceFileBytes, " bytes"));
+    }
     data.insert(data.end(), buf, buf + n);
   }
   ::close(fd);
@@ -95,21 +139,8 @@ std::string ProgressJson(uint64_t next_source, const std::vector<SkippedFile>& s
   for (const auto& s : skipped) {
     list.push_back({{"index", s.source_index}, {"source", s.relative}, {"reason", s.reason}});
   }
-  return nlohmann::json{{"next_source", next_source}, {"skipped", list}}.dump();
-}
-
-absl::Status ParseProgress(const std::string& text, uint64_t* next_source,
-                           std::vector<SkippedFile>* skipped) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.contains("next_source") || !j.contains("skipped")) {
-    return absl::DataLossError("conversion progress entry is malformed");
-  }
-  *next_source = j["next_source"].get<uint64_t>();
-  for (const auto& s : j["skipped"]) {
-    skipped->push_back({s["index"].get<uint64_t>(), s["source"].get<std::string>(),
-                        s["reason"].get<std::string>()});
-  }
-  return absl::OkStatus();
+  return nlohmann::json{{"next_source", next_source}, {"skipped", list}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Test-only fault injection: DDPIO_FAULT_CRASH_AFTER_COMMITS=N ends the process abruptly (no
@@ -120,6 +151,28 @@ int CrashAfterCommits() {
 }
 
 }  // namespace
+
+absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source,
+                           std::vector<SkippedFile>* skipped) {
+  const auto bad = [](const std::string& what) {
+    return absl::DataLossError(absl::StrCat("the conversion progress entry is malformed (", what,
+                                            "); the dataset cannot be resumed: convert again without --resume"));
+  };
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (!j.contains("next_source") || !j["next_source"].is_number_unsigned()) return bad("next_source");
+  if (!j.contains("skipped") || !j["skipped"].is_array()) return bad("skipped");
+  *next_source = j["next_source"].get<uint64_t>();
+  for (const auto& s : j["skipped"]) {
+    if (!s.is_object() || !s.contains("index") || !s["index"].is_number_unsigned() || !s.contains("source") ||
+        !s["source"].is_string() || !s.contains("reason") || !s["reason"].is_string()) {
+      return bad("a skipped entry");
+    }
+    skipped->push_back({s["index"].get<uint64_t>(), s["source"].get<std::string>(), s["reason"].get<std::string>()});
+  }
+  if (skipped->size() > *next_source) return bad("more skipped entries than entries done");
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -147,7 +200,7 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
     writer = std::move(resumed).value();
     DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kProgressKey));
     if (progress.has_value()) {
-      DDPIO_RETURN_IF_ERROR(ParseProgress(*progress, &next_source, &summary.skipped));
+      DDPIO_RETURN_IF_ERROR(ParseConvertProgress(*progress, &next_source, &summary.skipped));
     }
     if (next_source - summary.skipped.size() != writer->committed_count()) {
       return absl::DataLossError(absl::StrCat(

@@ -34,6 +34,10 @@ struct SkippedFile {
   std::string reason;
 };
 
+// Parses the progress entry a conversion stores with every commit (what --resume continues
+// from). DataLoss naming what is malformed.
+absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source, std::vector<SkippedFile>* skipped);
+
 struct ConvertSummary {
   uint64_t records = 0;
   uint64_t classes = 0;

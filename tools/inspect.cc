@@ -13,6 +13,7 @@
 #include "common/ordered_parallel_map.h"
 #include "common/status_macros.h"
 #include "loader/jpeg.h"
+#include "loader/jpeg_region.h"
 #include "storage/checksum.h"
 #include "storage/dataset_reader.h"
 #include "tools/cli_util.h"
@@ -44,7 +45,7 @@ uint32_t RecordDigest(const storage::RecordView& v) {
 }
 
 Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool decode,
-                loader::JpegDecoder* decoder, std::vector<uint8_t>* pixels) {
+                loader::RegionDecoder* decoder, std::vector<uint8_t>* pixels) {
   Scanned s;
   auto view = txn.Get(index);
   if (!view.ok()) {
@@ -62,15 +63,18 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool deco
     return s;
   }
   if (decode && view->type == storage::ContentType::kJpeg) {
-    auto info = decoder->ReadInfo(view->payload);
-    absl::Status st = info.status();
-    if (st.ok()) st = decoder->Decode(view->payload, *info, pixels);
-    if (st.ok() && (static_cast<uint32_t>(info->width) != view->width ||
-                    static_cast<uint32_t>(info->height) != view->height ||
-                    info->channels != view->channels)) {
+    // The loader's own decoder, whole image at full size: "verified" means "the loader can
+    // decode it" (a CMYK JPEG that TurboJPEG alone would accept is reported here too).
+    loader::DecodedRegion region;
+    const loader::Box all{0, 0, static_cast<double>(view->width), static_cast<double>(view->height)};
+    absl::Status st = decoder->Decode(view->payload, all, static_cast<int>(view->width),
+                                      static_cast<int>(view->height), /*allow_scaling=*/false, /*full=*/true,
+                                      /*fast_idct=*/false, pixels, &region);
+    if (st.ok() && (static_cast<uint32_t>(region.image_width) != view->width ||
+                    static_cast<uint32_t>(region.image_height) != view->height)) {
       st = absl::DataLossError(absl::StrCat("stored geometry ", view->width, "x", view->height,
-                                            "x", view->channels, " differs from the JPEG's ",
-                                            info->width, "x", info->height, "x", info->channels));
+                                            " differs from the JPEG's ", region.image_width, "x",
+                                            region.image_height));
     }
     s.status = st;
   }
@@ -105,13 +109,12 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   const int threads = o.threads > 0 ? o.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::optional<storage::ReadTxn>> txns(threads);
-  std::vector<std::optional<loader::JpegDecoder>> decoders(threads);
+  std::vector<std::unique_ptr<loader::RegionDecoder>> decoders(threads);
   std::vector<std::vector<uint8_t>> pixels(threads);
   for (int t = 0; t < threads; ++t) {
     DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
     txns[t].emplace(std::move(txn));
-    DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
-    decoders[t].emplace(std::move(decoder));
+    decoders[t] = std::make_unique<loader::RegionDecoder>();
   }
   const size_t classes = r.header.classes.size();
   uint32_t digest = 0;
@@ -119,7 +122,7 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
     OrderedParallelMap<Scanned> map(0, reader->size(), threads, 64 * static_cast<uint64_t>(threads),
                                     [&](uint64_t i, int w) {
                                       return ScanOne(*txns[w], i, classes, o.decode,
-                                                     &*decoders[w], &pixels[w]);
+                                                     decoders[w].get(), &pixels[w]);
                                     });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
     for (uint64_t i = 0; i < reader->size(); ++i) {
@@ -211,17 +214,24 @@ absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t 
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(path));
   DDPIO_ASSIGN_OR_RETURN(storage::Record record, reader->ReadCopy(index));
   const std::string tmp = out_file + ".tmp";
+  absl::Status st;
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
     f.write(reinterpret_cast<const char*>(record.payload.data()),
             static_cast<std::streamsize>(record.payload.size()));
     f.close();
-    if (!f) return ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+    if (!f) st = ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, out_file, ec);
-  if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("renaming ", tmp, " to ", out_file));
+  if (st.ok()) {
+    std::filesystem::rename(tmp, out_file, ec);
+    if (ec) st = ErrnoToStatus(ec.value(), absl::StrCat("renaming ", tmp, " to ", out_file));
+  }
+  if (!st.ok()) {
+    std::filesystem::remove(tmp, ec);  // nothing half-written is left behind
+    return st;
+  }
   return record;
 }
 

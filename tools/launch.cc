@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -147,9 +148,15 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
     std::vector<std::string> args = o.command;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    const pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) return ErrnoToStatus(errno, "fork");
     if (pid == 0) {
+      // A launcher killed with SIGKILL cannot stop its ranks: the kernel does (they would
+      // otherwise train on with parent 1, holding their GPUs). Checked again after arming, in
+      // case the launcher died in between.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);
       setpgid(0, 0);  // its own group: the launcher decides who gets which signal
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       int devnull = ::open("/dev/null", O_RDONLY);

@@ -1,7 +1,9 @@
 // `ddpio`: one program, many subcommands. See `ddpio --help`.
 #include <cstdio>
 #include <iostream>
+#include <exception>
 #include <memory>
+#include <new>
 
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -40,7 +42,18 @@ int main(int argc, char** argv) {
     }
   }
   for (auto& c : commands) {
-    if (c.app->parsed() && c.app->get_subcommands().empty()) return c.run();
+    if (!c.app->parsed() || !c.app->get_subcommands().empty()) continue;
+    // Last resort: an exception no code path expected (std::bad_alloc for an absurd size, a
+    // library's throw) is reported and exits 1 — never an abort with a core dump.
+    try {
+      return c.run();
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "ddpio %s: error: out of memory (an argument asks for more than this machine has?)\n",
+                   c.app->get_name().c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ddpio %s: internal error: %s\n", c.app->get_name().c_str(), e.what());
+    }
+    return kExitRuntimeError;
   }
   // A group (e.g. `ddpio bench`) or nothing was named: show the relevant help.
   const CLI::App* shown = &app;

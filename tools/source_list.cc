@@ -130,10 +130,10 @@ absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const s
     int64_t label = -1;
     auto [ptr, err] = std::from_chars(label_text.data(), label_text.data() + label_text.size(), label);
     if (path.empty() || label_text.empty() || err != std::errc() ||
-        ptr != label_text.data() + label_text.size() || label < 0 || label > INT32_MAX) {
+        ptr != label_text.data() + label_text.size() || label < 0 || label >= kMaxListClasses) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s:%d: expected 'relative/path label' with a label in [0, 2^31), got '%s'", list_path,
-          line_no, line));
+          "%s:%d: expected 'relative/path label' with a label in [0, %d), got '%s'", list_path, line_no,
+          kMaxListClasses, line.size() > 200 ? line.substr(0, 200) + "..." : line));
     }
     listing.entries.push_back({path, static_cast<int32_t>(label)});
     max_label = std::max(max_label, static_cast<int32_t>(label));

@@ -43,9 +43,13 @@ struct SourceListing {
 // image file (naming the classes).
 absl::StatusOr<SourceListing> ListImageFolder(const std::string& root);
 
+// Labels of a list file are below this: every label up to the largest becomes a class, and a
+// stray 2e9 must not build two billion class names. (ImageNet-21k has 21,841 classes.)
+inline constexpr int kMaxListClasses = 1'000'000;
+
 // `root` empty: the list file's directory. InvalidArgument naming "FILE:LINE" for a malformed
-// line or a label outside [0, 2^31); NotFound when the list file is missing. Classes are "0" to
-// the largest label.
+// line or a label outside [0, kMaxListClasses); NotFound when the list file is missing. Classes
+// are "0" to the largest label.
 absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const std::string& root);
 
 // A digest of the listing (kind, classes, every entry in order) and `options`: what a resumed

@@ -26,7 +26,10 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
   ro.backend = broadcast::BackendKind::kGloo;  // parameters and gradients live in host memory
+  ro.timeout = o.train.timeout;                // every wait honours --timeout
+  ro.comm.gloo.timeout = o.train.timeout;
   DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
+  broadcast::LeaveGuard leave(*job);
   if (info.rank == 0) {
     DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << info.source << ") in groups of "
                     << o.train.group_size << " (" << o.train.layout << "), "
@@ -51,6 +54,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
                    {"path", r.path}};
   j.update(FeederCountersJson(r.feeder));
   j["val_accuracy"] = r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
+  leave.Succeeded();
   return j;
 }
 

@@ -1,5 +1,7 @@
 #include "trainer/trainer.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -40,6 +42,12 @@ class Normalizer {
  private:
   std::array<std::array<float, 256>, 3> lut_{};
 };
+
+bool AllFinite(const std::vector<float>& v) {
+  float sum = 0;  // NaN and infinities survive a sum
+  for (float x : v) sum += x * 0.0f;
+  return std::isfinite(sum);
+}
 
 struct Feed {
   std::unique_ptr<storage::DatasetReader> reader;  // ranks that read (leaders, or all)
@@ -184,6 +192,12 @@ absl::StatusOr<TrainResult> Train(broadcast::Job& job, const TrainOptions& o,
       if (absl::IsOutOfRange(b.status())) break;
       DDPIO_RETURN_IF_ERROR(b.status());
       wait_s += Seconds(t1 - t0);
+      for (uint64_t k = 0; k < b->size; ++k) {
+        if (b->valid[k] != 0 && (b->labels[k] < 0 || static_cast<uint64_t>(b->labels[k]) >= classes)) {
+          return absl::DataLossError(absl::StrCat("sample ", b->indices[k], " has label ", b->labels[k],
+                                                  ", outside the dataset's ", classes, " classes"));
+        }
+      }
       x.resize(b->size * model.inputs());
       for (uint64_t k = 0; k < b->size; ++k) norm.Apply(b->data + k * pixels * 3, pixels, x.data() + k * model.inputs());
       const bool last_micro = ++micro == o.accumulate || n + 1 == batches;
@@ -196,6 +210,13 @@ absl::StatusOr<TrainResult> Train(broadcast::Job& job, const TrainOptions& o,
                                            [&](int layer) { reducer.LayerReady(layer); });
         DDPIO_RETURN_IF_ERROR(reducer.Finish());
         DDPIO_RETURN_IF_ERROR(engine->status());
+        // The averaged gradients are the same on every rank, so every rank stops at this step.
+        if (!AllFinite(model.grads())) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "training diverged at epoch %d, step %d: the averaged gradients are not finite (loss %g); "
+              "lower --lr or check the data",
+              epoch, step, step_loss));
+        }
         sgd.Step(model.params(), model.grads(), schedule.At(step));
         model.ZeroGrad();
         if (o.compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.compute_ms));

@@ -190,8 +190,15 @@ absl::StatusOr<std::string> ReadFrame(int fd, size_t max_size, Clock::time_point
     return absl::InvalidArgumentError(
         absl::StrCat("message of ", size, " bytes exceeds the limit of ", max_size));
   }
-  std::string body(size, '\0');
-  DDPIO_RETURN_IF_ERROR(ReadFull(fd, body.data(), size, deadline));
+  // Grow with the bytes that arrive, never with the declared length: a peer that announces a
+  // large frame and sends nothing costs nothing.
+  constexpr size_t kStep = size_t{1} << 20;
+  std::string body;
+  while (body.size() < size) {
+    const size_t have = body.size(), n = std::min(kStep, size - have);
+    body.resize(have + n);
+    DDPIO_RETURN_IF_ERROR(ReadFull(fd, body.data() + have, n, deadline));
+  }
   return body;
 }
 

@@ -47,6 +47,22 @@ absl::Status WriteDataset(const std::string& path, uint64_t n,
   return writer->Commit();
 }
 
+namespace {
+
+// TurboJPEG at quality 90.
+std::vector<uint8_t> Compress(const std::vector<uint8_t>& pixels, int width, int height, int format, int subsampling) {
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  tjCompress2(h, pixels.data(), width, 0, height, format, &out, &size, subsampling, 90, 0);
+  std::vector<uint8_t> jpeg(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  return jpeg;
+}
+
+}  // namespace
+
 std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed) {
   std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
   for (int y = 0; y < height; ++y) {
@@ -57,14 +73,46 @@ std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed) {
       p[2] = static_cast<uint8_t>(((x + y) * 7 + seed * 5) & 0xff);
     }
   }
-  tjhandle h = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  tjCompress2(h, rgb.data(), width, 0, height, TJPF_RGB, &out, &size, TJSAMP_420, 90, 0);
-  std::vector<uint8_t> jpeg(out, out + size);
-  tjFree(out);
-  tjDestroy(h);
+  return Compress(rgb, width, height, TJPF_RGB, TJSAMP_420);
+}
+
+std::vector<uint8_t> MakeJpegBomb(int width, int height) {
+  std::vector<uint8_t> jpeg = MakeJpeg(16, 16, 1);
+  for (size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    if (jpeg[i] == 0xFF && (jpeg[i + 1] == 0xC0 || jpeg[i + 1] == 0xC2)) {  // SOF0 / SOF2
+      // FF Cx, length (2), precision (1), height (2), width (2)
+      jpeg[i + 5] = static_cast<uint8_t>(height >> 8);
+      jpeg[i + 6] = static_cast<uint8_t>(height);
+      jpeg[i + 7] = static_cast<uint8_t>(width >> 8);
+      jpeg[i + 8] = static_cast<uint8_t>(width);
+      break;
+    }
+  }
   return jpeg;
+}
+
+std::vector<uint8_t> MakeCmykJpeg(int width, int height) {
+  std::vector<uint8_t> cmyk(static_cast<size_t>(width) * height * 4);
+  for (size_t i = 0; i < cmyk.size(); ++i) cmyk[i] = static_cast<uint8_t>(i * 13);
+  return Compress(cmyk, width, height, TJPF_CMYK, TJSAMP_444);
+}
+
+storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels, int32_t label) {
+  storage::Record r;
+  r.label = label;
+  r.type = storage::ContentType::kJpeg;
+  r.channels = static_cast<uint16_t>(channels);
+  r.width = static_cast<uint32_t>(width);
+  r.height = static_cast<uint32_t>(height);
+  r.source_name = "fixture.jpg";
+  r.payload = jpeg;
+  return r;
+}
+
+absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records, int classes) {
+  DDPIO_ASSIGN_OR_RETURN(auto writer, storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
+  for (const storage::Record& r : records) DDPIO_RETURN_IF_ERROR(writer->Append(r.view()));
+  return writer->Finish(0);
 }
 
 absl::Status WriteJpegDataset(const std::string& path, uint64_t n, int min_side, int classes,

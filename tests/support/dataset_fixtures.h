@@ -35,6 +35,20 @@ std::string SampleKey(uint64_t index);
 // A w x h RGB JPEG (4:2:0, quality 90) of a smooth pattern that depends on `seed`.
 std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed);
 
+// A JPEG whose frame header (SOF) claims width x height while its data is that of a small image:
+// a decompression bomb a few hundred bytes long.
+std::vector<uint8_t> MakeJpegBomb(int width, int height);
+
+// A w x h four-channel (CMYK/YCCK) JPEG.
+std::vector<uint8_t> MakeCmykJpeg(int width, int height);
+
+// A JPEG record of `jpeg` whose stored geometry is width x height x channels (what the converter
+// would have written, or a lie), label `label`.
+storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels, int32_t label);
+
+// A finished dataset of exactly these records, with `classes` classes.
+absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records, int classes);
+
 // A dataset of n JPEG records: record i is MakeJpeg(w_i, h_i, i) with sizes varying in
 // [min_side, 2 * min_side) and label i % classes. Records listed in `corrupt` hold a JPEG
 // truncated to half (checksums are still valid: the damage is in the image itself).

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Writes the fuzz targets' seed corpus (tests/fuzz/corpus/<target>/) from real artefacts: a
+tiny dataset made by `ddpio synth` + `ddpio convert` (records and metadata read back with
+mdb_dump), a checkpoint written by `ddpio train`, and hand-built messages that follow the
+documented wire formats. Small on purpose: seeds, not a collection. Inputs a fuzzer once crashed
+on are kept beside them as regression-* files.
+
+Usage: tests/fuzz/make_corpus.py [--ddpio build/release/tools/ddpio]
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def dump(db, sub):
+    """{key: value} of one LMDB sub-database, via mdb_dump."""
+    out = subprocess.run(["mdb_dump", "-s", sub, db], check=True, capture_output=True, text=True).stdout
+    lines = out.split("HEADER=END\n", 1)[1].split("DATA=END", 1)[0].split()
+    return {bytes.fromhex(lines[i]): bytes.fromhex(lines[i + 1]) for i in range(0, len(lines) - 1, 2)}
+
+
+def feed_header(kind, dtype, flags, epoch, step, shape, indices, labels, valid, sizes, payload_bytes):
+    h = struct.pack("<HBBBBH", 1, kind, dtype, flags, len(shape), 0)
+    h += struct.pack("<QQII", epoch, step, len(indices), 0)
+    h += b"".join(struct.pack("<Q", d) for d in shape)
+    h += b"".join(struct.pack("<Q", i) for i in indices)
+    h += b"".join(struct.pack("<i", l) for l in labels)
+    h += bytes(valid)
+    h += b"".join(struct.pack("<Q", s) for s in sizes)
+    h += struct.pack("<Q", payload_bytes)
+    return h
+
+
+def frame(body):
+    return struct.pack("<I", len(body)) + body
+
+
+def sstr(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack("<I", len(s)) + s
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--ddpio", default=os.path.join(REPO, "build", "release", "tools", "ddpio"))
+    args = ap.parse_args()
+    # Files are overwritten, never removed: regression-* inputs (what fuzzing once found) stay.
+    work = tempfile.mkdtemp()
+    try:
+        run = lambda *a: subprocess.run([args.ddpio, *a], check=True, capture_output=True)
+        run("synth", "--out", f"{work}/src", "--classes", "2", "--per-class", "2", "--size", "16", "--quiet")
+        run("convert", "--src", f"{work}/src", "--out", f"{work}/db", "--quiet")
+        for i, (k, v) in enumerate(sorted(dump(f"{work}/db", "samples").items())[:3]):
+            put("record_fuzz", f"record{i}", v)
+        meta = dump(f"{work}/db", "meta")
+        put("dataset_meta_fuzz", "header", meta[b"dataset"])
+        put("dataset_meta_fuzz", "complete", meta[b"complete"])
+        put("convert_progress_fuzz", "progress", meta[b"convert_progress"])
+        put("convert_progress_fuzz", "skipped", json.dumps(
+            {"next_source": 9, "skipped": [{"index": 3, "source": "a/b.jpg", "reason": "PNG image"}]}))
+        with open(f"{work}/db/data.mdb", "rb") as f:
+            head = f.read(8192)
+        size = os.path.getsize(f"{work}/db/data.mdb")
+        put("lmdb_header_fuzz", "good", struct.pack("<Q", size) + head)
+        put("lmdb_header_fuzz", "short", struct.pack("<Q", 8192) + head)
+        # JPEGs with a crop prefix (x0, y0, w, h as fractions of 1024, see jpeg_fuzz.cc).
+        for i, name in enumerate(sorted(os.listdir(f"{work}/src/class_000"))):
+            with open(f"{work}/src/class_000/{name}", "rb") as f:
+                put("jpeg_fuzz", f"jpeg{i}", bytes([0, 0, 4, 4]) + f.read())
+        # A checkpoint of a tiny model.
+        run("train", "--data", f"{work}/db", "--epochs", "1", "--batch-size", "2", "--image-size", "4", "--hidden", "2",
+            "--workers", "1", "--checkpoint-dir", f"{work}/ckpt")
+        ckpt = [p for p in os.listdir(f"{work}/ckpt") if not p.endswith(".tmp")][0]
+        with open(f"{work}/ckpt/{ckpt}", "rb") as f:
+            put("checkpoint_fuzz", "tiny", f.read())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    # Feed headers: encoded (2 samples), decoded (uint8 2x2x3), end of epoch, error.
+    put("feed_header_fuzz", "encoded", feed_header(0, 0, 0, 1, 2, [], [5, 9], [0, 1], [1, 1], [100, 200], 300))
+    put("feed_header_fuzz", "decoded", feed_header(1, 1, 0, 0, 0, [2, 2, 3], [7], [3], [1], [], 12))
+    put("feed_header_fuzz", "end", feed_header(0, 0, 1, 4, 0, [], [], [], [], [], 0))
+    put("feed_header_fuzz", "error", feed_header(0, 0, 2, 4, 0, [], [], [], [], [], 20))
+    # Slurm node lists.
+    for i, s in enumerate(["gpu[03-05,09],cpu1", "node7", "a[12,15]-ib", "n[001-128]", "x[1-3"]):
+        put("slurm_nodelist_fuzz", f"list{i}", s)
+    # Store sessions: first byte odd = the target sends a valid hello first.
+    ops = frame(b"\x01" + sstr("k") + sstr("v")) + frame(b"\x02" + sstr("k")) + \
+        frame(b"\x04" + sstr("n") + struct.pack("<q", 3)) + frame(b"\x05" + sstr("k") + sstr("x")) + \
+        frame(b"\x03" + struct.pack("<I", 5) + sstr("k"))
+    put("store_server_fuzz", "ops", b"\x01" + ops)
+    put("store_server_fuzz", "hello", b"\x00" + frame(b"DDPS1wrong-token"))
+    put("store_server_fuzz", "announce", b"\x00" + struct.pack("<I", 1 << 26))
+    # torchrun store replies (legacy protocol: get = u64 size + value; add = i64; check = u8).
+    put("torch_store_reply_fuzz", "values", b"\x00" + b"\x00" + struct.pack("<Q", 3) + b"abc" +
+        struct.pack("<q", 7) + b"\x00" + b"\x00")
+    put("torch_store_reply_fuzz", "huge", b"\x00" + b"\x00" + struct.pack("<Q", 1 << 40))
+    # List files.
+    put("list_file_fuzz", "list", "a/b.jpg 0\nc d.jpg 1\n# comment\n\ne.jpg 2\r\n")
+    put("list_file_fuzz", "bad", "a.jpg\nb.jpg -1\nc.jpg 99999999999\n")
+    print(f"corpus written to {os.path.join(HERE, 'corpus')}")
+
+
+if __name__ == "__main__":
+    main()
