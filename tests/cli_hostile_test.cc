@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -230,6 +231,48 @@ TEST_F(CliHostile, LabelsOutsideTheClassesAreDataLoss) {
   ExpectNoCrash(r, "train");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("sample 5 has label 7, outside the dataset's 2 classes"), std::string::npos) << r.err;
+}
+
+// `inspect` of a file that is not a dataset is refused before LMDB opens it, so no FILE-lock
+// appears beside it (LMDB creates one for any path it opens).
+TEST_F(CliHostile, InspectingAnyFileLeavesNoLockFileBesideIt) {
+  std::ofstream(dir_.Sub("notes.txt")) << "not a dataset, but more than a page long\n" << std::string(20000, 'x');
+  RunResult r = RunDdpio({"inspect", dir_.Sub("notes.txt")});
+  ExpectNoCrash(r, "inspect notes.txt");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no LMDB magic"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_.Sub("notes.txt-lock")));
+}
+
+// A rank stopped (SIGSTOP) mid-epoch, no launcher to clean up: the other rank exits within its
+// --timeout plus a margin. It used to wait on the frozen store for 30 s more, or 60 s for the
+// others to leave, after its own collective had timed out.
+TEST_F(CliHostile, AStoppedRankDoesNotHoldTheOtherPastItsTimeout) {
+  ASSERT_OK(testing::WriteJpegDataset(dir_.Sub("db"), 200, 16, 3));
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  const std::string rank = "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+                           " WORLD_SIZE=2 DDPIO_STORE_TOKEN=t DDPIO_JOB_ID=j LOCAL_WORLD_SIZE=2 ";
+  const std::string train = testing::DdpioBin() + " train --data " + dir_.Sub("db") +
+                            " --epochs 1000 --batch-size 4 --image-size 8 --hidden 4 --workers 1 --timeout 4"
+                            " --progress-every 1";
+  testing::RunOptions o;
+  o.timeout = std::chrono::seconds(120);
+  RunResult r = testing::Run(
+      {"/bin/sh", "-c",
+       rank + "RANK=0 LOCAL_RANK=0 " + train + " 2> " + dir_.Sub("r0.err") + " & p0=$!; " + rank +
+           "RANK=1 LOCAL_RANK=1 " + train + " 2> " + dir_.Sub("r1.err") + " & p1=$!; "
+           // once rank 0 reports training steps, stop rank 1
+           "while ! grep -q ' step ' " + dir_.Sub("r0.err") + " 2>/dev/null; do :; done; "
+           "kill -STOP $p1; t0=$(date +%s%N); wait $p0; code=$?; t1=$(date +%s%N); kill -9 $p1; "
+           "echo exit=$code ms=$(( (t1 - t0) / 1000000 ))"},
+      o);
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  const auto at = r.out.find("exit=");
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  int code = -1, ms = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "exit=%d ms=%d", &code, &ms), 2) << r.out;
+  EXPECT_EQ(code, 1);
+  EXPECT_LT(ms, (4 + 6) * 1000) << "rank 0 took " << ms << " ms to exit after rank 1 stopped (--timeout 4)";
 }
 
 // A full disk (a 4 MiB tmpfs; needs root to mount, skipped otherwise): conversion stops with "no

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace ddpio::trainer {
@@ -75,6 +76,11 @@ absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
     ::close(dfd);
   }
   return absl::OkStatus();
+}
+
+void RemoveStaleCheckpointTemp(const std::string& dir) {
+  const std::string tmp = dir + "/checkpoint.bin.tmp";
+  if (::unlink(tmp.c_str()) == 0) DDPIO_LOG(INFO) << "removed " << tmp << ", left by a checkpoint write that was killed";
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir) {

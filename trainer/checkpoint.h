@@ -38,6 +38,9 @@ std::string CheckpointPath(const std::string& dir);
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c);
 // NotFound when there is none; DataLoss when it is truncated or damaged.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir);
+// Removes what a writer killed mid-write left in `dir` (its temporary file); the checkpoint
+// itself is untouched. Call it from the one rank that writes checkpoints, before it writes.
+void RemoveStaleCheckpointTemp(const std::string& dir);
 
 }  // namespace ddpio::trainer
 

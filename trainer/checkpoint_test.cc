@@ -45,6 +45,20 @@ TEST(Checkpoint, RoundTripsAndReplacesAtomically) {
   EXPECT_FALSE(std::ifstream(dir_path + "/checkpoint.bin.tmp").good());  // no temporary left behind
 }
 
+// A writer killed mid-write leaves checkpoint.bin.tmp; the next run's rank 0 removes it and the
+// checkpoint stays readable.
+TEST(Checkpoint, AKilledWritersTemporaryIsRemovedAndTheCheckpointKept) {
+  ddpio::testing::TempDir top;
+  const std::string dir = top.Sub("ckpt");
+  ASSERT_OK(WriteCheckpoint(dir, Sample()));
+  std::ofstream(dir + "/checkpoint.bin.tmp") << "half a checkpoint";
+  RemoveStaleCheckpointTemp(dir);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint.bin.tmp"));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadCheckpoint(dir));
+  EXPECT_EQ(back.step, 77u);
+  RemoveStaleCheckpointTemp(dir);  // nothing to remove: no error
+}
+
 TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
   ddpio::testing::TempDir dir;
   ASSERT_OK(WriteCheckpoint(dir.path().string(), Sample()));

@@ -128,6 +128,7 @@ absl::StatusOr<TrainResult> Train(broadcast::Job& job, const TrainOptions& o,
   DDPIO_RETURN_IF_ERROR(world.Broadcast(model.params().data(), model.params().size() * sizeof(float), 0, o.timeout));
   Sgd sgd(model.params().size(), o.momentum, o.weight_decay);
   uint64_t epoch = 0, position = 0, step = 0;
+  if (rank == 0 && !o.checkpoint_dir.empty()) RemoveStaleCheckpointTemp(o.checkpoint_dir);
   if (o.resume && !o.checkpoint_dir.empty()) {
     absl::StatusOr<Checkpoint> c = ReadCheckpoint(o.checkpoint_dir);
     if (c.ok()) {

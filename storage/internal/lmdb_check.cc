@@ -86,7 +86,8 @@ absl::StatusOr<LmdbLayout> CheckLmdbHeader(absl::Span<const uint8_t> head, uint6
                                            const std::string& path) {
   if (head.size() < kMetaEnd) {
     return absl::DataLossError(absl::StrCat(path, " is ", file_bytes,
-                                            " bytes: too short to hold LMDB's meta pages (truncated?)"));
+                                            " bytes: not an LMDB dataset file, or one cut short (an LMDB file "
+                                            "starts with two meta pages)"));
   }
   DDPIO_ASSIGN_OR_RETURN(Meta first, ReadMeta(head.data(), 0, path));
   const uint64_t psize = first.page_size;
