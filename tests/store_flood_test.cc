@@ -102,7 +102,7 @@ JobRun RunJob(bool flood) {
     o.timeout = std::chrono::seconds(240);
     o.env["DDPIO_STORE_TOKEN"] = "flood-test-token";
     run.result = testing::RunDdpio({"launch", "--nproc-per-node", "2", "--master-port", std::to_string(port), "--",
-                                    testing::DdpioBin(), "bench", "comm", "--size", "262144", "--repeat", "1000",
+                                    testing::DdpioBin(), "bench", "comm", "--size", "2097152", "--repeat", "1000",
                                     "--group-size", "1", "--json"},
                                    o);
     done = true;
@@ -110,10 +110,19 @@ JobRun RunJob(bool flood) {
   pid_t rank0 = 0;
   while (!done && (rank0 = ListenerOf(port)) == 0) std::this_thread::yield();
   std::atomic<uint64_t> cycles{0};
+  std::atomic<int64_t> peak{0};
   std::vector<std::thread> threads;
+  if (rank0 != 0) {
+    threads.emplace_back([&] {  // rank 0's memory, sampled from the moment its store is up
+      while (!done) {
+        peak = std::max<int64_t>(peak, RssKiB(rank0));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // sampling, not synchronisation
+      }
+    });
+  }
   std::vector<int> held;  // announced-64-MiB and silent connections, kept open
   if (flood && rank0 != 0) {
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&] {
         while (!done) {
           const int fd = ConnectTo(port);
@@ -132,14 +141,11 @@ JobRun RunJob(bool flood) {
       held.push_back(fd);
     }
   }
-  while (!done && rank0 != 0) {
-    run.peak_kib = std::max(run.peak_kib, RssKiB(rank0));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // sampling, not synchronisation
-  }
   runner.join();
   for (auto& t : threads) t.join();
   for (int fd : held) ::close(fd);
   run.cycles = cycles;
+  run.peak_kib = peak;
   return run;
 }
 
@@ -151,10 +157,14 @@ TEST(StoreFlood, JobFinishesAndRankZerosMemoryStaysBounded) {
   auto lines = testing::RankLines(flooded.result.out);
   ASSERT_EQ(lines.count(0), 1u) << flooded.result.out;
   EXPECT_EQ(lines[0]["world"], 2);
-  EXPECT_GT(flooded.cycles, 1000u) << "the flood did not run long enough to mean anything";
+  EXPECT_GT(flooded.cycles, 500u) << "the flood did not run long enough to mean anything";
+  ASSERT_GT(quiet.peak_kib, 0) << "rank 0's memory was never sampled";
+  ASSERT_GT(flooded.peak_kib, 0) << "rank 0's memory was never sampled";
   // Bound: the server holds at most 64 unauthenticated connections with at most a 4 KiB hello
-  // each and no thread per connection; 32 MiB over the same job unflooded leaves room for noise.
-  EXPECT_LT(flooded.peak_kib - quiet.peak_kib, 32 * 1024)
+  // each and no thread per connection (< 1 MiB); the job's own peak varies by ~20 MB from run
+  // to run, so 64 MiB over the unflooded run. Before: +1 GB after 5,000 cycles, and 150
+  // announced 64 MiB messages would have asked for 9.6 GB.
+  EXPECT_LT(flooded.peak_kib - quiet.peak_kib, 64 * 1024)
       << "rank 0 peaked at " << flooded.peak_kib << " KiB flooded, " << quiet.peak_kib << " KiB not";
   std::printf("flood: %llu connect/close cycles + 300 held connections; rank 0 peak RSS %lld KiB (unflooded %lld KiB)\n",
               static_cast<unsigned long long>(flooded.cycles), static_cast<long long>(flooded.peak_kib),
