@@ -23,7 +23,7 @@ function(ddpio_module name)
   add_library(ddpio::${name} ALIAS ddpio_${name})
   set_target_properties(ddpio_${name} PROPERTIES EXPORT_NAME ${name})
   target_include_directories(ddpio_${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:include/ddpio>)
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:include>)
   target_link_libraries(ddpio_${name} PUBLIC ${M_PUBLIC_DEPS} PRIVATE ddpio_build_flags ${M_PRIVATE_DEPS})
   set_property(GLOBAL APPEND PROPERTY DDPIO_INSTALLED_MODULES ddpio_${name})
 endfunction()

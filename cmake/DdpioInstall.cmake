@@ -14,10 +14,12 @@ install(TARGETS ${_modules} ddpio ${_extra} EXPORT ddpioTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir common storage sampler loader broadcast trainer)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddpio/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "*_test*" EXCLUDE PATTERN "testing" EXCLUDE
-          PATTERN "*_conformance*" EXCLUDE)
+# Public headers only: include/ddpio/<module>/<file>.h, included as "ddpio/<module>/<file>.h".
+# Internal headers, tests and test support stay in the source tree.
+foreach(dir common storage sampler loader comm broadcast trainer)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/ddpio/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddpio/${dir}
+          FILES_MATCHING PATTERN "*.h" PATTERN "*_test*" EXCLUDE PATTERN "internal" EXCLUDE
+          PATTERN "*_conformance*" EXCLUDE PATTERN "nccl" EXCLUDE)
 endforeach()
 install(EXPORT ddpioTargets NAMESPACE ddpio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddpio)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ddpioConfig.cmake.in

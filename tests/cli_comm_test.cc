@@ -29,7 +29,7 @@ TEST(CliComm, BenchCommUnderTheLauncherForWorldAndGroups) {
   EXPECT_EQ(j["backend"], "gloo");
   EXPECT_GT(j["allreduce_gb_per_s"].get<double>(), 0);
   EXPECT_GT(j["ceiling_tcp_gb_per_s"].get<double>(), 0);
-  EXPECT_NE(world.err.find("rank 1 broadcast/rendezvous.cc"), std::string::npos)  // rank on log lines
+  EXPECT_NE(world.err.find("rank 1 comm/rendezvous.cc"), std::string::npos)  // rank on log lines
       << world.err;
   auto groups = RunDdpio({"launch", "--nproc-per-node", "4", "--", bin, "bench", "comm", "--size", "65536",
                           "--repeat", "2", "--group-size", "2", "--layout", "strided", "--backend", "auto", "--json"});

@@ -5,19 +5,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "broadcast/rendezvous.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "ddpio/comm/rendezvous.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::tools {
 
 using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
-  DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
+  DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments first, before the network: every rank fails the same way at once.
-  DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.group_size, kind));
+  DDPIO_ASSIGN_OR_RETURN(auto kind, comm::ParseLayoutKind(o.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(info.world_size, o.group_size, kind));
   const bool leader = layout.is_leader(info.rank);
   std::unique_ptr<storage::DatasetReader> reader;
   if (leader || o.feeder.readers == broadcast::FeedReaders::kAll) {  // peers never open the dataset
@@ -29,14 +29,14 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
     indices.open(path, std::ios::trunc);
     if (!indices) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
   }
-  broadcast::RendezvousOptions ro;
+  comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
-  ro.backend = broadcast::BackendKind::kGloo;  // the feeder moves host memory
+  ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
   ro.timeout = o.feeder.timeout;               // every wait honours --timeout
   ro.comm.gloo.timeout = o.feeder.timeout;
-  DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
-  broadcast::LeaveGuard leave(*job);
+  DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
+  comm::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(auto group, job->Group(layout));
   DDPIO_ASSIGN_OR_RETURN(auto feeder,
                          broadcast::GroupFeeder::Create(reader.get(), layout, info.rank, std::move(group), o.feeder));

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "broadcast/group_feeder.h"
+#include "ddpio/broadcast/group_feeder.h"
 
 namespace ddpio::tools {
 

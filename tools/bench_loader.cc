@@ -8,9 +8,9 @@
 #include <fstream>
 
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
-#include "loader/jpeg.h"
-#include "storage/dataset_reader.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/loader/jpeg.h"
+#include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::tools {
 namespace {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "loader/loader.h"
+#include "ddpio/loader/loader.h"
 
 namespace ddpio::tools {
 

@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
-#include "storage/dataset_reader.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {

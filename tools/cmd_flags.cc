@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "broadcast/group_feeder.h"
+#include "ddpio/broadcast/group_feeder.h"
 #include "tools/commands.h"
 
 namespace ddpio::tools {

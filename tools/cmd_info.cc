@@ -1,7 +1,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "common/accelerator.h"
+#include "ddpio/common/accelerator.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 

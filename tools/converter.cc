@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/ordered_parallel_map.h"
-#include "common/status_macros.h"
-#include "loader/jpeg.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/ordered_parallel_map.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/loader/jpeg.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 

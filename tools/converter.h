@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "storage/dataset_writer.h"
+#include "ddpio/storage/dataset_writer.h"
 #include "tools/source_list.h"
 
 namespace ddpio::tools {

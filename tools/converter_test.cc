@@ -9,7 +9,7 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
-#include "storage/dataset_reader.h"
+#include "ddpio/storage/dataset_reader.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "tools/inspect.h"

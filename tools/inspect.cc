@@ -10,12 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/ordered_parallel_map.h"
-#include "common/status_macros.h"
-#include "loader/jpeg.h"
-#include "loader/jpeg_region.h"
-#include "storage/checksum.h"
-#include "storage/dataset_reader.h"
+#include "ddpio/common/ordered_parallel_map.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_region.h"
+#include "ddpio/storage/checksum.h"
+#include "ddpio/storage/dataset_reader.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "storage/dataset_info.h"
-#include "storage/record.h"
+#include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/record.h"
 
 namespace ddpio::tools {
 

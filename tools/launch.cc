@@ -15,9 +15,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "broadcast/internal/socket.h"
-#include "broadcast/tcp_store.h"
-#include "common/status_macros.h"
+#include "ddpio/comm/tcp.h"
+#include "ddpio/comm/tcp_store.h"
+#include "ddpio/common/status_macros.h"
 
 extern char** environ;
 
@@ -86,14 +86,14 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
   int port = o.master_port;
   if (port == 0) {
     if (o.nnodes > 1) return absl::InvalidArgumentError("--master-port is required with --nnodes > 1");
-    DDPIO_ASSIGN_OR_RETURN(broadcast::internal::Fd probe, broadcast::internal::Listen(o.master_addr, 0, &port));
+    DDPIO_ASSIGN_OR_RETURN(port, comm::FreeTcpPort(o.master_addr));
   }
   const char* env_token = std::getenv("DDPIO_STORE_TOKEN");
   if (o.nnodes > 1 && (env_token == nullptr || *env_token == '\0')) {
     return absl::InvalidArgumentError(
         "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the environment");
   }
-  const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : broadcast::RandomToken(16);
+  const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : comm::RandomToken(16);
   const char* env_job = std::getenv("DDPIO_JOB_ID");
   std::string job;
   if (env_job != nullptr && *env_job != '\0') {
@@ -103,7 +103,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
     // name from what they already share (the token and the rendezvous address).
     job = absl::StrCat("nodes-", absl::Hex(Fnv1a(absl::StrCat(token, "@", o.master_addr, ":", port))));
   } else {
-    job = broadcast::RandomToken(8);
+    job = comm::RandomToken(8);
   }
   const int world = o.nnodes * o.nproc_per_node;
 

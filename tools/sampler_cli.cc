@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::tools {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "sampler/distributed_sampler.h"
+#include "ddpio/sampler/distributed_sampler.h"
 
 namespace ddpio::tools {
 

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
-#include "storage/checksum.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/checksum.h"
 
 namespace ddpio::tools {
 namespace fs = std::filesystem;

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/ordered_parallel_map.h"
-#include "common/status_macros.h"
+#include "ddpio/common/ordered_parallel_map.h"
+#include "ddpio/common/status_macros.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 

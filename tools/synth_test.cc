@@ -6,7 +6,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "loader/jpeg.h"
+#include "ddpio/loader/jpeg.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 

@@ -2,34 +2,34 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "broadcast/rendezvous.h"
-#include "common/log.h"
-#include "common/status_macros.h"
-#include "storage/dataset_reader.h"
+#include "ddpio/comm/rendezvous.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"
 #include "tools/bench_feed.h"
 
 namespace ddpio::tools {
 
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
-  DDPIO_ASSIGN_OR_RETURN(broadcast::RankInfo info, broadcast::DiscoverRank(broadcast::CurrentEnvironment()));
+  DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
   // instead of leaving the others waiting in the rendezvous.
-  DDPIO_ASSIGN_OR_RETURN(auto kind, sampler::ParseLayoutKind(o.train.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto layout, sampler::GroupLayout::Make(info.world_size, o.train.group_size, kind));
+  DDPIO_ASSIGN_OR_RETURN(auto kind, comm::ParseLayoutKind(o.train.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(info.world_size, o.train.group_size, kind));
   if (layout.is_leader(info.rank) || o.train.feeder.readers == broadcast::FeedReaders::kAll) {
     // peers never open a dataset
     for (const std::string& path : {o.train.data, o.train.val}) {
       if (!path.empty()) DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(path, {}).status());
     }
   }
-  broadcast::RendezvousOptions ro;
+  comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
-  ro.backend = broadcast::BackendKind::kGloo;  // parameters and gradients live in host memory
+  ro.backend = comm::BackendKind::kGloo;  // parameters and gradients live in host memory
   ro.timeout = o.train.timeout;                // every wait honours --timeout
   ro.comm.gloo.timeout = o.train.timeout;
-  DDPIO_ASSIGN_OR_RETURN(auto job, broadcast::Job::Join(info, ro));
-  broadcast::LeaveGuard leave(*job);
+  DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
+  comm::LeaveGuard leave(*job);
   if (info.rank == 0) {
     DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << info.source << ") in groups of "
                     << o.train.group_size << " (" << o.train.layout << "), "

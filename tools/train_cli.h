@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "trainer/trainer.h"
+#include "ddpio/trainer/trainer.h"
 
 namespace ddpio::tools {
 

@@ -2,7 +2,7 @@
 //   consumer /path/to/dataset
 #include <cstdio>
 
-#include "storage/dataset_reader.h"
+#include "ddpio/storage/dataset_reader.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "trainer/checkpoint.h"
+#include "ddpio/trainer/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = "/dev/shm/ddpio-fuzz-ckpt-" + std::to_string(getpid());

@@ -3,7 +3,7 @@
 #include <string_view>
 #include <vector>
 
-#include "broadcast/feed_message.h"
+#include "ddpio/broadcast/feed_message.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddpio::broadcast::FeedLimits limits;

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "loader/jpeg.h"
-#include "loader/jpeg_region.h"
+#include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_region.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr uint64_t kMaxPixels = 4'000'000;  // small, so a bomb is refused fast

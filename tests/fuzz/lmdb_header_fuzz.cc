@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "storage/internal/lmdb_check.h"
+#include "ddpio/storage/internal/lmdb_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;

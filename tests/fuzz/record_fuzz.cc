@@ -2,7 +2,7 @@
 // it returns must lie inside them.
 #include <cstdint>
 
-#include "storage/record.h"
+#include "ddpio/storage/record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddpio::storage::RecordView view;

@@ -3,12 +3,12 @@
 #include <cstdint>
 #include <string>
 
-#include "broadcast/rank_info.h"
+#include "ddpio/comm/rank_info.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ddpio::broadcast::FirstSlurmHost(std::string(reinterpret_cast<const char*>(data), size));
-  ddpio::broadcast::Environment env = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+  (void)ddpio::comm::FirstSlurmHost(std::string(reinterpret_cast<const char*>(data), size));
+  ddpio::comm::Environment env = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
                                        {"SLURM_JOB_NODELIST", std::string(reinterpret_cast<const char*>(data), size)}};
-  (void)ddpio::broadcast::DiscoverRank(env);
+  (void)ddpio::comm::DiscoverRank(env);
   return 0;
 }

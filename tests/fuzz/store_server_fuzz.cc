@@ -9,15 +9,15 @@
 #include <memory>
 #include <string>
 
-#include "broadcast/internal/socket.h"
-#include "broadcast/tcp_store.h"
+#include "ddpio/comm/internal/socket.h"
+#include "ddpio/comm/tcp_store.h"
 
 namespace {
 
-using ddpio::broadcast::TcpStoreClient;
-using ddpio::broadcast::TcpStoreLimits;
-using ddpio::broadcast::TcpStoreServer;
-namespace internal = ddpio::broadcast::internal;
+using ddpio::comm::TcpStoreClient;
+using ddpio::comm::TcpStoreLimits;
+using ddpio::comm::TcpStoreServer;
+namespace internal = ddpio::comm::internal;
 
 constexpr char kToken[] = "fuzz-token";
 

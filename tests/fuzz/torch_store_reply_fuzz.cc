@@ -11,12 +11,12 @@
 #include <string>
 #include <thread>
 
-#include "broadcast/internal/socket.h"
-#include "broadcast/torch_store.h"
+#include "ddpio/comm/internal/socket.h"
+#include "ddpio/comm/torch_store.h"
 
 namespace {
 
-namespace internal = ddpio::broadcast::internal;
+namespace internal = ddpio::comm::internal;
 
 // A server that answers each connection with the current reply bytes, then closes it.
 struct FakeStore {
@@ -55,12 +55,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::lock_guard<std::mutex> lock(store->mu);
     store->reply.assign(reinterpret_cast<const char*>(data), size);
   }
-  ddpio::broadcast::TorchStoreOptions o;
-  o.protocol = size > 0 && (data[0] & 1) ? ddpio::broadcast::TorchStoreProtocol::kCurrent
-                                         : ddpio::broadcast::TorchStoreProtocol::kLegacy;
+  ddpio::comm::TorchStoreOptions o;
+  o.protocol = size > 0 && (data[0] & 1) ? ddpio::comm::TorchStoreProtocol::kCurrent
+                                         : ddpio::comm::TorchStoreProtocol::kLegacy;
   o.connect_timeout = std::chrono::milliseconds(300);
   o.max_value = 1 << 20;
-  auto client = ddpio::broadcast::TorchStoreClient::Connect("127.0.0.1", store->port, o);
+  auto client = ddpio::comm::TorchStoreClient::Connect("127.0.0.1", store->port, o);
   if (!client.ok()) return 0;
   const auto t = std::chrono::milliseconds(50);
   auto v = (*client)->Get("key", t);

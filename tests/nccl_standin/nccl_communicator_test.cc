@@ -1,7 +1,7 @@
 // NcclCommunicator against a gmock NcclApi: the call sequence (unique id through the store,
 // non-blocking init, enqueue on the communicator's stream, polling) and the mapping of every
 // failure to a Status, abort included. No GPU, no NCCL.
-#include "broadcast/nccl/nccl_communicator.h"
+#include "ddpio/comm/nccl/nccl_communicator.h"
 
 #include <cstring>
 
@@ -10,7 +10,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
-namespace ddpio::broadcast {
+namespace ddpio::comm {
 namespace {
 
 using std::chrono::milliseconds;
@@ -287,4 +287,4 @@ TEST_F(NcclCommunicatorTest, AbortAbortsOnceAndPoisons) {
 }
 
 }  // namespace
-}  // namespace ddpio::broadcast
+}  // namespace ddpio::comm

@@ -44,9 +44,9 @@
 #include <thread>
 #include <vector>
 
-#include "broadcast/internal/gloo_store.h"
-#include "broadcast/internal/socket.h"
-#include "broadcast/tcp_store.h"
+#include "ddpio/comm/internal/gloo_store.h"
+#include "ddpio/comm/internal/socket.h"
+#include "ddpio/comm/tcp_store.h"
 
 namespace {
 
@@ -103,7 +103,7 @@ struct CommState {
   std::vector<uint64_t> sent, received;
   // The rendezvous server of the id, when this process made it: lives as long as the
   // communicator (joined threads and all), like NCCL's bootstrap root.
-  std::unique_ptr<ddpio::broadcast::TcpStoreServer> server;
+  std::unique_ptr<ddpio::comm::TcpStoreServer> server;
 
   void Fail(ncclResult_t r, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu);
@@ -163,8 +163,8 @@ thread_local std::vector<GroupOp> group_ops;
 
 // Servers started by ncclGetUniqueId, until the communicator made from the id takes them.
 std::mutex servers_mu;
-std::map<std::string, std::unique_ptr<ddpio::broadcast::TcpStoreServer>>* servers =
-    new std::map<std::string, std::unique_ptr<ddpio::broadcast::TcpStoreServer>>();
+std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>* servers =
+    new std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>();
 
 int DeviceCount(cudaError_t* err) {
   const char* env = std::getenv("DDPIO_NCCL_STANDIN_DEVICES");
@@ -220,7 +220,7 @@ void Enqueue(cudaStream_t stream, std::shared_ptr<CommState> comm,
 // Stops the id's rendezvous server now rather than when the last queued operation lets go of
 // the state: every rank has long finished the rendezvous by then.
 void StopServer(CommState& state) {
-  std::unique_ptr<ddpio::broadcast::TcpStoreServer> server;
+  std::unique_ptr<ddpio::comm::TcpStoreServer> server;
   {
     std::lock_guard<std::mutex> lock(state.mu);
     server = std::move(state.server);
@@ -335,8 +335,8 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- NCCL ----
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  const std::string token = ddpio::broadcast::RandomToken();
-  auto server = ddpio::broadcast::TcpStoreServer::Start("127.0.0.1", 0, token);
+  const std::string token = ddpio::comm::RandomToken();
+  auto server = ddpio::comm::TcpStoreServer::Start("127.0.0.1", 0, token);
   if (!server.ok()) return ncclSystemError;
   std::memset(id->internal, 0, sizeof(id->internal));
   std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(), token.c_str());
@@ -366,9 +366,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
       servers->erase(it);
     }
   }
-  ddpio::broadcast::internal::IgnoreSigpipe();  // Gloo writes with write(2); NCCL does not die of SIGPIPE
+  ddpio::comm::internal::IgnoreSigpipe();  // Gloo writes with write(2); NCCL does not die of SIGPIPE
   auto init = [state, port, tok] {
-    auto client = ddpio::broadcast::TcpStoreClient::Connect("127.0.0.1", port, tok, std::chrono::seconds(60));
+    auto client = ddpio::comm::TcpStoreClient::Connect("127.0.0.1", port, tok, std::chrono::seconds(60));
     if (!client.ok()) {
       state->Fail(ncclSystemError, std::string(client.status().message()));
       return;
@@ -379,8 +379,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
       auto device = gloo::transport::tcp::CreateDevice(attr);
       auto context = std::make_shared<gloo::rendezvous::Context>(state->rank, state->nranks);
       context->setTimeout(kGlooTimeout);
-      ddpio::broadcast::internal::GlooStoreAdapter adapter(
-          std::shared_ptr<ddpio::broadcast::Store>(std::move(client).value()), std::chrono::seconds(60));
+      ddpio::comm::internal::GlooStoreAdapter adapter(
+          std::shared_ptr<ddpio::comm::Store>(std::move(client).value()), std::chrono::seconds(60));
       context->connectFullMesh(adapter, device);
       std::lock_guard<std::mutex> lock(state->mu);
       state->device = device;

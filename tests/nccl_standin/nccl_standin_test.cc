@@ -3,14 +3,14 @@
 // real TCP on loopback, the same conformance suite the Gloo backend passes.
 #include <cstdlib>
 
-#include "broadcast/backend.h"
-#include "broadcast/communicator_conformance.h"
-#include "broadcast/nccl/nccl_api.h"
-#include "broadcast/nccl/nccl_communicator.h"
+#include "ddpio/comm/backend.h"
+#include "ddpio/comm/communicator_conformance.h"
+#include "ddpio/comm/nccl/nccl_api.h"
+#include "ddpio/comm/nccl/nccl_communicator.h"
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
 
-namespace ddpio::broadcast {
+namespace ddpio::comm {
 namespace {
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(std::shared_ptr<Store> store, int rank, int size,
@@ -75,4 +75,4 @@ TEST(NcclStandIn, JobBuildsTheWorldAndGroupsOnNccl) {
 }
 
 }  // namespace
-}  // namespace ddpio::broadcast
+}  // namespace ddpio::comm

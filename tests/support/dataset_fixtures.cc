@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::testing {
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "storage/dataset_info.h"
-#include "storage/dataset_writer.h"
-#include "storage/record.h"
+#include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/dataset_writer.h"
+#include "ddpio/storage/record.h"
 
 namespace ddpio::testing {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include "loader/cuda_runtime.h"
+#include "ddpio/loader/cuda_runtime.h"
 
 namespace ddpio::testing {
 

@@ -1,0 +1,304 @@
+#include "ddpio/broadcast/feed_message.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
+
+namespace ddpio::broadcast {
+namespace {
+
+constexpr char kMagic[4] = {'D', 'D', 'P', 'F'};
+constexpr size_t kPrefixBytes = 16;
+constexpr size_t kFixedBytes = 2 + 1 + 1 + 1 + 1 + 2 + 8 + 8 + 4 + 4;  // up to sample_shape
+constexpr uint64_t kTag = 0xFEED;  // one tag: messages between two ranks pair up in order
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kBytes:
+    case DType::kUint8:
+      return 1;
+    case DType::kFloat32:
+      return 4;
+  }
+  return 0;
+}
+
+absl::Status Bad(const std::string& what) { return absl::DataLossError(absl::StrCat("feed message: ", what)); }
+
+// a * b, or false when it overflows.
+bool MulOk(uint64_t a, uint64_t b, uint64_t* out) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return false;
+  *out = a * b;
+  return true;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  template <typename T>
+  void PutAll(const std::vector<T>& v) {
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (in_.size() < sizeof(T)) return false;
+    std::memcpy(v, in_.data(), sizeof(T));
+    in_.remove_prefix(sizeof(T));
+    return true;
+  }
+  // Reads n values; the caller has bounded n, and the length check comes before the resize.
+  template <typename T>
+  bool GetAll(size_t n, std::vector<T>* v) {
+    if (in_.size() / sizeof(T) < n) return false;
+    v->resize(n);
+    if (n == 0) return true;  // an empty vector's data() may be null: no memcpy
+    std::memcpy(v->data(), in_.data(), n * sizeof(T));
+    in_.remove_prefix(n * sizeof(T));
+    return true;
+  }
+  size_t left() const { return in_.size(); }
+
+ private:
+  std::string_view in_;
+};
+
+}  // namespace
+
+absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits) {
+  const size_t n = h.count();
+  if (n > limits.max_samples) return Bad(absl::StrCat(n, " samples, more than the limit of ", limits.max_samples));
+  if (h.labels.size() != n || h.valid.size() != n) {
+    return Bad(absl::StrCat(n, " indices but ", h.labels.size(), " labels and ", h.valid.size(), " validity flags"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (h.valid[i] > 1) return Bad(absl::StrCat("validity flag ", int{h.valid[i]}, " for sample ", i));
+  }
+  if (h.end_of_epoch && (n != 0 || h.payload_bytes != 0 || h.error)) return Bad("end-of-epoch message with samples");
+  if (h.error) {
+    if (n != 0 || h.payload != PayloadKind::kEncoded || h.dtype != DType::kBytes || !h.sample_shape.empty() ||
+        !h.sizes.empty() || h.payload_bytes < 4 || h.payload_bytes > kMaxErrorBytes) {
+      return Bad(absl::StrCat("error message with samples, a shape or a payload of ", h.payload_bytes, " bytes"));
+    }
+    return absl::OkStatus();
+  }
+  if (h.payload_bytes > limits.max_payload_bytes) {
+    return Bad(absl::StrCat("payload of ", h.payload_bytes, " bytes, more than the limit of ", limits.max_payload_bytes));
+  }
+  if (h.payload == PayloadKind::kEncoded) {
+    if (h.dtype != DType::kBytes || !h.sample_shape.empty()) return Bad("encoded records with a dtype or a shape");
+    if (h.sizes.size() != n) return Bad(absl::StrCat(n, " samples but ", h.sizes.size(), " sizes"));
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (h.sizes[i] > limits.max_sample_bytes) {
+        return Bad(absl::StrCat("sample ", i, " (index ", h.indices[i], ") of ", h.sizes[i],
+                                " bytes, more than the limit of ", limits.max_sample_bytes));
+      }
+      sum += h.sizes[i];  // n * max_sample_bytes cannot overflow 64 bits with sane limits
+    }
+    if (sum != h.payload_bytes) {
+      return Bad(absl::StrCat("sample sizes add up to ", sum, " bytes, the payload has ", h.payload_bytes));
+    }
+  } else if (h.payload == PayloadKind::kDecoded) {
+    if (DTypeSize(h.dtype) == 0 || h.dtype == DType::kBytes) return Bad("decoded batch without a tensor dtype");
+    if (!h.sizes.empty()) return Bad("decoded batch with per-sample sizes");
+    if (h.sample_shape.size() > limits.max_ndim) {
+      return Bad(absl::StrCat(h.sample_shape.size(), " dimensions, more than the limit of ", limits.max_ndim));
+    }
+    uint64_t bytes = DTypeSize(h.dtype);
+    for (uint64_t d : h.sample_shape) {
+      if (d > limits.max_dim) return Bad(absl::StrCat("dimension ", d, " over the limit of ", limits.max_dim));
+      if (!MulOk(bytes, d, &bytes)) return Bad("shape overflows");
+    }
+    if (!MulOk(bytes, n, &bytes)) return Bad("shape overflows");
+    if (bytes != h.payload_bytes) {
+      return Bad(absl::StrCat(n, " samples of this shape and dtype are ", bytes, " bytes, the payload has ",
+                              h.payload_bytes));
+    }
+  } else {
+    return Bad(absl::StrCat("unknown payload kind ", static_cast<int>(h.payload)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> EncodeFeedHeader(const FeedHeader& h) {
+  absl::Status valid = ValidateFeedHeader(h, FeedLimits{});
+  if (!valid.ok()) return absl::InvalidArgumentError(valid.message());
+  Writer w;
+  w.Put<uint16_t>(FeedHeader::kVersion);
+  w.Put<uint8_t>(static_cast<uint8_t>(h.payload));
+  w.Put<uint8_t>(static_cast<uint8_t>(h.dtype));
+  w.Put<uint8_t>((h.end_of_epoch ? 1 : 0) | (h.error ? 2 : 0));
+  w.Put<uint8_t>(static_cast<uint8_t>(h.sample_shape.size()));
+  w.Put<uint16_t>(0);
+  w.Put<uint64_t>(h.epoch);
+  w.Put<uint64_t>(h.step);
+  w.Put<uint32_t>(static_cast<uint32_t>(h.count()));
+  w.Put<uint32_t>(0);
+  w.PutAll(h.sample_shape);
+  w.PutAll(h.indices);
+  w.PutAll(h.labels);
+  w.PutAll(h.valid);
+  w.PutAll(h.sizes);
+  w.Put<uint64_t>(h.payload_bytes);
+  return w.take();
+}
+
+absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLimits& limits) {
+  Reader r(bytes);
+  FeedHeader h;
+  uint16_t version = 0, reserved16 = 0;
+  uint8_t payload = 0, dtype = 0, flags = 0, ndim = 0;
+  uint32_t count = 0, reserved32 = 0;
+  if (!r.Get(&version) || !r.Get(&payload) || !r.Get(&dtype) || !r.Get(&flags) || !r.Get(&ndim) ||
+      !r.Get(&reserved16) || !r.Get(&h.epoch) || !r.Get(&h.step) || !r.Get(&count) || !r.Get(&reserved32)) {
+    return Bad(absl::StrCat("header of ", bytes.size(), " bytes is shorter than the fixed part (", kFixedBytes, ")"));
+  }
+  if (version != FeedHeader::kVersion) {
+    return Bad(absl::StrCat("format version ", version, " (this ddpio speaks ", FeedHeader::kVersion, ")"));
+  }
+  if (payload > 1 || dtype > 2 || (flags & ~3u) != 0 || reserved16 != 0 || reserved32 != 0) {
+    return Bad("unknown payload kind, dtype, flag or reserved bits");
+  }
+  if (count > limits.max_samples) return Bad(absl::StrCat(count, " samples, more than the limit of ", limits.max_samples));
+  if (ndim > limits.max_ndim) return Bad(absl::StrCat(int{ndim}, " dimensions, more than the limit of ", limits.max_ndim));
+  h.payload = static_cast<PayloadKind>(payload);
+  h.dtype = static_cast<DType>(dtype);
+  h.end_of_epoch = (flags & 1) != 0;
+  h.error = (flags & 2) != 0;
+  const bool encoded = h.payload == PayloadKind::kEncoded;
+  if (!r.GetAll(ndim, &h.sample_shape) || !r.GetAll(count, &h.indices) || !r.GetAll(count, &h.labels) ||
+      !r.GetAll(count, &h.valid) || (encoded && !r.GetAll(count, &h.sizes)) || !r.Get(&h.payload_bytes)) {
+    return Bad(absl::StrCat("header of ", bytes.size(), " bytes is truncated for ", count, " samples"));
+  }
+  if (r.left() != 0) return Bad(absl::StrCat(r.left(), " unexpected bytes after the header"));
+  DDPIO_RETURN_IF_ERROR(ValidateFeedHeader(h, limits));
+  return h;
+}
+
+FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& payload) {
+  FeedHeader h;
+  h.error = true;
+  h.epoch = epoch;
+  h.step = step;
+  h.payload_bytes = payload.size();
+  return h;
+}
+
+std::string EncodeFeedError(const absl::Status& status) {
+  const uint32_t code = static_cast<uint32_t>(status.code());
+  std::string out(reinterpret_cast<const char*>(&code), 4);
+  const absl::string_view text = status.message();
+  out.append(text.data(), std::min<size_t>(text.size(), kMaxErrorBytes - 4));
+  return out;
+}
+
+absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank) {
+  uint32_t code = 0;
+  if (payload.size() < 4) return Bad("error message without a status code");
+  std::memcpy(&code, payload.data(), 4);
+  if (code == 0 || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return Bad(absl::StrCat("error message with status code ", code));
+  }
+  absl::string_view text(reinterpret_cast<const char*>(payload.data()) + 4, payload.size() - 4);
+  return absl::Status(static_cast<absl::StatusCode>(code), absl::StrCat("from rank ", from_rank, ": ", text));
+}
+
+absl::Status SendFeedMessage(comm::Communicator& comm, int peer, const FeedHeader& h, const void* payload,
+                             std::chrono::milliseconds timeout, uint64_t* wire_bytes) {
+  if (comm.device_memory()) {
+    return absl::UnimplementedError("feed messages travel in host memory; this communicator wants device memory");
+  }
+  DDPIO_ASSIGN_OR_RETURN(std::string header, EncodeFeedHeader(h));
+  uint8_t prefix[kPrefixBytes];
+  const uint32_t header_bytes = static_cast<uint32_t>(header.size());
+  std::memcpy(prefix, kMagic, 4);
+  std::memcpy(prefix + 4, &header_bytes, 4);
+  std::memcpy(prefix + 8, &h.payload_bytes, 8);
+  DDPIO_RETURN_IF_ERROR(comm.Send(prefix, kPrefixBytes, peer, kTag, timeout));
+  DDPIO_RETURN_IF_ERROR(comm.Send(header.data(), header.size(), peer, kTag, timeout));
+  // 0 bytes: nothing sent
+  DDPIO_RETURN_IF_ERROR(comm.SendChunked(payload, h.payload_bytes, kFeedChunkBytes, peer, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = kPrefixBytes + header.size() + h.payload_bytes;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Receives and validates a message's prefix and header from `peer` (nothing is sized from the
+// wire before it is checked against `limits`); `raw` gets the prefix and header as they came.
+absl::StatusOr<FeedHeader> RecvPrefixAndHeader(comm::Communicator& comm, int peer, const FeedLimits& limits,
+                                               std::chrono::milliseconds timeout, std::string* raw) {
+  if (comm.device_memory()) {
+    return absl::UnimplementedError("feed messages travel in host memory; this communicator wants device memory");
+  }
+  uint8_t prefix[kPrefixBytes];
+  DDPIO_RETURN_IF_ERROR(comm.Recv(prefix, kPrefixBytes, peer, kTag, timeout));
+  uint32_t header_bytes = 0;
+  uint64_t payload_bytes = 0;
+  std::memcpy(&header_bytes, prefix + 4, 4);
+  std::memcpy(&payload_bytes, prefix + 8, 8);
+  if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from rank ", peer));
+  // The largest header the limits allow.
+  const uint64_t max_header = kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8) * uint64_t{limits.max_samples} + 8;
+  if (header_bytes < kFixedBytes + 8 || header_bytes > max_header) {
+    return Bad(absl::StrCat("header of ", header_bytes, " bytes from rank ", peer, " (limits allow ", max_header, ")"));
+  }
+  if (payload_bytes > limits.max_payload_bytes) {
+    return Bad(absl::StrCat("payload of ", payload_bytes, " bytes from rank ", peer, ", more than the limit of ",
+                            limits.max_payload_bytes));
+  }
+  raw->assign(reinterpret_cast<const char*>(prefix), kPrefixBytes);
+  raw->resize(kPrefixBytes + header_bytes);
+  DDPIO_RETURN_IF_ERROR(comm.Recv(raw->data() + kPrefixBytes, header_bytes, peer, kTag, timeout));
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, DecodeFeedHeader(std::string_view(*raw).substr(kPrefixBytes), limits));
+  if (h.payload_bytes != payload_bytes) {
+    return Bad(absl::StrCat("prefix announces ", payload_bytes, " payload bytes, the header ", h.payload_bytes));
+  }
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<FeedHeader> RecvFeedMessage(comm::Communicator& comm, int peer, std::vector<uint8_t>* payload,
+                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                           uint64_t* wire_bytes) {
+  std::string raw;
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, RecvPrefixAndHeader(comm, peer, limits, timeout, &raw));
+  payload->resize(h.payload_bytes);
+  DDPIO_RETURN_IF_ERROR(comm.RecvChunked(payload->data(), h.payload_bytes, kFeedChunkBytes, peer, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = raw.size() + h.payload_bytes;
+  return h;
+}
+
+absl::StatusOr<FeedHeader> RelayFeedMessage(comm::Communicator& comm, int from, int to, std::vector<uint8_t>* payload,
+                                            const FeedLimits& limits, std::chrono::milliseconds timeout,
+                                            uint64_t* wire_bytes) {
+  std::string raw;
+  DDPIO_ASSIGN_OR_RETURN(FeedHeader h, RecvPrefixAndHeader(comm, from, limits, timeout, &raw));
+  // Only a header that validated travels on: a damaged message stops here, at the first
+  // member that sees it.
+  DDPIO_RETURN_IF_ERROR(comm.Send(raw.data(), kPrefixBytes, to, kTag, timeout));
+  DDPIO_RETURN_IF_ERROR(comm.Send(raw.data() + kPrefixBytes, raw.size() - kPrefixBytes, to, kTag, timeout));
+  payload->resize(h.payload_bytes);
+  DDPIO_RETURN_IF_ERROR(
+      comm.RecvForward(payload->data(), h.payload_bytes, kFeedChunkBytes, from, to, kTag, timeout));
+  if (wire_bytes != nullptr) *wire_bytes = raw.size() + h.payload_bytes;
+  return h;
+}
+
+}  // namespace ddpio::broadcast

@@ -1,0 +1,41 @@
+// Pieces the GroupFeeder's leader and consumer sides share: how a decoded batch is described on
+// the wire, and the check that a received batch is the one this rank's sampler expects.
+#ifndef DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_
+#define DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "ddpio/broadcast/feed_message.h"
+#include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/loader/loader.h"
+#include "ddpio/sampler/distributed_sampler.h"
+
+namespace ddpio::broadcast {
+
+// A stream the leader serves: one member's (shard) or the group's, sent to every member
+// (replicate).
+struct GroupFeeder::Member {
+  std::vector<int> to;  // group-local ranks that get this stream
+  int stream = 0;       // its rank in the sampler's plan
+  std::vector<sampler::BatchRange> batches;
+  std::unique_ptr<loader::Loader> loader;  // decoded: reads, decodes and augments this stream
+  bool done = false;
+};
+
+namespace internal {
+
+// The header of a decoded batch: dtype and per-sample shape from the loader's output format
+// (uint8 H,W,C or float32 C,H,W), indices, labels and validity from the batch.
+FeedHeader DecodedHeader(const loader::Batch& batch, const loader::LoaderOptions& options);
+
+// OK when `h` is decoded batch `step` of the plan's epoch for `stream_rank` (`range` of its
+// stream) with the shape and dtype `options` produce; DataLoss naming `from` otherwise.
+absl::Status CheckDecoded(const FeedHeader& h, const sampler::EpochPlan& plan, int stream_rank, uint64_t step,
+                          const sampler::BatchRange& range, const loader::LoaderOptions& options,
+                          const std::string& from);
+
+}  // namespace internal
+}  // namespace ddpio::broadcast
+
+#endif  // DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_

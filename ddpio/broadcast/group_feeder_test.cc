@@ -1,0 +1,428 @@
+// The group feeder with real rank processes over Gloo on loopback: every mode x payload x
+// layout gives each rank exactly what it would have got reading for itself; only leaders read;
+// the wire carries the peers' share once; errors reach the whole group; nothing hangs.
+#include "ddpio/broadcast/group_feeder.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/comm/communicator_conformance.h"
+#include "ddpio/common/status_macros.h"
+#include "gtest/gtest.h"
+#include "ddpio/storage/dataset_reader.h"
+#include "tests/support/dataset_fixtures.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio::broadcast {
+namespace {
+
+constexpr int kWorld = 4;
+
+struct FeedSetup {
+  std::string data;
+  std::string out;  // directory for each rank's report
+  int group_size = 2;
+  comm::LayoutKind layout = comm::LayoutKind::kContiguous;
+  FeederOptions options;
+  int epochs = 2;
+};
+
+FeederOptions SmallOptions() {
+  FeederOptions o;
+  o.sampler.seed = 11;
+  o.loader.batch_size = 4;
+  o.loader.workers = 2;
+  o.loader.augment.size = 24;
+  o.loader.seed = 5;
+  o.timeout = std::chrono::seconds(20);
+  return o;
+}
+
+// One line per sample: index label valid FNV-1a of its pixels.
+std::string Describe(const loader::Batch& b, size_t sample_bytes) {
+  std::string s;
+  for (uint64_t k = 0; k < b.size; ++k) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sample_bytes; ++i) h = (h ^ b.data[k * sample_bytes + i]) * 1099511628211ull;
+    absl::StrAppend(&s, b.epoch, " ", b.indices[k], " ", b.labels[k], " ", int{b.valid[k]}, " ", h, "\n");
+  }
+  return s;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Joins the group feeder of `s` as this job's rank (the dataset, opened by leaders only, is kept
+// in `*reader`).
+absl::StatusOr<std::unique_ptr<GroupFeeder>> JoinFeeder(comm::Job& job, const FeedSetup& s, const FeederOptions& options,
+                                                        std::unique_ptr<storage::DatasetReader>* reader) {
+  const int rank = job.info().rank;
+  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
+  if (layout.is_leader(rank) || options.readers == FeedReaders::kAll) {
+    DDPIO_ASSIGN_OR_RETURN(*reader, storage::DatasetReader::Open(s.data, {}));
+  }
+  return GroupFeeder::Create(reader->get(), layout, rank, std::move(group), options);
+}
+
+// The child: join, feed `epochs` epochs, write the samples and the counters. Exit code 0 = ran.
+int FeedRank(comm::Job& job, const FeedSetup& s) {
+  const int rank = job.info().rank;
+  std::unique_ptr<storage::DatasetReader> reader;
+  auto feeder = JoinFeeder(job, s, s.options, &reader);
+  if (!feeder.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, feeder.status().ToString().c_str());
+    return 5;
+  }
+  std::string samples;
+  for (int e = 0; e < s.epochs; ++e) {
+    if (!(*feeder)->StartEpoch(e).ok()) return 6;
+    for (;;) {
+      auto b = (*feeder)->Next();
+      if (absl::IsOutOfRange(b.status())) break;
+      if (!b.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+        return 7;
+      }
+      samples += Describe(*b, (*feeder)->sample_bytes());
+    }
+  }
+  const FeederCounters c = (*feeder)->counters();
+  WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
+  WriteFile(absl::StrCat(s.out, "/counters.", rank),
+            absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ", c.bytes_received, " ",
+                         c.messages_sent));
+  return 0;
+}
+
+std::vector<int> RunFeed(const FeedSetup& s, const std::string& job_id,
+                         const std::function<int(comm::Job&)>& body = nullptr) {
+  comm::RendezvousOptions o;
+  o.token = "feed";
+  o.job_id = job_id;
+  o.backend = comm::BackendKind::kGloo;
+  return comm::testing::RunJob(kWorld, o, body ? body : [&](comm::Job& job) { return FeedRank(job, s); });
+}
+
+// What `stream_rank` gets reading for itself with a plain Loader, described like the feeder's.
+std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
+  auto reader = storage::DatasetReader::Open(s.data, {});
+  EXPECT_OK(reader.status());
+  sampler::SamplerOptions so = s.options.sampler;
+  so.dataset_size = (*reader)->size();
+  so.num_replicas = kWorld;
+  if (s.options.mode == FeedMode::kReplicate) {
+    so = StreamSamplerOptions(so, FeedMode::kReplicate, *comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
+  }
+  auto loader = loader::Loader::Create(reader->get(), so, stream_rank, s.options.loader);
+  EXPECT_OK(loader.status());
+  std::string out;
+  for (int e = 0; e < s.epochs; ++e) {
+    EXPECT_OK((*loader)->StartEpoch(e));
+    for (auto b = (*loader)->Next(); b.ok(); b = (*loader)->Next()) out += Describe(*b, (*loader)->sample_bytes());
+  }
+  *records = (*loader)->stats().images;
+  return out;
+}
+
+class FeedMatrix : public ::testing::TestWithParam<std::tuple<FeedMode, FeedPayload, comm::LayoutKind>> {};
+
+// Shard: rank r's samples (indices, labels, validity, pixels) equal reading for itself with the
+// world's sampler. Replicate: equal to reading the group's stream, hence identical in a group.
+// Only leaders read, each record once; in shard + encoded the wire carries the peers' stored
+// records (plus headers), not G copies.
+TEST_P(FeedMatrix, EveryRankGetsWhatItWouldHaveReadForItself) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  s.out = dir.path();
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 45, 30));
+  s.options = SmallOptions();
+  std::tie(s.options.mode, s.options.payload, s.layout) = GetParam();
+  const auto codes = RunFeed(s, "matrix");
+  ASSERT_EQ(codes, std::vector<int>(kWorld, 0));
+  auto layout = *comm::GroupLayout::Make(kWorld, s.group_size, s.layout);
+  const bool shard = s.options.mode == FeedMode::kShard;
+  for (int r = 0; r < kWorld; ++r) {
+    uint64_t records = 0;
+    const int stream = shard ? r : layout.group_rank(r);
+    const std::string want = Reference(s, stream, &records);
+    EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), want) << "rank " << r;
+    uint64_t read = 0, bytes_read = 0, sent = 0, received = 0, messages = 0;
+    std::istringstream(ReadFile(absl::StrCat(s.out, "/counters.", r))) >> read >> bytes_read >> sent >> received >> messages;
+    if (!layout.is_leader(r)) {
+      EXPECT_EQ(read, 0u) << "peer " << r << " read storage";
+      EXPECT_GT(received, 0u);
+      continue;
+    }
+    // The leader read each sample of the group's streams once (decoded: its loaders may read a
+    // little ahead of the end of an epoch, never more than an epoch's worth per stream).
+    uint64_t group_records = 0;
+    if (shard) {
+      for (int m : layout.members(r)) Reference(s, m, &records), group_records += records;
+    } else {
+      group_records = records;
+    }
+    EXPECT_EQ(read, group_records) << "leader " << r;
+    if (shard && s.options.payload == FeedPayload::kEncoded) {
+      // Bytes sent = the peers' stored records + per-message headers (small next to the data).
+      uint64_t peer_stored = 0;
+      auto reader = *storage::DatasetReader::Open(s.data, {});
+      auto txn = *reader->BeginRead();
+      sampler::SamplerOptions so = s.options.sampler;
+      so.dataset_size = reader->size();
+      so.num_replicas = kWorld;
+      auto smp = *sampler::DistributedSampler::Create(so);
+      for (int e = 0; e < s.epochs; ++e) {
+        auto plan = *smp.Plan(e);
+        for (int m : layout.members(r)) {
+          if (m == r) continue;
+          for (uint64_t j = 0; j < plan.NumSamples(m); ++j) {
+            absl::Span<const uint8_t> stored;
+            ASSERT_OK(txn.Get(plan.IndexAt(m, j), &stored).status());
+            peer_stored += stored.size();
+          }
+        }
+      }
+      EXPECT_GE(sent, peer_stored);
+      EXPECT_LE(sent, peer_stored + messages * 256) << "more than the peers' share on the wire";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ModesPayloadsLayouts, FeedMatrix,
+    ::testing::Combine(::testing::Values(FeedMode::kShard, FeedMode::kReplicate),
+                       ::testing::Values(FeedPayload::kEncoded, FeedPayload::kDecoded),
+                       ::testing::Values(comm::LayoutKind::kContiguous, comm::LayoutKind::kStrided)),
+    [](const auto& info) {
+      return FeedModeName(std::get<0>(info.param)) + "_" + FeedPayloadName(std::get<1>(info.param)) + "_" +
+             comm::LayoutKindName(std::get<2>(info.param));
+    });
+
+// Replicate in one group of 4: the chain (leader -> 1 -> 2 -> 3, each member forwarding as data
+// arrives), the star (the leader sends each member a copy) and every member reading for itself
+// all give every member the group's stream. What moves: in the chain every member but the last
+// sends on exactly what it received, and the leader sends one copy; in the star the leader
+// sends three; with every member reading nothing moves and each reads the whole stream.
+TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
+  struct Case {
+    FeedRelay relay;
+    FeedReaders readers;
+    FeedPayload payload;
+  };
+  for (const Case& c : {Case{FeedRelay::kChain, FeedReaders::kLeader, FeedPayload::kEncoded},
+                        Case{FeedRelay::kChain, FeedReaders::kLeader, FeedPayload::kDecoded},
+                        Case{FeedRelay::kStar, FeedReaders::kLeader, FeedPayload::kEncoded},
+                        Case{FeedRelay::kChain, FeedReaders::kAll, FeedPayload::kEncoded}}) {
+    const std::string name = absl::StrCat(FeedRelayName(c.relay), "_", FeedReadersName(c.readers), "_",
+                                          FeedPayloadName(c.payload));
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    s.out = dir.path();
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 50, 30));
+    s.options = SmallOptions();
+    s.options.mode = FeedMode::kReplicate;
+    s.options.payload = c.payload;
+    s.options.relay = c.relay;
+    s.options.readers = c.readers;
+    s.options.read_ahead = 3;  // a window smaller than a step: the read-ahead crosses steps
+    s.group_size = 4;
+    ASSERT_EQ(RunFeed(s, name), std::vector<int>(kWorld, 0)) << name;
+    uint64_t records = 0;
+    const std::string want = Reference(s, 0, &records);
+    uint64_t read[kWorld], bytes_read[kWorld], sent[kWorld], received[kWorld], messages[kWorld];
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), want) << name << " rank " << r;
+      std::istringstream(ReadFile(absl::StrCat(s.out, "/counters.", r))) >> read[r] >> bytes_read[r] >> sent[r] >>
+          received[r] >> messages[r];
+    }
+    if (c.readers == FeedReaders::kAll) {
+      for (int r = 0; r < kWorld; ++r) {
+        EXPECT_EQ(read[r], records) << name << " rank " << r;
+        EXPECT_EQ(sent[r] + received[r], 0u) << name << " rank " << r;
+      }
+      continue;
+    }
+    EXPECT_EQ(read[0], records) << name;
+    EXPECT_GT(received[1], 0u) << name;
+    for (int r = 1; r < kWorld; ++r) {
+      EXPECT_EQ(read[r], 0u) << name << " rank " << r;
+      EXPECT_EQ(received[r], received[1]) << name << " rank " << r;  // every member got the same bytes
+    }
+    if (c.relay == FeedRelay::kChain) {
+      EXPECT_EQ(sent[0], received[1]) << name << ": the leader sends one copy";
+      EXPECT_EQ(sent[1], received[1]) << name << ": member 1 forwards what it gets";
+      EXPECT_EQ(sent[2], received[2]) << name << ": member 2 forwards what it gets";
+      EXPECT_EQ(sent[3], 0u) << name << ": the last member forwards nothing";
+    } else {
+      EXPECT_EQ(sent[0], 3 * received[1]) << name << ": the leader sends every member a copy";
+      for (int r = 1; r < kWorld; ++r) EXPECT_EQ(sent[r], 0u) << name << " rank " << r;
+    }
+  }
+}
+
+// Group sizes 1 (everyone reads for itself) and 4 (one reader for the world) give the same
+// samples as reading for yourself.
+TEST(GroupFeeder, GroupOfOneAndGroupOfAll) {
+  for (int g : {1, 4}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    s.out = dir.path();
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 30, 30));
+    s.options = SmallOptions();
+    s.group_size = g;
+    s.epochs = 1;
+    ASSERT_EQ(RunFeed(s, absl::StrCat("g", g)), std::vector<int>(kWorld, 0)) << "group size " << g;
+    for (int r = 0; r < kWorld; ++r) {
+      uint64_t records = 0;
+      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << "G " << g << " rank " << r;
+    }
+  }
+}
+
+// A record whose checksum fails on the leader under `fail`: every member of the group gets
+// DataLoss naming the record (the leader sends the error); nobody hangs.
+TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
+  for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
+    std::string value;
+    ASSERT_OK(ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
+    value[value.size() - 3] ^= 0x55;  // payload damage: the CRC no longer matches
+    ASSERT_OK(ddpio::testing::PokeValue(s.data, "samples", ddpio::testing::SampleKey(17), value));
+    s.options = SmallOptions();
+    s.options.payload = payload;
+    s.group_size = 4;
+    auto codes = RunFeed(s, "corrupt", [&](comm::Job& job) {
+      const int rank = job.info().rank;
+      std::unique_ptr<storage::DatasetReader> reader;
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
+      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+      for (;;) {
+        auto b = (*feeder)->Next();
+        if (b.ok()) continue;
+        if (absl::IsOutOfRange(b.status())) return 10;  // the whole epoch came through: wrong
+        std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+        const bool names = b.status().message().find("0000000000000011") != absl::string_view::npos;
+        return absl::IsDataLoss(b.status()) && names ? 0 : 11;
+      }
+    });
+    EXPECT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
+  }
+}
+
+// A peer killed mid-epoch: the rest of the group stop with Unavailable well within the timeout.
+TEST(GroupFeeder, KilledPeerStopsTheGroupCleanly) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 80, 30));
+  s.options = SmallOptions();
+  s.options.timeout = std::chrono::seconds(30);
+  s.group_size = 4;
+  auto codes = RunFeed(s, "killed", [&](comm::Job& job) {
+    const int rank = job.info().rank;
+    std::unique_ptr<storage::DatasetReader> reader;
+    auto feeder = JoinFeeder(job, s, s.options, &reader);
+    if (!feeder.ok()) return 4;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int e = 0; e < 5; ++e) {
+      if (!(*feeder)->StartEpoch(e).ok()) break;
+      for (int n = 0;; ++n) {
+        auto b = (*feeder)->Next();
+        if (rank == 2 && n == 1) std::_Exit(42);  // dies holding a batch, mid-epoch
+        if (absl::IsOutOfRange(b.status())) break;
+        if (!b.ok()) {
+          const auto took = std::chrono::steady_clock::now() - t0;
+          std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+          // Skip the Job's goodbye (rank 2 will never say it): exit now.
+          std::_Exit(absl::IsUnavailable(b.status()) && took < std::chrono::seconds(15) ? 0 : 12);
+        }
+      }
+    }
+    std::_Exit(13);  // five epochs without noticing the dead peer
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 42, 0}));
+}
+
+// Lock-step: every rank stops epoch 0 after 2 batches, resumes it from the saved position, and
+// gets exactly the rest; epoch 1 is cut short by destroying the feeder mid-epoch, and nobody
+// hangs.
+TEST(GroupFeeder, StopResumeAndShutdownMidEpochStayInStep) {
+  for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    s.out = dir.path();
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 60, 30));
+    s.options = SmallOptions();
+    s.options.payload = payload;
+    s.epochs = 1;
+    auto codes = RunFeed(s, "resume", [&](comm::Job& job) {
+      const int rank = job.info().rank;
+      std::unique_ptr<storage::DatasetReader> reader;
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
+      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+      std::string samples;
+      for (int i = 0; i < 2; ++i) {
+        auto b = (*feeder)->Next();
+        if (!b.ok()) return 5;
+        samples += Describe(*b, (*feeder)->sample_bytes());
+      }
+      const uint64_t position = (*feeder)->ResumePosition();
+      if (!(*feeder)->StartEpoch(0, position).ok()) return 6;
+      for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status()); b = (*feeder)->Next()) {
+        if (!b.ok()) return 7;
+        samples += Describe(*b, (*feeder)->sample_bytes());
+      }
+      WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
+      if (!(*feeder)->StartEpoch(1).ok() || !(*feeder)->Next().ok()) return 8;
+      feeder->reset();  // mid-epoch, on every rank
+      return 0;
+    });
+    ASSERT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
+    for (int r = 0; r < kWorld; ++r) {
+      uint64_t records = 0;
+      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
+          << FeedPayloadName(payload) << " rank " << r;
+    }
+  }
+}
+
+// Members with different settings are refused at creation, on every member, naming the rule.
+TEST(GroupFeeder, MembersMustAgreeOnTheSettings) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 10, 30));
+  auto codes = RunFeed(s, "disagree", [&](comm::Job& job) {
+    const int rank = job.info().rank;
+    std::unique_ptr<storage::DatasetReader> reader;
+    FeederOptions o = SmallOptions();
+    if (rank == 3) o.loader.batch_size = 5;
+    auto feeder = JoinFeeder(job, s, o, &reader);
+    if (rank >= 2) return absl::IsInvalidArgument(feeder.status()) ? 0 : 9;
+    return feeder.ok() ? 0 : 10;
+  });
+  // Group [0, 1] agrees; in group [2, 3] rank 3 differs: both of them are told.
+  EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
+}
+
+}  // namespace
+}  // namespace ddpio::broadcast

@@ -1,0 +1,99 @@
+#include "ddpio/comm/backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
+#if DDPIO_COMM_NCCL
+#include "ddpio/comm/nccl/nccl_api.h"
+#include "ddpio/comm/nccl/nccl_communicator.h"
+#endif
+
+namespace ddpio::comm {
+
+absl::StatusOr<BackendKind> ParseBackend(std::string_view name) {
+  if (name == "auto") return BackendKind::kAuto;
+  if (name == "gloo") return BackendKind::kGloo;
+  if (name == "nccl") return BackendKind::kNccl;
+  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name),
+                                                 "' (expected auto, gloo or nccl)"));
+}
+
+std::string BackendName(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kGloo:
+      return "gloo";
+    case BackendKind::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+const DeviceProbe& ProbeNcclDevices() {
+  static const DeviceProbe probe = [] {
+    DeviceProbe p;
+#if DDPIO_COMM_NCCL
+    p.nccl_compiled = true;
+    NcclApi& api = SystemNcclApi();
+    int count = 0;
+    cudaError_t err = api.GetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      p.why = absl::StrCat("cudaGetDeviceCount: error ", static_cast<int>(err), " ", api.CudaErrorString(err));
+    } else if (count < 1) {
+      p.why = "cudaGetDeviceCount: 0 devices";
+    } else {
+      p.devices = count;
+    }
+#else
+    p.why = "ddpio was built without NCCL";
+#endif
+    return p;
+  }();
+  return probe;
+}
+
+absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceProbe& probe) {
+  switch (requested) {
+    case BackendKind::kGloo:
+      return BackendChoice{BackendKind::kGloo, "gloo (asked for)"};
+    case BackendKind::kNccl:
+      if (!probe.nccl_compiled) {
+        return absl::FailedPreconditionError(
+            "backend nccl: this ddpio was built without NCCL (DDPIO_WITH_NCCL=OFF or NCCL not found at build "
+            "time); use --backend gloo");
+      }
+      if (probe.devices < 1) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "backend nccl needs a usable CUDA device and this machine has none (", probe.why,
+            "); use --backend gloo or auto"));
+      }
+      return BackendChoice{BackendKind::kNccl, absl::StrCat("nccl (asked for; ", probe.devices, " CUDA device(s))")};
+    case BackendKind::kAuto:
+      if (probe.nccl_compiled && probe.devices > 0) {
+        return BackendChoice{BackendKind::kNccl, absl::StrCat("auto: nccl (", probe.devices, " CUDA device(s))")};
+      }
+      return BackendChoice{BackendKind::kGloo, absl::StrCat("auto: gloo (no usable CUDA device: ", probe.why, ")")};
+  }
+  return absl::InvalidArgumentError("unknown backend");
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const BackendChoice& choice,
+                                                                 std::shared_ptr<Store> store, int rank,
+                                                                 int size, const CommOptions& options) {
+  if (choice.kind == BackendKind::kNccl) {
+#if DDPIO_COMM_NCCL
+    NcclOptions o;
+    o.device = options.device;
+    o.local_rank = options.local_rank;
+    o.timeout = options.gloo.timeout;
+    DDPIO_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::Create(SystemNcclApi(), std::move(store), rank, size, o));
+    return std::unique_ptr<Communicator>(std::move(comm));
+#else
+    return absl::FailedPreconditionError("backend nccl: this ddpio was built without NCCL");
+#endif
+  }
+  DDPIO_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(std::move(store), rank, size, options.gloo));
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+}  // namespace ddpio::comm

@@ -1,0 +1,69 @@
+#include "ddpio/comm/backend.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace ddpio::comm {
+namespace {
+
+using ::testing::HasSubstr;
+
+DeviceProbe NoDriver() { return {true, 0, "cudaGetDeviceCount: error 35 CUDA driver version is insufficient"}; }
+DeviceProbe TwoGpus() { return {true, 2, ""}; }
+DeviceProbe NotCompiled() { return {false, 0, "ddpio was built without NCCL"}; }
+
+TEST(Backend, ParsesTheThreeNamesAndRejectsOthers) {
+  EXPECT_EQ(*ParseBackend("auto"), BackendKind::kAuto);
+  EXPECT_EQ(*ParseBackend("gloo"), BackendKind::kGloo);
+  EXPECT_EQ(*ParseBackend("nccl"), BackendKind::kNccl);
+  EXPECT_CODE(ParseBackend("mpi"), kInvalidArgument);
+  for (auto k : {BackendKind::kAuto, BackendKind::kGloo, BackendKind::kNccl}) EXPECT_EQ(*ParseBackend(BackendName(k)), k);
+}
+
+TEST(Backend, AutoTakesNcclOnlyWithAUsableDevice) {
+  auto gpu = ChooseBackend(BackendKind::kAuto, TwoGpus());
+  ASSERT_OK(gpu);
+  EXPECT_EQ(gpu->kind, BackendKind::kNccl);
+  EXPECT_THAT(gpu->why, HasSubstr("2 CUDA device"));
+  for (const DeviceProbe& p : {NoDriver(), NotCompiled()}) {
+    auto cpu = ChooseBackend(BackendKind::kAuto, p);
+    ASSERT_OK(cpu);
+    EXPECT_EQ(cpu->kind, BackendKind::kGloo);
+    EXPECT_THAT(cpu->why, HasSubstr(p.why));  // the log says why
+  }
+}
+
+TEST(Backend, NcclWithoutADeviceOrWithoutNcclIsAClearError) {
+  auto no_device = ChooseBackend(BackendKind::kNccl, NoDriver());
+  EXPECT_CODE(no_device, kFailedPrecondition);
+  EXPECT_THAT(no_device.status().message(), HasSubstr("error 35"));
+  auto not_built = ChooseBackend(BackendKind::kNccl, NotCompiled());
+  EXPECT_CODE(not_built, kFailedPrecondition);
+  EXPECT_THAT(not_built.status().message(), HasSubstr("built without NCCL"));
+  EXPECT_EQ(ChooseBackend(BackendKind::kNccl, TwoGpus())->kind, BackendKind::kNccl);
+}
+
+TEST(Backend, GlooIsAlwaysAvailable) {
+  for (const DeviceProbe& p : {NoDriver(), TwoGpus(), NotCompiled()}) {
+    EXPECT_EQ(ChooseBackend(BackendKind::kGloo, p)->kind, BackendKind::kGloo);
+  }
+}
+
+// The real probe agrees with itself: no device comes with a reason, and auto follows it. (On
+// these CI machines, without a GPU, it takes the first branch.)
+TEST(Backend, ProbeOnThisMachineIsConsistent) {
+  const DeviceProbe& p = ProbeNcclDevices();
+  auto choice = ChooseBackend(BackendKind::kAuto, p);
+  ASSERT_OK(choice);
+  if (p.devices == 0) {
+    EXPECT_FALSE(p.why.empty());
+    EXPECT_EQ(choice->kind, BackendKind::kGloo);
+  } else {
+    EXPECT_TRUE(p.nccl_compiled);
+    EXPECT_EQ(choice->kind, BackendKind::kNccl);
+  }
+}
+
+}  // namespace
+}  // namespace ddpio::comm

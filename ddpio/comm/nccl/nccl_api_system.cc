@@ -1,0 +1,68 @@
+// The only file that calls NCCL and the CUDA runtime by name. Linked into ddpio against libnccl
+// and libcudart, and into the stand-in tests against tests/nccl_standin.
+#include "ddpio/comm/nccl/nccl_api.h"
+
+namespace ddpio::comm {
+namespace {
+
+class SystemApi final : public NcclApi {
+ public:
+  cudaError_t GetDeviceCount(int* count) override { return cudaGetDeviceCount(count); }
+  cudaError_t SetDevice(int device) override { return cudaSetDevice(device); }
+  cudaError_t StreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) override {
+    return cudaStreamCreateWithFlags(stream, flags);
+  }
+  cudaError_t StreamDestroy(cudaStream_t stream) override { return cudaStreamDestroy(stream); }
+  cudaError_t StreamQuery(cudaStream_t stream) override { return cudaStreamQuery(stream); }
+  cudaError_t Malloc(void** ptr, size_t bytes) override { return cudaMalloc(ptr, bytes); }
+  cudaError_t Free(void* ptr) override { return cudaFree(ptr); }
+  cudaError_t MemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                          cudaStream_t stream) override {
+    return cudaMemcpyAsync(dst, src, bytes, kind, stream);
+  }
+  const char* CudaErrorString(cudaError_t error) override { return cudaGetErrorString(error); }
+
+  ncclResult_t GetUniqueId(ncclUniqueId* id) override { return ncclGetUniqueId(id); }
+  ncclResult_t CommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                  ncclConfig_t* config) override {
+    return ncclCommInitRankConfig(comm, nranks, id, rank, config);
+  }
+  ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) override {
+    return ncclCommGetAsyncError(comm, async_error);
+  }
+  ncclResult_t CommAbort(ncclComm_t comm) override { return ncclCommAbort(comm); }
+  ncclResult_t CommDestroy(ncclComm_t comm) override { return ncclCommDestroy(comm); }
+  ncclResult_t Broadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
+                         ncclComm_t comm, cudaStream_t stream) override {
+    return ncclBroadcast(send, recv, count, type, root, comm, stream);
+  }
+  ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                         ncclComm_t comm, cudaStream_t stream) override {
+    return ncclAllReduce(send, recv, count, type, op, comm, stream);
+  }
+  ncclResult_t AllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                         cudaStream_t stream) override {
+    return ncclAllGather(send, recv, count, type, comm, stream);
+  }
+  ncclResult_t Send(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                    cudaStream_t stream) override {
+    return ncclSend(send, count, type, peer, comm, stream);
+  }
+  ncclResult_t Recv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                    cudaStream_t stream) override {
+    return ncclRecv(recv, count, type, peer, comm, stream);
+  }
+  ncclResult_t GroupStart() override { return ncclGroupStart(); }
+  ncclResult_t GroupEnd() override { return ncclGroupEnd(); }
+  const char* GetErrorString(ncclResult_t result) override { return ncclGetErrorString(result); }
+  const char* GetLastError(ncclComm_t comm) override { return ncclGetLastError(comm); }
+};
+
+}  // namespace
+
+NcclApi& SystemNcclApi() {
+  static SystemApi* api = new SystemApi();  // never destroyed: usable during static teardown
+  return *api;
+}
+
+}  // namespace ddpio::comm

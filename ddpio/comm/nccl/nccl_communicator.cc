@@ -1,0 +1,235 @@
+#include "ddpio/comm/nccl/nccl_communicator.h"
+
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
+
+namespace ddpio::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kUniqueIdKey[] = "nccl-unique-id";
+
+absl::StatusCode CodeOf(ncclResult_t r) {
+  switch (r) {
+    case ncclSystemError:
+    case ncclRemoteError:
+      return absl::StatusCode::kUnavailable;  // a peer or the network failed
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return absl::StatusCode::kInvalidArgument;
+    case ncclUnhandledCudaError:
+    case ncclInternalError:
+      return absl::StatusCode::kInternal;
+    default:
+      return absl::StatusCode::kUnknown;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclApi& api,
+                                                                           std::shared_ptr<Store> store,
+                                                                           int rank, int size,
+                                                                           const NcclOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", size));
+  }
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(api, rank, size, options.poll_interval));
+  DDPIO_RETURN_IF_ERROR(c->Init(*store, options));
+  return c;
+}
+
+absl::Status NcclCommunicator::Init(Store& store, const NcclOptions& options) {
+  int count = 0;
+  cudaError_t err = api_.GetDeviceCount(&count);
+  if (err != cudaSuccess || count < 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the NCCL backend needs a usable CUDA device; cudaGetDeviceCount: ",
+        err != cudaSuccess ? absl::StrCat("error ", static_cast<int>(err), " ", api_.CudaErrorString(err))
+                           : std::string("0 devices")));
+  }
+  device_ = options.device >= 0 ? options.device : options.local_rank % count;
+  if (device_ >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device_, " asked for, ", count, " present"));
+  }
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
+
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    DDPIO_RETURN_IF_ERROR(Check("ncclGetUniqueId", api_.GetUniqueId(&id)));
+    DDPIO_RETURN_IF_ERROR(store.Set(kUniqueIdKey, std::string(id.internal, sizeof(id.internal))));
+  } else {
+    DDPIO_ASSIGN_OR_RETURN(std::string bytes, store.Get(kUniqueIdKey, options.timeout));
+    if (bytes.size() != sizeof(id.internal)) {
+      return absl::DataLossError(absl::StrCat("the NCCL unique id in the store has ", bytes.size(),
+                                              " bytes, expected ", sizeof(id.internal)));
+    }
+    std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+  }
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaStreamCreateWithFlags",
+                                  api_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+  void* scratch = nullptr;
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMalloc", api_.Malloc(&scratch, sizeof(float))));
+  scratch_ = static_cast<float*>(scratch);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // no call may block: Wait() enforces the timeout
+  ncclResult_t r = api_.CommInitRankConfig(&comm_, size_, id, rank_, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = Check("ncclCommInitRankConfig", r);
+    return comm_ != nullptr ? Fail(s) : s;
+  }
+  absl::Status s = Wait("joining the NCCL communicator", options.timeout, /*wait_stream=*/false);
+  if (s.ok()) {
+    DDPIO_LOG(INFO) << "NCCL communicator: rank " << rank_ << " of " << size_ << " on CUDA device " << device_;
+  }
+  return s;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) {
+    ncclResult_t r = api_.CommDestroy(comm_);
+    if (r != ncclSuccess) DDPIO_LOG(WARNING) << "ncclCommDestroy: " << api_.GetErrorString(r);
+  }
+  if (scratch_ != nullptr) (void)api_.Free(scratch_);
+  if (stream_ != nullptr) (void)api_.StreamDestroy(stream_);
+}
+
+absl::Status NcclCommunicator::Check(const char* what, ncclResult_t result) {
+  if (result == ncclSuccess || result == ncclInProgress) return absl::OkStatus();
+  std::string detail = comm_ != nullptr ? api_.GetLastError(comm_) : "";
+  return absl::Status(CodeOf(result), absl::StrCat(what, " on rank ", rank_, ": ", api_.GetErrorString(result),
+                                                   detail.empty() ? "" : " (", detail, detail.empty() ? "" : ")"));
+}
+
+absl::Status NcclCommunicator::CheckCuda(const char* what, cudaError_t error) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, " on rank ", rank_, ": CUDA error ", static_cast<int>(error), " ",
+                                          api_.CudaErrorString(error)));
+}
+
+absl::Status NcclCommunicator::Fail(absl::Status status) {
+  if (comm_ != nullptr) {
+    (void)api_.CommAbort(comm_);
+    comm_ = nullptr;
+  }
+  if (broken_.ok()) broken_ = status;
+  return status;
+}
+
+absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds timeout, bool wait_stream) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t r = api_.CommGetAsyncError(comm_, &async);
+    if (r != ncclSuccess) return Fail(Check("ncclCommGetAsyncError", r));
+    if (async != ncclSuccess && async != ncclInProgress) return Fail(Check(what, async));
+    if (async == ncclSuccess) {
+      if (!wait_stream) return absl::OkStatus();
+      cudaError_t q = api_.StreamQuery(stream_);
+      if (q == cudaSuccess) return absl::OkStatus();
+      if (q != cudaErrorNotReady) return Fail(CheckCuda(what, q));
+    }
+    if (Clock::now() >= deadline) {
+      return Fail(absl::DeadlineExceededError(absl::StrCat(
+          what, " on rank ", rank_, " did not complete within ", timeout.count(),
+          " ms (a peer is stalled, gone, or not making the same call); NCCL communicator aborted")));
+    }
+    std::this_thread::sleep_for(poll_);
+  }
+}
+
+template <typename Fn>
+absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds timeout, Fn enqueue) {
+  if (!broken_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": communicator unusable after an earlier error (",
+                                                      broken_.message(), ")"));
+  }
+  if (comm_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
+  absl::Status s = enqueue();
+  if (!s.ok()) return Fail(s);
+  return Wait(what, timeout, /*wait_stream=*/true);
+}
+
+absl::StatusOr<std::shared_ptr<uint8_t>> NcclCommunicator::Allocate(size_t bytes) {
+  void* p = nullptr;
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMalloc", api_.Malloc(&p, bytes > 0 ? bytes : 1)));
+  NcclApi* api = &api_;
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [api](uint8_t* q) { (void)api->Free(q); });
+}
+
+absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root));
+  if (bytes == 0) return absl::OkStatus();
+  return Run("broadcast", timeout, [&] {
+    return Check("ncclBroadcast", api_.Broadcast(data, data, bytes, ncclUint8, root, comm_, stream_));
+  });
+}
+
+absl::Status NcclCommunicator::Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
+                                       std::chrono::milliseconds timeout) {
+  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("scatter root ", root));
+  if (rank_ == root && static_cast<int>(parts.size()) != size_) {
+    return absl::InvalidArgumentError(absl::StrCat("scatter needs ", size_, " parts on the root, got ", parts.size()));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  // NCCL has no scatter: the root's grouped sends, each peer's receive.
+  return Run("scatter", timeout, [&]() -> absl::Status {
+    if (rank_ == root) {
+      DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMemcpyAsync",
+                                      api_.MemcpyAsync(out, parts[root], bytes, cudaMemcpyDeviceToDevice, stream_)));
+      DDPIO_RETURN_IF_ERROR(Check("ncclGroupStart", api_.GroupStart()));
+      absl::Status sent;
+      for (int i = 0; i < size_ && sent.ok(); ++i) {
+        if (i != root) sent = Check("ncclSend", api_.Send(parts[i], bytes, ncclUint8, i, comm_, stream_));
+      }
+      absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
+      return sent.ok() ? ended : sent;
+    }
+    return Check("ncclRecv", api_.Recv(out, bytes, ncclUint8, root, comm_, stream_));
+  });
+}
+
+absl::Status NcclCommunicator::AllReduce(float* data, size_t count, ReduceOp op, std::chrono::milliseconds timeout) {
+  if (count == 0) return absl::OkStatus();
+  return Run("all-reduce", timeout, [&] {
+    return Check("ncclAllReduce", api_.AllReduce(data, data, count, ncclFloat32,
+                                                 op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, stream_));
+  });
+}
+
+absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
+  if (bytes == 0) return absl::OkStatus();
+  return Run("all-gather", timeout, [&] {
+    return Check("ncclAllGather", api_.AllGather(in, out, bytes, ncclUint8, comm_, stream_));
+  });
+}
+
+absl::Status NcclCommunicator::Send(const void* data, size_t bytes, int peer, uint64_t /*tag*/,
+                                    std::chrono::milliseconds timeout) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("send peer ", peer));
+  if (bytes == 0) return absl::OkStatus();
+  return Run("send", timeout, [&] { return Check("ncclSend", api_.Send(data, bytes, ncclUint8, peer, comm_, stream_)); });
+}
+
+absl::Status NcclCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t /*tag*/,
+                                    std::chrono::milliseconds timeout) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("recv peer ", peer));
+  if (bytes == 0) return absl::OkStatus();
+  return Run("recv", timeout, [&] { return Check("ncclRecv", api_.Recv(data, bytes, ncclUint8, peer, comm_, stream_)); });
+}
+
+absl::Status NcclCommunicator::Barrier(std::chrono::milliseconds timeout) {
+  // NCCL has no barrier: an all-reduce of one float completes only when every rank joined it.
+  return Run("barrier", timeout, [&] {
+    return Check("ncclAllReduce", api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
+  });
+}
+
+void NcclCommunicator::Abort() { (void)Fail(absl::AbortedError("aborted")); }
+
+}  // namespace ddpio::comm

@@ -1,0 +1,54 @@
+// Rank discovery: who am I, how many are we, and where is the rendezvous — from the environment
+// the launcher left (torchrun, Slurm, Open MPI) or from explicit flags.
+//
+//   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+//              TORCHELASTIC_USE_AGENT_STORE (its agent already serves a store on MASTER_PORT)
+//   Slurm      SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; master = the
+//              first host of SLURM_JOB_NODELIST (compressed lists such as "gpu[03-05,09]" too)
+//   Open MPI   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
+//              OMPI_COMM_WORLD_LOCAL_SIZE
+// MASTER_ADDR / MASTER_PORT, when set, apply whatever the launcher. Explicit flags override the
+// environment; a flag or variable that contradicts another source (say --rank 2 under
+// RANK=3), a rank outside [0, world) or a malformed number → InvalidArgument naming both.
+// Pure function of its inputs; thread-safe.
+#ifndef DDPIO_COMM_RANK_INFO_H_
+#define DDPIO_COMM_RANK_INFO_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ddpio::comm {
+
+struct RankInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool agent_store = false;  // torchrun's agent serves a PyTorch TCPStore on master_port
+  std::string source;        // "torchrun", "slurm", "openmpi", "flags" or "single process"
+};
+
+// Values given on the command line; unset fields defer to the environment.
+struct RankFlags {
+  std::optional<int> rank, world_size, local_rank, local_world_size, master_port;
+  std::optional<std::string> master_addr;
+};
+
+using Environment = std::map<std::string, std::string>;
+
+// This process's environment.
+Environment CurrentEnvironment();
+
+absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags = {});
+
+// The first host of a Slurm node list: "gpu[03-05,09],cpu1" -> "gpu03".
+absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist);
+
+}  // namespace ddpio::comm
+
+#endif  // DDPIO_COMM_RANK_INFO_H_

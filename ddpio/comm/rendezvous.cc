@@ -1,0 +1,145 @@
+#include "ddpio/comm/rendezvous.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/comm/tcp_store.h"
+#include "ddpio/comm/torch_store.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
+
+namespace ddpio::comm {
+namespace {
+
+std::string FromEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+// A frozen store must not hold a rank longer than the job's timeout (the default reply
+// allowance is 30 s).
+TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
+  TcpStoreLimits limits;
+  limits.reply_timeout = std::min<std::chrono::milliseconds>(limits.reply_timeout, options.timeout);
+  return limits;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
+  SetLogRank(info.rank);
+  if (options.token.empty()) options.token = FromEnv("DDPIO_STORE_TOKEN");
+  if (options.job_id.empty()) options.job_id = FromEnv("DDPIO_JOB_ID");
+  if (options.job_id.empty() && info.agent_store) {
+    // torchrun: one namespace per run and restart attempt, like PyTorch's own /worker/attempt_N.
+    options.job_id = absl::StrCat("torchrun-", FromEnv("TORCHELASTIC_RUN_ID"), "-attempt",
+                                  FromEnv("TORCHELASTIC_RESTART_COUNT"));
+  }
+  if (options.job_id.empty()) options.job_id = "default";
+  // Decide the backend before touching the network: a rank that cannot use it fails at once.
+  DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, ProbeNcclDevices()));
+  options.comm.local_rank = info.local_rank;
+  DDPIO_ASSIGN_OR_RETURN(AdvertiseAddress advertise,
+                         ChooseAdvertiseAddress(options.advertise_addr, CurrentEnvironment(), info.master_addr));
+  options.comm.gloo.hostname = advertise.address;
+  auto job = std::unique_ptr<Job>(new Job());
+  job->info_ = info;
+  job->backend_ = choice;
+  job->advertise_ = advertise;
+  job->options_ = options;
+  std::shared_ptr<Store> base;
+  std::string where = absl::StrCat("tcp://", info.master_addr, ":", info.master_port);
+  if (options.store.rfind("file:", 0) == 0) {
+    DDPIO_ASSIGN_OR_RETURN(auto fs, FileStore::Open(options.store.substr(5)));
+    base = std::move(fs);
+    where = options.store;
+  } else if (info.agent_store) {
+    // torchrun's agent already serves a PyTorch TCPStore on the master port.
+    TorchStoreOptions to;
+    to.connect_timeout = options.timeout;
+    DDPIO_ASSIGN_OR_RETURN(to.protocol, ParseTorchStoreProtocol(FromEnv("DDPIO_TORCH_STORE_PROTOCOL")));
+    DDPIO_ASSIGN_OR_RETURN(auto client, TorchStoreClient::Connect(info.master_addr, info.master_port, to));
+    base = std::move(client);
+    where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
+  } else if (info.source == "single process" && info.world_size == 1 && options.token.empty()) {
+    // Started alone, by no launcher: nobody else will join, so serve a private store on a free
+    // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
+    const std::string token = RandomToken();
+    DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start("127.0.0.1", 0, token));
+    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token,
+                                                                options.timeout, StoreLimits(options)));
+    base = std::move(client);
+    where = absl::StrCat("private tcp://127.0.0.1:", job->server_->port());
+  } else {
+    if (options.token.empty()) {
+      return absl::InvalidArgumentError(
+          "DDPIO_STORE_TOKEN is not set: the rendezvous store serves only clients that present the "
+          "job's token (`ddpio launch` sets one)");
+    }
+    if (info.rank == 0) {
+      DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
+    }
+    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(info.master_addr, info.master_port,
+                                                                options.token, options.timeout, StoreLimits(options)));
+    base = std::move(client);
+  }
+  job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
+  auto world = CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_), info.rank,
+                                  info.world_size, options.comm);
+  if (!world.ok()) {
+    // The usual cause across hosts: an address the peers cannot reach. Say which one was used.
+    return Annotate(world.status(), absl::StrCat("joining job ", options.job_id, " (this rank advertises ",
+                                                 advertise.address, ": ", advertise.why,
+                                                 "; set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to an "
+                                                 "address the other hosts reach)"));
+  }
+  job->world_ = std::move(world).value();
+  // Join returns once every rank has joined, as torch.distributed's init does (its store-based
+  // barrier): Gloo's mesh connect can return on one rank while another is still finishing its
+  // side of their pair, and a rank that went on and left at once would cut that pair under it.
+  DDPIO_RETURN_IF_ERROR(Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
+  std::string nccl_if;
+  if (choice.kind == BackendKind::kNccl) {
+    const std::string v = FromEnv("NCCL_SOCKET_IFNAME");
+    nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)" : "; NCCL_SOCKET_IFNAME=" + v;
+  }
+  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size
+                  << " (" << info.source << ", store " << where << ", backend " << choice.why << ", advertising "
+                  << advertise.address << ": " << advertise.why << nccl_if << ")";
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layout) {
+  if (layout.world_size() != info_.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("layout for a world of ", layout.world_size(),
+                                                   ", job has ", info_.world_size));
+  }
+  // The n-th layout created in the job gets its own namespace; each group one under it.
+  const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
+  DDPIO_ASSIGN_OR_RETURN(auto group, CreateCommunicator(backend_, std::make_shared<PrefixStore>(prefix, store_),
+                                                        layout.local_group_rank(info_.rank), layout.group_size(),
+                                                        options_.comm));
+  // As in Join: every member's side of the group's connections is complete before anyone goes on.
+  DDPIO_RETURN_IF_ERROR(Annotate(group->Barrier(options_.timeout), "waiting for the group's members"));
+  return group;
+}
+
+Job::~Job() {
+  world_.reset();
+  if (store_ == nullptr) return;
+  // Leaving after an error: the others are failing too (or gone), and the store may be the
+  // thing that froze — a rank that is not serving it does not wait on it at all.
+  if (failed_ && server_ == nullptr) return;
+  // Count ourselves out; the last one out says so, and rank 0 keeps serving until then.
+  auto left = store_->Add("left", 1);
+  if (left.ok() && *left == info_.world_size) (void)store_->Set("all-left", "1");
+  if (server_ != nullptr && left.ok()) {
+    const auto patience = failed_ ? std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2))
+                                  : options_.timeout;
+    absl::Status st = store_->Wait({"all-left"}, patience);
+    if (!st.ok()) DDPIO_LOG(WARNING) << "stopping the store before every rank left: " << st.message();
+  }
+}
+
+}  // namespace ddpio::comm

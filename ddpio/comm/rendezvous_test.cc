@@ -1,0 +1,81 @@
+// Jobs joined by real processes started with `ddpio launch`-like environments.
+#include "ddpio/comm/rendezvous.h"
+
+#include <unistd.h>
+
+#include "ddpio/comm/communicator_conformance.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio::comm {
+namespace {
+
+using testing::JobWorldAndGroups;
+using testing::RunJob;
+
+TEST(Rendezvous, TcpStoreHostedByRankZero) {
+  RendezvousOptions o;
+  o.token = "tok";
+  o.job_id = "job-tcp";
+  o.backend = BackendKind::kGloo;
+  auto codes = RunJob(4, o, JobWorldAndGroups);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+TEST(Rendezvous, FileStoreAndStaleKeysFromAnEarlierRun) {
+  ddpio::testing::TempDir dir;
+  RendezvousOptions o;
+  o.store = "file:" + dir.Sub("store");
+  o.job_id = "run-1";
+  auto first = RunJob(2, o, JobWorldAndGroups);
+  EXPECT_EQ(first, (std::vector<int>{0, 0}));
+  o.job_id = "run-2";  // same directory, keys of run-1 still there
+  auto second = RunJob(2, o, JobWorldAndGroups);
+  EXPECT_EQ(second, (std::vector<int>{0, 0}));
+}
+
+TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
+  RankInfo plain;
+  RendezvousOptions no_token;
+  no_token.token = "";
+  ::unsetenv("DDPIO_STORE_TOKEN");
+  EXPECT_CODE(Job::Join(plain, no_token), kInvalidArgument);
+  // Started alone (no launcher's environment): a private store, no token needed.
+  ASSERT_OK_AND_ASSIGN(RankInfo lone, DiscoverRank({}));
+  ASSERT_OK_AND_ASSIGN(auto alone, Job::Join(lone, no_token));
+  EXPECT_EQ(alone->world().size(), 1);
+  EXPECT_OK(alone->world().Barrier(std::chrono::seconds(5)));
+  // Under torchrun's agent store no token is needed, but a store must answer.
+  RankInfo agent;
+  agent.agent_store = true;
+  agent.master_addr = "127.0.0.1";
+  agent.master_port = ddpio::testing::FreeLoopbackPort();
+  RendezvousOptions quick;
+  quick.timeout = std::chrono::milliseconds(300);
+  auto nobody = Job::Join(agent, quick);
+  EXPECT_CODE(nobody, kDeadlineExceeded);
+  EXPECT_THAT(nobody.status().message(), ::testing::HasSubstr("torchrun's agent store"));
+}
+
+// Without a usable device (these machines), asking for NCCL fails before any network traffic
+// and says why; auto picks Gloo.
+TEST(Rendezvous, BackendChoiceOnAMachineWithoutADevice) {
+  if (ProbeNcclDevices().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  RankInfo solo;  // rank 0 of 1
+  RendezvousOptions o;
+  o.token = "tok";
+  o.backend = BackendKind::kNccl;
+  auto refused = Job::Join(solo, o);
+  EXPECT_CODE(refused, kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("nccl"));
+  auto codes = RunJob(2, RendezvousOptions{.token = "tok", .job_id = "auto"}, [](Job& job) {
+    return job.backend().kind == BackendKind::kGloo && job.world().backend() == "gloo" ? JobWorldAndGroups(job) : 50;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
+
+}  // namespace
+}  // namespace ddpio::comm

@@ -1,0 +1,10 @@
+#include "ddpio/loader/cuda_runtime.h"
+
+namespace ddpio::loader {
+
+std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not) {
+  if (why_not != nullptr) *why_not = "built without CUDA";
+  return nullptr;
+}
+
+}  // namespace ddpio::loader

@@ -1,0 +1,150 @@
+#include "ddpio/loader/jpeg_region.h"
+
+// clang-format off
+#include <cstdio>   // jpeglib.h needs FILE
+#include <jpeglib.h>
+// clang-format on
+#include <csetjmp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/loader/jpeg.h"
+
+namespace ddpio::loader {
+
+namespace {
+
+struct ErrorState {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = static_cast<ErrorState*>(cinfo->client_data);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// libjpeg reports corrupt data as warnings (level -1) and carries on with grey blocks; a
+// silently damaged sample is worse than a reported one, so warnings are errors here.
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level < 0) OnError(cinfo);
+}
+
+}  // namespace
+
+struct RegionDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorState error;
+  std::vector<JSAMPROW> rows;
+};
+
+RegionDecoder::RegionDecoder(uint64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
+  jpeg_decompress_struct& c = state_->cinfo;
+  c.err = jpeg_std_error(&state_->error.pub);
+  state_->error.pub.error_exit = OnError;
+  state_->error.pub.emit_message = OnMessage;
+  jpeg_create_decompress(&c);
+  c.client_data = &state_->error;
+}
+
+RegionDecoder::~RegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w,
+                                   int out_h, bool allow_scaling, bool full, bool fast_idct,
+                                   std::vector<uint8_t>* pixels, DecodedRegion* region) {
+  jpeg_decompress_struct& c = state_->cinfo;
+  // Nothing with a destructor lives between setjmp and a possible longjmp.
+  if (setjmp(state_->error.jump) != 0) {
+    jpeg_abort_decompress(&c);
+    return absl::DataLossError(absl::StrCat("corrupt JPEG: ", state_->error.message));
+  }
+  jpeg_mem_src(&c, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&c, TRUE);
+  if (c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK) {
+    jpeg_abort_decompress(&c);
+    return absl::DataLossError("CMYK/YCCK JPEGs are not supported by the loader");
+  }
+  const int image_w = static_cast<int>(c.image_width), image_h = static_cast<int>(c.image_height);
+  if (absl::Status st = CheckImagePixels(image_w, image_h, max_pixels_); !st.ok()) {
+    jpeg_abort_decompress(&c);
+    return st;
+  }
+  // The box was planned from the record's stored geometry; a record whose geometry claims more
+  // than its JPEG holds (CRC-valid, so written that way) would crop outside the image.
+  constexpr double kSlack = 1e-3;
+  if (!(box.x0 >= -kSlack && box.y0 >= -kSlack && box.x1 <= image_w + kSlack && box.y1 <= image_h + kSlack &&
+        box.x0 < box.x1 && box.y0 < box.y1)) {
+    jpeg_abort_decompress(&c);
+    return absl::DataLossError(absl::StrCat("the crop (", box.x0, ",", box.y0, ")-(", box.x1, ",", box.y1,
+                                            ") planned from the record's stored geometry lies outside its ",
+                                            image_w, "x", image_h, " JPEG: the stored geometry is wrong"));
+  }
+  int d = 1;
+  if (allow_scaling) {
+    const double bw = box.x1 - box.x0, bh = box.y1 - box.y0;
+    for (int cand : {8, 4, 2}) {
+      if (bw / cand >= out_w && bh / cand >= out_h) {
+        d = cand;
+        break;
+      }
+    }
+  }
+  c.out_color_space = JCS_RGB;
+  c.dct_method = fast_idct ? JDCT_IFAST : JDCT_ISLOW;
+  // Always "fancy" chroma upsampling: turning it off selects libjpeg's merged upsampler, which
+  // in libjpeg-turbo 2.1.5 crashes intermittently together with jpeg_crop_scanline /
+  // jpeg_skip_scanlines (seen here: SIGSEGV in jcopy_sample_rows in 22 of 30 test repetitions).
+  c.do_fancy_upsampling = TRUE;
+  c.scale_num = 1;
+  c.scale_denom = static_cast<unsigned>(d);
+  jpeg_start_decompress(&c);
+  const int sw = static_cast<int>(c.output_width), sh = static_cast<int>(c.output_height);
+  const double sx = static_cast<double>(sw) / image_w, sy = static_cast<double>(sh) / image_h;
+  Box b{box.x0 * sx, box.y0 * sy, box.x1 * sx, box.y1 * sy};
+  int x0 = 0, y0 = 0, x1 = sw, y1 = sh;
+  if (!full) {
+    // Margin for the resampling filter: its support is max(1, downscale) output pixels wide.
+    const double scale = std::max((b.x1 - b.x0) / out_w, (b.y1 - b.y0) / out_h);
+    const int margin = static_cast<int>(std::ceil(std::max(1.0, scale))) + 1;
+    x0 = std::max(0, static_cast<int>(std::floor(b.x0)) - margin);
+    y0 = std::max(0, static_cast<int>(std::floor(b.y0)) - margin);
+    x1 = std::min(sw, static_cast<int>(std::ceil(b.x1)) + margin);
+    y1 = std::min(sh, static_cast<int>(std::ceil(b.y1)) + margin);
+  }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0), width = static_cast<JDIMENSION>(x1 - x0);
+  if (!full && (x0 > 0 || x1 < sw)) jpeg_crop_scanline(&c, &xoff, &width);  // aligns to iMCUs
+  const int rw = static_cast<int>(width), rh = y1 - y0;
+  const size_t stride = static_cast<size_t>(rw) * 3;
+  if (pixels->size() < stride * rh) pixels->resize(stride * rh);
+  if (y0 > 0) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(y0));
+  state_->rows.resize(static_cast<size_t>(rh));
+  for (int r = 0; r < rh; ++r) state_->rows[r] = pixels->data() + stride * r;
+  int done = 0;
+  while (done < rh) {
+    done += static_cast<int>(jpeg_read_scanlines(&c, state_->rows.data() + done,
+                                                 static_cast<JDIMENSION>(rh - done)));
+  }
+  if (full) {
+    jpeg_finish_decompress(&c);  // reads to the end: trailing corruption is caught too
+  } else {
+    jpeg_abort_decompress(&c);  // rows below the crop are never decoded
+  }
+  region->width = rw;
+  region->height = rh;
+  region->scale_denom = d;
+  region->image_width = image_w;
+  region->image_height = image_h;
+  region->box = {b.x0 - static_cast<double>(xoff), b.y0 - y0, b.x1 - static_cast<double>(xoff),
+                 b.y1 - y0};
+  // Keep the box inside the decoded pixels (float error at the image edge).
+  region->box.x1 = std::min<double>(region->box.x1, rw);
+  region->box.y1 = std::min<double>(region->box.y1, rh);
+  return absl::OkStatus();
+}
+
+}  // namespace ddpio::loader

@@ -1,0 +1,366 @@
+#include "ddpio/loader/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/log.h"
+#include "ddpio/common/ordered_parallel_map.h"
+#include "ddpio/common/status_macros.h"
+
+namespace ddpio::loader {
+
+using Clock = std::chrono::steady_clock;
+
+struct Loader::Slot {
+  HostBuffer data;
+  std::vector<int32_t> labels;
+  std::vector<uint64_t> indices;
+  std::vector<uint8_t> valid;
+  uint64_t size = 0;
+  void* device = nullptr;
+  void* event = nullptr;
+};
+
+struct Loader::Worker {
+  SampleProcessor processor;
+  std::optional<storage::ReadTxn> txn;
+  std::vector<uint8_t> hwc;  // one sample, for float output
+  std::vector<uint64_t> prefetch;  // the indices of the batch being read
+  std::atomic<uint64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, collate_ns{0};
+  std::atomic<uint64_t> images{0}, bad{0}, payload_bytes{0};
+};
+
+struct Loader::Pipeline {
+  OrderedParallelMap<absl::StatusOr<int>> map;
+  template <typename... Args>
+  explicit Pipeline(Args&&... args) : map(std::forward<Args>(args)...) {}
+};
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const storage::DatasetReader* reader,
+                                                       const sampler::SamplerOptions& sampler_options,
+                                                       int rank, const LoaderOptions& options,
+                                                       CudaRuntime* cuda) {
+  if (sampler_options.dataset_size != reader->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ", sampler_options.dataset_size,
+                                                   " differs from the dataset's ", reader->size()));
+  }
+  return CreateImpl(reader, nullptr, sampler_options, rank, options, cuda);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(RecordSource* source,
+                                                       const sampler::SamplerOptions& sampler_options,
+                                                       int rank, const LoaderOptions& options,
+                                                       CudaRuntime* cuda) {
+  return CreateImpl(nullptr, source, sampler_options, rank, options, cuda);
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::DatasetReader* reader,
+                                                           RecordSource* source,
+                                                           const sampler::SamplerOptions& sampler_options,
+                                                           int rank, const LoaderOptions& options,
+                                                           CudaRuntime* cuda) {
+  if (rank < 0 || rank >= sampler_options.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside the sampler's world of ",
+                                                   sampler_options.num_replicas));
+  }
+  if (options.batch_size == 0 || options.augment.size <= 0 || options.prefetch < 1) {
+    return absl::InvalidArgumentError("batch size, output size and prefetch must be positive");
+  }
+  auto loader = std::unique_ptr<Loader>(new Loader());
+  loader->reader_ = reader;
+  loader->source_ = source;
+  loader->where_ = reader != nullptr ? reader->path() : source->name();
+  DDPIO_ASSIGN_OR_RETURN(auto s, sampler::DistributedSampler::Create(sampler_options));
+  loader->sampler_ = std::make_unique<sampler::DistributedSampler>(std::move(s));
+  loader->rank_ = rank;
+  loader->options_ = options;
+  loader->cuda_ = cuda;
+  int workers = options.workers > 0 ? options.workers
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  loader->options_.workers = workers;
+  const size_t pixels = static_cast<size_t>(options.augment.size) * options.augment.size * 3;
+  loader->sample_bytes_ = options.output == OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      loader->lut_[c][v] = (v / 255.0f - options.mean[c]) / options.stddev[c];
+    }
+  }
+  const bool stage = options.copy_to_device && cuda != nullptr;
+  if (stage) {
+    DDPIO_ASSIGN_OR_RETURN(loader->stream_, cuda->CreateStream());
+  }
+  // In flight: up to max(prefetch, workers) batches, plus the one the consumer holds.
+  const int nslots = std::max(options.prefetch, workers) + 1;
+  for (int i = 0; i < nslots; ++i) {
+    auto slot = std::make_unique<Slot>();
+    DDPIO_ASSIGN_OR_RETURN(slot->data, AllocateHostBuffer(loader->sample_bytes_ * options.batch_size, cuda));
+    slot->labels.resize(options.batch_size);
+    slot->indices.resize(options.batch_size);
+    slot->valid.resize(options.batch_size);
+    if (stage) {
+      DDPIO_RETURN_IF_ERROR(cuda->DeviceAlloc(&slot->device, slot->data.size()));
+      DDPIO_ASSIGN_OR_RETURN(slot->event, cuda->CreateEvent());
+    }
+    loader->slots_.push_back(std::move(slot));
+    loader->free_slots_.push_back(i);
+  }
+  for (int w = 0; w < workers; ++w) {
+    auto worker = std::make_unique<Worker>();
+    if (reader != nullptr) {
+      DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
+      worker->txn.emplace(std::move(txn));
+    }
+    worker->hwc.resize(pixels);
+    loader->workers_.push_back(std::move(worker));
+  }
+  return loader;
+}
+
+Loader::~Loader() {
+  StopEpoch();
+  for (auto& slot : slots_) {
+    if (slot->device != nullptr) cuda_->DeviceFree(slot->device);
+    if (slot->event != nullptr) cuda_->DestroyEvent(slot->event);
+  }
+  if (stream_ != nullptr) cuda_->DestroyStream(stream_);
+}
+
+int Loader::TakeSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Never empty: in-flight batches are bounded by the pipeline's window (slots - 1).
+  int s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+void Loader::ReturnSlot(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_slots_.push_back(slot);
+}
+
+void Loader::Stop() { StopEpoch(); }
+
+void Loader::StopEpoch() {
+  stop_ = true;
+  if (source_ != nullptr) source_->Wake();  // workers waiting for records see stop_
+  pipeline_.reset();  // cancels and joins the workers
+  stop_ = false;
+  if (held_slot_ >= 0) ReturnSlot(held_slot_);
+  held_slot_ = -1;
+  // Results never consumed still hold slots: all slots are free once the pipeline is gone.
+  std::lock_guard<std::mutex> lock(mu_);
+  free_slots_.clear();
+  for (size_t i = 0; i < slots_.size(); ++i) free_slots_.push_back(static_cast<int>(i));
+}
+
+absl::Status Loader::StartEpoch(uint64_t epoch, uint64_t start) {
+  StopEpoch();
+  sampler_->SetEpoch(epoch);
+  DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->NextPlan(start));
+  plan_ = std::move(plan);
+  batches_ = sampler::MakeBatches(plan_->NumSamples(rank_), options_.batch_size, options_.drop_last);
+  delivered_ = 0;
+  const uint64_t window = slots_.size() - 1;
+  pipeline_ = std::make_unique<Pipeline>(
+      0, batches_.size(), options_.workers, window,
+      [this](uint64_t b, int w) { return Assemble(b, w); });
+  return absl::OkStatus();
+}
+
+uint64_t Loader::NumBatches() const { return batches_.size(); }
+
+uint64_t Loader::ResumePosition() const {
+  if (!plan_.has_value()) return 0;
+  const uint64_t samples = delivered_ == 0 ? 0 : batches_[delivered_ - 1].end;
+  return plan_->ConsumedAfter(samples);
+}
+
+absl::Status Loader::CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const {
+  const uint64_t n = range.end - range.begin;
+  if (batch.epoch != plan_->epoch() || batch.step != b || batch.indices.size() != n || batch.records.size() != n) {
+    return absl::DataLossError(absl::StrCat("out of step with ", where_, ": expected epoch ", plan_->epoch(),
+                                            " batch ", b, " of ", n, " samples, got epoch ", batch.epoch, " batch ",
+                                            batch.step, " of ", batch.indices.size()));
+  }
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t want = plan_->IndexAt(rank_, range.begin + k);
+    if (batch.indices[k] != want) {
+      return absl::DataLossError(absl::StrCat("out of step with ", where_, ": epoch ", batch.epoch, " batch ", b,
+                                              " position ", k, " holds sample ", batch.indices[k],
+                                              ", this rank's sampler expects ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<storage::RecordView> Loader::Sourced(const SourcedBatch& batch, uint64_t k,
+                                                    uint64_t index) const {
+  const std::string what = absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") from ", where_);
+  if (batch.records[k].empty()) return absl::DataLossError(absl::StrCat(what, ": unreadable at the source"));
+  storage::RecordView view;
+  absl::Status st = storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view);
+  if (!st.ok()) return Annotate(st, what);
+  return view;
+}
+
+absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
+                                absl::StatusOr<storage::RecordView> record, Worker& w) {
+  uint8_t* out = slot.data.data() + k * sample_bytes_;
+  slot.indices[k] = index;
+  slot.valid[k] = padding ? 0 : 1;
+  const bool as_float = options_.output == OutputFormat::kFloatNchw;
+  absl::Status st = record.status();
+  if (st.ok()) {
+    slot.labels[k] = record->label;
+    w.payload_bytes += record->payload.size();
+    const StageNanos before = w.processor.nanos();
+    st = w.processor.Process(*record, index, plan_->epoch(), options_.seed, options_.augment,
+                             options_.decode, as_float ? w.hwc.data() : out);
+    if (!st.ok()) {
+      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ", where_));
+    }
+    w.decode_ns += w.processor.nanos().decode - before.decode;
+    w.augment_ns += w.processor.nanos().augment - before.augment;
+  } else {
+    slot.labels[k] = -1;
+  }
+  if (!st.ok()) {
+    if (options_.bad_samples == BadSamplePolicy::kFail || st.code() != absl::StatusCode::kDataLoss) {
+      return st;
+    }
+    // Skip: a deterministic substitute (zeros), flagged invalid, counted and listed.
+    std::memset(out, 0, sample_bytes_);
+    slot.valid[k] = 0;
+    ++w.bad;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (skipped_.size() < 100) skipped_.push_back({index, std::string(st.message())});
+    return absl::OkStatus();
+  }
+  if (as_float) {
+    const auto t2 = Clock::now();
+    const size_t plane = static_cast<size_t>(options_.augment.size) * options_.augment.size;
+    float* f = reinterpret_cast<float*>(out);
+    const uint8_t* p = w.hwc.data();
+    for (size_t i = 0; i < plane; ++i) {
+      f[i] = lut_[0][p[3 * i]];
+      f[plane + i] = lut_[1][p[3 * i + 1]];
+      f[2 * plane + i] = lut_[2][p[3 * i + 2]];
+    }
+    w.collate_ns += static_cast<uint64_t>((Clock::now() - t2).count());
+  }
+  ++w.images;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
+  Worker& w = *workers_[worker];
+  const int s = TakeSlot();
+  Slot& slot = *slots_[s];
+  const sampler::BatchRange range = batches_[b];
+  slot.size = range.end - range.begin;
+  absl::Status st;
+  std::shared_ptr<const SourcedBatch> sourced;
+  if (source_ != nullptr) {
+    const auto t0 = Clock::now();
+    auto fetched = source_->Fetch(plan_->epoch(), b, stop_);
+    w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+    if (fetched.ok()) {
+      sourced = *std::move(fetched);
+      st = CheckSourced(*sourced, b, range);
+    } else {
+      st = fetched.status();
+    }
+  }
+  if (sourced == nullptr && w.txn.has_value() && options_.prefetch_records) {
+    const auto t0 = Clock::now();
+    w.prefetch.clear();
+    for (uint64_t j = range.begin; j < range.end; ++j) w.prefetch.push_back(plan_->IndexAt(rank_, j));
+    (void)w.txn->Prefetch(w.prefetch);  // advice only: Get reports any bad record itself
+    w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+  }
+  for (uint64_t j = range.begin; j < range.end && st.ok(); ++j) {
+    if (stop_) st = absl::CancelledError("loader stopped");
+    if (!st.ok()) break;
+    const uint64_t k = j - range.begin, index = plan_->IndexAt(rank_, j);
+    absl::StatusOr<storage::RecordView> record;
+    if (sourced != nullptr) {
+      record = Sourced(*sourced, k, index);
+    } else {
+      const auto t0 = Clock::now();
+      record = w.txn->Get(index);
+      w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+    }
+    st = FillSample(slot, k, index, plan_->IsPadding(rank_, j), std::move(record), w);
+  }
+  if (w.txn.has_value()) w.txn->Reset();  // do not pin old pages between batches
+  if (st.ok() && stream_ != nullptr) {
+    st = cuda_->CopyToDeviceAsync(slot.device, slot.data.data(), slot.size * sample_bytes_, stream_);
+    if (st.ok()) st = cuda_->RecordEvent(slot.event, stream_);
+  }
+  if (!st.ok()) {
+    ReturnSlot(s);
+    return st;
+  }
+  return s;
+}
+
+absl::StatusOr<Batch> Loader::Next() {
+  if (pipeline_ == nullptr) return absl::FailedPreconditionError("Next() before StartEpoch()");
+  if (held_slot_ >= 0) {
+    ReturnSlot(held_slot_);
+    held_slot_ = -1;
+  }
+  const auto t0 = Clock::now();
+  std::optional<absl::StatusOr<int>> r = pipeline_->map.Next();
+  wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
+  if (!r.has_value()) {
+    return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+  }
+  if (!r->ok()) return r->status();
+  const int s = **r;
+  Slot& slot = *slots_[s];
+  if (slot.event != nullptr) DDPIO_RETURN_IF_ERROR(cuda_->WaitEvent(slot.event));
+  held_slot_ = s;
+  Batch batch;
+  batch.epoch = plan_->epoch();
+  batch.step = delivered_++;
+  batch.size = slot.size;
+  batch.data = slot.data.data();
+  batch.bytes = slot.size * sample_bytes_;
+  batch.labels = slot.labels.data();
+  batch.indices = slot.indices.data();
+  batch.valid = slot.valid.data();
+  batch.device_data = slot.device;
+  ++batches_total_;
+  return batch;
+}
+
+LoaderStats Loader::stats() const {
+  LoaderStats st;
+  for (const auto& w : workers_) {
+    st.images += w->images;
+    st.bad_samples += w->bad;
+    st.read_ns += w->read_ns;
+    st.decode_ns += w->decode_ns;
+    st.augment_ns += w->augment_ns;
+    st.collate_ns += w->collate_ns;
+    st.payload_bytes += w->payload_bytes;
+  }
+  st.batches = batches_total_;
+  st.wait_ns = wait_ns_;
+  st.slots = static_cast<int>(slots_.size());
+  st.workers = static_cast<int>(workers_.size());
+  st.slot_bytes = slots_.size() * sample_bytes_ * options_.batch_size;
+  st.memory = slots_.empty() ? HostMemoryKind::kPlain : slots_[0]->data.kind();
+  st.slot_allocations = slots_.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st.skipped = skipped_;
+  }
+  return st;
+}
+
+}  // namespace ddpio::loader

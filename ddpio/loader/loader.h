@@ -1,0 +1,199 @@
+// Loader: turns a rank's sampler stream into ready batches, faster than a trainer consumes them.
+//
+// Pipeline: read (zero-copy from the dataset reader) -> decode (only the crop's region, or the
+// full image in exact mode) -> augment (torchvision semantics, seeded per sample) -> collate into
+// a batch slot in pinned host memory -> bounded prefetch -> consumer; optionally an asynchronous
+// copy to the GPU on a dedicated stream. N worker threads each assemble whole batches; batches
+// come out in sampler order whatever the worker count and timing, and are identical for any
+// worker count. Slots (prefetch + workers + 1 of them) are allocated once and reused.
+//
+//   auto loader = Loader::Create(reader.get(), sampler_options, rank, options);
+//   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
+//     DDPIO_RETURN_IF_ERROR((*loader)->StartEpoch(epoch));
+//     for (;;) {
+//       auto batch = (*loader)->Next();
+//       if (absl::IsOutOfRange(batch.status())) break;    // end of epoch
+//       DDPIO_RETURN_IF_ERROR(batch.status());
+//       Train(*batch);
+//     }
+//   }
+//
+// Thread-safety: one consumer thread calls StartEpoch / Next / stats; workers are internal.
+// Shutdown: StartEpoch or destruction mid-epoch stops the workers after the sample each is on.
+#ifndef DDPIO_LOADER_LOADER_H_
+#define DDPIO_LOADER_LOADER_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ddpio/loader/augment.h"
+#include "ddpio/loader/cuda_runtime.h"
+#include "ddpio/loader/host_memory.h"
+#include "ddpio/loader/record_source.h"
+#include "ddpio/loader/sample_processor.h"
+#include "ddpio/sampler/distributed_sampler.h"
+#include "ddpio/storage/dataset_reader.h"
+
+namespace ddpio::loader {
+
+enum class OutputFormat {
+  kUint8Nhwc,   // default: 4x less host-to-device traffic; normalise on the device
+  kFloatNchw,   // float32, (x / 255 - mean) / std per channel
+};
+enum class BadSamplePolicy {
+  kFail,  // default: Next() returns DataLoss naming index and key
+  kSkip,  // zero pixels, valid = 0, counted and listed in stats()
+};
+
+struct LoaderOptions {
+  int workers = 0;             // worker threads; 0: the cores available
+  int prefetch = 2;            // batches assembled ahead of the consumer
+  uint64_t batch_size = 64;
+  bool drop_last = false;      // drop a short last batch (as DataLoader's drop_last)
+  OutputFormat output = OutputFormat::kUint8Nhwc;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};  // kFloatNchw normalisation (ImageNet)
+  std::array<float, 3> stddev = {0.229f, 0.224f, 0.225f};
+  AugmentOptions augment;      // train (RandomResizedCrop + flip) or eval geometry, output size
+  DecodeMode decode = DecodeMode::kFast;
+  BadSamplePolicy bad_samples = BadSamplePolicy::kFail;
+  uint64_t seed = 0;           // augmentation seed (the sampler has its own)
+  bool copy_to_device = false; // with a usable CUDA runtime: stage each batch on the GPU
+  // Before reading a batch from the dataset, ask the OS to read all of its records at once
+  // (storage::ReadTxn::Prefetch): one IO per record, a batch of them in flight, instead of one
+  // 4 KiB page fault at a time. Default on; costs a lookup per record when the data is cached.
+  bool prefetch_records = true;
+};
+
+// One batch, valid until the next Next(), StartEpoch() or the loader's destruction.
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t step = 0;       // batch number within this epoch's plan
+  uint64_t size = 0;       // samples in this batch (<= batch_size)
+  const uint8_t* data = nullptr;  // uint8 NHWC or float NCHW, size samples, in the slot
+  size_t bytes = 0;
+  const int32_t* labels = nullptr;
+  const uint64_t* indices = nullptr;  // dataset indices
+  const uint8_t* valid = nullptr;     // 0: sampler padding or a skipped bad sample
+  void* device_data = nullptr;        // the same bytes on the GPU, when copied
+};
+
+struct SkippedSample {
+  uint64_t index = 0;
+  std::string reason;
+};
+
+struct LoaderStats {
+  uint64_t images = 0, batches = 0, bad_samples = 0;
+  std::vector<SkippedSample> skipped;  // first 100
+  uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;  // summed over workers
+  uint64_t wait_ns = 0;                // consumer time blocked in Next()
+  uint64_t payload_bytes = 0;          // stored bytes read
+  uint64_t slot_bytes = 0;             // host bytes in batch slots (slots x batch bytes)
+  int slots = 0;
+  int workers = 0;
+  HostMemoryKind memory = HostMemoryKind::kPlain;
+  uint64_t slot_allocations = 0;       // host buffers ever allocated (constant after Create)
+};
+
+class Loader {
+ public:
+  // `reader` must outlive the loader. `cuda` may be null (CPU). InvalidArgument for a rank
+  // outside the sampler's world, a zero batch size or output size; ResourceExhausted when slot
+  // memory cannot be allocated.
+  static absl::StatusOr<std::unique_ptr<Loader>> Create(const storage::DatasetReader* reader,
+                                                        const sampler::SamplerOptions& sampler,
+                                                        int rank, const LoaderOptions& options,
+                                                        CudaRuntime* cuda = nullptr);
+  // Records come from `source` (which must outlive the loader) instead of a dataset: batch b of
+  // an epoch is source->Fetch(epoch, b), checked index by index against this loader's sampler
+  // and checksummed. `sampler.dataset_size` is the dataset's size as the source knows it.
+  static absl::StatusOr<std::unique_ptr<Loader>> Create(RecordSource* source,
+                                                        const sampler::SamplerOptions& sampler,
+                                                        int rank, const LoaderOptions& options,
+                                                        CudaRuntime* cuda = nullptr);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts `epoch` from `start` entries of its order already consumed (0: the whole epoch;
+  // resume with ResumePosition()). Stops an epoch in flight. Logs a warning if a shuffled
+  // epoch is started twice in a row (a forgotten epoch increment).
+  absl::Status StartEpoch(uint64_t epoch, uint64_t start = 0);
+
+  // The next batch in sampler order. OutOfRange at the end of the epoch; DataLoss naming index
+  // and key for a bad sample under kFail; FailedPrecondition before StartEpoch.
+  absl::StatusOr<Batch> Next();
+
+  // Stops the epoch in flight (workers finish the sample they are on); Next() then fails until
+  // the next StartEpoch.
+  void Stop();
+
+  // Batches in the current epoch plan.
+  uint64_t NumBatches() const;
+  // The current plan (after StartEpoch).
+  const std::optional<sampler::EpochPlan>& plan() const { return plan_; }
+  // The sampler position to store in a checkpoint after the batches delivered so far: pass it
+  // to StartEpoch(epoch, position) to continue exactly there (any world size).
+  uint64_t ResumePosition() const;
+
+  LoaderStats stats() const;
+  size_t sample_bytes() const { return sample_bytes_; }
+
+ private:
+  struct Slot;
+  struct Worker;
+  Loader() = default;
+  static absl::StatusOr<std::unique_ptr<Loader>> CreateImpl(const storage::DatasetReader* reader,
+                                                            RecordSource* source,
+                                                            const sampler::SamplerOptions& sampler,
+                                                            int rank, const LoaderOptions& options,
+                                                            CudaRuntime* cuda);
+  absl::StatusOr<int> Assemble(uint64_t batch, int worker);
+  absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const;
+  absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k, uint64_t index) const;
+  absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
+                          absl::StatusOr<storage::RecordView> record, Worker& w);
+  void StopEpoch();
+  int TakeSlot();
+  void ReturnSlot(int slot);
+
+  // Constant after Create.
+  const storage::DatasetReader* reader_ = nullptr;  // exactly one of reader_ and source_
+  RecordSource* source_ = nullptr;
+  std::string where_;  // the dataset's path or the source's name, for errors
+  std::unique_ptr<sampler::DistributedSampler> sampler_;
+  int rank_ = 0;
+  LoaderOptions options_;
+  CudaRuntime* cuda_ = nullptr;
+  void* stream_ = nullptr;
+  size_t sample_bytes_ = 0;
+  std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+
+  // Consumer state.
+  std::optional<sampler::EpochPlan> plan_;
+  std::vector<sampler::BatchRange> batches_;
+  uint64_t delivered_ = 0;  // batches handed out this epoch
+  int held_slot_ = -1;      // slot the consumer holds
+  struct Pipeline;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::atomic<bool> stop_{false};
+  uint64_t wait_ns_ = 0;
+  uint64_t batches_total_ = 0;
+
+  mutable std::mutex mu_;  // guards free_slots_ and skipped_
+  std::vector<int> free_slots_;
+  std::vector<SkippedSample> skipped_;
+};
+
+}  // namespace ddpio::loader
+
+#endif  // DDPIO_LOADER_LOADER_H_

@@ -1,0 +1,64 @@
+#include "ddpio/loader/sample_processor.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddpio::loader {
+
+std::string DecodeModeName(DecodeMode mode) { return mode == DecodeMode::kFast ? "fast" : "exact"; }
+
+absl::StatusOr<DecodeMode> ParseDecodeMode(std::string_view name) {
+  if (name == "fast") return DecodeMode::kFast;
+  if (name == "exact") return DecodeMode::kExact;
+  return absl::InvalidArgumentError(absl::StrCat("unknown decode mode '", std::string(name),
+                                                 "' (fast or exact)"));
+}
+
+absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_t index,
+                                      uint64_t epoch, uint64_t seed, const AugmentOptions& augment,
+                                      DecodeMode mode, uint8_t* out) {
+  using Clock = std::chrono::steady_clock;
+  if (record.width == 0 || record.height == 0) {
+    return absl::DataLossError(absl::StrCat("record has an empty image (", record.width, "x",
+                                            record.height, ")"));
+  }
+  const auto t0 = Clock::now();
+  const SampleGeometry g = PlanSample(static_cast<int>(record.width),
+                                      static_cast<int>(record.height), augment, seed, epoch, index);
+  const int s = augment.size;
+  if (record.type == storage::ContentType::kRawUint8) {
+    if (record.channels != 3 ||
+        record.payload.size() != static_cast<size_t>(record.width) * record.height * 3) {
+      return absl::DataLossError(absl::StrCat("raw record of ", record.payload.size(),
+                                              " bytes is not ", record.width, "x", record.height,
+                                              "x3"));
+    }
+    resampler_.Resize(record.payload.data(), static_cast<int>(record.width),
+                      static_cast<int>(record.height), static_cast<int>(record.width) * 3, 3, g.box,
+                      out, s, s, s * 3, g.flip);
+    nanos_.augment += static_cast<uint64_t>((Clock::now() - t0).count());
+    return absl::OkStatus();
+  }
+  DecodedRegion region;
+  absl::Status decoded = decoder_.Decode(record.payload, g.box, s, s, mode == DecodeMode::kFast,
+                                         /*full=*/mode == DecodeMode::kExact,
+                                         /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_,
+                                         &pixels_, &region);
+  const auto t1 = Clock::now();
+  nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
+  if (!decoded.ok()) return decoded;
+  if (static_cast<uint32_t>(region.image_width) != record.width ||
+      static_cast<uint32_t>(region.image_height) != record.height) {
+    return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
+                                            " differs from the JPEG's ", region.image_width, "x",
+                                            region.image_height));
+  }
+  last_scale_denom_ = region.scale_denom;
+  resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box,
+                    out, s, s, s * 3, g.flip);
+  nanos_.augment += static_cast<uint64_t>((Clock::now() - t1).count());
+  return absl::OkStatus();
+}
+
+}  // namespace ddpio::loader

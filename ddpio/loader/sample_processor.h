@@ -1,0 +1,61 @@
+// One sample from stored record to output pixels: plan the geometry (augment.h), decode what is
+// needed (jpeg_region.h), resample into the output (resize.h), flip.
+//
+//   kFast   decode only the crop's region, DCT-scaled when the crop is downscaled 2x or more;
+//   kExact  decode the full image at full size, then crop and resize (torchvision's order).
+// Both produce size x size x 3 uint8 (HWC). A SampleProcessor owns a decoder, a resampler and
+// scratch buffers that grow to the largest image seen and are then reused: no allocation per
+// sample once warm. Not thread-safe: one per worker thread.
+#ifndef DDPIO_LOADER_SAMPLE_PROCESSOR_H_
+#define DDPIO_LOADER_SAMPLE_PROCESSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ddpio/loader/augment.h"
+#include "ddpio/loader/jpeg_region.h"
+#include "ddpio/loader/resize.h"
+#include "ddpio/storage/record.h"
+
+namespace ddpio::loader {
+
+enum class DecodeMode { kFast, kExact };
+std::string DecodeModeName(DecodeMode mode);
+absl::StatusOr<DecodeMode> ParseDecodeMode(std::string_view name);
+
+// Nanoseconds spent per stage, accumulated.
+struct StageNanos {
+  uint64_t decode = 0;
+  uint64_t augment = 0;  // geometry + resample + flip
+};
+
+class SampleProcessor {
+ public:
+  // Writes the sample's size x size x 3 pixels to `out` (rows of size * 3 bytes). DataLoss for
+  // a corrupt or unsupported image (the caller adds index and key).
+  absl::Status Process(const storage::RecordView& record, uint64_t index, uint64_t epoch,
+                       uint64_t seed, const AugmentOptions& augment, DecodeMode mode,
+                       uint8_t* out);
+
+  const StageNanos& nanos() const { return nanos_; }
+  // Fast mode only: libjpeg's fast integer IDCT (default on).
+  void set_fast_idct(bool on) { fast_idct_ = on; }
+  // The DCT scale used by the last Process (1, 2, 4 or 8).
+  int last_scale_denom() const { return last_scale_denom_; }
+
+ private:
+  RegionDecoder decoder_;
+  Resampler resampler_;
+  std::vector<uint8_t> pixels_;
+  StageNanos nanos_;
+  int last_scale_denom_ = 1;
+  bool fast_idct_ = true;
+};
+
+}  // namespace ddpio::loader
+
+#endif  // DDPIO_LOADER_SAMPLE_PROCESSOR_H_

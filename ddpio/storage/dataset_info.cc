@@ -1,0 +1,98 @@
+#include "ddpio/storage/dataset_info.h"
+
+#include "ddpio/storage/internal/json_fields.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ddpio::storage {
+
+using nlohmann::json;
+
+std::string EncodeHeader(const DatasetHeader& h) {
+  json j = {{"format", kFormatName},
+            {"format_version", h.format_version},
+            {"classes", h.classes},
+            {"source", {{"kind", h.source_kind},
+                        {"path", h.source_path},
+                        {"fingerprint", h.source_fingerprint},
+                        {"files", h.source_files}}},
+            {"tool_version", h.tool_version}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
+}
+
+absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::DataLossError("dataset metadata is not valid JSON");
+  }
+  try {
+    if (j.at("format").get<std::string>() != kFormatName) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "not a ddpio dataset: format is '", j.at("format").get<std::string>(), "'"));
+    }
+    DatasetHeader h;
+    if (!internal::GetInt(j, "format_version", &h.format_version)) {
+      return absl::DataLossError("dataset metadata: format_version is not an integer");
+    }
+    if (h.format_version != kFormatVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("unsupported dataset format version ", h.format_version,
+                       " (this build of ddpio reads version ", kFormatVersion, ")"));
+    }
+    h.classes = j.at("classes").get<std::vector<std::string>>();
+    const json& s = j.at("source");
+    h.source_kind = s.at("kind").get<std::string>();
+    h.source_path = s.at("path").get<std::string>();
+    h.source_fingerprint = s.at("fingerprint").get<std::string>();
+    if (!internal::GetU64(s, "files", &h.source_files)) {
+      return absl::DataLossError("dataset metadata: source files is not a count");
+    }
+    h.tool_version = j.at("tool_version").get<std::string>();
+    return h;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("dataset metadata is malformed: ", e.what()));
+  }
+}
+
+std::string EncodeCompletion(const DatasetCompletion& c) {
+  json j = {{"sample_count", c.sample_count},
+            {"payload_bytes", c.payload_bytes},
+            {"skipped", c.skipped}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
+}
+
+absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::DataLossError("completion marker is not valid JSON");
+  }
+  try {
+    DatasetCompletion c;
+    if (!internal::GetU64(j, "sample_count", &c.sample_count) || !internal::GetU64(j, "payload_bytes", &c.payload_bytes) ||
+        !internal::GetU64(j, "skipped", &c.skipped)) {
+      return absl::DataLossError("completion marker is malformed: counts must be non-negative integers");
+    }
+    return c;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("completion marker is malformed: ", e.what()));
+  }
+}
+
+IndexKey EncodeIndexKey(uint64_t index) {
+  IndexKey key;
+  for (int i = 0; i < 8; ++i) key[i] = static_cast<uint8_t>(index >> (8 * (7 - i)));
+  return key;
+}
+
+uint64_t DecodeIndexKey(const uint8_t* key8) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | key8[i];
+  return v;
+}
+
+std::string IndexKeyHex(uint64_t index) { return absl::StrFormat("%016x", index); }
+
+}  // namespace ddpio::storage

@@ -1,0 +1,129 @@
+// DatasetReader: read-only, many-threaded access to a complete ddpio dataset.
+//
+// Opening checks the format name and version (FailedPrecondition for an unknown version or an
+// incomplete dataset) and that the record count matches the completion marker. Reads go
+// through ReadTxn objects, one per thread at a time; each returns zero-copy views into LMDB's
+// memory map. Records are checksummed on every Get unless verify_checksums is off (CRC32C costs
+// far less than the read; docs/PERFORMANCE.md).
+//
+// LMDB allows one environment per dataset per process, so readers of the same dataset in one
+// process share one environment (opened with the first reader's options). Thread-safe: the
+// reader itself may be shared; a ReadTxn must be used by one thread at a time.
+//
+//   DDPIO_ASSIGN_OR_RETURN(auto reader, DatasetReader::Open("/data/train.lmdb", {}));
+//   DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
+//   DDPIO_ASSIGN_OR_RETURN(RecordView r, txn.Get(17));   // r.payload valid until txn.Reset()
+#ifndef DDPIO_STORAGE_DATASET_READER_H_
+#define DDPIO_STORAGE_DATASET_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/record.h"
+
+namespace ddpio::storage {
+
+namespace internal {
+struct SharedEnv;
+}
+
+struct ReaderOptions {
+  // Verify each record's CRC32C on Get (default true). Off only for benchmarks that want the
+  // bare read cost.
+  bool verify_checksums = true;
+  // OS readahead on the memory map (default false: random access to a dataset larger than RAM
+  // wastes IO on readahead; turn it on for sequential scans of cold data).
+  bool readahead = false;
+  enum class Locking {
+    kAuto,    // default: LMDB's reader lock; without write access to the lock file (read-only
+              // media or directory), fall back to kNoLock and log it
+    kLock,    // always lock; fail on read-only media
+    kNoLock,  // never lock (MDB_NOLOCK): for read-only and shared filesystems. Safe because a
+              // complete dataset is never written again; unsafe next to a running writer
+  };
+  Locking locking = Locking::kAuto;
+  // Concurrent read transactions allowed (LMDB reader slots). Default 1024.
+  unsigned max_readers = 1024;
+};
+
+class DatasetReader;
+
+// A read snapshot. Move-only; use from one thread at a time.
+class ReadTxn {
+ public:
+  ReadTxn(ReadTxn&&) noexcept;
+  ReadTxn& operator=(ReadTxn&&) noexcept;
+  ~ReadTxn();
+
+  // A view of record `index`. Its source_name and payload point into the memory map and stay
+  // valid until this ReadTxn is Reset, moved from or destroyed. InvalidArgument when index >=
+  // size(); DataLoss for a missing, truncated or corrupt record, naming index, key and dataset.
+  // With `stored`, also the record's bytes as stored (what DecodeRecord parses; the group feeder
+  // sends them as they are), valid as long as the view.
+  absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr);
+
+  // Asks the OS to start reading these records now (MADV_WILLNEED over each record's pages, in
+  // file order, adjacent ranges merged), so the Gets that follow find them in the page cache.
+  // Without it a cold record is faulted in one page (4 KiB) at a time — on network or throttled
+  // storage one IO per page instead of one per record, and one IO in flight per reading thread.
+  // Returns the bytes hinted (page-rounded); costs a lookup per record when they are cached.
+  // InvalidArgument for an index >= size(); a missing record is left to Get to report.
+  absl::StatusOr<uint64_t> Prefetch(absl::Span<const uint64_t> indices);
+
+  // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
+  // between batches so a long-lived reader does not pin old pages.
+  void Reset();
+
+ private:
+  friend class DatasetReader;
+  struct Impl;
+  explicit ReadTxn(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class DatasetReader {
+ public:
+  // Opens the dataset at `path`: a directory with data.mdb, or a single LMDB file. NotFound when
+  // nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
+  // unsupported format version or an incomplete dataset; DataLoss when the record count
+  // disagrees with the completion marker.
+  static absl::StatusOr<std::unique_ptr<DatasetReader>> Open(const std::string& path,
+                                                             const ReaderOptions& options = {});
+  ~DatasetReader();
+  DatasetReader(const DatasetReader&) = delete;
+  DatasetReader& operator=(const DatasetReader&) = delete;
+
+  const DatasetHeader& header() const { return header_; }
+  const DatasetCompletion& completion() const { return completion_; }
+  uint64_t size() const { return completion_.sample_count; }
+  const std::string& path() const { return path_; }
+  // Whether the environment was opened without LMDB's lock (kNoLock or the kAuto fallback).
+  bool no_lock() const;
+  // The size of the LMDB data file in bytes.
+  uint64_t file_bytes() const { return file_bytes_; }
+
+  // A new read transaction. Thread-safe. ResourceExhausted when all reader slots are taken.
+  absl::StatusOr<ReadTxn> BeginRead() const;
+
+  // An owning copy of record `index` (opens its own transaction). Errors as ReadTxn::Get.
+  absl::StatusOr<Record> ReadCopy(uint64_t index) const;
+
+ private:
+  DatasetReader() = default;
+
+  // Constant after Open.
+  std::shared_ptr<internal::SharedEnv> env_;
+  std::string path_;
+  ReaderOptions options_;
+  DatasetHeader header_;
+  DatasetCompletion completion_;
+  uint64_t file_bytes_ = 0;
+};
+
+}  // namespace ddpio::storage
+
+#endif  // DDPIO_STORAGE_DATASET_READER_H_

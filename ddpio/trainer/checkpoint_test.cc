@@ -1,0 +1,91 @@
+#include "ddpio/trainer/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio::trainer {
+namespace {
+
+Checkpoint Sample() {
+  Checkpoint c;
+  c.epoch = 3;
+  c.position = 1234;
+  c.step = 77;
+  c.sampler_seed = 5;
+  c.augment_seed = 6;
+  c.dataset_size = 1000;
+  c.momentum_started = true;
+  c.params = {1.5f, -2.25f, 3.0f};
+  c.momentum = {0.1f, 0.2f, -0.3f};
+  return c;
+}
+
+TEST(Checkpoint, RoundTripsAndReplacesAtomically) {
+  ddpio::testing::TempDir top;
+  const std::string dir_path = top.Sub("a/b");  // created on the first write
+  EXPECT_CODE(ReadCheckpoint(dir_path), kNotFound);
+  ASSERT_OK(WriteCheckpoint(dir_path, Sample()));
+  Checkpoint next = Sample();
+  next.step = 78;
+  ASSERT_OK(WriteCheckpoint(dir_path, next));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadCheckpoint(dir_path));
+  EXPECT_EQ(back.epoch, 3u);
+  EXPECT_EQ(back.position, 1234u);
+  EXPECT_EQ(back.step, 78u);
+  EXPECT_EQ(back.sampler_seed, 5u);
+  EXPECT_EQ(back.augment_seed, 6u);
+  EXPECT_EQ(back.dataset_size, 1000u);
+  EXPECT_TRUE(back.momentum_started);
+  EXPECT_EQ(back.params, next.params);
+  EXPECT_EQ(back.momentum, next.momentum);
+  EXPECT_FALSE(std::ifstream(dir_path + "/checkpoint.bin.tmp").good());  // no temporary left behind
+}
+
+// A writer killed mid-write leaves checkpoint.bin.tmp; the next run's rank 0 removes it and the
+// checkpoint stays readable.
+TEST(Checkpoint, AKilledWritersTemporaryIsRemovedAndTheCheckpointKept) {
+  ddpio::testing::TempDir top;
+  const std::string dir = top.Sub("ckpt");
+  ASSERT_OK(WriteCheckpoint(dir, Sample()));
+  std::ofstream(dir + "/checkpoint.bin.tmp") << "half a checkpoint";
+  RemoveStaleCheckpointTemp(dir);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint.bin.tmp"));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadCheckpoint(dir));
+  EXPECT_EQ(back.step, 77u);
+  RemoveStaleCheckpointTemp(dir);  // nothing to remove: no error
+}
+
+TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
+  ddpio::testing::TempDir dir;
+  ASSERT_OK(WriteCheckpoint(dir.path().string(), Sample()));
+  std::string bytes;
+  {
+    std::ifstream in(CheckpointPath(dir.path().string()), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (size_t cut : {size_t{0}, size_t{10}, bytes.size() - 1}) {
+    std::ofstream(CheckpointPath(dir.path().string()), std::ios::binary) << bytes.substr(0, cut);
+    EXPECT_CODE(ReadCheckpoint(dir.path().string()), kDataLoss) << "cut at " << cut;
+  }
+  std::string flipped = bytes;
+  flipped[50] ^= 1;
+  std::ofstream(CheckpointPath(dir.path().string()), std::ios::binary) << flipped;
+  EXPECT_CODE(ReadCheckpoint(dir.path().string()), kDataLoss);
+  std::ofstream(dir.Sub("plain")) << "x";
+  EXPECT_FALSE(WriteCheckpoint(dir.Sub("plain/dir"), Sample()).ok());  // a file where a directory must go
+  // A write that fails (its temporary's name is taken by a directory) leaves the old checkpoint.
+  std::ofstream(CheckpointPath(dir.path().string()), std::ios::binary) << bytes;
+  std::filesystem::create_directory(dir.Sub("checkpoint.bin.tmp"));
+  Checkpoint next = Sample();
+  next.step = 99;
+  EXPECT_FALSE(WriteCheckpoint(dir.path().string(), next).ok());
+  ASSERT_OK_AND_ASSIGN(Checkpoint old, ReadCheckpoint(dir.path().string()));
+  EXPECT_EQ(old.step, 77u);
+}
+
+}  // namespace
+}  // namespace ddpio::trainer
