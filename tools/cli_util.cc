@@ -82,18 +82,11 @@ std::string HumanBytes(double bytes) {
   return unit == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
 }
 
-uint64_t SplitMix64::Next() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   SplitMix64 g(a);
   uint64_t x = g.Next() ^ b;
   SplitMix64 h(x);
-  return h.Next() ^ (c * 0x9E3779B97F4A7C15ull);
+  return h.Next() ^ (c * kSplitMix64Gamma);
 }
 
 }  // namespace ddpio::tools

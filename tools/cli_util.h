@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddpio/common/splitmix64.h"
+
 #include "absl/status/status.h"
 
 namespace ddpio::tools {
@@ -44,20 +46,6 @@ bool ParseScaleRange(const std::string& text, double* min, double* max);
 
 // 1536 -> "1.5 KiB".
 std::string HumanBytes(double bytes);
-
-// SplitMix64: a tiny, fully specified generator, so tools produce the same output on every
-// platform and standard library (std:: distributions are implementation-defined).
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
-  // Uniform in [0, 1).
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
-
- private:
-  uint64_t state_;
-};
 
 // Mixes several values into one seed.
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/tcp.h"
 #include "ddpio/comm/tcp_store.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
 
 extern char** environ;
@@ -69,12 +70,6 @@ void EmitLines(int rank, std::string* buf, int fd, bool flush) {
   }
 }
 
-uint64_t Fnv1a(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 }  // namespace
 
 absl::StatusOr<int> Launch(const LaunchOptions& o) {
@@ -101,7 +96,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& o) {
   } else if (o.nnodes > 1) {
     // Every node's launcher must name the same job without talking to the others: derive the
     // name from what they already share (the token and the rendezvous address).
-    job = absl::StrCat("nodes-", absl::Hex(Fnv1a(absl::StrCat(token, "@", o.master_addr, ":", port))));
+    job = absl::StrCat("nodes-", absl::Hex(Fnv1a64(absl::StrCat(token, "@", o.master_addr, ":", port))));
   } else {
     job = comm::RandomToken(8);
   }

@@ -1,5 +1,7 @@
 #include "ddpio/broadcast/feed_message.h"
 
+#include "ddpio/common/byte_order.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -35,15 +37,16 @@ bool MulOk(uint64_t a, uint64_t b, uint64_t* out) {
   return true;
 }
 
+// Every field is little-endian, as the format says (common/byte_order.h).
 class Writer {
  public:
   template <typename T>
   void Put(T v) {
-    out_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    PutLe(&out_, v);
   }
   template <typename T>
   void PutAll(const std::vector<T>& v) {
-    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    PutLeAll(&out_, v);
   }
   std::string take() { return std::move(out_); }
 
@@ -53,28 +56,20 @@ class Writer {
 
 class Reader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
+  explicit Reader(std::string_view in) : r_(in) {}
   template <typename T>
   bool Get(T* v) {
-    if (in_.size() < sizeof(T)) return false;
-    std::memcpy(v, in_.data(), sizeof(T));
-    in_.remove_prefix(sizeof(T));
-    return true;
+    return r_.Le(v);
   }
   // Reads n values; the caller has bounded n, and the length check comes before the resize.
   template <typename T>
   bool GetAll(size_t n, std::vector<T>* v) {
-    if (in_.size() / sizeof(T) < n) return false;
-    v->resize(n);
-    if (n == 0) return true;  // an empty vector's data() may be null: no memcpy
-    std::memcpy(v->data(), in_.data(), n * sizeof(T));
-    in_.remove_prefix(n * sizeof(T));
-    return true;
+    return r_.LeAll(n, v);
   }
-  size_t left() const { return in_.size(); }
+  size_t left() const { return r_.left(); }
 
  private:
-  std::string_view in_;
+  ByteReader r_;
 };
 
 }  // namespace
@@ -200,8 +195,8 @@ FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& pay
 }
 
 std::string EncodeFeedError(const absl::Status& status) {
-  const uint32_t code = static_cast<uint32_t>(status.code());
-  std::string out(reinterpret_cast<const char*>(&code), 4);
+  std::string out;
+  PutLe(&out, static_cast<uint32_t>(status.code()));
   const absl::string_view text = status.message();
   out.append(text.data(), std::min<size_t>(text.size(), kMaxErrorBytes - 4));
   return out;
@@ -210,7 +205,7 @@ std::string EncodeFeedError(const absl::Status& status) {
 absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank) {
   uint32_t code = 0;
   if (payload.size() < 4) return Bad("error message without a status code");
-  std::memcpy(&code, payload.data(), 4);
+  code = GetLe<uint32_t>(payload.data());
   if (code == 0 || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
     return Bad(absl::StrCat("error message with status code ", code));
   }
@@ -227,8 +222,10 @@ absl::Status SendFeedMessage(comm::Communicator& comm, int peer, const FeedHeade
   uint8_t prefix[kPrefixBytes];
   const uint32_t header_bytes = static_cast<uint32_t>(header.size());
   std::memcpy(prefix, kMagic, 4);
-  std::memcpy(prefix + 4, &header_bytes, 4);
-  std::memcpy(prefix + 8, &h.payload_bytes, 8);
+  std::string lengths;
+  PutLe(&lengths, header_bytes);
+  PutLe(&lengths, h.payload_bytes);
+  std::memcpy(prefix + 4, lengths.data(), 12);
   DDPIO_RETURN_IF_ERROR(comm.Send(prefix, kPrefixBytes, peer, kTag, timeout));
   DDPIO_RETURN_IF_ERROR(comm.Send(header.data(), header.size(), peer, kTag, timeout));
   // 0 bytes: nothing sent
@@ -250,8 +247,8 @@ absl::StatusOr<FeedHeader> RecvPrefixAndHeader(comm::Communicator& comm, int pee
   DDPIO_RETURN_IF_ERROR(comm.Recv(prefix, kPrefixBytes, peer, kTag, timeout));
   uint32_t header_bytes = 0;
   uint64_t payload_bytes = 0;
-  std::memcpy(&header_bytes, prefix + 4, 4);
-  std::memcpy(&payload_bytes, prefix + 8, 8);
+  header_bytes = GetLe<uint32_t>(prefix + 4);
+  payload_bytes = GetLe<uint64_t>(prefix + 8);
   if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from rank ", peer));
   // The largest header the limits allow.
   const uint64_t max_header = kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8) * uint64_t{limits.max_samples} + 8;

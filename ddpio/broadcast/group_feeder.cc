@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/broadcast/group_feeder_internal.h"
+#include "ddpio/common/enum_names.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
@@ -14,33 +16,21 @@ namespace ddpio::broadcast {
 
 using Clock = std::chrono::steady_clock;
 
-std::string FeedModeName(FeedMode mode) { return mode == FeedMode::kShard ? "shard" : "replicate"; }
-absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name) {
-  if (name == "shard") return FeedMode::kShard;
-  if (name == "replicate") return FeedMode::kReplicate;
-  return absl::InvalidArgumentError(absl::StrCat("unknown feed mode '", std::string(name), "' (shard or replicate)"));
-}
-std::string FeedPayloadName(FeedPayload payload) {
-  return payload == FeedPayload::kEncoded ? "encoded" : "decoded";
-}
-absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) {
-  if (name == "encoded") return FeedPayload::kEncoded;
-  if (name == "decoded") return FeedPayload::kDecoded;
-  return absl::InvalidArgumentError(absl::StrCat("unknown payload '", std::string(name), "' (encoded or decoded)"));
-}
+namespace {
+constexpr EnumName<FeedMode> kModes[] = {{FeedMode::kShard, "shard"}, {FeedMode::kReplicate, "replicate"}};
+constexpr EnumName<FeedPayload> kPayloads[] = {{FeedPayload::kEncoded, "encoded"}, {FeedPayload::kDecoded, "decoded"}};
+constexpr EnumName<FeedReaders> kReaders[] = {{FeedReaders::kLeader, "leader"}, {FeedReaders::kAll, "all"}};
+constexpr EnumName<FeedRelay> kRelays[] = {{FeedRelay::kChain, "chain"}, {FeedRelay::kStar, "star"}};
+}  // namespace
 
-std::string FeedReadersName(FeedReaders readers) { return readers == FeedReaders::kLeader ? "leader" : "all"; }
-absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) {
-  if (name == "leader") return FeedReaders::kLeader;
-  if (name == "all") return FeedReaders::kAll;
-  return absl::InvalidArgumentError(absl::StrCat("unknown readers '", std::string(name), "' (leader or all)"));
-}
-std::string FeedRelayName(FeedRelay relay) { return relay == FeedRelay::kChain ? "chain" : "star"; }
-absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) {
-  if (name == "chain") return FeedRelay::kChain;
-  if (name == "star") return FeedRelay::kStar;
-  return absl::InvalidArgumentError(absl::StrCat("unknown relay '", std::string(name), "' (chain or star)"));
-}
+std::string FeedModeName(FeedMode mode) { return NameOf(kModes, mode); }
+absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name) { return ParseName(kModes, name, "feed mode"); }
+std::string FeedPayloadName(FeedPayload payload) { return NameOf(kPayloads, payload); }
+absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) { return ParseName(kPayloads, name, "payload"); }
+std::string FeedReadersName(FeedReaders readers) { return NameOf(kReaders, readers); }
+absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) { return ParseName(kReaders, name, "readers"); }
+std::string FeedRelayName(FeedRelay relay) { return NameOf(kRelays, relay); }
+absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) { return ParseName(kRelays, name, "relay"); }
 
 sampler::SamplerOptions StreamSamplerOptions(const sampler::SamplerOptions& world, FeedMode mode,
                                              const comm::GroupLayout& layout) {
@@ -59,13 +49,11 @@ uint64_t ConfigDigest(const FeederOptions& o, const comm::GroupLayout& layout) {
       FeedRelayName(o.relay), "|", layout.world_size(), "|", layout.group_size(), "|",
       comm::LayoutKindName(layout.kind()), "|", o.sampler.shuffle, "|", o.sampler.seed, "|",
       sampler::PaddingName(o.sampler.padding), "|", static_cast<int>(o.sampler.permutation), "|", l.batch_size, "|",
-      l.drop_last, "|", static_cast<int>(l.output), "|", l.augment.size, "|", l.augment.train, "|",
-      l.augment.scale_min, "|", l.augment.scale_max, "|", l.augment.ratio_min, "|", l.augment.ratio_max, "|",
-      l.augment.flip_probability, "|", l.augment.resize_size, "|", l.seed, "|",
-      loader::DecodeModeName(l.decode), "|", static_cast<int>(l.bad_samples));
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
+      l.drop_last, "|", static_cast<int>(l.output), "|", l.mean[0], ",", l.mean[1], ",", l.mean[2], "|", l.stddev[0],
+      ",", l.stddev[1], ",", l.stddev[2], "|", l.augment.size, "|", l.augment.train, "|", l.augment.scale_min, "|",
+      l.augment.scale_max, "|", l.augment.ratio_min, "|", l.augment.ratio_max, "|", l.augment.flip_probability, "|",
+      l.augment.resize_size, "|", l.seed, "|", loader::DecodeModeName(l.decode), "|", static_cast<int>(l.bad_samples));
+  return Fnv1a64(text);
 }
 
 }  // namespace

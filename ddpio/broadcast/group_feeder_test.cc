@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/communicator_conformance.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
 #include "gtest/gtest.h"
 #include "ddpio/storage/dataset_reader.h"
@@ -47,8 +48,7 @@ FeederOptions SmallOptions() {
 std::string Describe(const loader::Batch& b, size_t sample_bytes) {
   std::string s;
   for (uint64_t k = 0; k < b.size; ++k) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sample_bytes; ++i) h = (h ^ b.data[k * sample_bytes + i]) * 1099511628211ull;
+    const uint64_t h = Fnv1a64Bytes(b.data + k * sample_bytes, sample_bytes);
     absl::StrAppend(&s, b.epoch, " ", b.indices[k], " ", b.labels[k], " ", int{b.valid[k]}, " ", h, "\n");
   }
   return s;

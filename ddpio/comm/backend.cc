@@ -1,6 +1,7 @@
 #include "ddpio/comm/backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/status_macros.h"
 #if DDPIO_COMM_NCCL
 #include "ddpio/comm/nccl/nccl_api.h"
@@ -9,25 +10,13 @@
 
 namespace ddpio::comm {
 
-absl::StatusOr<BackendKind> ParseBackend(std::string_view name) {
-  if (name == "auto") return BackendKind::kAuto;
-  if (name == "gloo") return BackendKind::kGloo;
-  if (name == "nccl") return BackendKind::kNccl;
-  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name),
-                                                 "' (expected auto, gloo or nccl)"));
-}
+namespace {
+constexpr EnumName<BackendKind> kBackends[] = {
+    {BackendKind::kAuto, "auto"}, {BackendKind::kGloo, "gloo"}, {BackendKind::kNccl, "nccl"}};
+}  // namespace
 
-std::string BackendName(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kAuto:
-      return "auto";
-    case BackendKind::kGloo:
-      return "gloo";
-    case BackendKind::kNccl:
-      return "nccl";
-  }
-  return "?";
-}
+absl::StatusOr<BackendKind> ParseBackend(std::string_view name) { return ParseName(kBackends, name, "backend"); }
+std::string BackendName(BackendKind kind) { return NameOf(kBackends, kind); }
 
 const DeviceProbe& ProbeNcclDevices() {
   static const DeviceProbe probe = [] {

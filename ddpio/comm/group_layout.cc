@@ -1,27 +1,20 @@
 #include "ddpio/comm/group_layout.h"
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 
 namespace ddpio::comm {
 
-std::string LayoutKindName(LayoutKind kind) {
-  switch (kind) {
-    case LayoutKind::kContiguous:
-      return "contiguous";
-    case LayoutKind::kStrided:
-      return "strided";
-    case LayoutKind::kExplicit:
-      return "explicit";
-  }
-  return "unknown";
-}
+namespace {
+// Explicit layouts are built from a list, never parsed from a flag: the parse table leaves them out.
+constexpr EnumName<LayoutKind> kLayoutNames[] = {
+    {LayoutKind::kContiguous, "contiguous"}, {LayoutKind::kStrided, "strided"}, {LayoutKind::kExplicit, "explicit"}};
+constexpr EnumName<LayoutKind> kParsedLayouts[] = {{LayoutKind::kContiguous, "contiguous"},
+                                                   {LayoutKind::kStrided, "strided"}};
+}  // namespace
 
-absl::StatusOr<LayoutKind> ParseLayoutKind(std::string_view name) {
-  if (name == "contiguous") return LayoutKind::kContiguous;
-  if (name == "strided") return LayoutKind::kStrided;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown layout '", std::string(name), "' (contiguous or strided)"));
-}
+std::string LayoutKindName(LayoutKind kind) { return NameOf(kLayoutNames, kind); }
+absl::StatusOr<LayoutKind> ParseLayoutKind(std::string_view name) { return ParseName(kParsedLayouts, name, "layout"); }
 
 absl::StatusOr<GroupLayout> GroupLayout::Make(int world, int group_size, LayoutKind kind) {
   if (world < 1 || group_size < 1) {

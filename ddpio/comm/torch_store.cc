@@ -1,5 +1,6 @@
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/torch_store.h"
+#include "ddpio/common/enum_names.h"
 
 #include <algorithm>
 
@@ -70,11 +71,11 @@ const char* Name(TorchStoreProtocol p) {
 }  // namespace
 
 absl::StatusOr<TorchStoreProtocol> ParseTorchStoreProtocol(std::string_view name) {
-  if (name == "auto" || name.empty()) return TorchStoreProtocol::kAuto;
-  if (name == "legacy") return TorchStoreProtocol::kLegacy;
-  if (name == "current") return TorchStoreProtocol::kCurrent;
-  return absl::InvalidArgumentError(absl::StrCat("unknown PyTorch store protocol '", std::string(name),
-                                                 "' (expected auto, legacy or current)"));
+  static constexpr EnumName<TorchStoreProtocol> kProtocols[] = {{TorchStoreProtocol::kAuto, "auto"},
+                                                                {TorchStoreProtocol::kLegacy, "legacy"},
+                                                                {TorchStoreProtocol::kCurrent, "current"}};
+  if (name.empty()) return TorchStoreProtocol::kAuto;
+  return ParseName(kProtocols, name, "PyTorch store protocol");
 }
 
 absl::StatusOr<std::unique_ptr<TorchStoreClient>> TorchStoreClient::Connect(const std::string& host, int port,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ddpio/common/splitmix64.h"
+
 namespace ddpio::loader {
 namespace {
 
@@ -22,13 +24,10 @@ class SampleRng {
   }
 
  private:
-  static uint64_t Mix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t Next() { return Mix(state_ += 0x9E3779B97F4A7C15ull); }
+  // Each draw mixes state + 2 gamma (the gamma is added once here and once in Mix): not the
+  // textbook sequence, kept because every augmentation ddpio has drawn depends on it.
+  static uint64_t Mix(uint64_t z) { return SplitMix64Mix(z + kSplitMix64Gamma); }
+  uint64_t Next() { return Mix(state_ += kSplitMix64Gamma); }
   uint64_t state_;
 };
 

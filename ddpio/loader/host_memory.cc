@@ -8,20 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/log.h"
+#include "ddpio/common/enum_names.h"
 
 namespace ddpio::loader {
 
-std::string HostMemoryKindName(HostMemoryKind kind) {
-  switch (kind) {
-    case HostMemoryKind::kCudaPinned:
-      return "cuda-pinned";
-    case HostMemoryKind::kLocked:
-      return "page-locked";
-    case HostMemoryKind::kPlain:
-      return "plain";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<HostMemoryKind> kHostMemoryKinds[] = {{HostMemoryKind::kCudaPinned, "cuda-pinned"},
+                                                         {HostMemoryKind::kLocked, "page-locked"},
+                                                         {HostMemoryKind::kPlain, "plain"}};
+}  // namespace
+
+std::string HostMemoryKindName(HostMemoryKind kind) { return NameOf(kHostMemoryKinds, kind); }
 
 HostBuffer::~HostBuffer() { Release(); }
 

@@ -3,16 +3,17 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 
 namespace ddpio::loader {
 
-std::string DecodeModeName(DecodeMode mode) { return mode == DecodeMode::kFast ? "fast" : "exact"; }
+namespace {
+constexpr EnumName<DecodeMode> kDecodeModes[] = {{DecodeMode::kFast, "fast"}, {DecodeMode::kExact, "exact"}};
+}  // namespace
 
+std::string DecodeModeName(DecodeMode mode) { return NameOf(kDecodeModes, mode); }
 absl::StatusOr<DecodeMode> ParseDecodeMode(std::string_view name) {
-  if (name == "fast") return DecodeMode::kFast;
-  if (name == "exact") return DecodeMode::kExact;
-  return absl::InvalidArgumentError(absl::StrCat("unknown decode mode '", std::string(name),
-                                                 "' (fast or exact)"));
+  return ParseName(kDecodeModes, name, "decode mode");
 }
 
 absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_t index,

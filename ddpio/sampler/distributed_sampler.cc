@@ -3,32 +3,18 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 
 namespace ddpio::sampler {
 
-std::string PaddingName(Padding padding) {
-  switch (padding) {
-    case Padding::kPad:
-      return "pad";
-    case Padding::kDrop:
-      return "drop";
-    case Padding::kNone:
-      return "none";
-    case Padding::kMask:
-      return "mask";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<Padding> kPaddings[] = {
+    {Padding::kPad, "pad"}, {Padding::kDrop, "drop"}, {Padding::kNone, "none"}, {Padding::kMask, "mask"}};
+}  // namespace
 
-absl::StatusOr<Padding> ParsePadding(std::string_view name) {
-  if (name == "pad") return Padding::kPad;
-  if (name == "drop") return Padding::kDrop;
-  if (name == "none") return Padding::kNone;
-  if (name == "mask") return Padding::kMask;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown padding '", std::string(name), "' (pad, drop, none or mask)"));
-}
+std::string PaddingName(Padding padding) { return NameOf(kPaddings, padding); }
+absl::StatusOr<Padding> ParsePadding(std::string_view name) { return ParseName(kPaddings, name, "padding"); }
 
 // ---------------------------------------------------------------------------------------------
 

@@ -3,27 +3,20 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
+#include "ddpio/common/splitmix64.h"
 
 namespace ddpio::sampler {
 
-std::string PermutationKindName(PermutationKind kind) {
-  switch (kind) {
-    case PermutationKind::kTorch:
-      return "torch";
-    case PermutationKind::kTorchLegacy:
-      return "torch-legacy";
-    case PermutationKind::kFeistel:
-      return "feistel";
-  }
-  return "unknown";
-}
+namespace {
+constexpr EnumName<PermutationKind> kPermutations[] = {{PermutationKind::kTorch, "torch"},
+                                                      {PermutationKind::kTorchLegacy, "torch-legacy"},
+                                                      {PermutationKind::kFeistel, "feistel"}};
+}  // namespace
 
+std::string PermutationKindName(PermutationKind kind) { return NameOf(kPermutations, kind); }
 absl::StatusOr<PermutationKind> ParsePermutationKind(std::string_view name) {
-  if (name == "torch") return PermutationKind::kTorch;
-  if (name == "torch-legacy") return PermutationKind::kTorchLegacy;
-  if (name == "feistel") return PermutationKind::kFeistel;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown permutation '", std::string(name), "' (torch, torch-legacy or feistel)"));
+  return ParseName(kPermutations, name, "permutation");
 }
 
 template <typename T>
@@ -56,11 +49,7 @@ template void TorchRandperm<uint64_t>(uint64_t, uint64_t, bool, uint64_t*);
 
 namespace {
 
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t Mix(uint64_t z) { return SplitMix64Mix(z); }
 
 }  // namespace
 
@@ -78,7 +67,7 @@ Permutation Permutation::Make(uint64_t n, uint64_t seed, bool shuffle, Permutati
     p.half_bits_ = (bits + 1) / 2;
     if (p.half_bits_ < 1) p.half_bits_ = 1;
     uint64_t k = Mix(seed ^ 0x6A09E667F3BCC909ull);
-    for (auto& key : p.keys_) key = k = Mix(k + 0x9E3779B97F4A7C15ull);
+    for (auto& key : p.keys_) key = k = Mix(k + kSplitMix64Gamma);
     return p;
   }
   const bool legacy = kind == PermutationKind::kTorchLegacy;

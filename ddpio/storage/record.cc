@@ -1,4 +1,5 @@
 #include "ddpio/storage/record.h"
+#include "ddpio/common/enum_names.h"
 
 #include <cstring>
 
@@ -36,15 +37,9 @@ bool KnownType(uint8_t t) {
 
 }  // namespace
 
-std::string ContentTypeName(ContentType type) {
-  switch (type) {
-    case ContentType::kJpeg:
-      return "jpeg";
-    case ContentType::kRawUint8:
-      return "raw_uint8";
-  }
-  return absl::StrCat("unknown(", static_cast<int>(type), ")");
-}
+constexpr EnumName<ContentType> kContentTypes[] = {{ContentType::kJpeg, "jpeg"}, {ContentType::kRawUint8, "raw_uint8"}};
+
+std::string ContentTypeName(ContentType type) { return NameOf(kContentTypes, type); }
 
 Record Record::FromView(const RecordView& v) {
   Record r;

@@ -10,24 +10,19 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/byte_order.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::trainer {
 namespace {
 
-constexpr char kMagic[] = "DDPIOCK2";
+constexpr char kMagic[] = "DDPIOCK3";
+constexpr char kMagicV2[] = "DDPIOCK2";
 
-uint64_t Fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-template <typename T>
-void Put(std::string* out, const T& v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
+// Version 2's checksum: FNV-1a's loop with a truncated offset basis.
+uint64_t LegacyChecksum(std::string_view s) { return Fnv1a64(s, 1469598103934665603ull); }
 
 absl::Status WriteAllFd(int fd, const std::string& bytes, const std::string& path) {
   for (size_t done = 0; done < bytes.size();) {
@@ -45,17 +40,12 @@ std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.b
 
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   std::string bytes(kMagic, 8);
-  Put(&bytes, c.epoch);
-  Put(&bytes, c.position);
-  Put(&bytes, c.step);
-  Put(&bytes, c.sampler_seed);
-  Put(&bytes, c.augment_seed);
-  Put(&bytes, c.dataset_size);
-  Put(&bytes, static_cast<uint8_t>(c.momentum_started));
-  Put(&bytes, static_cast<uint64_t>(c.params.size()));
-  bytes.append(reinterpret_cast<const char*>(c.params.data()), c.params.size() * sizeof(float));
-  bytes.append(reinterpret_cast<const char*>(c.momentum.data()), c.momentum.size() * sizeof(float));
-  Put(&bytes, Fnv(bytes));
+  for (uint64_t v : {c.epoch, c.position, c.step, c.sampler_seed, c.augment_seed, c.dataset_size}) PutLe(&bytes, v);
+  PutLe(&bytes, static_cast<uint8_t>(c.momentum_started));
+  PutLe(&bytes, static_cast<uint64_t>(c.params.size()));
+  PutLeAll(&bytes, c.params);
+  PutLeAll(&bytes, c.momentum);
+  PutLe(&bytes, Fnv1a64(bytes));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("creating checkpoint directory ", dir));
@@ -92,34 +82,35 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir) {
   const std::string bytes = ss.str();
   const auto bad = [&](const std::string& why) { return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why)); };
   constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 8;
-  if (bytes.size() < kFixed + 8 || std::memcmp(bytes.data(), kMagic, 8) != 0) return bad("not a ddpio checkpoint");
-  uint64_t sum = 0;
-  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
-  if (Fnv(bytes.substr(0, bytes.size() - 8)) != sum) return bad("checksum mismatch (truncated or damaged)");
+  const bool v2 = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagicV2, 8) == 0;
+  if (bytes.size() >= 8 && std::memcmp(bytes.data(), "DDPIOCK", 7) == 0 && !v2 &&
+      std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    return bad(absl::StrCat("format version ", std::string(bytes.data() + 7, 1), " (this ddpio reads 2 and 3)"));
+  }
+  if (bytes.size() < kFixed + 8 || (!v2 && std::memcmp(bytes.data(), kMagic, 8) != 0)) {
+    return bad("not a ddpio checkpoint");
+  }
+  const std::string_view body(bytes.data(), bytes.size() - 8);
+  const uint64_t sum = GetLe<uint64_t>(bytes.data() + bytes.size() - 8);
+  if ((v2 ? LegacyChecksum(body) : Fnv1a64(body)) != sum) return bad("checksum mismatch (truncated or damaged)");
   Checkpoint c;
-  size_t at = 8;
-  auto get = [&](auto* v) {
-    std::memcpy(v, bytes.data() + at, sizeof(*v));
-    at += sizeof(*v);
-  };
+  ByteReader r(std::string_view(bytes).substr(8));
   uint8_t started = 0;
   uint64_t n = 0;
-  get(&c.epoch);
-  get(&c.position);
-  get(&c.step);
-  get(&c.sampler_seed);
-  get(&c.augment_seed);
-  get(&c.dataset_size);
-  get(&started);
-  get(&n);
+  r.Le(&c.epoch);
+  r.Le(&c.position);
+  r.Le(&c.step);
+  r.Le(&c.sampler_seed);
+  r.Le(&c.augment_seed);
+  r.Le(&c.dataset_size);
+  r.Le(&started);
+  r.Le(&n);
   c.momentum_started = started != 0;
   if (n > (bytes.size() - kFixed - 8) / (2 * sizeof(float)) || kFixed + 2 * n * sizeof(float) + 8 != bytes.size()) {
     return bad(absl::StrCat(n, " parameters do not fit its ", bytes.size(), " bytes"));
   }
-  c.params.resize(n);
-  c.momentum.resize(n);
-  std::memcpy(c.params.data(), bytes.data() + at, n * sizeof(float));
-  std::memcpy(c.momentum.data(), bytes.data() + at + n * sizeof(float), n * sizeof(float));
+  r.LeAll(n, &c.params);
+  r.LeAll(n, &c.momentum);
   return c;
 }
 

@@ -7,9 +7,11 @@
 // (seed, epoch, index) only (sampler.h, augment.h), so the seeds and the position determine every
 // sample still to come. Resuming checks them (and the dataset size) against the job's.
 //
-// File (little-endian): "DDPIOCK2" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
+// File (little-endian): "DDPIOCK3" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
 // u64 augment_seed | u64 dataset_size | u8 momentum_started | u64 n | f32 params[n] |
-// f32 momentum[n] | u64 FNV-1a of everything before. The directory is created if missing.
+// f32 momentum[n] | u64 FNV-1a-64 of everything before. The directory is created if missing.
+// Version 2 ("DDPIOCK2", written before ddpio 0.2) differs only in its checksum, a FNV-1a with a
+// truncated offset basis (1469598103934665603): it is still read.
 #ifndef DDPIO_TRAINER_CHECKPOINT_H_
 #define DDPIO_TRAINER_CHECKPOINT_H_
 

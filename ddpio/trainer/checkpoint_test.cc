@@ -59,6 +59,32 @@ TEST(Checkpoint, AKilledWritersTemporaryIsRemovedAndTheCheckpointKept) {
   RemoveStaleCheckpointTemp(dir);  // nothing to remove: no error
 }
 
+// Checkpoints written before the checksum was true FNV-1a (version 2, its offset basis
+// truncated) still load; an unknown version is refused naming it.
+TEST(Checkpoint, VersionTwoStillLoadsAndUnknownVersionsAreNamed) {
+  ddpio::testing::TempDir top;
+  const std::string dir = top.Sub("ckpt");
+  ASSERT_OK(WriteCheckpoint(dir, Sample()));
+  std::ifstream in(CheckpointPath(dir), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.substr(0, 8), "DDPIOCK3");
+  // The same content as version 2: its magic and its checksum.
+  std::string v2 = "DDPIOCK2" + bytes.substr(8, bytes.size() - 16);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : v2) h = (h ^ c) * 1099511628211ull;
+  for (int i = 0; i < 8; ++i) v2.push_back(static_cast<char>(h >> (8 * i)));
+  std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << v2;
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadCheckpoint(dir));
+  EXPECT_EQ(back.step, 77u);
+  EXPECT_EQ(back.params, Sample().params);
+  std::string v9 = bytes;
+  v9[7] = '9';
+  std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << v9;
+  auto refused = ReadCheckpoint(dir);
+  EXPECT_CODE(refused, kDataLoss);
+  EXPECT_NE(refused.status().message().find("format version 9"), std::string::npos) << refused.status();
+}
+
 TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
   ddpio::testing::TempDir dir;
   ASSERT_OK(WriteCheckpoint(dir.path().string(), Sample()));

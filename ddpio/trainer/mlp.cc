@@ -1,5 +1,8 @@
 #include "ddpio/trainer/mlp.h"
 
+#include "ddpio/common/byte_order.h"
+#include "ddpio/common/hash.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -103,10 +106,9 @@ void Mlp::Predict(const float* x, int batch, std::vector<int>* classes) {
 }
 
 uint64_t ParamChecksum(const std::vector<float>& params) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
-  for (size_t i = 0; i < params.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
+  std::string le;
+  PutLeAll(&le, params);  // the same digest on any host
+  return Fnv1a64(le);
 }
 
 }  // namespace ddpio::trainer

@@ -1,4 +1,5 @@
 #include "ddpio/trainer/optimizer.h"
+#include "ddpio/common/enum_names.h"
 
 #include <cmath>
 
@@ -19,11 +20,11 @@ void Sgd::Step(std::vector<float>& params, const std::vector<float>& grads, doub
   started_ = true;
 }
 
-absl::StatusOr<Decay> ParseDecay(std::string_view name) {
-  if (name == "cosine") return Decay::kCosine;
-  if (name == "step") return Decay::kStep;
-  return absl::InvalidArgumentError(absl::StrCat("unknown decay '", std::string(name), "' (cosine or step)"));
-}
+namespace {
+constexpr EnumName<Decay> kDecays[] = {{Decay::kCosine, "cosine"}, {Decay::kStep, "step"}};
+}  // namespace
+
+absl::StatusOr<Decay> ParseDecay(std::string_view name) { return ParseName(kDecays, name, "decay"); }
 
 double Schedule::At(uint64_t step) const {
   if (step < warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
