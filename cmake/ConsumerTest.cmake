@@ -1,5 +1,7 @@
-# ctest script: install ddpio into a scratch prefix, build examples/consumer against the
-# installed package, and run it on a small synthetic dataset.
+# ctest script: the consumer example built against ddpio as users get it — installed with
+# `cmake --install`, and from the .deb (`cpack -G DEB`, extracted with dpkg -x into a scratch
+# root) — then run as a 2-rank job under `ddpio launch` on a small synthetic dataset: each rank
+# reports its images, which must add up to the dataset.
 # Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, DDPIO_BIN.
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -9,17 +11,42 @@ function(run)
   set(LAST_OUTPUT "${out}" PARENT_SCOPE)
 endfunction()
 
+function(consumer_against prefix name)
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build-${name} -G Ninja
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/build-${name})
+  run(${DDPIO_BIN} launch --nproc-per-node 2 -- ${WORK_DIR}/build-${name}/consumer ${WORK_DIR}/db 2)
+  message(STATUS "${name}: ${LAST_OUTPUT}")
+  string(REGEX MATCHALL "consumer rank [01]: ([0-9]+) images" lines "${LAST_OUTPUT}")
+  list(LENGTH lines n)
+  set(total 0)
+  foreach(l ${lines})
+    string(REGEX REPLACE ".*: ([0-9]+) images" "\\1" count "${l}")
+    math(EXPR total "${total} + ${count}")
+  endforeach()
+  if(NOT n EQUAL 2 OR NOT total EQUAL 60)
+    message(FATAL_ERROR "${name}: expected 2 ranks with 60 images in all, got:\n${LAST_OUTPUT}")
+  endif()
+endfunction()
+
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
-run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build -G Ninja
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
-run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${DDPIO_BIN} synth --out ${WORK_DIR}/src --classes 3 --per-class 20 --size 32 --quiet)
 run(${DDPIO_BIN} convert --src ${WORK_DIR}/src --out ${WORK_DIR}/db --quiet)
-run(${WORK_DIR}/build/consumer ${WORK_DIR}/db)
-message(STATUS "${LAST_OUTPUT}")
-if(NOT LAST_OUTPUT MATCHES "consumer: 60 records, 3 classes")
-  message(FATAL_ERROR "unexpected consumer output: ${LAST_OUTPUT}")
+
+# 1. cmake --install
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+consumer_against(${WORK_DIR}/prefix installed)
+
+# 2. the Debian package
+run(${CMAKE_COMMAND} -E chdir ${BUILD_DIR} cpack -G DEB -B ${WORK_DIR}/deb)
+file(GLOB debs ${WORK_DIR}/deb/*.deb)
+list(LENGTH debs ndebs)
+if(NOT ndebs EQUAL 1)
+  message(FATAL_ERROR "cpack made ${ndebs} packages: ${debs}")
 endif()
+run(dpkg-deb --info ${debs})
+message(STATUS "package: ${debs}\n${LAST_OUTPUT}")
+run(dpkg -x ${debs} ${WORK_DIR}/root)
+consumer_against(${WORK_DIR}/root/usr deb)
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -23,7 +23,13 @@ function(ddpio_module name)
   add_library(ddpio::${name} ALIAS ddpio_${name})
   set_target_properties(ddpio_${name} PROPERTIES EXPORT_NAME ${name})
   target_include_directories(ddpio_${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:include>)
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+    $<INSTALL_INTERFACE:include>)
+  # BUILD_SHARED_LIBS=ON builds shared libraries: one SONAME per minor version while below 1.0.
+  # Installed, each finds the modules it links beside itself, whatever the prefix.
+  set_target_properties(ddpio_${name} PROPERTIES VERSION ${PROJECT_VERSION}
+                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                        OUTPUT_NAME ddpio_${name} INSTALL_RPATH "$ORIGIN")
   target_link_libraries(ddpio_${name} PUBLIC ${M_PUBLIC_DEPS} PRIVATE ddpio_build_flags ${M_PRIVATE_DEPS})
   set_property(GLOBAL APPEND PROPERTY DDPIO_INSTALLED_MODULES ddpio_${name})
 endfunction()

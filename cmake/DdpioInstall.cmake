@@ -16,11 +16,12 @@ install(TARGETS ${_modules} ddpio ${_extra} EXPORT ddpioTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers only: include/ddpio/<module>/<file>.h, included as "ddpio/<module>/<file>.h".
 # Internal headers, tests and test support stay in the source tree.
-foreach(dir common storage sampler loader comm broadcast trainer)
+foreach(dir common storage sampler loader comm broadcast pipeline trainer)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/ddpio/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddpio/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*_test*" EXCLUDE PATTERN "internal" EXCLUDE
           PATTERN "*_conformance*" EXCLUDE PATTERN "nccl" EXCLUDE)
 endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/include/ddpio/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ddpio)
 install(EXPORT ddpioTargets NAMESPACE ddpio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddpio)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ddpioConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ddpioConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddpio)

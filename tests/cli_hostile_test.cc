@@ -18,11 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/crashing_conversion.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tools/convert_sources.h"
 
 namespace ddpio {
 namespace {
@@ -146,9 +148,11 @@ TEST_F(CliHostile, FifosAndDevicesNamedLikePhotosAreSkippedNotReadForever) {
 
 TEST_F(CliHostile, AMangledResumeEntryIsAClearError) {
   const std::string root = Folder("src");
-  testing::RunOptions crash;
-  crash.env["DDPIO_FAULT_CRASH_AFTER_COMMITS"] = "1";
-  RunDdpio({"convert", "--src", root, "--out", dir_.Sub("db"), "--batch-records", "1"}, crash);
+  ASSERT_OK_AND_ASSIGN(tools::SourceListing listing, tools::ListImageFolder(root));
+  tools::ConvertOptions o;
+  o.out = dir_.Sub("db");
+  o.writer.batch_records = 1;
+  ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, o, 1), testing::kInjectedCrash);
   for (const std::string& garbage : {std::string("{\"next_source\": \"x\"}"), std::string("[1,2]"),
                                      std::string("{\"next_source\": 1, \"skipped\": [{\"index\": -3}]}"),
                                      std::string("\xff\x00", 2)}) {
@@ -182,6 +186,23 @@ TEST_F(CliHostile, AbsurdArgumentsAreUsageErrors) {
     ExpectNoCrash(r, what);
     EXPECT_EQ(r.exit_code, 2) << what << "\n" << r.err;
     EXPECT_FALSE(r.err.empty()) << what;
+  }
+  // Names of enum values are parsed by the library's own parser while the command line is parsed:
+  // a wrong one is a usage error listing the accepted names (nothing dereferenced unchecked).
+  const std::vector<std::pair<std::vector<std::string>, std::string>> names = {
+      {{"sampler", "--size", "10", "--world", "2", "--rank", "0", "--permutation", "bogus"}, "torch-legacy"},
+      {{"bench", "sampler", "--permutation", "bogus"}, "feistel"},
+      {{"sampler", "--size", "10", "--world", "2", "--rank", "0", "--padding", "bogus"}, "mask"},
+      {{"bench", "loader", "--data", "x", "--decode", "bogus"}, "exact"},
+      {{"train", "--data", "x", "--schedule", "bogus"}, "cosine"},
+      {{"bench", "feed", "--data", "x", "--mode", "bogus"}, "replicate"},
+      {{"bench", "loader", "--data", "x", "--crop-scale", "0.5,2"}, "0 < MIN <= MAX <= 1"},
+  };
+  for (const auto& [args, accepted] : names) {
+    RunResult r = RunDdpio(args);
+    ExpectNoCrash(r, args.back());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(accepted), std::string::npos) << r.err;
   }
   // A list file label that would build two billion class names.
   std::ofstream(dir_.Sub("list.txt")) << "a.jpg 0\nb.jpg 2000000000\n";

@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tools/convert_sources.h"
 
 namespace ddpio {
 namespace {
@@ -159,13 +161,14 @@ TEST_F(Cli, ListFileWithABadLineNamesTheLine) {
 }
 
 TEST_F(Cli, KilledConversionResumesToTheSameDigest) {
-  // The process really dies (_exit after its 2nd commit, like kill -9), then --resume finishes.
+  // The converting process really dies (_exit after its 2nd commit, like kill -9), then
+  // `ddpio convert --resume` finishes.
   ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("clean"), "--quiet"}).exit_code, 0);
-  testing::RunOptions crash;
-  crash.env["DDPIO_FAULT_CRASH_AFTER_COMMITS"] = "2";
-  RunResult died = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"),
-                             "--batch-records", "16", "--quiet"}, crash);
-  ASSERT_EQ(died.exit_code, 86) << died.err;
+  ASSERT_OK_AND_ASSIGN(tools::SourceListing listing, tools::ListImageFolder(dir_.Sub("src")));
+  tools::ConvertOptions o;
+  o.out = dir_.Sub("db");
+  o.writer.batch_records = 16;
+  ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, o, 2), testing::kInjectedCrash);
   RunResult incomplete = RunDdpio({"inspect", dir_.Sub("db")});
   EXPECT_EQ(incomplete.exit_code, 1);
   EXPECT_NE(incomplete.err.find("incomplete"), std::string::npos) << incomplete.err;

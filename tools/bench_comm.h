@@ -13,7 +13,7 @@
 namespace ddpio::tools {
 
 struct BenchCommOptions {
-  std::string backend = "gloo";  // "gloo" or "auto" (NCCL is not built yet: auto picks gloo)
+  std::string backend = "gloo";  // gloo, nccl or auto (comm/backend.h)
   uint64_t size = uint64_t{64} << 20;
   int repeat = 5;
   int group_size = 0;  // 0: the whole world

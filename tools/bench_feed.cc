@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/comm/rendezvous.h"
+#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
@@ -16,13 +17,12 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments first, before the network: every rank fails the same way at once.
-  DDPIO_ASSIGN_OR_RETURN(auto kind, comm::ParseLayoutKind(o.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(info.world_size, o.group_size, kind));
-  const bool leader = layout.is_leader(info.rank);
-  std::unique_ptr<storage::DatasetReader> reader;
-  if (leader || o.feeder.readers == broadcast::FeedReaders::kAll) {  // peers never open the dataset
-    DDPIO_ASSIGN_OR_RETURN(reader, storage::DatasetReader::Open(o.data, {}));
-  }
+  PipelineOptions po;
+  po.data = o.data;
+  po.group_size = o.group_size;
+  DDPIO_ASSIGN_OR_RETURN(po.layout, comm::ParseLayoutKind(o.layout));
+  po.feeder = o.feeder;
+  DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, po));
   std::ofstream indices;
   if (!o.indices_out.empty()) {
     const std::string path = absl::StrCat(o.indices_out, ".rank", info.rank, ".txt");
@@ -37,9 +37,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   ro.comm.gloo.timeout = o.feeder.timeout;
   DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
   comm::LeaveGuard leave(*job);
-  DDPIO_ASSIGN_OR_RETURN(auto group, job->Group(layout));
-  DDPIO_ASSIGN_OR_RETURN(auto feeder,
-                         broadcast::GroupFeeder::Create(reader.get(), layout, info.rank, std::move(group), o.feeder));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> feeder, Pipeline::Open(*job, po));
+  const bool leader = feeder->is_leader();
   if (info.rank == 0) {
     DDPIO_LOG(INFO) << "bench feed: " << info.world_size << " ranks in groups of " << o.group_size << " ("
                     << o.layout << "), " << broadcast::FeedModeName(o.feeder.mode) << ", "

@@ -63,8 +63,10 @@ absl::Status CopyFile(const std::string& path, uint64_t file_bytes, int threads,
 
 }  // namespace
 
-absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& o) {
-  if (o.threads < 1 || o.repeat < 1) return absl::InvalidArgumentError("--threads and --repeat must be >= 1");
+absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) {
+  BenchStorageOptions o = options;
+  if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads < 1 || o.repeat < 1) return absl::InvalidArgumentError("threads must be >= 0 and repeat >= 1");
   storage::ReaderOptions ro;
   ro.readahead = !o.random_order;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));

@@ -21,7 +21,7 @@ namespace ddpio::tools {
 struct BenchStorageOptions {
   std::string data;
   bool random_order = false;
-  int threads = 1;
+  int threads = 1;  // 0: all cores
   int repeat = 5;
   uint64_t seed = 0;
 };

@@ -11,14 +11,43 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::tools {
 
+namespace {
+
+// The library names settings (status_macros.h, WithSetting); the program says how to set them.
+constexpr std::pair<std::string_view, std::string_view> kSettingFlags[] = {
+    {"learning_rate", "--lr"},
+    {"seed", "--seed"},
+    {"data", "--data"},
+    {"checkpoint_dir", "--checkpoint-dir"},
+    {"resume", "--resume"},
+    {"resume_conversion", "`ddpio convert --resume` with the same arguments"},
+    {"backend", "--backend"},
+    {"advertise_addr", "--advertise-addr"},
+};
+
+std::string HowToSet(const absl::Status& status) {
+  std::vector<std::string> flags;
+  for (const std::string& setting : SettingsOf(status)) {
+    for (const auto& [name, flag] : kSettingFlags) {
+      if (setting == name) flags.emplace_back(flag);
+    }
+  }
+  return flags.empty() ? "" : absl::StrCat(" (see ", absl::StrJoin(flags, ", "), ")");
+}
+
+}  // namespace
+
 int ReportError(std::string_view command, const absl::Status& status) {
-  std::fprintf(stderr, "ddpio %.*s: error: %.*s\n", static_cast<int>(command.size()),
-               command.data(), static_cast<int>(status.message().size()), status.message().data());
+  std::fprintf(stderr, "ddpio %.*s: error: %.*s%s\n", static_cast<int>(command.size()), command.data(),
+               static_cast<int>(status.message().size()), status.message().data(), HowToSet(status).c_str());
   return kExitRuntimeError;
 }
 

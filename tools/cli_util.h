@@ -13,6 +13,7 @@
 #include "ddpio/common/splitmix64.h"
 
 #include "absl/status/status.h"
+#include "ddpio/version.h"
 
 namespace ddpio::tools {
 
@@ -20,7 +21,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntimeError = 1;
 inline constexpr int kExitUsageError = 2;
 
-inline constexpr char kVersion[] = "0.1.0";
+inline constexpr char kVersion[] = DDPIO_VERSION;  // ddpio/version.h, from CMakeLists.txt
 
 // Prints "ddpio <command>: error: <message>" on stderr; returns kExitRuntimeError.
 int ReportError(std::string_view command, const absl::Status& status);

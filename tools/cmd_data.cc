@@ -7,10 +7,11 @@
 
 #include "absl/strings/str_format.h"
 #include "tools/cli_util.h"
-#include "tools/commands.h"
-#include "tools/converter.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_flags.h"
+#include "tools/convert.h"
 #include "tools/inspect.h"
-#include "tools/source_list.h"
+#include "tools/convert_sources.h"
 #include "tools/synth.h"
 
 namespace ddpio::tools {
@@ -33,8 +34,8 @@ void AddSynth(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--seed", o->seed, "Seed: same seed, same images")->capture_default_str();
   app->add_option("--quality", o->quality, "JPEG quality")->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app->add_option("--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
-  app->add_flag("--json", *json, "Print a JSON summary as the last stdout line");
+  AddThreadsFlag(app, &o->threads, "Encoding threads");
+  AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [o, json, quiet] {
     o->progress = !*quiet;
@@ -50,6 +51,32 @@ void AddSynth(CLI::App& root, std::vector<Command>* commands) {
     }
     return kExitOk;
   }});
+}
+
+void PrintConvertSummary(const SourceListing& listing, const ConvertOptions& o, const ConvertSummary& summary,
+                         bool json) {
+  if (summary.already_complete) {
+    std::cerr << "ddpio convert: " << o.out << " is already complete; nothing to do\n";
+    if (json) PrintJsonLine({{"records", nullptr}, {"already_complete", true}});
+    return;
+  }
+  const double rate = summary.seconds > 0 ? (listing.entries.size() - summary.resumed_from) / summary.seconds : 0;
+  if (json) {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const auto& s : summary.skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
+    PrintJsonLine({{"out", o.out}, {"records", summary.records}, {"classes", summary.classes},
+                   {"bytes", summary.payload_bytes}, {"skipped", summary.skipped.size()}, {"skipped_files", skipped},
+                   {"resumed_from", summary.resumed_from}, {"seconds", summary.seconds}, {"images_per_s", rate}});
+    return;
+  }
+  std::cout << absl::StrFormat(
+      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n", listing.described,
+      o.out, summary.records, summary.classes, HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds,
+      rate, summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from) : "");
+  if (!summary.skipped.empty()) {
+    std::cout << "skipped " << summary.skipped.size() << " file(s):\n";
+    for (const auto& s : summary.skipped) std::cout << "  " << s.reason << "\n";
+  }
 }
 
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
@@ -74,8 +101,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
   app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)")->required();
-  app->add_option("--threads", o->threads, "Reading/validating threads (0: all cores)")->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+  AddThreadsFlag(app, &o->threads, "Reading/validating threads");
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
   app->add_flag("--skip-invalid", o->skip_invalid,
                 "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
@@ -86,7 +112,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       ->capture_default_str()->check(CLI::Range(1, 100000000));
   app->add_option("--map-size-mb", *map_mb, "Initial LMDB map size in MiB (grows automatically)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  app->add_flag("--json", *json, "Print a JSON summary as the last stdout line");
+  AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [=] {
     if (src->empty() == list->empty()) return ReportUsageError("convert", "give exactly one of --src or --list");
@@ -97,32 +123,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     if (!listing.ok()) return ReportError("convert", listing.status());
     auto summary = Convert(*listing, *o);
     if (!summary.ok()) return ReportError("convert", summary.status());
-    if (summary->already_complete) {
-      std::cerr << "ddpio convert: " << o->out << " is already complete; nothing to do\n";
-      if (*json) PrintJsonLine({{"records", nullptr}, {"already_complete", true}});
-      return kExitOk;
-    }
-    const double rate = summary->seconds > 0
-                            ? (listing->entries.size() - summary->resumed_from) / summary->seconds
-                            : 0;
-    if (*json) {
-      nlohmann::json skipped = nlohmann::json::array();
-      for (const auto& s : summary->skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
-      PrintJsonLine({{"out", o->out}, {"records", summary->records}, {"classes", summary->classes},
-                     {"bytes", summary->payload_bytes}, {"skipped", summary->skipped.size()},
-                     {"skipped_files", skipped}, {"resumed_from", summary->resumed_from},
-                     {"seconds", summary->seconds}, {"images_per_s", rate}});
-    } else {
-      std::cout << absl::StrFormat(
-          "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n",
-          listing->described, o->out, summary->records, summary->classes,
-          HumanBytes(static_cast<double>(summary->payload_bytes)), summary->seconds, rate,
-          summary->resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary->resumed_from) : "");
-      if (!summary->skipped.empty()) {
-        std::cout << "skipped " << summary->skipped.size() << " file(s):\n";
-        for (const auto& s : summary->skipped) std::cout << "  " << s.reason << "\n";
-      }
-    }
+    PrintConvertSummary(*listing, *o, *summary, *json);
     return kExitOk;
   }});
 }
@@ -141,13 +142,13 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("db", o->path, "Dataset path")->required();
   app->add_flag("--verify", o->verify, "Check every record's checksum; list bad records; exit 1 if any");
   app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
-  app->add_option("--threads", o->threads, "Scanning threads (0: all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
+  AddThreadsFlag(app, &o->threads, "Scanning threads");
   auto* get_opt = app->add_option("--get", *get, "Write record INDEX's payload to --out and describe it")
                       ->check(CLI::NonNegativeNumber);
   auto* out_opt = app->add_option("--out", *out, "File for --get");
   get_opt->needs(out_opt);
   out_opt->needs(get_opt);
-  app->add_flag("--json", *json, "Print one JSON object as the last stdout line");
+  AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [=] {
     if (*get >= 0) {

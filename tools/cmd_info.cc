@@ -3,7 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/accelerator.h"
 #include "tools/cli_util.h"
-#include "tools/commands.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_flags.h"
 
 namespace ddpio::tools {
 

@@ -2,7 +2,8 @@
 #include <memory>
 
 #include "tools/cli_util.h"
-#include "tools/commands.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_flags.h"
 #include "tools/launch.h"
 
 namespace ddpio::tools {

@@ -5,8 +5,9 @@
 #include "absl/strings/str_cat.h"
 
 #include "tools/cli_util.h"
-#include "tools/commands.h"
-#include "tools/sampler_cli.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_flags.h"
+#include "tools/sampler.h"
 
 namespace ddpio::tools {
 
@@ -20,8 +21,6 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
       "  ddpio sampler --size 1000 --world 8 --rank 0 --padding mask --batch-size 32\n"
       "  ddpio sampler --size 1000 --world 8 --rank 1 --consumed 400 --new-world 4  # elastic");
   auto q = std::make_shared<SamplerQuery>();
-  auto padding = std::make_shared<std::string>("pad");
-  auto permutation = std::make_shared<std::string>("torch");
   auto no_shuffle = std::make_shared<bool>(false);
   auto new_world = std::make_shared<int>(0);
   auto json = std::make_shared<bool>(false);
@@ -33,25 +32,22 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--seed", q->options.seed, "Seed (PyTorch: seed + epoch seeds the generator)")->capture_default_str();
   app->add_option("--epoch", q->epoch, "Epoch (set_epoch)")->capture_default_str();
   app->add_flag("--no-shuffle", *no_shuffle, "Sequential order (shuffle=False)");
-  app->add_option("--padding", *padding,
-                  "pad (PyTorch default), drop (drop_last), none (uneven, no duplicates), "
-                  "mask (pad, duplicates flagged)")
-      ->capture_default_str()->check(CLI::IsMember({"pad", "drop", "none", "mask"}));
-  app->add_option("--permutation", *permutation,
-                  "torch (current PyTorch), torch-legacy (PyTorch <= 1.13 for >= 214,748,364 "
-                  "samples), feistel (O(1) memory, not PyTorch's order)")
-      ->capture_default_str()->check(CLI::IsMember({"torch", "torch-legacy", "feistel"}));
+  AddEnumOption(app, "--padding", &q->options.padding, sampler::ParsePadding, sampler::PaddingName,
+                "pad (PyTorch default), drop (drop_last), none (uneven, no duplicates), "
+                "mask (pad, duplicates flagged)");
+  AddEnumOption(app, "--permutation", &q->options.permutation, sampler::ParsePermutationKind,
+                sampler::PermutationKindName,
+                "torch (current PyTorch), torch-legacy (PyTorch <= 1.13 for >= 214,748,364 "
+                "samples), feistel (O(1) memory, not PyTorch's order)");
   app->add_option("--batch-size", q->batch_size, "Also group into batches as PyTorch's BatchSampler");
   app->add_flag("--drop-last-batch", q->drop_last_batch, "With --batch-size: drop a short last batch");
   app->add_option("--consumed", q->consumed,
                   "Resume: entries of this epoch's order already consumed (k steps on R ranks: k*R)");
   app->add_option("--new-world", *new_world, "Elastic resume: the new world size (--rank is in it)")
       ->check(CLI::Range(1, 1 << 24));
-  app->add_flag("--json", *json, "Print one JSON object as the last stdout line");
+  AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
     q->options.shuffle = !*no_shuffle;
-    q->options.padding = *sampler::ParsePadding(*padding);
-    q->options.permutation = *sampler::ParsePermutationKind(*permutation);
     if (*new_world > 0) q->new_world = *new_world;
     // This command prints a rank's indices: tens of millions of lines help nobody.
     constexpr uint64_t kMaxPrinted = 10'000'000;

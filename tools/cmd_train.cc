@@ -1,12 +1,12 @@
 // CLI glue for `ddpio train`.
-#include <iostream>
 #include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tools/cli_util.h"
-#include "tools/commands.h"
-#include "tools/train_cli.h"
+#include "tools/cli_commands.h"
+#include "tools/cli_flags.h"
+#include "tools/train.h"
 
 namespace ddpio::tools {
 namespace {
@@ -20,6 +20,103 @@ bool ParseWidths(const std::string& text, std::vector<int>* widths) {
     widths->push_back(w);
   }
   return true;
+}
+
+// The flags' raw values that the command turns into TrainOptions when it runs.
+struct TrainFlags {
+  TrainCliOptions options;
+  bool json = false;
+  std::string hidden = "256,128";
+  int bucket_kb = 1024;
+  uint64_t seed = 0;
+};
+
+void AddDataFlags(CLI::App* app, TrainFlags* f) {
+  trainer::TrainOptions& t = f->options.train;
+  app->add_option("--data", t.data, "Training dataset (opened by group leaders only)")->required();
+  app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
+  app->add_option("--epochs", t.epochs, "Epochs")->capture_default_str()->check(CLI::Range(1, 100000));
+  AddLoaderFlags(app, &t.feeder.loader);
+  app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")->capture_default_str();
+  app->add_option("--group-size", t.group_size, "Ranks per group; its leader reads for all of them")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app->add_option("--layout", t.layout, "Group layout")->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "strided"}));
+  AddFeederFlags(app, &t.feeder);
+}
+
+void AddModelFlags(CLI::App* app, TrainFlags* f) {
+  trainer::TrainOptions& t = f->options.train;
+  app->add_option("--hidden", f->hidden, "Hidden layer widths, e.g. 256,128 ('none': linear)")->capture_default_str();
+  app->add_option("--accumulate", t.accumulate, "Micro-batches per optimizer step (no all-reduce on the others)")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str()->check(FiniteNumber())
+      ->check(CLI::Range(0.0, 1e3));
+  app->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str()->check(FiniteNumber())
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->capture_default_str()
+      ->check(FiniteNumber())->check(CLI::Range(0.0, 1.0));
+  app->add_option("--warmup-steps", t.warmup_steps, "Linear warm-up steps")->capture_default_str();
+  AddEnumOption(app, "--schedule", &t.decay, trainer::ParseDecay, trainer::DecayName,
+                "After warm-up: cosine (to 0 at the end) or step");
+  app->add_option("--step-size", t.step_size, "step schedule: x0.1 every this many steps")->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app->add_option("--bucket-kb", f->bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--matmul", t.matmul, "cpu (OpenBLAS), cuda (cuBLAS) or auto: cuda when a device is usable")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")
+      ->capture_default_str()->check(FiniteNumber())->check(CLI::Range(0.0, 1e6));
+}
+
+void AddRunFlags(CLI::App* app, TrainFlags* f) {
+  trainer::TrainOptions& t = f->options.train;
+  app->add_option("--checkpoint-dir", t.checkpoint_dir, "Directory for rank 0's checkpoint (written atomically)");
+  app->add_option("--checkpoint-every", t.checkpoint_every, "Also checkpoint every N optimizer steps")
+      ->capture_default_str();
+  app->add_flag("--resume", t.resume, "Continue from the checkpoint in --checkpoint-dir (if there is one)");
+  app->add_option("--stop-after-steps", t.stop_after_steps, "Checkpoint and stop after N steps (0: run to the end)")
+      ->capture_default_str();
+  app->add_option("--progress-every", t.progress_every, "Rank 0 logs progress every N steps (0: never)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  AddTimeoutFlag(app, &t.timeout, "any one collective, send or receive");
+  AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
+  AddJsonFlag(app, &f->json, /*per_rank=*/true);
+}
+
+// What the flags cannot check one by one; then the options derived from them.
+int RunTrainCommand(TrainFlags& f) {
+  trainer::TrainOptions& t = f.options.train;
+  if (!ParseWidths(f.hidden, &t.hidden)) {
+    return ReportUsageError("train", "--hidden takes positive widths separated by commas, e.g. 256,128");
+  }
+  // The model lives in host memory three times (parameters, gradients, momentum): bound it
+  // before anything is allocated. The last layer (to the classes) is not counted here.
+  constexpr uint64_t kMaxParams = uint64_t{1} << 28;
+  uint64_t params = 0, in = uint64_t{3} * t.feeder.loader.augment.size * t.feeder.loader.augment.size;
+  for (int w : t.hidden) {
+    params += (in + 1) * static_cast<uint64_t>(w);
+    in = static_cast<uint64_t>(w);
+    if (params > kMaxParams) break;
+  }
+  if (params > kMaxParams) {
+    return ReportUsageError("train", absl::StrCat("--image-size ", t.feeder.loader.augment.size, " and --hidden ",
+                                                  f.hidden, " make a model of more than ", kMaxParams,
+                                                  " parameters; lower them"));
+  }
+  if ((t.resume || t.stop_after_steps > 0 || t.checkpoint_every > 0) && t.checkpoint_dir.empty()) {
+    return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
+  }
+  t.bucket_bytes = static_cast<size_t>(f.bucket_kb) * 1024;
+  t.feeder.timeout = t.timeout;
+  t.feeder.sampler.seed = f.seed;
+  t.feeder.loader.seed = f.seed + 1;
+  t.init_seed = f.seed + 2;
+  auto result = RunTrain(f.options);
+  if (!result.ok()) return ReportError("train", result.status());
+  return PrintResult(f.json, *result, TrainText);
 }
 
 }  // namespace
@@ -37,105 +134,13 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       "checkpoint after every epoch (and every --checkpoint-every steps); --resume continues from it,\n"
       "also on another world size. Rank 0 logs progress; with --json every rank prints one JSON line\n"
       "(train_loss, val_accuracy, samples_per_s, stall_fraction, param_checksum, feeder counters).");
-  auto o = std::make_shared<TrainCliOptions>();
-  trainer::TrainOptions& t = o->train;
-  t.feeder.loader.batch_size = 32;
-  t.feeder.loader.augment.size = 32;
-  auto json = std::make_shared<bool>(false);
-  auto crop = std::make_shared<std::string>("0.08,1");
-  auto hidden = std::make_shared<std::string>("256,128");
-  auto no_flip = std::make_shared<bool>(false);
-  auto decay = std::make_shared<std::string>("cosine");
-  auto bucket_kb = std::make_shared<int>(1024);
-  auto timeout_s = std::make_shared<int>(120);
-  auto seed = std::make_shared<uint64_t>(0);
-  app->add_option("--data", t.data, "Training dataset (opened by group leaders only)")->required();
-  app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
-  app->add_option("--epochs", t.epochs, "Epochs")->capture_default_str()->check(CLI::Range(1, 100000));
-  app->add_option("--batch-size", t.feeder.loader.batch_size, "Samples per rank per micro-batch")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  app->add_option("--accumulate", t.accumulate, "Micro-batches per optimizer step (no all-reduce on the others)")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
-  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str()->check(FiniteNumber())
-      ->check(CLI::Range(0.0, 1e3));
-  app->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str()->check(FiniteNumber())
-      ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->capture_default_str()
-      ->check(FiniteNumber())->check(CLI::Range(0.0, 1.0));
-  app->add_option("--warmup-steps", t.warmup_steps, "Linear warm-up steps")->capture_default_str();
-  app->add_option("--schedule", *decay, "After warm-up: cosine (to 0 at the end) or step")->capture_default_str()
-      ->check(CLI::IsMember({"cosine", "step"}));
-  app->add_option("--step-size", t.step_size, "step schedule: x0.1 every this many steps")->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app->add_option("--image-size", t.feeder.loader.augment.size, "Side of the crops the model sees")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
-  app->add_option("--crop-scale", *crop, "RandomResizedCrop scale range MIN,MAX")->capture_default_str();
-  app->add_flag("--no-flip", *no_flip, "No random horizontal flip");
-  app->add_option("--hidden", *hidden, "Hidden layer widths, e.g. 256,128 ('none': linear)")->capture_default_str();
-  app->add_option("--seed", *seed, "Seed of the sampler, augmentation and initial parameters")->capture_default_str();
-  app->add_option("--group-size", t.group_size, "Ranks per group; its leader reads for all of them")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--layout", t.layout, "Group layout")->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "strided"}));
-  AddFeederFlags(app, &t.feeder);
-  app->add_option("--workers", t.feeder.loader.workers, "Decoding threads per loader (0: all cores)")
-      ->capture_default_str()->check(CLI::Range(0, 1024));
-  app->add_option("--bucket-kb", *bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--matmul", t.matmul, "cpu (OpenBLAS), cuda (cuBLAS) or auto: cuda when a device is usable")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app->add_option("--checkpoint-dir", t.checkpoint_dir, "Directory for rank 0's checkpoint (written atomically)");
-  app->add_option("--checkpoint-every", t.checkpoint_every, "Also checkpoint every N optimizer steps")
-      ->capture_default_str();
-  app->add_flag("--resume", t.resume, "Continue from the checkpoint in --checkpoint-dir (if there is one)");
-  app->add_option("--stop-after-steps", t.stop_after_steps, "Checkpoint and stop after N steps (0: run to the end)")
-      ->capture_default_str();
-  app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")
-      ->capture_default_str()->check(FiniteNumber())->check(CLI::Range(0.0, 1e6));
-  app->add_option("--progress-every", t.progress_every, "Rank 0 logs progress every N steps (0: never)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  app->add_option("--timeout", *timeout_s, "Seconds any one collective, send or receive may take")
-      ->capture_default_str()->check(CLI::Range(1, 86400));
-  AddRendezvousFlags(app, &o->store, &o->advertise_addr);
-  app->add_flag("--json", *json, "Print one JSON object per rank as its last stdout line");
-  commands->push_back({app, [=] {
-    trainer::TrainOptions& t = o->train;
-    if (!ParseScaleRange(*crop, &t.feeder.loader.augment.scale_min, &t.feeder.loader.augment.scale_max)) {
-      return ReportUsageError("train", "--crop-scale takes MIN,MAX with 0 < MIN <= MAX <= 1");
-    }
-    if (!ParseWidths(*hidden, &t.hidden)) {
-      return ReportUsageError("train", "--hidden takes positive widths separated by commas, e.g. 256,128");
-    }
-    // The model lives in host memory three times (parameters, gradients, momentum): bound it
-    // before anything is allocated. The last layer (to the classes) is not counted here.
-    constexpr uint64_t kMaxParams = uint64_t{1} << 28;
-    uint64_t params = 0, in = uint64_t{3} * t.feeder.loader.augment.size * t.feeder.loader.augment.size;
-    for (int w : t.hidden) {
-      params += (in + 1) * static_cast<uint64_t>(w);
-      in = static_cast<uint64_t>(w);
-      if (params > kMaxParams) break;
-    }
-    if (params > kMaxParams) {
-      return ReportUsageError("train", absl::StrCat("--image-size ", t.feeder.loader.augment.size, " and --hidden ",
-                                                    *hidden, " make a model of more than ", kMaxParams,
-                                                    " parameters; lower them"));
-    }
-    if ((t.resume || t.stop_after_steps > 0 || t.checkpoint_every > 0) && t.checkpoint_dir.empty()) {
-      return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
-    }
-    t.feeder.loader.augment.flip_probability = *no_flip ? 0.0 : 0.5;
-    t.decay = *trainer::ParseDecay(*decay);
-    t.bucket_bytes = static_cast<size_t>(*bucket_kb) * 1024;
-    t.feeder.timeout = t.timeout = std::chrono::seconds(*timeout_s);
-    t.feeder.sampler.seed = *seed;
-    t.feeder.loader.seed = *seed + 1;
-    t.init_seed = *seed + 2;
-    auto result = RunTrain(*o);
-    if (!result.ok()) return ReportError("train", result.status());
-    return PrintResult(*json, *result, TrainText);
-  }});
+  auto f = std::make_shared<TrainFlags>();
+  f->options.train.feeder.loader.batch_size = 32;
+  f->options.train.feeder.loader.augment.size = 32;
+  AddDataFlags(app, f.get());
+  AddModelFlags(app, f.get());
+  AddRunFlags(app, f.get());
+  commands->push_back({app, [f] { return RunTrainCommand(*f); }});
 }
 
 }  // namespace ddpio::tools

@@ -17,7 +17,7 @@
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "tools/cli_util.h"
-#include "tools/progress.h"
+#include "tools/cli_progress.h"
 
 namespace ddpio::tools {
 namespace {

@@ -12,28 +12,143 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/comm/rank_info.h"
 #include "ddpio/comm/tcp.h"
 #include "ddpio/comm/tcp_store.h"
+#include "ddpio/common/fd.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
-
-extern char** environ;
 
 namespace ddpio::tools {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// What every rank of the job shares: the rendezvous port, the store's token and the job id.
+struct JobIdentity {
+  int port = 0;
+  std::string token;
+  std::string job;
+};
+
+absl::Status CheckOptions(const LaunchOptions& o) {
+  if (o.command.empty()) return absl::InvalidArgumentError("no program to launch (put it after --)");
+  if (o.nproc_per_node < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank, " must be in [0, --nnodes ",
+                                                   o.nnodes, ") and --nproc-per-node >= 1"));
+  }
+  if (o.master_port == 0 && o.nnodes > 1) {
+    return absl::InvalidArgumentError("--master-port is required with --nnodes > 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobIdentity> ResolveIdentity(const LaunchOptions& o, const comm::Environment& env) {
+  JobIdentity id;
+  id.port = o.master_port;
+  if (id.port == 0) {
+    DDPIO_ASSIGN_OR_RETURN(id.port, comm::FreeTcpPort(o.master_addr));
+  }
+  id.token = comm::EnvValue(env, "DDPIO_STORE_TOKEN");
+  if (id.token.empty()) {
+    if (o.nnodes > 1) {
+      return absl::InvalidArgumentError(
+          "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the environment");
+    }
+    id.token = comm::RandomToken(16);
+  }
+  id.job = comm::EnvValue(env, "DDPIO_JOB_ID");
+  if (!id.job.empty()) return id;
+  // Every node's launcher must name the same job without talking to the others: derive the name
+  // from what they already share (the token and the rendezvous address).
+  id.job = o.nnodes > 1 ? absl::StrCat("nodes-", absl::Hex(Fnv1a64(absl::StrCat(id.token, "@", o.master_addr, ":",
+                                                                                 id.port))))
+                        : comm::RandomToken(8);
+  return id;
+}
+
+// The launcher's environment plus torchrun's variables for one rank.
+std::vector<std::string> RankEnvironment(comm::Environment env, const LaunchOptions& o, const JobIdentity& id,
+                                         int local) {
+  env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local);
+  env["WORLD_SIZE"] = std::to_string(o.nnodes * o.nproc_per_node);
+  env["LOCAL_RANK"] = std::to_string(local);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(o.node_rank);
+  env["MASTER_ADDR"] = o.master_addr;
+  env["MASTER_PORT"] = std::to_string(id.port);
+  env["DDPIO_STORE_TOKEN"] = id.token;
+  env["DDPIO_JOB_ID"] = id.job;
+  env.erase("TORCHELASTIC_USE_AGENT_STORE");  // nobody serves a PyTorch store here
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> p;
+  for (auto& s : strings) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+// SIGINT / SIGTERM blocked and delivered through a signalfd while it lives; the mask is restored
+// on every way out.
+class SignalFd {
+ public:
+  static absl::StatusOr<std::unique_ptr<SignalFd>> Open() {
+    auto s = std::unique_ptr<SignalFd>(new SignalFd());
+    sigemptyset(&s->mask_);
+    sigaddset(&s->mask_, SIGINT);
+    sigaddset(&s->mask_, SIGTERM);
+    if (sigprocmask(SIG_BLOCK, &s->mask_, &s->old_mask_) != 0) return ErrnoToStatus(errno, "sigprocmask");
+    s->blocked_ = true;
+    s->fd_.reset(signalfd(-1, &s->mask_, SFD_CLOEXEC));
+    if (!s->fd_.valid()) return ErrnoToStatus(errno, "signalfd");
+    return s;
+  }
+  ~SignalFd() {
+    if (blocked_) sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  int fd() const { return fd_.get(); }
+  const sigset_t& old_mask() const { return old_mask_; }
+  // The signal read, or 0.
+  int Read() {
+    signalfd_siginfo si;
+    return ::read(fd_.get(), &si, sizeof(si)) == sizeof(si) ? static_cast<int>(si.ssi_signo) : 0;
+  }
+
+ private:
+  SignalFd() = default;
+  sigset_t mask_, old_mask_;
+  bool blocked_ = false;
+  Fd fd_;
+};
+
 struct Child {
   int rank = 0;
   pid_t pid = -1;
-  int pidfd = -1;
-  int out = -1, err = -1;       // read ends of its stdout / stderr
+  Fd pidfd;
+  Fd out, err;             // read ends of its stdout / stderr
   std::string out_buf, err_buf;  // partial lines
   bool exited = false;
   int status = 0;
 };
+
+// Writes complete lines of `buf` to `fd` with the rank prefix; keeps a trailing partial line
+// unless `flush`.
+void EmitLines(int rank, std::string* buf, int fd, bool flush) {
+  if (flush && !buf->empty() && buf->back() != '\n') buf->push_back('\n');
+  size_t start = 0;
+  for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string line = absl::StrCat("[rank ", rank, "] ", buf->substr(start, nl - start + 1));
+    ssize_t unused = ::write(fd, line.data(), line.size());
+    (void)unused;
+  }
+  buf->erase(0, start);
+}
 
 std::string Describe(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
@@ -49,229 +164,194 @@ int ExitCodeOf(int status) {
   return 1;
 }
 
-// Writes complete lines of `buf` to `fd` with the rank prefix; keeps a trailing partial line
-// unless `flush`.
-void EmitLines(int rank, std::string* buf, int fd, bool flush) {
-  size_t start = 0;
+// The ranks of this node: started, watched, stopped together. Whatever way the launcher leaves,
+// no rank outlives the supervisor (its destructor kills and reaps those still running).
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& o, SignalFd& signals) : o_(o), signals_(signals) {}
+  ~Supervisor() {
+    for (Child& c : children_) {
+      if (c.exited) continue;
+      kill(-c.pid, SIGKILL);
+      waitpid(c.pid, nullptr, 0);
+    }
+  }
+
+  absl::Status Start(const JobIdentity& id);
+  // Runs until every rank has exited and its output is drained; returns the exit code.
+  int Run();
+
+ private:
+  absl::Status StartRank(int local, std::vector<std::string> env);
+  void StopAll();
+  void OnSignal();
+  void OnExit(Child& c);
+  void OnOutput(Child& c, bool is_err);
+  void KillStragglers();
+  int Report() const;
+
+  const LaunchOptions& o_;
+  SignalFd& signals_;
+  std::vector<Child> children_;
+  int failed_rank_ = -1, failed_status_ = 0, stop_signal_ = 0;
+  Clock::time_point kill_deadline_ = Clock::time_point::max();
+  bool stopping_ = false;
+};
+
+absl::Status Supervisor::Start(const JobIdentity& id) {
+  const comm::Environment env = comm::CurrentEnvironment();
+  children_.reserve(o_.nproc_per_node);
+  for (int local = 0; local < o_.nproc_per_node; ++local) {
+    DDPIO_RETURN_IF_ERROR(StartRank(local, RankEnvironment(env, o_, id, local)));
+  }
+  std::fprintf(stderr, "ddpio launch: started %d rank(s) [%d, %d) of %d; master %s:%d\n", o_.nproc_per_node,
+               o_.node_rank * o_.nproc_per_node, (o_.node_rank + 1) * o_.nproc_per_node,
+               o_.nnodes * o_.nproc_per_node, o_.master_addr.c_str(), id.port);
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::StartRank(int local, std::vector<std::string> env) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe");
+  Fd out_r(out_pipe[0]), out_w(out_pipe[1]);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe");
+  Fd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  std::vector<char*> envp = Pointers(env);
+  std::vector<std::string> args = o_.command;
+  std::vector<char*> argv = Pointers(args);
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return ErrnoToStatus(errno, "fork");
+  if (pid == 0) {
+    // A launcher killed with SIGKILL cannot stop its ranks: the kernel does (they would otherwise
+    // train on with parent 1, holding their GPUs). Checked again after arming, in case the
+    // launcher died in between.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(1);
+    setpgid(0, 0);  // its own group: the launcher decides who gets which signal
+    sigprocmask(SIG_SETMASK, &signals_.old_mask(), nullptr);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    dup2(devnull, STDIN_FILENO);
+    dup2(out_w.get(), STDOUT_FILENO);
+    dup2(err_w.get(), STDERR_FILENO);
+    execvpe(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "ddpio launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  Child& c = children_.emplace_back();
+  c.rank = o_.node_rank * o_.nproc_per_node + local;
+  c.pid = pid;  // from here on the destructor stops it if anything below fails
+  c.out = std::move(out_r);
+  c.err = std::move(err_r);
+  c.pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (!c.pidfd.valid()) return ErrnoToStatus(errno, "pidfd_open (Linux >= 5.3 is needed to watch the ranks)");
+  return absl::OkStatus();
+}
+
+void Supervisor::StopAll() {
+  if (stopping_) return;
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + o_.grace;
+  for (Child& c : children_) {
+    if (!c.exited) kill(-c.pid, SIGTERM);
+  }
+}
+
+void Supervisor::OnSignal() {
+  const int sig = signals_.Read();
+  if (sig == 0 || stop_signal_ != 0) return;
+  stop_signal_ = sig;
+  std::fprintf(stderr, "ddpio launch: %s received; stopping all ranks\n", strsignal(sig));
+  StopAll();
+}
+
+void Supervisor::OnExit(Child& c) {
+  int status = 0;
+  if (waitpid(c.pid, &status, WNOHANG) != c.pid) return;
+  c.exited = true;
+  c.status = status;
+  if (ExitCodeOf(status) != 0 && failed_rank_ < 0 && !stopping_) {
+    failed_rank_ = c.rank;
+    failed_status_ = status;
+    StopAll();
+  }
+}
+
+void Supervisor::OnOutput(Child& c, bool is_err) {
+  Fd& fd = is_err ? c.err : c.out;
+  std::string& buf = is_err ? c.err_buf : c.out_buf;
+  const int to = is_err ? STDERR_FILENO : STDOUT_FILENO;
+  char chunk[65536];
+  const ssize_t got = ::read(fd.get(), chunk, sizeof(chunk));
+  if (got > 0) {
+    buf.append(chunk, static_cast<size_t>(got));
+    EmitLines(c.rank, &buf, to, false);
+  } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+    EmitLines(c.rank, &buf, to, true);
+    fd.reset();
+  }
+}
+
+void Supervisor::KillStragglers() {
+  for (Child& c : children_) {
+    if (c.exited) continue;
+    std::fprintf(stderr, "ddpio launch: rank %d did not stop within %lld s of SIGTERM; sending SIGKILL\n", c.rank,
+                 static_cast<long long>(o_.grace.count()));
+    kill(-c.pid, SIGKILL);
+  }
+  kill_deadline_ = Clock::time_point::max();
+}
+
+int Supervisor::Run() {
+  enum Source { kSignal, kOut, kErr, kExit };
   for (;;) {
-    size_t nl = buf->find('\n', start);
-    if (nl == std::string::npos) break;
-    std::string line = absl::StrCat("[rank ", rank, "] ", buf->substr(start, nl - start + 1));
-    ssize_t unused = ::write(fd, line.data(), line.size());
-    (void)unused;
-    start = nl + 1;
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    std::vector<std::pair<Child*, Source>> what{{nullptr, kSignal}};
+    bool done = true;
+    for (Child& c : children_) {
+      if (c.out.valid()) fds.push_back({c.out.get(), POLLIN, 0}), what.push_back({&c, kOut});
+      if (c.err.valid()) fds.push_back({c.err.get(), POLLIN, 0}), what.push_back({&c, kErr});
+      if (!c.exited) fds.push_back({c.pidfd.get(), POLLIN, 0}), what.push_back({&c, kExit});
+      done = done && c.exited && !c.out.valid() && !c.err.valid();
+    }
+    if (done) return Report();
+    int timeout_ms = -1;
+    if (kill_deadline_ != Clock::time_point::max()) {
+      timeout_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now()).count()));
+    }
+    const int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) KillStragglers();  // the grace period is over
+    for (size_t k = 0; n > 0 && k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      auto [c, source] = what[k];
+      if (source == kSignal) OnSignal();
+      if (source == kExit) OnExit(*c);
+      if (source == kOut || source == kErr) OnOutput(*c, source == kErr);
+    }
   }
-  buf->erase(0, start);
-  if (flush && !buf->empty()) {
-    std::string line = absl::StrCat("[rank ", rank, "] ", *buf, "\n");
-    ssize_t unused = ::write(fd, line.data(), line.size());
-    (void)unused;
-    buf->clear();
+}
+
+int Supervisor::Report() const {
+  if (failed_rank_ >= 0) {
+    std::fprintf(stderr, "ddpio launch: rank %d failed: %s; stopped the other %zu rank(s)\n", failed_rank_,
+                 Describe(failed_status_).c_str(), children_.size() - 1);
+    return ExitCodeOf(failed_status_);
   }
+  return stop_signal_ != 0 ? 128 + stop_signal_ : 0;
 }
 
 }  // namespace
 
 absl::StatusOr<int> Launch(const LaunchOptions& o) {
-  if (o.command.empty()) return absl::InvalidArgumentError("no program to launch (put it after --)");
-  if (o.nproc_per_node < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
-    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank, " must be in [0, --nnodes ",
-                                                   o.nnodes, ") and --nproc-per-node >= 1"));
-  }
-  int port = o.master_port;
-  if (port == 0) {
-    if (o.nnodes > 1) return absl::InvalidArgumentError("--master-port is required with --nnodes > 1");
-    DDPIO_ASSIGN_OR_RETURN(port, comm::FreeTcpPort(o.master_addr));
-  }
-  const char* env_token = std::getenv("DDPIO_STORE_TOKEN");
-  if (o.nnodes > 1 && (env_token == nullptr || *env_token == '\0')) {
-    return absl::InvalidArgumentError(
-        "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the environment");
-  }
-  const std::string token = env_token != nullptr && *env_token != '\0' ? env_token : comm::RandomToken(16);
-  const char* env_job = std::getenv("DDPIO_JOB_ID");
-  std::string job;
-  if (env_job != nullptr && *env_job != '\0') {
-    job = env_job;
-  } else if (o.nnodes > 1) {
-    // Every node's launcher must name the same job without talking to the others: derive the
-    // name from what they already share (the token and the rendezvous address).
-    job = absl::StrCat("nodes-", absl::Hex(Fnv1a64(absl::StrCat(token, "@", o.master_addr, ":", port))));
-  } else {
-    job = comm::RandomToken(8);
-  }
-  const int world = o.nnodes * o.nproc_per_node;
-
-  // SIGINT / SIGTERM arrive through a signalfd in the event loop; SIGCHLD is not needed
-  // (pidfds).
-  sigset_t mask, old_mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigprocmask(SIG_BLOCK, &mask, &old_mask);
-  int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
-
-  std::vector<Child> children(o.nproc_per_node);
-  for (int local = 0; local < o.nproc_per_node; ++local) {
-    Child& c = children[local];
-    c.rank = o.node_rank * o.nproc_per_node + local;
-    int out_pipe[2], err_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-      return ErrnoToStatus(errno, "pipe");
-    }
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string kv(*e);
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    env["RANK"] = std::to_string(c.rank);
-    env["WORLD_SIZE"] = std::to_string(world);
-    env["LOCAL_RANK"] = std::to_string(local);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
-    env["GROUP_RANK"] = std::to_string(o.node_rank);
-    env["MASTER_ADDR"] = o.master_addr;
-    env["MASTER_PORT"] = std::to_string(port);
-    env["DDPIO_STORE_TOKEN"] = token;
-    env["DDPIO_JOB_ID"] = job;
-    env.erase("TORCHELASTIC_USE_AGENT_STORE");  // nobody serves a PyTorch store here
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, argv;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = o.command;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t launcher = getpid();
-    pid_t pid = fork();
-    if (pid < 0) return ErrnoToStatus(errno, "fork");
-    if (pid == 0) {
-      // A launcher killed with SIGKILL cannot stop its ranks: the kernel does (they would
-      // otherwise train on with parent 1, holding their GPUs). Checked again after arming, in
-      // case the launcher died in between.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(1);
-      setpgid(0, 0);  // its own group: the launcher decides who gets which signal
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      int devnull = ::open("/dev/null", O_RDONLY);
-      dup2(devnull, STDIN_FILENO);
-      dup2(out_pipe[1], STDOUT_FILENO);
-      dup2(err_pipe[1], STDERR_FILENO);
-      execvpe(argv[0], argv.data(), envp.data());
-      std::fprintf(stderr, "ddpio launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
-      _exit(127);
-    }
-    setpgid(pid, pid);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    c.pid = pid;
-    c.out = out_pipe[0];
-    c.err = err_pipe[0];
-    c.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  }
-  std::fprintf(stderr, "ddpio launch: started %d rank(s) [%d, %d) of %d; master %s:%d\n",
-               o.nproc_per_node, o.node_rank * o.nproc_per_node,
-               (o.node_rank + 1) * o.nproc_per_node, world, o.master_addr.c_str(), port);
-
-  int failed_rank = -1, failed_status = 0, stop_signal = 0;
-  bool stopping = false;
-  auto stop_all = [&]() {
-    if (stopping) return;
-    stopping = true;
-    for (auto& c : children) {
-      if (!c.exited) kill(-c.pid, SIGTERM);
-    }
-  };
-  auto kill_deadline = std::chrono::steady_clock::time_point::max();
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<int, int>> what;  // (child index, 0 out / 1 err / 2 exit), -1 = signal
-    fds.push_back({sigfd, POLLIN, 0});
-    what.push_back({-1, 0});
-    bool open_streams = false;
-    for (size_t i = 0; i < children.size(); ++i) {
-      Child& c = children[i];
-      if (c.out >= 0) { fds.push_back({c.out, POLLIN, 0}); what.push_back({static_cast<int>(i), 0}); open_streams = true; }
-      if (c.err >= 0) { fds.push_back({c.err, POLLIN, 0}); what.push_back({static_cast<int>(i), 1}); open_streams = true; }
-      if (!c.exited) { fds.push_back({c.pidfd, POLLIN, 0}); what.push_back({static_cast<int>(i), 2}); }
-    }
-    bool all_exited = true;
-    for (auto& c : children) all_exited = all_exited && c.exited;
-    if (all_exited && !open_streams) break;
-    int timeout_ms = -1;
-    if (stopping && kill_deadline != std::chrono::steady_clock::time_point::max()) {
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                             kill_deadline - std::chrono::steady_clock::now()).count()));
-    }
-    int n = poll(fds.data(), fds.size(), timeout_ms);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0 && stopping) {  // grace period over
-      for (auto& c : children) {
-        if (c.exited) continue;
-        std::fprintf(stderr, "ddpio launch: rank %d did not stop within %lld s of SIGTERM; sending SIGKILL\n",
-                     c.rank, static_cast<long long>(o.grace.count()));
-        kill(-c.pid, SIGKILL);
-      }
-      kill_deadline = std::chrono::steady_clock::time_point::max();
-      continue;
-    }
-    for (size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      auto [idx, kind] = what[k];
-      if (idx < 0) {
-        signalfd_siginfo si;
-        ssize_t got = ::read(sigfd, &si, sizeof(si));
-        if (got == sizeof(si) && stop_signal == 0) {
-          stop_signal = static_cast<int>(si.ssi_signo);
-          std::fprintf(stderr, "ddpio launch: %s received; stopping all ranks\n", strsignal(stop_signal));
-          stop_all();
-          kill_deadline = std::chrono::steady_clock::now() + o.grace;
-        }
-        continue;
-      }
-      Child& c = children[idx];
-      if (kind == 2) {
-        int status = 0;
-        if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
-          c.exited = true;
-          c.status = status;
-          if (ExitCodeOf(status) != 0 && failed_rank < 0 && !stopping) {
-            failed_rank = c.rank;
-            failed_status = status;
-            stop_all();
-            kill_deadline = std::chrono::steady_clock::now() + o.grace;
-          }
-        }
-        continue;
-      }
-      int& fd = kind == 0 ? c.out : c.err;
-      std::string& buf = kind == 0 ? c.out_buf : c.err_buf;
-      char chunk[65536];
-      ssize_t got = ::read(fd, chunk, sizeof(chunk));
-      if (got > 0) {
-        buf.append(chunk, static_cast<size_t>(got));
-        EmitLines(c.rank, &buf, kind == 0 ? STDOUT_FILENO : STDERR_FILENO, false);
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        EmitLines(c.rank, &buf, kind == 0 ? STDOUT_FILENO : STDERR_FILENO, true);
-        ::close(fd);
-        fd = -1;
-      }
-    }
-  }
-  for (auto& c : children) ::close(c.pidfd);
-  ::close(sigfd);
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-
-  if (failed_rank >= 0) {
-    int stopped = 0;
-    for (auto& c : children) stopped += c.rank != failed_rank;
-    std::fprintf(stderr, "ddpio launch: rank %d failed: %s; stopped the other %d rank(s)\n", failed_rank,
-                 Describe(failed_status).c_str(), stopped);
-    return ExitCodeOf(failed_status);
-  }
-  if (stop_signal != 0) return 128 + stop_signal;
-  return 0;
+  DDPIO_RETURN_IF_ERROR(CheckOptions(o));
+  DDPIO_ASSIGN_OR_RETURN(JobIdentity id, ResolveIdentity(o, comm::CurrentEnvironment()));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<SignalFd> signals, SignalFd::Open());
+  Supervisor ranks(o, *signals);
+  DDPIO_RETURN_IF_ERROR(ranks.Start(id));
+  return ranks.Run();
 }
 
 }  // namespace ddpio::tools

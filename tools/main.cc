@@ -6,7 +6,7 @@
 #include <new>
 
 #include "tools/cli_util.h"
-#include "tools/commands.h"
+#include "tools/cli_commands.h"
 
 int main(int argc, char** argv) {
   using namespace ddpio::tools;

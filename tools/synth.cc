@@ -15,7 +15,7 @@
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "tools/cli_util.h"
-#include "tools/progress.h"
+#include "tools/cli_progress.h"
 
 namespace ddpio::tools {
 namespace {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::comm {
 namespace {
@@ -83,11 +84,6 @@ absl::StatusOr<std::string> RouteSource(const std::string& host) {
                    "); set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to the interface the ranks share"));
 }
 
-std::string FromEnv(const Environment& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> InterfaceAddress(const std::string& name) {
@@ -118,25 +114,30 @@ absl::StatusOr<AdvertiseAddress> ChooseAdvertiseAddress(const std::string& expli
                                                         const Environment& env, const std::string& master_addr) {
   AdvertiseAddress out;
   std::string given = explicit_address;
-  std::string source = "--advertise-addr";
+  std::string source = "the advertise address set explicitly";
+  // Errors in an explicit address name the setting, for the front end to add its flag.
+  auto refuse = [&](const std::string& message) {
+    absl::Status s = absl::InvalidArgumentError(message);
+    return explicit_address.empty() ? s : WithSetting(s, "advertise_addr");
+  };
   if (given.empty()) {
-    given = FromEnv(env, "DDPIO_ADVERTISE_ADDR");
+    given = EnvValue(env, "DDPIO_ADVERTISE_ADDR");
     source = "DDPIO_ADVERTISE_ADDR";
   }
   if (!given.empty()) {
     out.address = Canonical(given);
     if (out.address.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(source, " '", given, "' is not a numeric IP address"));
+      return refuse(absl::StrCat(source, " '", given, "' is not a numeric IP address"));
     }
     out.interface = InterfaceOf(out.address);
     if (out.interface.empty()) {
-      return absl::InvalidArgumentError(
+      return refuse(
           absl::StrCat(source, " ", out.address, " is not an address of this host (see `ip -brief address`)"));
     }
     out.why = absl::StrCat(source, " on ", out.interface);
     return out;
   }
-  const std::string ifnames = FromEnv(env, "GLOO_SOCKET_IFNAME");
+  const std::string ifnames = EnvValue(env, "GLOO_SOCKET_IFNAME");
   if (!ifnames.empty()) {
     std::vector<std::string> names = absl::StrSplit(ifnames, ',', absl::SkipEmpty());
     if (names.empty()) return absl::InvalidArgumentError("GLOO_SOCKET_IFNAME is empty");

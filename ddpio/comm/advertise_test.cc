@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "ddpio/common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
@@ -67,12 +68,13 @@ TEST(Advertise, ExplicitAddressWinsAndMustBeThisHosts) {
   ASSERT_OK_AND_ASSIGN(AdvertiseAddress a,
                        ChooseAdvertiseAddress("127.0.0.1", {{"GLOO_SOCKET_IFNAME", "nosuch0"}}, "10.255.0.1"));
   EXPECT_EQ(a.address, "127.0.0.1");
-  EXPECT_EQ(a.why, "--advertise-addr on lo");
+  EXPECT_EQ(a.why, "the advertise address set explicitly on lo");
   ASSERT_OK_AND_ASSIGN(AdvertiseAddress env, ChooseAdvertiseAddress("", {{"DDPIO_ADVERTISE_ADDR", "127.0.0.1"}}, "x"));
   EXPECT_EQ(env.why, "DDPIO_ADVERTISE_ADDR on lo");
   auto foreign = ChooseAdvertiseAddress("198.51.100.77", {}, "127.0.0.1");  // TEST-NET-2
   EXPECT_CODE(foreign, kInvalidArgument);
   EXPECT_NE(foreign.status().message().find("198.51.100.77 is not an address of this host"), std::string::npos);
+  EXPECT_EQ(SettingsOf(foreign.status()), (std::vector<std::string>{"advertise_addr"}));
   EXPECT_CODE(ChooseAdvertiseAddress("", {{"DDPIO_ADVERTISE_ADDR", "eth0"}}, "127.0.0.1"), kInvalidArgument);
 }
 

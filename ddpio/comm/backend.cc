@@ -47,14 +47,16 @@ absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceP
       return BackendChoice{BackendKind::kGloo, "gloo (asked for)"};
     case BackendKind::kNccl:
       if (!probe.nccl_compiled) {
-        return absl::FailedPreconditionError(
-            "backend nccl: this ddpio was built without NCCL (DDPIO_WITH_NCCL=OFF or NCCL not found at build "
-            "time); use --backend gloo");
+        return WithSetting(absl::FailedPreconditionError(
+                               "backend nccl: this ddpio was built without NCCL (DDPIO_WITH_NCCL=OFF or NCCL not "
+                               "found at build time); use the gloo backend"),
+                           "backend");
       }
       if (probe.devices < 1) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "backend nccl needs a usable CUDA device and this machine has none (", probe.why,
-            "); use --backend gloo or auto"));
+        return WithSetting(absl::FailedPreconditionError(absl::StrCat(
+                               "backend nccl needs a usable CUDA device and this machine has none (", probe.why,
+                               "); use the gloo or auto backend")),
+                           "backend");
       }
       return BackendChoice{BackendKind::kNccl, absl::StrCat("nccl (asked for; ", probe.devices, " CUDA device(s))")};
     case BackendKind::kAuto:

@@ -79,91 +79,133 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   return first.substr(0, open) + head + first.substr(close + 1);
 }
 
-absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags) {
+std::string EnvValue(const Environment& env, const std::string& name) {
+  auto it = env.find(name);
+  return it == env.end() ? "" : it->second;
+}
+
+namespace {
+
+// The four counts as one source (the command line or a launcher's variables) gives them.
+struct Counts {
   std::optional<int> rank, world, local_rank, local_world;
-  std::string rank_from, world_from, local_from, local_world_from;
-  auto merge_all = [&](const std::string& where, std::optional<int> r, std::optional<int> w,
-                       std::optional<int> lr, std::optional<int> lw) -> absl::Status {
-    DDPIO_RETURN_IF_ERROR(Merge(r, where, "rank", &rank, &rank_from));
-    DDPIO_RETURN_IF_ERROR(Merge(w, where, "world size", &world, &world_from));
-    DDPIO_RETURN_IF_ERROR(Merge(lr, where, "local rank", &local_rank, &local_from));
-    DDPIO_RETURN_IF_ERROR(Merge(lw, where, "local world size", &local_world, &local_world_from));
+};
+
+// Counts merged from several sources, each field remembering where it came from.
+struct MergedCounts {
+  Counts value;
+  std::string rank_from, world_from, local_rank_from, local_world_from;
+
+  absl::Status Add(const std::string& where, const Counts& c) {
+    DDPIO_RETURN_IF_ERROR(Merge(c.rank, where, "rank", &value.rank, &rank_from));
+    DDPIO_RETURN_IF_ERROR(Merge(c.world, where, "world size", &value.world, &world_from));
+    DDPIO_RETURN_IF_ERROR(Merge(c.local_rank, where, "local rank", &value.local_rank, &local_rank_from));
+    DDPIO_RETURN_IF_ERROR(Merge(c.local_world, where, "local world size", &value.local_world, &local_world_from));
     return absl::OkStatus();
-  };
-  RankInfo info;
-  // Flags first: they win, and any environment that disagrees is reported.
-  DDPIO_RETURN_IF_ERROR(merge_all("the command line", flags.rank, flags.world_size,
-                                  flags.local_rank, flags.local_world_size));
-  if (flags.rank.has_value() || flags.world_size.has_value()) info.source = "flags";
+  }
+};
 
-  DDPIO_ASSIGN_OR_RETURN(auto t_rank, ReadInt(env, "RANK"));
-  DDPIO_ASSIGN_OR_RETURN(auto t_world, ReadInt(env, "WORLD_SIZE"));
-  DDPIO_ASSIGN_OR_RETURN(auto t_local, ReadInt(env, "LOCAL_RANK"));
-  DDPIO_ASSIGN_OR_RETURN(auto t_local_world, ReadInt(env, "LOCAL_WORLD_SIZE"));
-  DDPIO_RETURN_IF_ERROR(merge_all("torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE",
-                                  t_rank, t_world, t_local, t_local_world));
-  if (info.source.empty() && t_rank.has_value()) info.source = "torchrun";
+// A launcher's variables, in the order they are consulted.
+struct Launcher {
+  const char* source;  // RankInfo::source when it gives the rank
+  const char* where;   // named in errors
+  const char* rank;
+  const char* world;
+  const char* local_rank;
+  const char* local_world;
+  bool local_world_is_list;  // Slurm: "4" or "4(x2)", the first number counts
+};
+constexpr Launcher kLaunchers[] = {
+    {"torchrun", "torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+     "LOCAL_WORLD_SIZE", false},
+    {"slurm", "Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+     "SLURM_NTASKS_PER_NODE", true},
+    {"openmpi", "Open MPI's OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", false},
+};
 
-  DDPIO_ASSIGN_OR_RETURN(auto s_rank, ReadInt(env, "SLURM_PROCID"));
-  DDPIO_ASSIGN_OR_RETURN(auto s_world, ReadInt(env, "SLURM_NTASKS"));
-  DDPIO_ASSIGN_OR_RETURN(auto s_local, ReadInt(env, "SLURM_LOCALID"));
-  std::optional<int> s_local_world;
-  if (auto it = env.find("SLURM_NTASKS_PER_NODE"); it != env.end()) {
-    // "4" or "4(x2)": the first number.
+absl::StatusOr<Counts> ReadCounts(const Environment& env, const Launcher& l) {
+  Counts c;
+  DDPIO_ASSIGN_OR_RETURN(c.rank, ReadInt(env, l.rank));
+  DDPIO_ASSIGN_OR_RETURN(c.world, ReadInt(env, l.world));
+  DDPIO_ASSIGN_OR_RETURN(c.local_rank, ReadInt(env, l.local_rank));
+  if (!l.local_world_is_list) {
+    DDPIO_ASSIGN_OR_RETURN(c.local_world, ReadInt(env, l.local_world));
+  } else if (auto it = env.find(l.local_world); it != env.end()) {
     int v = 0;
     auto [ptr, err] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    if (err == std::errc()) s_local_world = v;
+    if (err == std::errc()) c.local_world = v;
   }
-  DDPIO_RETURN_IF_ERROR(merge_all("Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", s_rank,
-                                  s_world, s_local, s_local_world));
-  if (info.source.empty() && s_rank.has_value()) info.source = "slurm";
+  return c;
+}
 
-  DDPIO_ASSIGN_OR_RETURN(auto o_rank, ReadInt(env, "OMPI_COMM_WORLD_RANK"));
-  DDPIO_ASSIGN_OR_RETURN(auto o_world, ReadInt(env, "OMPI_COMM_WORLD_SIZE"));
-  DDPIO_ASSIGN_OR_RETURN(auto o_local, ReadInt(env, "OMPI_COMM_WORLD_LOCAL_RANK"));
-  DDPIO_ASSIGN_OR_RETURN(auto o_local_world, ReadInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE"));
-  DDPIO_RETURN_IF_ERROR(merge_all("Open MPI's OMPI_COMM_WORLD_*", o_rank, o_world, o_local,
-                                  o_local_world));
-  if (info.source.empty() && o_rank.has_value()) info.source = "openmpi";
-  if (info.source.empty()) info.source = "single process";
+// The command line first (it wins; any source that disagrees is reported), then each launcher.
+// *source: who gave the rank.
+absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFlags& flags, std::string* source) {
+  MergedCounts merged;
+  DDPIO_RETURN_IF_ERROR(merged.Add("the command line",
+                                   Counts{flags.rank, flags.world_size, flags.local_rank, flags.local_world_size}));
+  if (flags.rank.has_value() || flags.world_size.has_value()) *source = "flags";
+  for (const Launcher& l : kLaunchers) {
+    DDPIO_ASSIGN_OR_RETURN(Counts c, ReadCounts(env, l));
+    DDPIO_RETURN_IF_ERROR(merged.Add(l.where, c));
+    if (source->empty() && c.rank.has_value()) *source = l.source;
+  }
+  if (source->empty()) *source = "single process";
+  return merged;
+}
 
-  if (rank.has_value() != world.has_value()) {
+// Fills the counts of *info from the merged sources (defaults for what none gave) and checks them.
+absl::Status ResolveCounts(const MergedCounts& m, RankInfo* info) {
+  const Counts& c = m.value;
+  if (c.rank.has_value() != c.world.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        rank.has_value() ? "a rank (from " + rank_from + ") without a world size"
-                         : "a world size (from " + world_from + ") without a rank",
+        c.rank.has_value() ? "a rank (from " + m.rank_from + ") without a world size"
+                           : "a world size (from " + m.world_from + ") without a rank",
         "; set both"));
   }
-  info.rank = rank.value_or(0);
-  info.world_size = world.value_or(1);
-  info.local_rank = local_rank.value_or(info.source == "single process" ? 0 : info.rank);
-  info.local_world_size = local_world.value_or(local_rank.has_value() ? 1 : info.world_size);
-  if (info.world_size < 1 || info.rank < 0 || info.rank >= info.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", info.rank, " (from ", rank_from,
-                                                   ") is outside the world of ", info.world_size));
+  info->rank = c.rank.value_or(0);
+  info->world_size = c.world.value_or(1);
+  info->local_rank = c.local_rank.value_or(info->source == "single process" ? 0 : info->rank);
+  info->local_world_size = c.local_world.value_or(c.local_rank.has_value() ? 1 : info->world_size);
+  if (info->world_size < 1 || info->rank < 0 || info->rank >= info->world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", info->rank, " (from ", m.rank_from,
+                                                   ") is outside the world of ", info->world_size));
   }
-  if (info.local_rank < 0 || (local_world.has_value() && info.local_rank >= info.local_world_size)) {
-    return absl::InvalidArgumentError(absl::StrCat("local rank ", info.local_rank,
-                                                   " is outside the local world of ",
-                                                   info.local_world_size));
+  if (info->local_rank < 0 || (c.local_world.has_value() && info->local_rank >= info->local_world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("local rank ", info->local_rank,
+                                                   " is outside the local world of ", info->local_world_size));
   }
-  if (!local_world.has_value() && !local_rank.has_value()) info.local_world_size = info.world_size;
+  if (!c.local_world.has_value() && !c.local_rank.has_value()) info->local_world_size = info->world_size;
+  return absl::OkStatus();
+}
 
-  // Rendezvous address: flags, then MASTER_ADDR/MASTER_PORT, then Slurm's first node.
+// The rendezvous address: flags, then MASTER_ADDR/MASTER_PORT, then Slurm's first node.
+absl::Status ResolveMaster(const Environment& env, const RankFlags& flags, RankInfo* info) {
   if (flags.master_addr.has_value()) {
-    info.master_addr = *flags.master_addr;
-  } else if (auto it = env.find("MASTER_ADDR"); it != env.end() && !it->second.empty()) {
-    info.master_addr = it->second;
-  } else if (auto nl = env.find("SLURM_JOB_NODELIST"); nl != env.end() && !nl->second.empty()) {
-    DDPIO_ASSIGN_OR_RETURN(info.master_addr, FirstSlurmHost(nl->second));
+    info->master_addr = *flags.master_addr;
+  } else if (std::string addr = EnvValue(env, "MASTER_ADDR"); !addr.empty()) {
+    info->master_addr = addr;
+  } else if (std::string nodes = EnvValue(env, "SLURM_JOB_NODELIST"); !nodes.empty()) {
+    DDPIO_ASSIGN_OR_RETURN(info->master_addr, FirstSlurmHost(nodes));
   }
   DDPIO_ASSIGN_OR_RETURN(auto env_port, ReadInt(env, "MASTER_PORT"));
-  info.master_port = flags.master_port.value_or(env_port.value_or(29500));
-  if (info.master_port <= 0 || info.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("master port ", info.master_port, " is not a TCP port"));
+  info->master_port = flags.master_port.value_or(env_port.value_or(29500));
+  if (info->master_port <= 0 || info->master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("master port ", info->master_port, " is not a TCP port"));
   }
-  if (auto it = env.find("TORCHELASTIC_USE_AGENT_STORE"); it != env.end()) {
-    info.agent_store = it->second == "True" || it->second == "true" || it->second == "1";
-  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags) {
+  RankInfo info;
+  DDPIO_ASSIGN_OR_RETURN(MergedCounts counts, CollectCounts(env, flags, &info.source));
+  DDPIO_RETURN_IF_ERROR(ResolveCounts(counts, &info));
+  DDPIO_RETURN_IF_ERROR(ResolveMaster(env, flags, &info));
+  const std::string agent = EnvValue(env, "TORCHELASTIC_USE_AGENT_STORE");
+  info.agent_store = agent == "True" || agent == "true" || agent == "1";
   return info;
 }
 

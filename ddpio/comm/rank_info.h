@@ -43,6 +43,8 @@ using Environment = std::map<std::string, std::string>;
 
 // This process's environment.
 Environment CurrentEnvironment();
+// The variable's value; "" when unset.
+std::string EnvValue(const Environment& env, const std::string& name);
 
 absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags = {});
 

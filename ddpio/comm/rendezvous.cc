@@ -1,7 +1,6 @@
 #include "ddpio/comm/rendezvous.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/tcp_store.h"
@@ -11,11 +10,6 @@
 
 namespace ddpio::comm {
 namespace {
-
-std::string FromEnv(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
 
 // A frozen store must not hold a rank longer than the job's timeout (the default reply
 // allowance is 30 s).
@@ -28,20 +22,25 @@ TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
+  return Join(info, std::move(options), CurrentEnvironment());
+}
+
+absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options,
+                                               const Environment& env) {
   SetLogRank(info.rank);
-  if (options.token.empty()) options.token = FromEnv("DDPIO_STORE_TOKEN");
-  if (options.job_id.empty()) options.job_id = FromEnv("DDPIO_JOB_ID");
+  if (options.token.empty()) options.token = EnvValue(env, "DDPIO_STORE_TOKEN");
+  if (options.job_id.empty()) options.job_id = EnvValue(env, "DDPIO_JOB_ID");
   if (options.job_id.empty() && info.agent_store) {
     // torchrun: one namespace per run and restart attempt, like PyTorch's own /worker/attempt_N.
-    options.job_id = absl::StrCat("torchrun-", FromEnv("TORCHELASTIC_RUN_ID"), "-attempt",
-                                  FromEnv("TORCHELASTIC_RESTART_COUNT"));
+    options.job_id = absl::StrCat("torchrun-", EnvValue(env, "TORCHELASTIC_RUN_ID"), "-attempt",
+                                  EnvValue(env, "TORCHELASTIC_RESTART_COUNT"));
   }
   if (options.job_id.empty()) options.job_id = "default";
   // Decide the backend before touching the network: a rank that cannot use it fails at once.
   DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, ProbeNcclDevices()));
   options.comm.local_rank = info.local_rank;
   DDPIO_ASSIGN_OR_RETURN(AdvertiseAddress advertise,
-                         ChooseAdvertiseAddress(options.advertise_addr, CurrentEnvironment(), info.master_addr));
+                         ChooseAdvertiseAddress(options.advertise_addr, env, info.master_addr));
   options.comm.gloo.hostname = advertise.address;
   auto job = std::unique_ptr<Job>(new Job());
   job->info_ = info;
@@ -58,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     // torchrun's agent already serves a PyTorch TCPStore on the master port.
     TorchStoreOptions to;
     to.connect_timeout = options.timeout;
-    DDPIO_ASSIGN_OR_RETURN(to.protocol, ParseTorchStoreProtocol(FromEnv("DDPIO_TORCH_STORE_PROTOCOL")));
+    DDPIO_ASSIGN_OR_RETURN(to.protocol, ParseTorchStoreProtocol(EnvValue(env, "DDPIO_TORCH_STORE_PROTOCOL")));
     DDPIO_ASSIGN_OR_RETURN(auto client, TorchStoreClient::Connect(info.master_addr, info.master_port, to));
     base = std::move(client);
     where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
@@ -101,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   DDPIO_RETURN_IF_ERROR(Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
   std::string nccl_if;
   if (choice.kind == BackendKind::kNccl) {
-    const std::string v = FromEnv("NCCL_SOCKET_IFNAME");
+    const std::string v = EnvValue(env, "NCCL_SOCKET_IFNAME");
     nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)" : "; NCCL_SOCKET_IFNAME=" + v;
   }
   DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size

@@ -50,7 +50,13 @@ class Job {
  public:
   // InvalidArgument without a token for the TCP store or with an advertise address that is not
   // this host's; errors of the address choice (advertise.h), the store and the mesh otherwise.
+  // The environment supplies DDPIO_STORE_TOKEN, DDPIO_JOB_ID, DDPIO_ADVERTISE_ADDR,
+  // GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and, under torchrun, TORCHELASTIC_RUN_ID,
+  // TORCHELASTIC_RESTART_COUNT and DDPIO_TORCH_STORE_PROTOCOL; the first overload reads this
+  // process's.
   static absl::StatusOr<std::unique_ptr<Job>> Join(const RankInfo& info, RendezvousOptions options);
+  static absl::StatusOr<std::unique_ptr<Job>> Join(const RankInfo& info, RendezvousOptions options,
+                                                   const Environment& env);
   ~Job();
 
   const RankInfo& info() const { return info_; }

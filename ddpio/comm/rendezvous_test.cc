@@ -41,11 +41,11 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
   RankInfo plain;
   RendezvousOptions no_token;
   no_token.token = "";
-  ::unsetenv("DDPIO_STORE_TOKEN");
-  EXPECT_CODE(Job::Join(plain, no_token), kInvalidArgument);
+  const Environment empty;
+  EXPECT_CODE(Job::Join(plain, no_token, empty), kInvalidArgument);
   // Started alone (no launcher's environment): a private store, no token needed.
   ASSERT_OK_AND_ASSIGN(RankInfo lone, DiscoverRank({}));
-  ASSERT_OK_AND_ASSIGN(auto alone, Job::Join(lone, no_token));
+  ASSERT_OK_AND_ASSIGN(auto alone, Job::Join(lone, no_token, empty));
   EXPECT_EQ(alone->world().size(), 1);
   EXPECT_OK(alone->world().Barrier(std::chrono::seconds(5)));
   // Under torchrun's agent store no token is needed, but a store must answer.
@@ -55,9 +55,33 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
   agent.master_port = ddpio::testing::FreeLoopbackPort();
   RendezvousOptions quick;
   quick.timeout = std::chrono::milliseconds(300);
-  auto nobody = Job::Join(agent, quick);
+  auto nobody = Job::Join(agent, quick, empty);
   EXPECT_CODE(nobody, kDeadlineExceeded);
   EXPECT_THAT(nobody.status().message(), ::testing::HasSubstr("torchrun's agent store"));
+}
+
+// The token and job id come from the environment Join is given, not from the process's: a
+// job joined with DDPIO_JOB_ID=from-env keeps its keys under job/from-env/ of the store.
+TEST(Rendezvous, ReadsTheEnvironmentItIsGiven) {
+  ddpio::testing::TempDir dir;
+  RankInfo solo;  // rank 0 of 1, as a launcher would describe it (not "single process")
+  solo.source = "flags";
+  solo.master_port = ddpio::testing::FreeLoopbackPort();
+  RendezvousOptions o;
+  o.backend = BackendKind::kGloo;
+  EXPECT_CODE(Job::Join(solo, o, Environment{}), kInvalidArgument);  // no DDPIO_STORE_TOKEN
+  {
+    ASSERT_OK_AND_ASSIGN(auto job, Job::Join(solo, o, Environment{{"DDPIO_STORE_TOKEN", "t"}}));
+    EXPECT_OK(job->world().Barrier(std::chrono::seconds(5)));
+  }
+  o.store = "file:" + dir.Sub("store");
+  {
+    ASSERT_OK_AND_ASSIGN(auto job, Job::Join(solo, o, Environment{{"DDPIO_JOB_ID", "from-env"}}));
+    ASSERT_OK(job->store()->Set("mark", "1"));
+  }
+  ASSERT_OK_AND_ASSIGN(auto raw, FileStore::Open(dir.Sub("store")));
+  ASSERT_OK_AND_ASSIGN(std::string mark, raw->Get("job/from-env/mark", std::chrono::seconds(1)));
+  EXPECT_EQ(mark, "1");
 }
 
 // Without a usable device (these machines), asking for NCCL fails before any network traffic

@@ -31,6 +31,11 @@ class Fd {
     return f;
   }
   bool valid() const { return fd_ >= 0; }
+  // Closes the descriptor held (if any) and holds `fd` instead.
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
 
  private:
   int fd_ = -1;

@@ -9,8 +9,10 @@
 #ifndef DDPIO_COMMON_STATUS_MACROS_H_
 #define DDPIO_COMMON_STATUS_MACROS_H_
 
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,8 +44,16 @@ namespace ddpio {
 // message is "<context>: <strerror>".
 absl::Status ErrnoToStatus(int err, std::string_view context);
 
-// Returns `status` with "<context>: " prepended to its message, keeping its code.
+// Returns `status` with "<context>: " prepended to its message, keeping its code and payloads.
 absl::Status Annotate(const absl::Status& status, std::string_view context);
+
+// Library errors say in words which setting to change ("lower the learning rate") and never name
+// a command-line flag; they attach the setting's name (a RendezvousOptions / TrainOptions / ...
+// field, e.g. "learning_rate") so that a front end — the ddpio program, a Python binding — can
+// add how to change it in its own terms (--lr). Settings accumulate.
+absl::Status WithSetting(absl::Status status, std::string_view setting);
+// The settings attached to `status`, in the order they were attached.
+std::vector<std::string> SettingsOf(const absl::Status& status);
 
 }  // namespace ddpio
 

@@ -50,5 +50,17 @@ TEST(StatusMacros, AnnotateKeepsCodeAndPrependsContext) {
   EXPECT_OK(Annotate(absl::OkStatus(), "ignored"));
 }
 
+// Settings ride along as a payload, accumulate in order, survive Annotate, and never touch the
+// message (library text names no command-line flag).
+TEST(StatusMacros, SettingsAttachedToAnErrorSurviveAnnotate) {
+  absl::Status s = WithSetting(WithSetting(absl::FailedPreconditionError("seed differs"), "seed"), "data");
+  EXPECT_EQ(SettingsOf(s), (std::vector<std::string>{"seed", "data"}));
+  absl::Status annotated = Annotate(s, "resuming");
+  EXPECT_EQ(annotated.message(), "resuming: seed differs");
+  EXPECT_EQ(SettingsOf(annotated), (std::vector<std::string>{"seed", "data"}));
+  EXPECT_TRUE(SettingsOf(absl::InternalError("plain")).empty());
+  EXPECT_OK(WithSetting(absl::OkStatus(), "seed"));
+}
+
 }  // namespace
 }  // namespace ddpio

@@ -289,9 +289,10 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   reader->header_ = std::move(header).value();
   DDPIO_ASSIGN_OR_RETURN(auto complete_text, GetMeta(*reader->env_, txn.get(), kCompleteKey));
   if (!complete_text.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dataset ", path, " is incomplete: its conversion was interrupted or is still running "
-        "(finish it with `ddpio convert --resume` and the same arguments)"));
+    return WithSetting(absl::FailedPreconditionError(absl::StrCat(
+                           "dataset ", path, " is incomplete: its conversion was interrupted or is still running "
+                           "(resume the conversion, from the same source, to finish it)")),
+                       "resume_conversion");
   }
   auto completion = DecodeCompletion(*complete_text);
   if (!completion.ok()) return Annotate(completion.status(), path);

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/dataset_writer.h"
+#include "ddpio/common/status_macros.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -242,7 +243,11 @@ TEST(Dataset, MissingAndForeignDatasets) {
 TEST(Dataset, CreateRefusesAnExistingPath) {
   testing::TempDir dir;
   ASSERT_OK(testing::WriteDataset(dir.Sub("ds"), 3));
-  EXPECT_CODE(DatasetWriter::Create(dir.Sub("ds"), testing::MakeHeader(), {}), kAlreadyExists);
+  auto again = DatasetWriter::Create(dir.Sub("ds"), testing::MakeHeader(), {});
+  EXPECT_CODE(again, kAlreadyExists);
+  // The library says what to do in words and names the setting; the CLI adds its flag.
+  EXPECT_EQ(again.status().message().find("--"), std::string_view::npos) << again.status();
+  EXPECT_EQ(SettingsOf(again.status()), (std::vector<std::string>{"resume"}));
 }
 
 TEST(Dataset, ResumeAfterLostBatchContinuesExactly) {

@@ -63,9 +63,10 @@ constexpr uint64_t kMinFreeBytes = 1 << 20;
 absl::Status CommitError(int rc, const std::string& path, const std::string& context) {
   const uint64_t free = FreeBytes(path);
   if ((rc == EIO || rc == ENOSPC) && free < kMinFreeBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on the filesystem of ", path, " (",
-                                                     free, " bytes free); every earlier batch is kept: free space, "
-                                                     "then resume with --resume"));
+    return WithSetting(absl::ResourceExhaustedError(absl::StrCat(
+                           context, ": no space left on the filesystem of ", path, " (", free,
+                           " bytes free); every earlier batch is kept: free space, then resume the conversion")),
+                       "resume");
   }
   return LmdbError(rc, context);
 }
@@ -115,8 +116,9 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(
     const std::string& path, const DatasetHeader& header, const WriterOptions& options) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        path, " already exists; pass --resume to continue an interrupted conversion, or remove it"));
+    return WithSetting(absl::AlreadyExistsError(absl::StrCat(path, " already exists; resume the conversion to "
+                                                             "continue an interrupted one, or remove it")),
+                       "resume");
   }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, options, /*create=*/true));
   // The header is committed at once: an interrupted conversion can then be resumed (and is

@@ -24,6 +24,7 @@ namespace {
 constexpr EnumName<Decay> kDecays[] = {{Decay::kCosine, "cosine"}, {Decay::kStep, "step"}};
 }  // namespace
 
+std::string DecayName(Decay decay) { return NameOf(kDecays, decay); }
 absl::StatusOr<Decay> ParseDecay(std::string_view name) { return ParseName(kDecays, name, "decay"); }
 
 double Schedule::At(uint64_t step) const {

@@ -29,6 +29,7 @@ class Sgd {
 };
 
 enum class Decay { kCosine, kStep };
+std::string DecayName(Decay decay);
 absl::StatusOr<Decay> ParseDecay(std::string_view name);
 
 struct Schedule {

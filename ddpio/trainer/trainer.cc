@@ -1,5 +1,7 @@
 #include "ddpio/trainer/trainer.h"
 
+#include "ddpio/pipeline/pipeline.h"
+
 #include <cmath>
 
 #include <algorithm>
@@ -49,25 +51,8 @@ bool AllFinite(const std::vector<float>& v) {
   return std::isfinite(sum);
 }
 
-struct Feed {
-  std::unique_ptr<storage::DatasetReader> reader;  // ranks that read (leaders, or all)
-  std::unique_ptr<broadcast::GroupFeeder> feeder;
-};
-
-absl::StatusOr<Feed> MakeFeed(comm::Job& job, const comm::GroupLayout& layout, const std::string& path,
-                              const broadcast::FeederOptions& options) {
-  Feed f;
-  if (layout.is_leader(job.info().rank) || options.readers == broadcast::FeedReaders::kAll) {
-    DDPIO_ASSIGN_OR_RETURN(f.reader, storage::DatasetReader::Open(path, {}));
-  }
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
-  DDPIO_ASSIGN_OR_RETURN(f.feeder, broadcast::GroupFeeder::Create(f.reader.get(), layout, job.info().rank,
-                                                                  std::move(group), options));
-  return f;
-}
-
 // Accuracy over every validation sample exactly once: mask padding, sums all-reduced.
-absl::StatusOr<std::pair<double, uint64_t>> Evaluate(broadcast::GroupFeeder& val, Mlp& model, const Normalizer& norm,
+absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, Mlp& model, const Normalizer& norm,
                                                      comm::Communicator& world,
                                                      std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(val.StartEpoch(0));
@@ -94,181 +79,284 @@ absl::StatusOr<std::pair<double, uint64_t>> Evaluate(broadcast::GroupFeeder& val
 
 }  // namespace
 
-absl::StatusOr<TrainResult> Train(comm::Job& job, const TrainOptions& o,
-                                  const std::function<void(const std::string&)>& progress) {
+absl::StatusOr<PipelineOptions> TrainPipelineOptions(const TrainOptions& o) {
+  PipelineOptions p;
+  p.data = o.data;
+  p.group_size = o.group_size;
+  DDPIO_ASSIGN_OR_RETURN(p.layout, comm::ParseLayoutKind(o.layout));
+  p.feeder = o.feeder;
+  return p;
+}
+
+absl::StatusOr<PipelineOptions> ValidationPipelineOptions(const TrainOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(PipelineOptions p, TrainPipelineOptions(o));
+  p.data = o.val;
+  p.feeder.mode = broadcast::FeedMode::kShard;
+  p.feeder.sampler.shuffle = false;
+  p.feeder.sampler.padding = sampler::Padding::kMask;  // every sample once, padding flagged
+  p.feeder.loader.augment.train = false;
+  p.feeder.loader.drop_last = false;
+  return p;
+}
+
+namespace {
+
+// One job's training, step by step: Open (pipelines, model, identical initial parameters),
+// Resume (from a checkpoint), then RunEpoch for each epoch, Validate after it, and Result.
+class TrainingRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Open(comm::Job& job, const TrainOptions& o,
+                                                           const std::function<void(const std::string&)>& progress);
+  absl::Status Resume();
+  // Trains the epochs left; stops early (after checkpointing) at o.stop_after_steps.
+  absl::Status Run();
+  TrainResult Result();
+
+ private:
+  TrainingRun(comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress)
+      : o_(o), world_(job.world()), rank_(job.info().rank), progress_(progress), norm_(o.feeder.loader) {}
+  // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
+  absl::Status RunEpoch(bool* stopped);
+  absl::Status CheckLabels(const loader::Batch& b) const;
+  // Forward and backward on one micro-batch; on the step's last one, all-reduces the gradients
+  // and takes the optimizer step.
+  absl::Status MicroBatch(const loader::Batch& b, double scale, bool last_micro);
+  absl::Status Save(uint64_t epoch, uint64_t position);
+  absl::Status Validate();
+  void ReportProgress(uint64_t n, uint64_t batches);
+
+  const TrainOptions& o_;
+  comm::Communicator& world_;
+  const int rank_;
+  const std::function<void(const std::string&)>& progress_;
+  const Normalizer norm_;
+  std::string path_;  // which matmul engine, and why
+  std::unique_ptr<MatMul> engine_;
+  std::unique_ptr<Pipeline> train_, val_;
+  uint64_t classes_ = 0;
+  std::unique_ptr<Mlp> model_;
+  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<GradReducer> reducer_;
+  Schedule schedule_;
+  uint64_t epoch_ = 0, position_ = 0, step_ = 0;
+  std::vector<float> x_;  // the normalised batch
+  TrainResult result_;
+  double wait_s_ = 0, busy_s_ = 0, loss_sum_ = 0, step_loss_ = 0;
+  uint64_t samples_ = 0, loss_steps_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
+    comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress) {
   if (o.accumulate < 1 || o.epochs < 1 || o.feeder.loader.output != loader::OutputFormat::kUint8Nhwc) {
     return absl::InvalidArgumentError("accumulate and epochs must be positive; the trainer takes uint8 batches");
   }
-  std::string path;
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine, SelectMatMul(o.matmul, o.blas_threads, &path));
-  comm::Communicator& world = job.world();
-  const int rank = job.info().rank;
-  DDPIO_ASSIGN_OR_RETURN(auto kind, comm::ParseLayoutKind(o.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(job.info().world_size, o.group_size, kind));
-  DDPIO_ASSIGN_OR_RETURN(Feed train, MakeFeed(job, layout, o.data, o.feeder));
-  Feed val;
+  auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
+  DDPIO_ASSIGN_OR_RETURN(run->engine_, SelectMatMul(o.matmul, o.blas_threads, &run->path_));
+  DDPIO_ASSIGN_OR_RETURN(PipelineOptions po, TrainPipelineOptions(o));
+  DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, po));
   if (!o.val.empty()) {
-    broadcast::FeederOptions vo = o.feeder;
-    vo.mode = broadcast::FeedMode::kShard;
-    vo.sampler.shuffle = false;
-    vo.sampler.padding = sampler::Padding::kMask;  // every sample once, padding flagged
-    vo.loader.augment.train = false;
-    vo.loader.drop_last = false;
-    DDPIO_ASSIGN_OR_RETURN(val, MakeFeed(job, layout, o.val, vo));
+    DDPIO_ASSIGN_OR_RETURN(PipelineOptions vo, ValidationPipelineOptions(o));
+    DDPIO_ASSIGN_OR_RETURN(run->val_, Pipeline::Open(job, vo));
   }
   // The class count from rank 0 (a leader: it has the dataset).
-  uint64_t classes = rank == 0 ? train.reader->header().classes.size() : 0;
-  DDPIO_RETURN_IF_ERROR(world.Broadcast(&classes, sizeof(classes), 0, o.timeout));
+  run->classes_ = run->rank_ == 0 ? run->train_->dataset()->header().classes.size() : 0;
+  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(&run->classes_, sizeof(run->classes_), 0, o.timeout));
   const int side = o.feeder.loader.augment.size;
   std::vector<int> sizes = {side * side * 3};
   sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
-  sizes.push_back(static_cast<int>(classes));
-  Mlp model(sizes, o.init_seed, engine.get());
+  sizes.push_back(static_cast<int>(run->classes_));
+  run->model_ = std::make_unique<Mlp>(sizes, o.init_seed, run->engine_.get());
+  std::vector<float>& params = run->model_->params();
   // Identical initial parameters everywhere: rank 0's.
-  DDPIO_RETURN_IF_ERROR(world.Broadcast(model.params().data(), model.params().size() * sizeof(float), 0, o.timeout));
-  Sgd sgd(model.params().size(), o.momentum, o.weight_decay);
-  uint64_t epoch = 0, position = 0, step = 0;
-  if (rank == 0 && !o.checkpoint_dir.empty()) RemoveStaleCheckpointTemp(o.checkpoint_dir);
-  if (o.resume && !o.checkpoint_dir.empty()) {
-    absl::StatusOr<Checkpoint> c = ReadCheckpoint(o.checkpoint_dir);
-    if (c.ok()) {
-      if (c->params.size() != model.params().size()) {
-        return absl::FailedPreconditionError(absl::StrCat("checkpoint in ", o.checkpoint_dir, " holds ",
-                                                          c->params.size(), " parameters, this model has ",
-                                                          model.params().size()));
-      }
-      if (c->sampler_seed != o.feeder.sampler.seed || c->augment_seed != o.feeder.loader.seed ||
-          c->dataset_size != train.feeder->dataset_size()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint in ", o.checkpoint_dir, " was written with sampler seed ", c->sampler_seed,
-            ", augmentation seed ", c->augment_seed, " on ", c->dataset_size, " samples; this job has ",
-            o.feeder.sampler.seed, ", ", o.feeder.loader.seed, " and ", train.feeder->dataset_size(),
-            ": resuming would repeat and skip samples (same --seed and --data, or a new --checkpoint-dir)"));
-      }
-      model.params() = c->params;
-      sgd.buffers() = c->momentum;
-      sgd.started() = c->momentum_started;
-      epoch = c->epoch;
-      position = c->position;
-      step = c->step;
-      if (rank == 0) DDPIO_LOG(INFO) << "resuming from " << CheckpointPath(o.checkpoint_dir) << ": epoch " << epoch
-                                     << ", position " << position << ", step " << step;
-    } else if (!absl::IsNotFound(c.status())) {
-      return c.status();
-    } else if (rank == 0) {
-      DDPIO_LOG(INFO) << "--resume: no checkpoint in " << o.checkpoint_dir << " yet, starting fresh";
+  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(params.data(), params.size() * sizeof(float), 0, o.timeout));
+  run->sgd_ = std::make_unique<Sgd>(params.size(), o.momentum, o.weight_decay);
+  run->reducer_ = std::make_unique<GradReducer>(&run->world_, &run->model_->grads(), run->model_->layers(),
+                                                o.bucket_bytes, o.timeout);
+  DDPIO_ASSIGN_OR_RETURN(uint64_t batches_per_epoch, run->train_->BatchesInEpoch(0));
+  run->schedule_ = Schedule{o.lr, o.warmup_steps, 0, o.decay, o.step_size, 0.1};
+  run->schedule_.total_steps =
+      static_cast<uint64_t>(o.epochs) * ((batches_per_epoch + o.accumulate - 1) / o.accumulate);
+  return run;
+}
+
+absl::Status TrainingRun::Resume() {
+  if (rank_ == 0 && !o_.checkpoint_dir.empty()) RemoveStaleCheckpointTemp(o_.checkpoint_dir);
+  if (!o_.resume || o_.checkpoint_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<Checkpoint> c = ReadCheckpoint(o_.checkpoint_dir);
+  if (absl::IsNotFound(c.status())) {
+    if (rank_ == 0) DDPIO_LOG(INFO) << "resume: no checkpoint in " << o_.checkpoint_dir << " yet, starting fresh";
+    return absl::OkStatus();
+  }
+  DDPIO_RETURN_IF_ERROR(c.status());
+  if (c->params.size() != model_->params().size()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint in ", o_.checkpoint_dir, " holds ",
+                                                      c->params.size(), " parameters, this model has ",
+                                                      model_->params().size()));
+  }
+  if (c->sampler_seed != o_.feeder.sampler.seed || c->augment_seed != o_.feeder.loader.seed ||
+      c->dataset_size != train_->dataset_size()) {
+    absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint in ", o_.checkpoint_dir, " was written with sampler seed ", c->sampler_seed,
+        ", augmentation seed ", c->augment_seed, " on ", c->dataset_size, " samples; this job has ",
+        o_.feeder.sampler.seed, ", ", o_.feeder.loader.seed, " and ", train_->dataset_size(),
+        ": resuming would repeat and skip samples (resume with the same seed and dataset, or start in a new "
+        "checkpoint directory)"));
+    return WithSetting(WithSetting(WithSetting(mismatch, "seed"), "data"), "checkpoint_dir");
+  }
+  model_->params() = c->params;
+  sgd_->buffers() = c->momentum;
+  sgd_->started() = c->momentum_started;
+  epoch_ = c->epoch;
+  position_ = c->position;
+  step_ = c->step;
+  if (rank_ == 0) {
+    DDPIO_LOG(INFO) << "resuming from " << CheckpointPath(o_.checkpoint_dir) << ": epoch " << epoch_ << ", position "
+                    << position_ << ", step " << step_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
+  if (o_.checkpoint_dir.empty()) return absl::OkStatus();
+  if (rank_ == 0) {
+    Checkpoint c{epoch,          position,          step_,           o_.feeder.sampler.seed, o_.feeder.loader.seed,
+                 train_->dataset_size(), sgd_->started(), model_->params(), sgd_->buffers()};
+    DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o_.checkpoint_dir, c));
+  }
+  return world_.Barrier(o_.timeout);  // nobody runs ahead of a checkpoint that failed
+}
+
+absl::Status TrainingRun::CheckLabels(const loader::Batch& b) const {
+  for (uint64_t k = 0; k < b.size; ++k) {
+    if (b.valid[k] != 0 && (b.labels[k] < 0 || static_cast<uint64_t>(b.labels[k]) >= classes_)) {
+      return absl::DataLossError(absl::StrCat("sample ", b.indices[k], " has label ", b.labels[k],
+                                              ", outside the dataset's ", classes_, " classes"));
     }
   }
-  DDPIO_ASSIGN_OR_RETURN(uint64_t batches_per_epoch, train.feeder->BatchesInEpoch(0));
-  Schedule schedule{o.lr, o.warmup_steps, 0, o.decay, o.step_size, 0.1};
-  schedule.total_steps = static_cast<uint64_t>(o.epochs) * ((batches_per_epoch + o.accumulate - 1) / o.accumulate);
-  GradReducer reducer(&world, &model.grads(), model.layers(), o.bucket_bytes, o.timeout);
-  const Normalizer norm(o.feeder.loader);
-  const size_t pixels = static_cast<size_t>(side) * side;
-  std::vector<float> x;
-  TrainResult result;
-  double wait_s = 0, busy_s = 0, loss_sum = 0;
-  uint64_t samples = 0, loss_steps = 0;
-  auto save = [&](uint64_t e, uint64_t pos) -> absl::Status {
-    if (o.checkpoint_dir.empty()) return absl::OkStatus();
-    if (rank == 0) {
-      Checkpoint c{e,           pos,           step, o.feeder.sampler.seed, o.feeder.loader.seed, train.feeder->dataset_size(),
-                   sgd.started(), model.params(), sgd.buffers()};
-      DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o.checkpoint_dir, c));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::MicroBatch(const loader::Batch& b, double scale, bool last_micro) {
+  const size_t pixels = static_cast<size_t>(model_->inputs()) / 3;
+  x_.resize(b.size * model_->inputs());
+  for (uint64_t k = 0; k < b.size; ++k) norm_.Apply(b.data + k * pixels * 3, pixels, x_.data() + k * model_->inputs());
+  if (!last_micro) {  // no_sync: gradients accumulate locally
+    step_loss_ += model_->ForwardBackward(x_.data(), b.labels, static_cast<int>(b.size), scale);
+    return absl::OkStatus();
+  }
+  reducer_->Begin();
+  step_loss_ += model_->ForwardBackward(x_.data(), b.labels, static_cast<int>(b.size), scale,
+                                        [&](int layer) { reducer_->LayerReady(layer); });
+  DDPIO_RETURN_IF_ERROR(reducer_->Finish());
+  DDPIO_RETURN_IF_ERROR(engine_->status());
+  // The averaged gradients are the same on every rank, so every rank stops at this step.
+  if (!AllFinite(model_->grads())) {
+    return WithSetting(absl::InvalidArgumentError(absl::StrFormat(
+                           "training diverged at epoch %d, step %d: the averaged gradients are not finite "
+                           "(loss %g); lower the learning rate or check the data",
+                           epoch_, step_, step_loss_)),
+                       "learning_rate");
+  }
+  sgd_->Step(model_->params(), model_->grads(), schedule_.At(step_));
+  model_->ZeroGrad();
+  if (o_.compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.compute_ms));
+  ++step_;
+  ++result_.steps;
+  loss_sum_ += step_loss_;
+  ++loss_steps_;
+  step_loss_ = 0;
+  return absl::OkStatus();
+}
+
+void TrainingRun::ReportProgress(uint64_t n, uint64_t batches) {
+  if (rank_ != 0 || o_.progress_every <= 0 || !progress_ || result_.steps % o_.progress_every != 0) return;
+  const uint64_t a = static_cast<uint64_t>(o_.accumulate);
+  progress_(absl::StrFormat("epoch %d step %d/%d  loss %.4f  lr %.4g  %.0f samples/s  stall %.1f%%", epoch_,
+                            (n + a) / a, (batches + a - 1) / a, loss_sum_ / loss_steps_, schedule_.At(step_ - 1),
+                            samples_ / (wait_s_ + busy_s_), 100 * wait_s_ / (wait_s_ + busy_s_)));
+}
+
+absl::Status TrainingRun::RunEpoch(bool* stopped) {
+  DDPIO_RETURN_IF_ERROR(train_->StartEpoch(epoch_, position_));
+  const uint64_t batches = train_->NumBatches();
+  loss_sum_ = 0;
+  loss_steps_ = 0;
+  step_loss_ = 0;
+  model_->ZeroGrad();
+  int micro = 0;
+  for (uint64_t n = 0;; ++n) {
+    const auto t0 = Clock::now();
+    absl::StatusOr<loader::Batch> b = train_->Next();
+    const auto t1 = Clock::now();
+    if (absl::IsOutOfRange(b.status())) return absl::OkStatus();
+    DDPIO_RETURN_IF_ERROR(b.status());
+    wait_s_ += Seconds(t1 - t0);
+    DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
+    const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
+    // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
+    const uint64_t in_step = std::min<uint64_t>(o_.accumulate, batches - (n + 1 - micro));
+    DDPIO_RETURN_IF_ERROR(
+        MicroBatch(*b, 1.0 / (static_cast<double>(b->size) * static_cast<double>(in_step)), last_micro));
+    samples_ += b->size;
+    busy_s_ += Seconds(Clock::now() - t1);
+    if (!last_micro) continue;
+    micro = 0;
+    ReportProgress(n, batches);
+    const bool stop = o_.stop_after_steps > 0 && result_.steps == o_.stop_after_steps;
+    if (stop || (o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0)) {
+      DDPIO_RETURN_IF_ERROR(Save(epoch_, train_->ResumePosition()));
     }
-    return world.Barrier(o.timeout);  // nobody runs ahead of a checkpoint that failed
-  };
-  for (; epoch < static_cast<uint64_t>(o.epochs); ++epoch, position = 0) {
-    DDPIO_RETURN_IF_ERROR(train.feeder->StartEpoch(epoch, position));
-    const uint64_t batches = train.feeder->NumBatches();
-    loss_sum = 0;
-    loss_steps = 0;
-    model.ZeroGrad();
-    int micro = 0;
-    double step_loss = 0;
-    for (uint64_t n = 0;; ++n) {
-      const auto t0 = Clock::now();
-      absl::StatusOr<loader::Batch> b = train.feeder->Next();
-      const auto t1 = Clock::now();
-      if (absl::IsOutOfRange(b.status())) break;
-      DDPIO_RETURN_IF_ERROR(b.status());
-      wait_s += Seconds(t1 - t0);
-      for (uint64_t k = 0; k < b->size; ++k) {
-        if (b->valid[k] != 0 && (b->labels[k] < 0 || static_cast<uint64_t>(b->labels[k]) >= classes)) {
-          return absl::DataLossError(absl::StrCat("sample ", b->indices[k], " has label ", b->labels[k],
-                                                  ", outside the dataset's ", classes, " classes"));
-        }
-      }
-      x.resize(b->size * model.inputs());
-      for (uint64_t k = 0; k < b->size; ++k) norm.Apply(b->data + k * pixels * 3, pixels, x.data() + k * model.inputs());
-      const bool last_micro = ++micro == o.accumulate || n + 1 == batches;
-      // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
-      const uint64_t in_step = std::min<uint64_t>(o.accumulate, batches - (n + 1 - micro));
-      const double scale = 1.0 / (static_cast<double>(b->size) * static_cast<double>(in_step));
-      if (last_micro) {
-        reducer.Begin();
-        step_loss += model.ForwardBackward(x.data(), b->labels, static_cast<int>(b->size), scale,
-                                           [&](int layer) { reducer.LayerReady(layer); });
-        DDPIO_RETURN_IF_ERROR(reducer.Finish());
-        DDPIO_RETURN_IF_ERROR(engine->status());
-        // The averaged gradients are the same on every rank, so every rank stops at this step.
-        if (!AllFinite(model.grads())) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "training diverged at epoch %d, step %d: the averaged gradients are not finite (loss %g); "
-              "lower --lr or check the data",
-              epoch, step, step_loss));
-        }
-        sgd.Step(model.params(), model.grads(), schedule.At(step));
-        model.ZeroGrad();
-        if (o.compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.compute_ms));
-        ++step;
-        ++result.steps;
-        loss_sum += step_loss;
-        ++loss_steps;
-        step_loss = 0;
-        micro = 0;
-      } else {  // no_sync: gradients accumulate locally
-        step_loss += model.ForwardBackward(x.data(), b->labels, static_cast<int>(b->size), scale);
-      }
-      samples += b->size;
-      busy_s += Seconds(Clock::now() - t1);
-      if (!last_micro) continue;
-      if (rank == 0 && o.progress_every > 0 && progress && result.steps % o.progress_every == 0) {
-        progress(absl::StrFormat("epoch %d step %d/%d  loss %.4f  lr %.4g  %.0f samples/s  stall %.1f%%", epoch,
-                                 (n + 1 + o.accumulate - 1) / o.accumulate,
-                                 (batches + o.accumulate - 1) / o.accumulate, loss_sum / loss_steps,
-                                 schedule.At(step - 1), samples / (wait_s + busy_s),
-                                 100 * wait_s / (wait_s + busy_s)));
-      }
-      const bool stop = o.stop_after_steps > 0 && result.steps == o.stop_after_steps;
-      if (stop || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
-        DDPIO_RETURN_IF_ERROR(save(epoch, train.feeder->ResumePosition()));
-      }
-      if (stop) {
-        train.feeder.reset();  // mid-epoch: every rank stops here together
-        break;
-      }
-    }
-    if (train.feeder == nullptr) break;
-    DDPIO_RETURN_IF_ERROR(save(epoch + 1, 0));
-    if (val.feeder != nullptr) {
-      DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val.feeder, model, norm, world, o.timeout));
-      DDPIO_RETURN_IF_ERROR(engine->status());
-      result.val_accuracy = acc.first;
-      result.val_samples = acc.second;
-      if (rank == 0 && progress) {
-        progress(absl::StrFormat("epoch %d: validation accuracy %.4f over %d samples", epoch, acc.first, acc.second));
-      }
+    if (stop) {
+      result_.feeder = train_->counters();
+      train_->Close();  // mid-epoch: every rank stops here together
+      *stopped = true;
+      return absl::OkStatus();
     }
   }
-  result.train_loss = loss_steps > 0 ? loss_sum / loss_steps : 0;
-  result.samples_per_s = samples / std::max(1e-9, wait_s + busy_s);
-  result.stall_fraction = wait_s / std::max(1e-9, wait_s + busy_s);
-  result.param_checksum = ParamChecksum(model.params());
-  result.path = path;
-  if (train.feeder != nullptr) result.feeder = train.feeder->counters();
-  result.params = model.params();
-  return result;
+}
+
+absl::Status TrainingRun::Validate() {
+  if (val_ == nullptr) return absl::OkStatus();
+  DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val_, *model_, norm_, world_, o_.timeout));
+  DDPIO_RETURN_IF_ERROR(engine_->status());
+  result_.val_accuracy = acc.first;
+  result_.val_samples = acc.second;
+  if (rank_ == 0 && progress_) {
+    progress_(absl::StrFormat("epoch %d: validation accuracy %.4f over %d samples", epoch_, acc.first, acc.second));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Run() {
+  for (; epoch_ < static_cast<uint64_t>(o_.epochs); ++epoch_, position_ = 0) {
+    bool stopped = false;
+    DDPIO_RETURN_IF_ERROR(RunEpoch(&stopped));
+    if (stopped) return absl::OkStatus();
+    DDPIO_RETURN_IF_ERROR(Save(epoch_ + 1, 0));
+    DDPIO_RETURN_IF_ERROR(Validate());
+  }
+  result_.feeder = train_->counters();
+  return absl::OkStatus();
+}
+
+TrainResult TrainingRun::Result() {
+  result_.train_loss = loss_steps_ > 0 ? loss_sum_ / loss_steps_ : 0;
+  result_.samples_per_s = samples_ / std::max(1e-9, wait_s_ + busy_s_);
+  result_.stall_fraction = wait_s_ / std::max(1e-9, wait_s_ + busy_s_);
+  result_.param_checksum = ParamChecksum(model_->params());
+  result_.path = path_;
+  result_.params = model_->params();
+  return result_;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(comm::Job& job, const TrainOptions& o,
+                                  const std::function<void(const std::string&)>& progress) {
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run, TrainingRun::Open(job, o, progress));
+  DDPIO_RETURN_IF_ERROR(run->Resume());
+  DDPIO_RETURN_IF_ERROR(run->Run());
+  return run->Result();
 }
 
 }  // namespace ddpio::trainer

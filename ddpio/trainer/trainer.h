@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/trainer/optimizer.h"
 
@@ -60,6 +61,11 @@ struct TrainResult {
   broadcast::FeederCounters feeder;
   std::vector<float> params;
 };
+
+// The pipelines Train opens: training, and validation (shard, no shuffle, mask padding, eval
+// geometry: every validation sample exactly once). InvalidArgument for an unknown layout.
+absl::StatusOr<PipelineOptions> TrainPipelineOptions(const TrainOptions& options);
+absl::StatusOr<PipelineOptions> ValidationPipelineOptions(const TrainOptions& options);
 
 // Trains on `job`'s world. Every rank calls it with the same options.
 absl::StatusOr<TrainResult> Train(comm::Job& job, const TrainOptions& options,

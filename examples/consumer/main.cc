@@ -1,32 +1,27 @@
-// Reads every record of a ddpio dataset through the installed library and checks it.
-//   consumer /path/to/dataset
+// A trainer's data loop with ddpio, built against the installed package: join the job from the
+// environment (ddpio launch, torchrun, srun, mpirun — or alone), read one epoch of decoded
+// batches, report what this rank received.
+//   ddpio launch --nproc-per-node 2 -- consumer /path/to/dataset [GROUP_SIZE]
 #include <cstdio>
+#include <cstdlib>
 
-#include "ddpio/storage/dataset_reader.h"
+#include "ddpio/pipeline/pipeline.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: consumer DATASET\n");
-    return 2;
+  if (argc < 2) return std::fprintf(stderr, "usage: consumer DATASET [GROUP_SIZE]\n"), 2;
+  ddpio::PipelineOptions options;
+  options.data = argv[1];
+  options.group_size = argc > 2 ? std::atoi(argv[2]) : 1;  // one rank per group reads storage
+  options.feeder.loader.batch_size = 16;
+  auto pipeline = ddpio::Pipeline::Open(options);
+  absl::Status status = pipeline.ok() ? (*pipeline)->StartEpoch(0) : pipeline.status();
+  unsigned long long images = 0, batches = 0;
+  while (status.ok()) {
+    absl::StatusOr<ddpio::loader::Batch> batch = (*pipeline)->Next();
+    status = batch.status();
+    if (batch.ok()) images += batch->size, ++batches;
   }
-  auto reader = ddpio::storage::DatasetReader::Open(argv[1]);
-  if (!reader.ok()) {
-    std::fprintf(stderr, "consumer: %s\n", reader.status().ToString().c_str());
-    return 1;
-  }
-  auto txn = (*reader)->BeginRead();
-  if (!txn.ok()) return 1;
-  uint64_t bytes = 0;
-  for (uint64_t i = 0; i < (*reader)->size(); ++i) {
-    auto record = txn->Get(i);  // verifies the record's CRC32C
-    if (!record.ok()) {
-      std::fprintf(stderr, "consumer: %s\n", record.status().ToString().c_str());
-      return 1;
-    }
-    bytes += record->payload.size();
-  }
-  std::printf("consumer: %llu records, %zu classes, %llu payload bytes, all checksums OK\n",
-              static_cast<unsigned long long>((*reader)->size()),
-              (*reader)->header().classes.size(), static_cast<unsigned long long>(bytes));
+  if (!absl::IsOutOfRange(status)) return std::fprintf(stderr, "consumer: %s\n", status.ToString().c_str()), 1;
+  std::printf("consumer rank %d: %llu images in %llu batches\n", (*pipeline)->rank(), images, batches);
   return 0;
 }

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/converter.h"
+#include "tools/convert.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t next = 0;

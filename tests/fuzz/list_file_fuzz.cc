@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tools/source_list.h"
+#include "tools/convert_sources.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/dev/shm/ddpio-fuzz-list-" + std::to_string(getpid()) + ".txt";

@@ -58,7 +58,7 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     Write(" became unreadable while mapped (bus error at byte ");
     WriteNumber(addr - base);
     Write(" of its file): the file was truncated, replaced or its storage failed under the running "
-          "process; check the file (ddpio inspect --verify) and restart\n");
+          "process; check the file (ddpio inspect can verify every record) and restart\n");
     ::_exit(1);
   }
   // Not a dataset: whoever handled SIGBUS before us does, or the default ends the process.

@@ -1,8 +1,8 @@
 // The `ddpio` subcommands register themselves on the CLI11 app with AddXxxCommands; main()
 // parses, then runs the one command whose app was parsed. Each run returns the exit code:
 // 0 success, 1 runtime error, 2 usage error.
-#ifndef DDPIO_TOOLS_COMMANDS_H_
-#define DDPIO_TOOLS_COMMANDS_H_
+#ifndef DDPIO_TOOLS_CLI_COMMANDS_H_
+#define DDPIO_TOOLS_CLI_COMMANDS_H_
 
 #include <functional>
 #include <string>
@@ -10,24 +10,12 @@
 
 #include <CLI/CLI.hpp>
 
-namespace ddpio::broadcast {
-struct FeederOptions;
-}  // namespace ddpio::broadcast
-
 namespace ddpio::tools {
 
 struct Command {
   CLI::App* app;
   std::function<int()> run;
 };
-
-// Refuses NaN and infinities (CLI::Range lets NaN through: every comparison with it is false).
-const CLI::Validator& FiniteNumber();
-
-// The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
-void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
-// The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead.
-void AddFeederFlags(CLI::App* app, broadcast::FeederOptions* options);
 
 void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
 void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler
@@ -38,4 +26,4 @@ void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
 
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_COMMANDS_H_
+#endif  // DDPIO_TOOLS_CLI_COMMANDS_H_

@@ -14,8 +14,8 @@
 // List files hold lines "relative/path label" (split at the last space, as Caffe's
 // convert_imageset does); blank lines and lines starting with '#' are ignored; paths are
 // relative to --root (default: the list file's directory).
-#ifndef DDPIO_TOOLS_SOURCE_LIST_H_
-#define DDPIO_TOOLS_SOURCE_LIST_H_
+#ifndef DDPIO_TOOLS_CONVERT_SOURCES_H_
+#define DDPIO_TOOLS_CONVERT_SOURCES_H_
 
 #include <cstdint>
 #include <string>
@@ -58,4 +58,4 @@ std::string ListingFingerprint(const SourceListing& listing, std::string_view op
 
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_SOURCE_LIST_H_
+#endif  // DDPIO_TOOLS_CONVERT_SOURCES_H_

@@ -3,8 +3,8 @@
 // On a terminal: one line redrawn in place at most 10 times a second ("convert 1234/5000
 // 24.7% 850/s ETA 4s"). Otherwise (CI logs, pipes): a plain line every `interval` seconds and a
 // final one, so logs stay readable. Not thread-safe: call from the thread that drives the work.
-#ifndef DDPIO_TOOLS_PROGRESS_H_
-#define DDPIO_TOOLS_PROGRESS_H_
+#ifndef DDPIO_TOOLS_CLI_PROGRESS_H_
+#define DDPIO_TOOLS_CLI_PROGRESS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -35,4 +35,4 @@ class Progress {
 
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_PROGRESS_H_
+#endif  // DDPIO_TOOLS_CLI_PROGRESS_H_

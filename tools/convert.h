@@ -5,8 +5,8 @@
 // in large batches. Each batch commits together with the converter's progress (next source
 // entry, skipped entries), so --resume after a crash or Ctrl-C continues exactly where the last
 // batch ended and produces the same dataset as an uninterrupted run.
-#ifndef DDPIO_TOOLS_CONVERTER_H_
-#define DDPIO_TOOLS_CONVERTER_H_
+#ifndef DDPIO_TOOLS_CONVERT_H_
+#define DDPIO_TOOLS_CONVERT_H_
 
 #include <cstdint>
 #include <string>
@@ -14,9 +14,18 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/storage/dataset_writer.h"
-#include "tools/source_list.h"
+#include "tools/convert_sources.h"
 
 namespace ddpio::tools {
+
+// Watches a conversion from the converting thread. Tests supply one to inject faults — a crash
+// between two commits, as LevelDB's fault-injecting Env does — the shipped program none.
+class ConvertObserver {
+ public:
+  virtual ~ConvertObserver() = default;
+  // The n-th batch (n >= 1) and its progress entry were committed durably.
+  virtual void Committed(uint64_t n) = 0;
+};
 
 struct ConvertOptions {
   std::string out;
@@ -26,6 +35,7 @@ struct ConvertOptions {
   bool full_decode = true;    // validate by decoding every image (false: header only)
   bool progress = true;
   storage::WriterOptions writer;
+  ConvertObserver* observer = nullptr;  // not owned; may be null
 };
 
 struct SkippedFile {
@@ -57,4 +67,4 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
 
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_CONVERTER_H_
+#endif  // DDPIO_TOOLS_CONVERT_H_

@@ -3,8 +3,8 @@
 // result: final training loss, validation accuracy (every validation sample counted once over
 // all ranks), samples/s, the data-stall fraction, the parameter checksum (identical on every
 // rank), its feeder counters and the matmul path it took. Rank 0 logs progress every N steps.
-#ifndef DDPIO_TOOLS_TRAIN_CLI_H_
-#define DDPIO_TOOLS_TRAIN_CLI_H_
+#ifndef DDPIO_TOOLS_TRAIN_H_
+#define DDPIO_TOOLS_TRAIN_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ std::string TrainText(const nlohmann::json& result);
 
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_TRAIN_CLI_H_
+#endif  // DDPIO_TOOLS_TRAIN_H_

@@ -1,4 +1,4 @@
-#include "tools/converter.h"
+#include "tools/convert.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
 #include "tools/cli_util.h"
-#include "tools/progress.h"
+#include "tools/cli_progress.h"
 
 namespace ddpio::tools {
 namespace {
@@ -143,13 +143,6 @@ std::string ProgressJson(uint64_t next_source, const std::vector<SkippedFile>& s
       -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Test-only fault injection: DDPIO_FAULT_CRASH_AFTER_COMMITS=N ends the process abruptly (no
-// destructors, like a kill -9) right after the N-th batch commit.
-int CrashAfterCommits() {
-  const char* v = std::getenv("DDPIO_FAULT_CRASH_AFTER_COMMITS");
-  return v == nullptr ? 0 : std::atoi(v);
-}
-
 }  // namespace
 
 absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source,
@@ -174,8 +167,9 @@ absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source
   return absl::OkStatus();
 }
 
-absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOptions& o) {
   storage::DatasetHeader header;
   header.classes = listing.classes;
   header.source_kind = listing.kind;
@@ -184,84 +178,95 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
   header.source_fingerprint = ListingFingerprint(
       listing, absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode));
   header.tool_version = kVersion;
+  return header;
+}
 
-  ConvertSummary summary;
-  summary.classes = listing.classes.size();
-  std::unique_ptr<storage::DatasetWriter> writer;
-  uint64_t next_source = 0;
+// Resumes the dataset at o.out (setting summary->resumed_from, the skipped entries and
+// *next_source), or creates it. Null when it is already complete.
+absl::StatusOr<std::unique_ptr<storage::DatasetWriter>> OpenWriter(const storage::DatasetHeader& header,
+                                                                   const ConvertOptions& o, ConvertSummary* summary,
+                                                                   uint64_t* next_source) {
   std::error_code ec;
-  if (o.resume && std::filesystem::exists(o.out, ec)) {
-    auto resumed = storage::DatasetWriter::Resume(o.out, header, o.writer);
-    if (resumed.status().code() == absl::StatusCode::kAlreadyExists) {
-      summary.already_complete = true;
-      return summary;
-    }
-    if (!resumed.ok()) return resumed.status();
-    writer = std::move(resumed).value();
-    DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kProgressKey));
-    if (progress.has_value()) {
-      DDPIO_RETURN_IF_ERROR(ParseConvertProgress(*progress, &next_source, &summary.skipped));
-    }
-    if (next_source - summary.skipped.size() != writer->committed_count()) {
-      return absl::DataLossError(absl::StrCat(
-          o.out, ": progress says ", next_source, " entries done with ", summary.skipped.size(),
-          " skipped, but ", writer->committed_count(), " records are stored"));
-    }
-    summary.resumed_from = next_source;
-  } else {
-    DDPIO_ASSIGN_OR_RETURN(writer, storage::DatasetWriter::Create(o.out, header, o.writer));
+  if (!o.resume || !std::filesystem::exists(o.out, ec)) return storage::DatasetWriter::Create(o.out, header, o.writer);
+  auto resumed = storage::DatasetWriter::Resume(o.out, header, o.writer);
+  if (resumed.status().code() == absl::StatusCode::kAlreadyExists) {
+    summary->already_complete = true;
+    return nullptr;
   }
+  if (!resumed.ok()) return resumed.status();
+  std::unique_ptr<storage::DatasetWriter> writer = std::move(resumed).value();
+  DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kProgressKey));
+  if (progress.has_value()) DDPIO_RETURN_IF_ERROR(ParseConvertProgress(*progress, next_source, &summary->skipped));
+  if (*next_source - summary->skipped.size() != writer->committed_count()) {
+    return absl::DataLossError(absl::StrCat(o.out, ": progress says ", *next_source, " entries done with ",
+                                            summary->skipped.size(), " skipped, but ", writer->committed_count(),
+                                            " records are stored"));
+  }
+  summary->resumed_from = *next_source;
+  return writer;
+}
 
-  const int threads = o.threads > 0 ? o.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+// Reads, validates and appends entries [next_source, end) in source order, committing each full
+// batch together with the progress entry (what --resume continues from).
+absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, uint64_t next_source,
+                         storage::DatasetWriter& writer, ConvertSummary* summary) {
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::optional<loader::JpegDecoder>> decoders(threads);
   std::vector<std::vector<uint8_t>> pixels(threads);
   for (auto& d : decoders) {
     DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
     d.emplace(std::move(decoder));
   }
-  const int crash_after = CrashAfterCommits();
-  int commits = 0;
+  uint64_t commits = 0;
   auto commit = [&](uint64_t next) -> absl::Status {
-    DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(next, summary.skipped)));
-    DDPIO_RETURN_IF_ERROR(writer->Commit());
-    if (crash_after > 0 && ++commits == crash_after) {
-      DDPIO_LOG(WARNING) << "fault injection: crashing after commit " << commits;
-      _exit(86);
-    }
+    DDPIO_RETURN_IF_ERROR(writer.PutMeta(kProgressKey, ProgressJson(next, summary->skipped)));
+    DDPIO_RETURN_IF_ERROR(writer.Commit());
+    if (o.observer != nullptr) o.observer->Committed(++commits);
     return absl::OkStatus();
   };
-
   Progress progress("convert", listing.entries.size(), o.progress);
-  OrderedParallelMap<Loaded> map(next_source, listing.entries.size(), threads,
-                                 16 * static_cast<uint64_t>(threads), [&](uint64_t i, int worker) {
-                                   return LoadEntry(listing, listing.entries[i], o.full_decode,
-                                                    &*decoders[worker], &pixels[worker]);
+  OrderedParallelMap<Loaded> map(next_source, listing.entries.size(), threads, 16 * static_cast<uint64_t>(threads),
+                                 [&](uint64_t i, int worker) {
+                                   return LoadEntry(listing, listing.entries[i], o.full_decode, &*decoders[worker],
+                                                    &pixels[worker]);
                                  });
   for (uint64_t i = next_source; i < listing.entries.size(); ++i) {
     std::optional<Loaded> loaded = map.Next();
-    summary.source_bytes_read += loaded->bytes_read;
+    summary->source_bytes_read += loaded->bytes_read;
     if (!loaded->record.ok()) {
       const absl::Status& bad = loaded->record.status();
       if (!o.skip_invalid || !Skippable(bad)) {
         // Keep everything before the bad file: after fixing it, --resume continues from here.
         DDPIO_RETURN_IF_ERROR(commit(i));
         return absl::Status(bad.code(), absl::StrCat(bad.message(), " (source entry ", i,
-                                                     "; fix or remove the file, or pass "
-                                                     "--skip-invalid; --resume continues)"));
+                                                     "; fix or remove the file, or pass --skip-invalid; "
+                                                     "--resume continues)"));
       }
-      summary.skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
+      summary->skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
       DDPIO_LOG(WARNING) << "skipping " << bad.message();
     } else {
-      DDPIO_RETURN_IF_ERROR(writer->Append(loaded->record->view()));
+      DDPIO_RETURN_IF_ERROR(writer.Append(loaded->record->view()));
     }
-    if (writer->BatchFull()) DDPIO_RETURN_IF_ERROR(commit(i + 1));
+    if (writer.BatchFull()) DDPIO_RETURN_IF_ERROR(commit(i + 1));
     progress.Update(i + 1);
   }
-  DDPIO_RETURN_IF_ERROR(
-      writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
-  DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));
   progress.Finish(listing.entries.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  ConvertSummary summary;
+  summary.classes = listing.classes.size();
+  uint64_t next_source = 0;
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<storage::DatasetWriter> writer,
+                         OpenWriter(HeaderFor(listing, o), o, &summary, &next_source));
+  if (writer == nullptr) return summary;  // already complete
+  DDPIO_RETURN_IF_ERROR(CopyEntries(listing, o, next_source, *writer, &summary));
+  DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
+  DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));
   summary.records = writer->record_count();
   summary.payload_bytes = writer->payload_bytes();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

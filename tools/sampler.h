@@ -1,7 +1,7 @@
-// `ddpio sampler` and `ddpio bench sampler`: the sampler's answers and speed from the command
-// line ("which samples did rank 3 see in epoch 5?").
-#ifndef DDPIO_TOOLS_SAMPLER_CLI_H_
-#define DDPIO_TOOLS_SAMPLER_CLI_H_
+// `ddpio sampler`: the sampler's answers from the command line ("which samples did rank 3 see
+// in epoch 5?").
+#ifndef DDPIO_TOOLS_SAMPLER_H_
+#define DDPIO_TOOLS_SAMPLER_H_
 
 #include <cstdint>
 #include <optional>
@@ -29,17 +29,6 @@ struct SamplerQuery {
 absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& query);
 std::string SamplerText(const nlohmann::json& answer);
 
-struct BenchSamplerOptions {
-  uint64_t size = 1281167;  // ImageNet-1k train
-  int world = 64;
-  int rank = 0;
-  int repeat = 21;
-  bool compare_torch = true;
-  sampler::PermutationKind permutation = sampler::PermutationKind::kTorch;
-};
-absl::StatusOr<nlohmann::json> BenchSampler(const BenchSamplerOptions& options);
-std::string BenchSamplerText(const nlohmann::json& result);
-
 }  // namespace ddpio::tools
 
-#endif  // DDPIO_TOOLS_SAMPLER_CLI_H_
+#endif  // DDPIO_TOOLS_SAMPLER_H_

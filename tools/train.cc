@@ -1,4 +1,4 @@
-#include "tools/train_cli.h"
+#include "tools/train.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,13 +14,11 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
   // instead of leaving the others waiting in the rendezvous.
-  DDPIO_ASSIGN_OR_RETURN(auto kind, comm::ParseLayoutKind(o.train.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(info.world_size, o.train.group_size, kind));
-  if (layout.is_leader(info.rank) || o.train.feeder.readers == broadcast::FeedReaders::kAll) {
-    // peers never open a dataset
-    for (const std::string& path : {o.train.data, o.train.val}) {
-      if (!path.empty()) DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(path, {}).status());
-    }
+  DDPIO_ASSIGN_OR_RETURN(PipelineOptions train, trainer::TrainPipelineOptions(o.train));
+  DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, train));
+  if (!o.train.val.empty()) {
+    DDPIO_ASSIGN_OR_RETURN(PipelineOptions val, trainer::ValidationPipelineOptions(o.train));
+    DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, val));
   }
   comm::RendezvousOptions ro;
   ro.store = o.store;

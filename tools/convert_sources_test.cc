@@ -1,4 +1,4 @@
-#include "tools/source_list.h"
+#include "tools/convert_sources.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "tools/converter.h"
+#include "tools/convert.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "tools/inspect.h"
@@ -127,16 +128,8 @@ TEST_F(ConverterTest, ResumeAfterACrashGivesAnIdenticalDataset) {
   ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(src_));
   ASSERT_OK(Convert(listing, Options(dir_.Sub("clean"))));
   // A real crash: the child process dies with _exit right after its third commit.
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("DDPIO_FAULT_CRASH_AFTER_COMMITS", "3", 1);
-    (void)Convert(listing, Options(dir_.Sub("crashed")));
-    _exit(0);  // not reached when the fault fires
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 86) << "the injected crash did not happen";
+  ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, Options(dir_.Sub("crashed")), 3), testing::kInjectedCrash)
+      << "the injected crash did not happen";
   EXPECT_CODE(storage::DatasetReader::Open(dir_.Sub("crashed")), kFailedPrecondition);
   ConvertOptions o = Options(dir_.Sub("crashed"));
   o.resume = true;

@@ -1,4 +1,4 @@
-#include "tools/progress.h"
+#include "tools/cli_progress.h"
 
 #include <unistd.h>
 

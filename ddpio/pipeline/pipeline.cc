@@ -1,0 +1,53 @@
+#include "ddpio/pipeline/pipeline.h"
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
+
+namespace ddpio {
+namespace {
+
+bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) {
+  return layout.is_leader(rank) || o.feeder.readers == broadcast::FeedReaders::kAll;
+}
+
+}  // namespace
+
+absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& options) {
+  DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
+                         comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
+  if (Reads(layout, rank.rank, options)) {
+    DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(options.data, {}).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options,
+                                                          const comm::RendezvousOptions& rendezvous) {
+  DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
+  DDPIO_RETURN_IF_ERROR(Check(info, options));
+  comm::RendezvousOptions ro = rendezvous;
+  if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, comm::Job::Join(info, ro));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, Open(*job, options));
+  p->owned_job_ = std::move(job);
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const PipelineOptions& options) {
+  const comm::RankInfo& info = job.info();
+  DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
+                         comm::GroupLayout::Make(info.world_size, options.group_size, options.layout));
+  auto p = std::unique_ptr<Pipeline>(new Pipeline(std::move(layout)));
+  p->job_ = &job;
+  if (Reads(p->layout_, info.rank, options)) {
+    DDPIO_ASSIGN_OR_RETURN(p->reader_, storage::DatasetReader::Open(options.data, {}));
+  }
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_));
+  DDPIO_ASSIGN_OR_RETURN(p->feeder_, broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank,
+                                                                    std::move(group), options.feeder));
+  return p;
+}
+
+Pipeline::~Pipeline() = default;
+
+}  // namespace ddpio

@@ -1,0 +1,109 @@
+// The trainer's entry point, used as a trainer uses it: real ranks in a real job.
+#include "ddpio/pipeline/pipeline.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ddpio/comm/communicator_conformance.h"
+#include "gtest/gtest.h"
+#include "tests/support/dataset_fixtures.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+PipelineOptions Small(const std::string& data, int group_size) {
+  PipelineOptions o;
+  o.data = data;
+  o.group_size = group_size;
+  o.feeder.loader.batch_size = 4;
+  o.feeder.loader.workers = 1;
+  o.feeder.loader.augment.size = 16;
+  return o;
+}
+
+// Every index this rank received in one epoch, and checks on the way; -1 on a failed call.
+std::vector<int64_t> OneEpoch(Pipeline& p) {
+  std::vector<int64_t> seen;
+  if (!p.StartEpoch(0).ok()) return {-1};
+  for (;;) {
+    absl::StatusOr<loader::Batch> b = p.Next();
+    if (absl::IsOutOfRange(b.status())) return seen;
+    if (!b.ok() || b->size == 0 || b->data == nullptr) return {-1};
+    for (uint64_t k = 0; k < b->size; ++k) seen.push_back(static_cast<int64_t>(b->indices[k]));
+  }
+}
+
+// Four ranks in two groups: only the leaders open the dataset, every rank gets decoded batches,
+// and together they see every sample of the epoch exactly once.
+TEST(Pipeline, FourRanksInTwoGroupsSeeEverySampleOnceAndOnlyLeadersRead) {
+  testing::TempDir dir;
+  const std::string data = dir.Sub("db");
+  ASSERT_OK(testing::WriteJpegDataset(data, 40, 24));
+  comm::RendezvousOptions ro;
+  ro.token = "t";
+  ro.job_id = "pipeline";
+  ro.backend = comm::BackendKind::kGloo;
+  auto codes = comm::testing::RunJob(4, ro, [&](comm::Job& job) {
+    auto p = Pipeline::Open(job, Small(data, 2));
+    if (!p.ok()) return 10;
+    if ((*p)->is_leader() != ((*p)->dataset() != nullptr)) return 11;
+    if ((*p)->dataset_size() != 40) return 12;
+    std::vector<int64_t> seen = OneEpoch(**p);
+    std::ofstream out(dir.Sub("rank" + std::to_string(job.info().rank)));
+    for (int64_t i : seen) out << i << "\n";
+    return 0;
+  });
+  ASSERT_EQ(codes, (std::vector<int>{0, 0, 0, 0}));
+  std::multiset<int64_t> all;
+  for (int r = 0; r < 4; ++r) {
+    std::ifstream in(dir.Sub("rank" + std::to_string(r)));
+    int n = 0;
+    for (int64_t i; in >> i; ++n) all.insert(i);
+    EXPECT_EQ(n, 10) << "rank " << r;
+  }
+  std::multiset<int64_t> expected;
+  for (int64_t i = 0; i < 40; ++i) expected.insert(i);
+  EXPECT_EQ(all, expected);
+}
+
+// Started alone (no launcher): Open joins a one-rank job by itself. After Close, the pipeline
+// refuses to go on instead of crashing.
+TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
+  testing::TempDir dir;
+  const std::string data = dir.Sub("db");
+  ASSERT_OK(testing::WriteJpegDataset(data, 12, 24));
+  auto codes = testing::RunForked(1, [&](int) {
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) unsetenv(v);
+    auto p = Pipeline::Open(Small(data, 1));
+    if (!p.ok()) return 10;
+    if ((*p)->rank() != 0 || !(*p)->is_leader()) return 11;
+    if (OneEpoch(**p).size() != 12) return 12;
+    (*p)->Close();
+    if (!absl::IsFailedPrecondition((*p)->StartEpoch(1))) return 13;
+    if (!absl::IsFailedPrecondition((*p)->Next().status())) return 14;
+    return 0;
+  });
+  EXPECT_EQ(codes[0], 0);
+}
+
+// What can be known before joining fails before joining, on the rank that knows it.
+TEST(Pipeline, CheckRefusesABadLayoutAndAMissingDatasetOnReadersOnly) {
+  testing::TempDir dir;
+  comm::RankInfo leader;  // rank 0 of 4
+  leader.world_size = 4;
+  comm::RankInfo peer = leader;
+  peer.rank = 1;
+  EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("db"), 3)), kInvalidArgument);  // 4 ranks, groups of 3
+  EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("missing"), 2)), kNotFound);
+  EXPECT_OK(Pipeline::Check(peer, Small(dir.Sub("missing"), 2)));  // a peer never opens it
+  PipelineOptions every = Small(dir.Sub("missing"), 2);
+  every.feeder.readers = broadcast::FeedReaders::kAll;
+  EXPECT_CODE(Pipeline::Check(peer, every), kNotFound);  // ... unless every rank reads
+}
+
+}  // namespace
+}  // namespace ddpio

@@ -1,0 +1,88 @@
+#include "tools/cli_flags.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/loader/loader.h"
+#include "tools/cli_util.h"
+
+namespace ddpio::tools {
+
+const CLI::Validator& FiniteNumber() {
+  static const CLI::Validator* v = new CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(x)) return "must be a finite number";
+        return "";
+      },
+      "FINITE");
+  return *v;
+}
+
+CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what) {
+  return app->add_option("--threads", *threads, what + " (0: all cores)")->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+}
+
+void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
+  app->add_option("--batch-size", o->batch_size, "Samples per batch (per rank)")->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
+  app->add_option("--image-size", o->augment.size, "Side of the output images in pixels")->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  app->add_option("--workers", o->workers, "Decoding threads per loader (0: all cores)")->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app->add_option_function<std::string>(
+         "--crop-scale",
+         [o](const std::string& text) {
+           if (!ParseScaleRange(text, &o->augment.scale_min, &o->augment.scale_max)) {
+             throw CLI::ValidationError("--crop-scale", "takes MIN,MAX with 0 < MIN <= MAX <= 1");
+           }
+         },
+         "RandomResizedCrop scale range MIN,MAX")
+      ->default_str("0.08,1");
+  app->add_flag_callback("--no-flip", [o] { o->augment.flip_probability = 0.0; }, "No random horizontal flip");
+}
+
+void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what) {
+  app->add_option_function<int>(
+         "--timeout", [timeout](int seconds) { *timeout = std::chrono::seconds(seconds); },
+         "Seconds " + what + " may wait")
+      ->default_str(std::to_string(std::chrono::duration_cast<std::chrono::seconds>(*timeout).count()))
+      ->check(CLI::Range(1, 86400));
+}
+
+void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
+  app->add_flag("--json", *json,
+                per_rank ? "Print one JSON object per rank as its last stdout line"
+                         : "Print one JSON object as the last stdout line");
+}
+
+void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {
+  app->add_option("--store", *store, "Rendezvous store: default TCP on rank 0 (MASTER_ADDR:MASTER_PORT), or file:DIR");
+  app->add_option("--advertise-addr", *advertise_addr,
+                  "Address peers reach this rank on (default: DDPIO_ADVERTISE_ADDR, else GLOO_SOCKET_IFNAME's "
+                  "address, else this host's route to MASTER_ADDR)");
+}
+
+void AddFeederFlags(CLI::App* app, broadcast::FeederOptions* o) {
+  AddEnumOption(app, "--mode", &o->mode, broadcast::ParseFeedMode, broadcast::FeedModeName,
+                "shard (data parallel: each rank its own samples) or replicate (every member gets the group's "
+                "batches)");
+  AddEnumOption(app, "--payload", &o->payload, broadcast::ParseFeedPayload, broadcast::FeedPayloadName,
+                "encoded (stored records travel, every rank decodes its own) or decoded (the leader decodes and "
+                "sends ready batches)");
+  AddEnumOption(app, "--readers", &o->readers, broadcast::ParseFeedReaders, broadcast::FeedReadersName,
+                "leader (the group's leader reads for it) or all (every rank reads its own stream itself: the "
+                "baseline without group feeding)");
+  AddEnumOption(app, "--relay", &o->relay, broadcast::ParseFeedRelay, broadcast::FeedRelayName,
+                "replicate: chain (each member forwards to the next as data arrives; every link carries it once) or "
+                "star (the leader sends every member a copy)");
+  app->add_option("--read-ahead", o->read_ahead, "Records a leader asks storage for ahead of the one it copies (0: none)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app->add_option("--depth", o->depth, "Messages a leader may run ahead of each member")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+}
+
+}  // namespace ddpio::tools
