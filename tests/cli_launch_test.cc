@@ -103,6 +103,35 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGrace) {
   EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"), std::string::npos) << r.err;
 }
 
+// A rank that ignores SIGTERM and keeps writing: output is always ready, so the grace period
+// never ends in a quiet poll; the SIGKILL must come anyway.
+TEST(Launch, RanksIgnoringSigtermWhileWritingAreKilledToo) {
+  testing::TempDir dir;
+  const std::string fifo = dir.Sub("ready");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  testing::RunOptions o;
+  o.timeout = std::chrono::seconds(60);
+  RunResult r = testing::Run({"/bin/sh", "-c",
+                              testing::DdpioBin() + " launch --nproc-per-node 2 --grace-seconds 1 -- /bin/sh -c '"
+                              "if [ $RANK = 0 ]; then read x < " + fifo + "; kill -9 $$; fi; "
+                              "trap \"\" TERM; echo go > " + fifo + "; exec yes' > /dev/null"}, o);
+  EXPECT_FALSE(r.timed_out) << "the writing rank was never killed";
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"), std::string::npos) << r.err;
+}
+
+// A rank that exits leaving a child holding its output: the launcher does not wait for that
+// child (it would wait 600 s) but kills it and ends with the ranks' code.
+TEST(Launch, ProcessesARankLeavesBehindDoNotHoldTheLauncher) {
+  testing::RunOptions o;
+  o.timeout = std::chrono::seconds(60);
+  RunResult r = RunDdpio({"launch", "--nproc-per-node", "2", "--", "/bin/sh", "-c", "sleep 600 & echo done"}, o);
+  EXPECT_FALSE(r.timed_out) << "the launcher waited for the left-behind process";
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 1] done"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("exited leaving processes in its group; killed them"), std::string::npos) << r.err;
+}
+
 TEST(Launch, CtrlCStopsEveryRank) {
   int err_pipe[2];
   ASSERT_EQ(pipe(err_pipe), 0);

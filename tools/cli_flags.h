@@ -6,6 +6,9 @@
 //   --timeout S      seconds any one collective, send or receive may wait
 //   --store, --advertise-addr   the rendezvous; --mode, --payload, --readers, --relay,
 //   --read-ahead     the group feeder; --json   one JSON object as the last stdout line
+// Not shared, and so not the same everywhere: `--size` is a count of samples (sampler, bench
+// sampler), bytes per message (bench comm) or pixels (synth), as each command's --help says;
+// `sampler --batch-size` also takes 0 (print the stream without batching).
 // Units are in the flag's name (--grace-seconds, --bucket-kb, --map-size-mb, --compute-ms) or, for
 // --timeout, in its help.
 #ifndef DDPIO_TOOLS_CLI_FLAGS_H_

@@ -1,5 +1,7 @@
 #include "tools/cli_util.h"
 
+#include <algorithm>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +39,7 @@ std::string HowToSet(const absl::Status& status) {
   std::vector<std::string> flags;
   for (const std::string& setting : SettingsOf(status)) {
     for (const auto& [name, flag] : kSettingFlags) {
-      if (setting == name) flags.emplace_back(flag);
+      if (setting == name && std::find(flags.begin(), flags.end(), flag) == flags.end()) flags.emplace_back(flag);
     }
   }
   return flags.empty() ? "" : absl::StrCat(" (see ", absl::StrJoin(flags, ", "), ")");

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,11 @@ namespace ddpio::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long output may stay open after every rank has exited (something that escaped the ranks'
+// process groups holds it), and the longest line kept before it is written out unfinished.
+constexpr std::chrono::seconds kDrainTime{2};
+constexpr size_t kMaxPartialLine = 1 << 20;
 
 // What every rank of the job shares: the rendezvous port, the store's token and the job id.
 struct JobIdentity {
@@ -188,6 +194,8 @@ class Supervisor {
   void OnExit(Child& c);
   void OnOutput(Child& c, bool is_err);
   void KillStragglers();
+  void CloseOutput(Child& c);
+  void EndLeftovers();
   int Report() const;
 
   const LaunchOptions& o_;
@@ -195,6 +203,7 @@ class Supervisor {
   std::vector<Child> children_;
   int failed_rank_ = -1, failed_status_ = 0, stop_signal_ = 0;
   Clock::time_point kill_deadline_ = Clock::time_point::max();
+  Clock::time_point drain_deadline_ = Clock::time_point::max();  // set once every rank has exited
   bool stopping_ = false;
 };
 
@@ -232,6 +241,7 @@ absl::Status Supervisor::StartRank(int local, std::vector<std::string> env) {
     sigprocmask(SIG_SETMASK, &signals_.old_mask(), nullptr);
     int devnull = ::open("/dev/null", O_RDONLY);
     dup2(devnull, STDIN_FILENO);
+    if (devnull > STDERR_FILENO) ::close(devnull);
     dup2(out_w.get(), STDOUT_FILENO);
     dup2(err_w.get(), STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
@@ -253,9 +263,8 @@ void Supervisor::StopAll() {
   if (stopping_) return;
   stopping_ = true;
   kill_deadline_ = Clock::now() + o_.grace;
-  for (Child& c : children_) {
-    if (!c.exited) kill(-c.pid, SIGTERM);
-  }
+  // Exited ranks too: a process a rank left behind in its group would hold its output open.
+  for (Child& c : children_) kill(-c.pid, SIGTERM);
 }
 
 void Supervisor::OnSignal() {
@@ -287,10 +296,25 @@ void Supervisor::OnOutput(Child& c, bool is_err) {
   if (got > 0) {
     buf.append(chunk, static_cast<size_t>(got));
     EmitLines(c.rank, &buf, to, false);
+    if (buf.size() > kMaxPartialLine) EmitLines(c.rank, &buf, to, true);  // a line without end
   } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
     EmitLines(c.rank, &buf, to, true);
     fd.reset();
   }
+}
+
+void Supervisor::CloseOutput(Child& c) {
+  if (c.out.valid()) EmitLines(c.rank, &c.out_buf, STDOUT_FILENO, true), c.out.reset();
+  if (c.err.valid()) EmitLines(c.rank, &c.err_buf, STDERR_FILENO, true), c.err.reset();
+}
+
+void Supervisor::EndLeftovers() {
+  for (Child& c : children_) {
+    if (kill(-c.pid, SIGKILL) == 0) {
+      std::fprintf(stderr, "ddpio launch: rank %d exited leaving processes in its group; killed them\n", c.rank);
+    }
+  }
+  drain_deadline_ = Clock::now() + kDrainTime;
 }
 
 void Supervisor::KillStragglers() {
@@ -300,6 +324,9 @@ void Supervisor::KillStragglers() {
                  static_cast<long long>(o_.grace.count()));
     kill(-c.pid, SIGKILL);
   }
+  for (Child& c : children_) {
+    if (c.exited) kill(-c.pid, SIGKILL);  // what an exited rank left behind
+  }
   kill_deadline_ = Clock::time_point::max();
 }
 
@@ -308,22 +335,32 @@ int Supervisor::Run() {
   for (;;) {
     std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
     std::vector<std::pair<Child*, Source>> what{{nullptr, kSignal}};
-    bool done = true;
+    bool all_exited = true, done = true;
     for (Child& c : children_) {
       if (c.out.valid()) fds.push_back({c.out.get(), POLLIN, 0}), what.push_back({&c, kOut});
       if (c.err.valid()) fds.push_back({c.err.get(), POLLIN, 0}), what.push_back({&c, kErr});
       if (!c.exited) fds.push_back({c.pidfd.get(), POLLIN, 0}), what.push_back({&c, kExit});
+      all_exited = all_exited && c.exited;
       done = done && c.exited && !c.out.valid() && !c.err.valid();
     }
     if (done) return Report();
+    // Every rank has exited but some output is still open: a process a rank left running holds
+    // it. Kill what is left in the ranks' groups; drain for a bounded time.
+    if (all_exited && drain_deadline_ == Clock::time_point::max()) EndLeftovers();
+    const Clock::time_point deadline = std::min(kill_deadline_, drain_deadline_);
     int timeout_ms = -1;
-    if (kill_deadline_ != Clock::time_point::max()) {
+    if (deadline != Clock::time_point::max()) {
       timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now()).count()));
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     }
     const int n = poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) KillStragglers();  // the grace period is over
+    // Deadlines are checked on every pass: a rank that keeps writing keeps poll from timing out.
+    if (Clock::now() >= kill_deadline_) KillStragglers();  // the grace period is over
+    if (Clock::now() >= drain_deadline_) {
+      for (Child& c : children_) CloseOutput(c);
+      continue;
+    }
     for (size_t k = 0; n > 0 && k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
       auto [c, source] = what[k];

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/broadcast/group_feeder_internal.h"
+#include "ddpio/broadcast/internal/group_feeder.h"
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/broadcast/group_feeder.h"
-#include "ddpio/broadcast/group_feeder_internal.h"
+#include "ddpio/broadcast/internal/group_feeder.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 

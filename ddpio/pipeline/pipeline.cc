@@ -28,8 +28,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& 
   comm::RendezvousOptions ro = rendezvous;
   if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, comm::Job::Join(info, ro));
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, Open(*job, options));
-  p->owned_job_ = std::move(job);
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = Open(*job, options);
+  if (!p.ok()) {
+    job->MarkFailed();  // leaving on an error: rank 0 must not wait for this rank at the end
+    return p.status();
+  }
+  (*p)->owned_job_ = std::move(job);
   return p;
 }
 
@@ -39,13 +43,23 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
                          comm::GroupLayout::Make(info.world_size, options.group_size, options.layout));
   auto p = std::unique_ptr<Pipeline>(new Pipeline(std::move(layout)));
   p->job_ = &job;
+  // The group first (collective on the job): a reader that then fails to open the dataset closes
+  // its group communicator, so its peers fail at once in the feeder's creation instead of waiting
+  // out the timeout, and every rank's count of groups on the job stays the same.
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_));
   if (Reads(p->layout_, info.rank, options)) {
     DDPIO_ASSIGN_OR_RETURN(p->reader_, storage::DatasetReader::Open(options.data, {}));
   }
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_));
   DDPIO_ASSIGN_OR_RETURN(p->feeder_, broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank,
                                                                     std::move(group), options.feeder));
   return p;
+}
+
+void Pipeline::Close() {
+  if (!feeder_) return;
+  closed_ = {feeder_->NumBatches(), feeder_->ResumePosition(), feeder_->dataset_size(), feeder_->sample_bytes(),
+             feeder_->counters()};
+  feeder_.reset();
 }
 
 Pipeline::~Pipeline() = default;

@@ -9,7 +9,9 @@
 //   auto pipeline = ddpio::Pipeline::Open(o);              // joins the job from the environment
 //   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
 //     DDPIO_RETURN_IF_ERROR((*pipeline)->StartEpoch(epoch));
-//     for (auto batch = (*pipeline)->Next(); batch.ok(); batch = (*pipeline)->Next()) Train(*batch);
+//     absl::StatusOr<ddpio::loader::Batch> batch;
+//     while ((batch = (*pipeline)->Next()).ok()) Train(*batch);
+//     if (!absl::IsOutOfRange(batch.status())) return batch.status();   // a real error
 //   }
 //
 // Open(options) discovers the rank the way trainers do (torchrun, Slurm, Open MPI, or alone) and
@@ -17,7 +19,8 @@
 // training and validation — on one job: every rank must open them in the same order). Batches
 // are the DistributedSampler's (shard) or the group's (replicate), exactly what the rank would
 // read for itself (docs/FEEDER.md). Errors as GroupFeeder's; Next() is OutOfRange at the end of
-// an epoch. Thread-compatible: one thread drives a pipeline.
+// an epoch (any other error is a real one: stop the loop on OutOfRange only). Thread-compatible:
+// one thread drives a pipeline.
 #ifndef DDPIO_PIPELINE_PIPELINE_H_
 #define DDPIO_PIPELINE_PIPELINE_H_
 
@@ -68,12 +71,15 @@ class Pipeline {
   }
   absl::StatusOr<loader::Batch> Next() { return feeder_ ? feeder_->Next() : absl::StatusOr<loader::Batch>(Closed()); }
 
-  uint64_t NumBatches() const { return feeder_->NumBatches(); }
-  absl::StatusOr<uint64_t> BatchesInEpoch(uint64_t epoch) const { return feeder_->BatchesInEpoch(epoch); }
-  uint64_t ResumePosition() const { return feeder_->ResumePosition(); }
-  broadcast::FeederCounters counters() const { return feeder_->counters(); }
-  uint64_t dataset_size() const { return feeder_->dataset_size(); }
-  size_t sample_bytes() const { return feeder_->sample_bytes(); }
+  // After Close() these give the values they had when it was closed (BatchesInEpoch fails).
+  uint64_t NumBatches() const { return feeder_ ? feeder_->NumBatches() : closed_.num_batches; }
+  absl::StatusOr<uint64_t> BatchesInEpoch(uint64_t epoch) const {
+    return feeder_ ? feeder_->BatchesInEpoch(epoch) : absl::StatusOr<uint64_t>(Closed());
+  }
+  uint64_t ResumePosition() const { return feeder_ ? feeder_->ResumePosition() : closed_.resume_position; }
+  broadcast::FeederCounters counters() const { return feeder_ ? feeder_->counters() : closed_.counters; }
+  uint64_t dataset_size() const { return feeder_ ? feeder_->dataset_size() : closed_.dataset_size; }
+  size_t sample_bytes() const { return feeder_ ? feeder_->sample_bytes() : closed_.sample_bytes; }
   // The dataset, on ranks that read it (null on the others).
   const storage::DatasetReader* dataset() const { return reader_.get(); }
   const comm::GroupLayout& layout() const { return layout_; }
@@ -82,13 +88,23 @@ class Pipeline {
   comm::Job& job() { return *job_; }
 
   // Stops and releases the feeder now (it is released with the pipeline otherwise). Afterwards
-  // StartEpoch and Next fail and the counters, sizes and positions must not be asked for.
-  void Close() { feeder_.reset(); }
+  // StartEpoch and Next fail; counters, sizes and positions keep their last values.
+  void Close();
+
+  // Tells the job this rank leaves because of an error (Job::MarkFailed), so that rank 0 does not
+  // wait for it at the end of the job. For trainers that let Open(options) join the job.
+  void MarkFailed() { job_->MarkFailed(); }
 
  private:
   explicit Pipeline(comm::GroupLayout layout) : layout_(std::move(layout)) {}
   static absl::Status Closed() { return absl::FailedPreconditionError("the pipeline was closed"); }
 
+  struct ClosedState {
+    uint64_t num_batches = 0, resume_position = 0, dataset_size = 0;
+    size_t sample_bytes = 0;
+    broadcast::FeederCounters counters;
+  };
+  ClosedState closed_;
   // Destroyed in reverse: the feeder before the dataset it reads, both before an owned job.
   std::unique_ptr<comm::Job> owned_job_;
   comm::Job* job_ = nullptr;

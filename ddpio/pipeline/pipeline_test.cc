@@ -70,8 +70,26 @@ TEST(Pipeline, FourRanksInTwoGroupsSeeEverySampleOnceAndOnlyLeadersRead) {
   EXPECT_EQ(all, expected);
 }
 
+// A leader that cannot open the dataset (Open on a job the caller joined skips Check): its peer
+// learns it from the group at once — an error, not the rendezvous timeout (60 s here).
+TEST(Pipeline, APeerFailsPromptlyWhenItsLeaderCannotOpenTheDataset) {
+  testing::TempDir dir;
+  comm::RendezvousOptions ro;
+  ro.token = "t";
+  ro.job_id = "pipeline-missing";
+  ro.backend = comm::BackendKind::kGloo;
+  auto codes = comm::testing::RunJob(2, ro, [&](comm::Job& job) {
+    auto p = Pipeline::Open(job, Small(dir.Sub("missing"), 2));
+    if (p.ok()) return 10;
+    job.MarkFailed();  // as a trainer leaving on an error does
+    if (job.info().rank == 0) return absl::IsNotFound(p.status()) ? 0 : 11;
+    return absl::IsDeadlineExceeded(p.status()) ? 12 : 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0})) << "10 opened, 11 leader's error, 12 the peer waited out the timeout";
+}
+
 // Started alone (no launcher): Open joins a one-rank job by itself. After Close, the pipeline
-// refuses to go on instead of crashing.
+// refuses to go on instead of crashing, and still tells what it did.
 TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
   testing::TempDir dir;
   const std::string data = dir.Sub("db");
@@ -82,12 +100,18 @@ TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
     if (!p.ok()) return 10;
     if ((*p)->rank() != 0 || !(*p)->is_leader()) return 11;
     if (OneEpoch(**p).size() != 12) return 12;
+    const uint64_t batches = (*p)->NumBatches();
+    const uint64_t records = (*p)->counters().records_read;
     (*p)->Close();
+    (*p)->Close();  // twice is fine
     if (!absl::IsFailedPrecondition((*p)->StartEpoch(1))) return 13;
     if (!absl::IsFailedPrecondition((*p)->Next().status())) return 14;
+    if (!absl::IsFailedPrecondition((*p)->BatchesInEpoch(1).status())) return 15;
+    if ((*p)->NumBatches() != batches || (*p)->counters().records_read != records || records != 12) return 16;
+    if ((*p)->dataset_size() != 12) return 17;
     return 0;
   });
-  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[0], 0) << "10 open, 11 rank, 12 epoch, 13-15 not refused after Close, 16-17 values lost";
 }
 
 // What can be known before joining fails before joining, on the rank that knows it.

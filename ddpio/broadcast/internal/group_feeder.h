@@ -1,7 +1,7 @@
 // Pieces the GroupFeeder's leader and consumer sides share: how a decoded batch is described on
 // the wire, and the check that a received batch is the one this rank's sampler expects.
-#ifndef DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_
-#define DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_
+#ifndef DDPIO_BROADCAST_INTERNAL_GROUP_FEEDER_H_
+#define DDPIO_BROADCAST_INTERNAL_GROUP_FEEDER_H_
 
 #include <string>
 
@@ -38,4 +38,4 @@ absl::Status CheckDecoded(const FeedHeader& h, const sampler::EpochPlan& plan, i
 }  // namespace internal
 }  // namespace ddpio::broadcast
 
-#endif  // DDPIO_BROADCAST_GROUP_FEEDER_INTERNAL_H_
+#endif  // DDPIO_BROADCAST_INTERNAL_GROUP_FEEDER_H_
