@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
 #include "tools/cli_util.h"
 
@@ -43,6 +44,15 @@ void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
          "RandomResizedCrop scale range MIN,MAX")
       ->default_str("0.08,1");
   app->add_flag_callback("--no-flip", [o] { o->augment.flip_probability = 0.0; }, "No random horizontal flip");
+}
+
+CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout) {
+  return app
+      ->add_option("--layout", *layout,
+                   "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one "
+                   "rank per node in each group)")
+      ->capture_default_str()
+      ->check(ParsedBy(comm::ParseLayoutKind, "contiguous|strided"));
 }
 
 void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what) {

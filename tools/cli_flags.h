@@ -49,6 +49,22 @@ CLI::Option* AddEnumOption(CLI::App* app, const std::string& flag, E* out, Parse
       ->default_str(name(*out));
 }
 
+// A string option's values checked by the library's own Parse function (absl::StatusOr<E>(
+// std::string_view)) while the command line is parsed: the library's list of names is the only one.
+template <typename Parse>
+CLI::Validator ParsedBy(Parse parse, const std::string& names) {
+  return CLI::Validator(
+      [parse](std::string& text) {
+        auto value = parse(text);
+        return value.ok() ? std::string() : std::string(value.status().message());
+      },
+      names);
+}
+
+// --layout contiguous|strided (the group layout, comm/group_layout.h), into a string the command
+// passes on.
+CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout);
+
 // Refuses NaN and infinities (CLI::Range lets NaN through: every comparison with it is false).
 const CLI::Validator& FiniteNumber();
 

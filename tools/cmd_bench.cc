@@ -1,6 +1,7 @@
 // CLI glue for `ddpio bench storage|sampler|loader|comm|feed`: one function per command.
 #include <memory>
 
+#include "ddpio/comm/backend.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_feed.h"
 #include "tools/bench_loader.h"
@@ -100,14 +101,13 @@ void AddBenchComm(CLI::App* bench, std::vector<Command>* commands) {
   auto json = std::make_shared<bool>(false);
   app->add_option("--backend", o->backend,
                   "gloo (CPU, TCP), nccl (needs a CUDA device), or auto: nccl when a device is usable, else gloo")
-      ->capture_default_str()->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+      ->capture_default_str()->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
   app->add_option("--size", o->size, "Bytes per operation")->capture_default_str()
       ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 30));
   AddRepeatFlag(app, &o->repeat, "Repetitions");
   app->add_option("--group-size", o->group_size, "Run within groups of this size (default: the world)")
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--layout", o->layout, "Group layout")->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "strided"}));
+  AddLayoutFlag(app, &o->layout);
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   app->add_flag("--json", *json, "Rank 0 prints one JSON object as its last stdout line");
   commands->push_back({app, [=] {
@@ -133,8 +133,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--data", o->data, "Dataset path (opened by group leaders only)")->required();
   app->add_option("--group-size", o->group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--layout", o->layout, "Group layout")->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "strided"}));
+  AddLayoutFlag(app, &o->layout);
   AddFeederFlags(app, &o->feeder);
   AddLoaderFlags(app, &o->feeder.loader);
   app->add_option("--epochs", o->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));

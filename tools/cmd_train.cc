@@ -40,8 +40,7 @@ void AddDataFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")->capture_default_str();
   app->add_option("--group-size", t.group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app->add_option("--layout", t.layout, "Group layout")->capture_default_str()
-      ->check(CLI::IsMember({"contiguous", "strided"}));
+  AddLayoutFlag(app, &t.layout);
   AddFeederFlags(app, &t.feeder);
 }
 
