@@ -6,6 +6,8 @@
 # CUDA build) are not listed: a build with CUDA expects them where the CUDA toolkit put them; for a
 # package that runs anywhere, configure with -DDDPIO_WITH_CUDA=OFF.
 # Recommends: the -dev packages that find_package(ddpio) needs to build a program against it.
+# With the Python package built (DDPIO_WITH_PYTHON), it is in the package too, for the Python it
+# was built with (lib/python3.X/dist-packages); Suggests: that Python, numpy and torch.
 set(CPACK_PACKAGE_NAME ddpio)
 set(CPACK_PACKAGE_VENDOR "ddpio")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -24,6 +26,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "cmake, pkg-config, liblmdb-dev, libabsl-dev, libturbojpeg0-dev, libjpeg62-turbo-dev, libisal-dev, nlohmann-json3-dev, libgloo-dev, libopenblas-dev")
+if(TARGET ddpio_python)
+  set(CPACK_DEBIAN_PACKAGE_SUGGESTS
+      "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}.99), python3-numpy, python3-torch")
+endif()
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 include(CPack)

@@ -16,6 +16,8 @@ PACKAGES=(
   libopenblas-dev                 # the trainer's matrix products (chosen over Eigen by measurement)
   libgtest-dev libgmock-dev       # tests
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
+  python3-dev pybind11-dev python3-numpy  # the Python package (python/)
+  python3-pytest python3-torchvision python3-pil  # its tests: parity with torch's sampler and torchvision
   iproute2 util-linux mount e2fsprogs  # scripts/sim-cluster.sh and the multihost tests: namespaces,
                                        # tc, loop devices, nsenter, mkfs.ext4
   gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots

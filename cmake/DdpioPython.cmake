@@ -1,0 +1,28 @@
+# DDPIO_WITH_PYTHON: the Python package (python/), for the system Python (Debian's /usr/bin/python3,
+# the one python3-torch belongs to) unless Python3_EXECUTABLE says otherwise. AUTO builds it when
+# pybind11 and Python's headers are found, and not in sanitizer or fuzzing builds (an extension
+# built with ASan or TSan cannot be loaded into an uninstrumented interpreter).
+if(DDPIO_WITH_PYTHON STREQUAL "OFF")
+  return()
+endif()
+if(DDPIO_WITH_PYTHON STREQUAL "AUTO" AND (DDPIO_SANITIZE OR DDPIO_FUZZ))
+  message(STATUS "ddpio: Python package off (sanitizer or fuzzing build)")
+  return()
+endif()
+if(NOT Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+  set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python the package is built for")
+endif()
+set(PYBIND11_FINDPYTHON ON)
+if(DDPIO_WITH_PYTHON STREQUAL "ON")
+  find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+  find_package(pybind11 2.10 CONFIG REQUIRED)
+else()
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  find_package(pybind11 2.10 CONFIG QUIET)
+  if(NOT Python3_FOUND OR NOT pybind11_FOUND)
+    message(STATUS "ddpio: Python package off (needs pybind11-dev and python3-dev: scripts/install-deps.sh)")
+    return()
+  endif()
+endif()
+message(STATUS "ddpio: Python package for ${Python3_EXECUTABLE} (${Python3_VERSION})")
+add_subdirectory(python)

@@ -1,0 +1,21 @@
+"""ddpio: distributed data loading for PyTorch training.
+
+    import ddpio
+    sampler = ddpio.DistributedSampler(dataset, shuffle=True, seed=0)   # torch's, index for index
+    data = ddpio.Dataset("/data/train.lmdb")                            # (jpeg_bytes, label)
+
+Importing ddpio does not import torch. The command-line tools are `python3 -m ddpio ...`.
+"""
+from ddpio._ddpio import __version__
+from ddpio.dataset import Dataset
+from ddpio.errors import (AbortedError, DataLossError, DeadlineExceededError, Error,
+                          FailedPreconditionError, InternalError, InvalidArgumentError,
+                          NotFoundError, PermissionDeniedError, ResourceExhaustedError,
+                          UnavailableError)
+from ddpio.sampler import DistributedSampler
+
+__all__ = [
+    "__version__", "Dataset", "DistributedSampler", "Error", "AbortedError", "DataLossError",
+    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
+    "NotFoundError", "PermissionDeniedError", "ResourceExhaustedError", "UnavailableError",
+]

@@ -1,0 +1,47 @@
+"""ddpio.Dataset: a converted dataset as a map-style dataset, for torch's DataLoader or by hand."""
+import operator
+import os
+
+from ddpio import _ddpio
+
+
+class Dataset:
+    """The records of a dataset written by `ddpio convert`.
+
+    len(ds) is the number of records; ds[i] is (jpeg_bytes, label) of record i (negative i counts
+    from the end); ds.classes the class names (label i is classes[i]); ds.info() what the dataset
+    says about itself. Records are checksummed on every read: a damaged one raises
+    ddpio.DataLossError naming it. Works in torch DataLoader workers (forked processes reopen the
+    dataset). A missing path raises FileNotFoundError.
+    """
+
+    def __init__(self, path):
+        self._path = os.fspath(path)
+        self._core = _ddpio.Dataset(self._path)
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def classes(self):
+        return list(self._core.classes)
+
+    def __len__(self):
+        return len(self._core)
+
+    def __getitem__(self, index):
+        index = operator.index(index)  # ints, numpy and torch integers; anything else is a TypeError
+        if index < 0:
+            index += len(self._core)
+        return self._core.get(index)
+
+    def info(self):
+        return self._core.info()
+
+    def __repr__(self):
+        return f"ddpio.Dataset({self._path!r}, {len(self)} records, {len(self._core.classes)} classes)"
+
+    def __reduce__(self):
+        # Pickled (spawned DataLoader workers) as its path: the receiver opens it again.
+        return (Dataset, (self._path,))

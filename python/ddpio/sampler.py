@@ -1,0 +1,160 @@
+"""ddpio.DistributedSampler: torch.utils.data.DistributedSampler, index for index, plus explicit
+padding, mid-epoch and elastic resume (docs/SAMPLER.md, docs/PYTHON.md)."""
+import operator
+import sys
+
+from ddpio import _ddpio
+
+_PADDINGS = ("pad", "drop", "none", "mask")
+_PERMUTATIONS = ("torch", "torch-legacy", "feistel")
+_STATE_VERSION = 1
+
+
+def _job_world():
+    """(num_replicas, rank) from torch.distributed when initialised (torch is never imported
+    here: if the script has not imported it, no process group exists), else the launcher's
+    environment (torchrun, Slurm, Open MPI), else a single process."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    info = _ddpio.discover_rank()
+    return info["world_size"], info["rank"]
+
+
+def _int_arg(name, value, low):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, not {type(value).__name__}") from None
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}, not {value}")
+    return value
+
+
+class DistributedSampler:
+    """Which dataset indices this rank gets each epoch — torch's DistributedSampler exactly.
+
+    Same constructor and defaults as torch.utils.data.DistributedSampler (num_replicas and rank
+    from torch.distributed when it is initialised, else from the launcher's environment), same
+    set_epoch / __iter__ / __len__, so it is a drop-in `sampler=` for torch's DataLoader. With the
+    same (len, num_replicas, rank, shuffle, seed, epoch, drop_last) every rank gets exactly
+    torch's indices.
+
+    Extras:
+      padding="pad" | "drop" | "none" | "mask": how the last, uneven part of an epoch is dealt
+        (default: "drop" if drop_last else "pad", torch's behaviour). "none" duplicates nothing
+        and drops nothing (ranks may get one sample less); "mask" is "pad" with the padded
+        duplicates flagged in stream(), so evaluation can leave them out.
+      permutation="torch" | "torch-legacy" | "feistel": torch's randperm (current or <= 1.13 for
+        datasets of 2^32/20 samples and more) or an O(1)-memory permutation.
+      stream(): (indices, padding) numpy arrays of this rank's epoch.
+      state_dict(samples_seen=None) / load_state_dict(state): resume mid-epoch, also with another
+        num_replicas (elastic): the remaining samples of the epoch go to the new ranks once each.
+    """
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False,
+                 padding=None, permutation="torch"):
+        if num_replicas is None or rank is None:
+            world, job_rank = _job_world()
+            num_replicas = world if num_replicas is None else num_replicas
+            rank = job_rank if rank is None else rank
+        num_replicas = _int_arg("num_replicas", num_replicas, 1)
+        rank = operator.index(rank)
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        if padding is None:
+            padding = "drop" if drop_last else "pad"
+        if padding not in _PADDINGS:
+            raise ValueError(f"padding must be one of {', '.join(_PADDINGS)}, not {padding!r}")
+        if drop_last and padding != "drop":
+            raise ValueError(f"drop_last=True contradicts padding={padding!r}: give one of them")
+        if permutation not in _PERMUTATIONS:
+            raise ValueError(f"permutation must be one of {', '.join(_PERMUTATIONS)}, not {permutation!r}")
+        self.dataset = dataset
+        size = dataset if isinstance(dataset, int) and not isinstance(dataset, bool) else len(dataset)
+        self.dataset_size = _int_arg("the dataset size", size, 0)
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.shuffle = bool(shuffle)
+        self.seed = operator.index(seed)
+        self.drop_last = padding == "drop"
+        self.padding = padding
+        self.permutation = permutation
+        # torch's attributes, for code that reads them.
+        if self.drop_last and self.dataset_size % num_replicas != 0:
+            self.num_samples = self.dataset_size // num_replicas
+        else:
+            self.num_samples = -(-self.dataset_size // num_replicas)
+        self.total_size = self.num_samples * num_replicas
+        self._start = 0          # entries of this epoch's permutation consumed before (resume)
+        self._handed_out = 0     # samples the current iterator has yielded
+        self._plan = None
+
+    def _current_plan(self):
+        key = (self.epoch, self._start)
+        if self._plan is None or (self._plan.epoch, self._plan.start) != key:
+            self._plan = _ddpio.make_plan(self.dataset_size, self.num_replicas, self.shuffle,
+                                          self.seed % (1 << 64), self.padding, self.permutation,
+                                          self.epoch, self._start)
+        return self._plan
+
+    def set_epoch(self, epoch):
+        """Sets the epoch: the shuffle is seeded with seed + epoch, as torch's. A resumed position
+        (load_state_dict) applies to its own epoch only."""
+        epoch = _int_arg("epoch", epoch, 0)
+        if epoch != self.epoch:
+            self._start = 0
+        self.epoch = epoch
+
+    def stream(self):
+        """(indices, padding): this rank's indices for the epoch (from a resumed position on) as an
+        int64 numpy array, and which of them are padding (duplicates added to even out ranks)."""
+        return self._current_plan().stream(self.rank)
+
+    def __iter__(self):
+        indices, _ = self.stream()
+        self._handed_out = 0
+        for index in indices.tolist():
+            self._handed_out += 1
+            yield index
+
+    def __len__(self):
+        return self._current_plan().num_samples(self.rank)
+
+    def state_dict(self, samples_seen=None):
+        """The position to resume from: the epoch and how much of it is consumed.
+
+        samples_seen: how many samples of this epoch (since a resume, if any) this rank has
+        trained on — every rank the same number, as DDP steps together. Pass it when a DataLoader
+        sits in between (its workers run ahead of training); by default the samples this
+        sampler has handed out."""
+        plan = self._current_plan()
+        seen = self._handed_out if samples_seen is None else _int_arg("samples_seen", samples_seen, 0)
+        return {
+            "version": _STATE_VERSION, "epoch": self.epoch, "start": plan.consumed_after(seen),
+            "dataset_size": self.dataset_size, "shuffle": self.shuffle, "seed": self.seed,
+            "permutation": self.permutation,
+        }
+
+    def load_state_dict(self, state):
+        """Resumes at a saved position: the next iteration of that epoch deals its remaining
+        samples (with this sampler's num_replicas, which may differ from the saver's)."""
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unknown sampler state version {state.get('version')!r} (this ddpio reads {_STATE_VERSION})")
+        for key in ("dataset_size", "shuffle", "seed", "permutation"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"the saved sampler state has {key}={state[key]!r}, this sampler "
+                                 f"{getattr(self, key)!r}: it resumes another order")
+        start = _int_arg("start", state["start"], 0)
+        if start > self.dataset_size:
+            raise ValueError(f"the saved start {start} is beyond the dataset's {self.dataset_size} samples")
+        self.epoch = _int_arg("epoch", state["epoch"], 0)
+        self._start = start
+        self._handed_out = 0
+
+    def __repr__(self):
+        return (f"ddpio.DistributedSampler(size={self.dataset_size}, num_replicas={self.num_replicas}, "
+                f"rank={self.rank}, shuffle={self.shuffle}, seed={self.seed}, padding={self.padding!r}, "
+                f"epoch={self.epoch})")

@@ -1,0 +1,101 @@
+// ddpio._ddpio.Dataset: random access to a converted dataset's records, for ddpio.Dataset
+// (python/ddpio/dataset.py). Safe under fork (torch DataLoader workers): LMDB forbids using an
+// environment opened before fork, so a process that finds itself a child of the one that opened
+// the dataset opens it again and never touches the inherited environment.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bindings.h"
+#include "ddpio/storage/dataset_reader.h"
+#include "status.h"
+
+namespace ddpio::python {
+
+namespace py = pybind11;
+
+namespace {
+
+class Dataset {
+ public:
+  explicit Dataset(std::string path) : path_(std::move(path)) { Reopen(); }
+  ~Dataset() {
+    // An environment inherited over fork must not be closed here (mdb_env_close would act on
+    // the parent's state): it is left to the process's exit.
+    if (pid_ != getpid()) (void)reader_.release();
+  }
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+
+  const storage::DatasetReader& reader() {
+    if (pid_ != getpid()) {
+      (void)reader_.release();
+      Reopen();
+    }
+    return *reader_;
+  }
+
+  py::tuple Get(int64_t index) {
+    const storage::DatasetReader& r = reader();
+    if (index < 0 || static_cast<uint64_t>(index) >= r.size()) {
+      throw py::index_error("index " + std::to_string(index) + " is outside the dataset's " +
+                            std::to_string(r.size()) + " records (" + path_ + ")");
+    }
+    absl::StatusOr<storage::Record> record;
+    {
+      py::gil_scoped_release release;
+      record = r.ReadCopy(static_cast<uint64_t>(index));
+    }
+    storage::Record rec = ValueOrThrow(std::move(record));
+    py::bytes payload(reinterpret_cast<const char*>(rec.payload.data()), rec.payload.size());
+    return py::make_tuple(payload, rec.label);
+  }
+
+  py::dict Info() {
+    const storage::DatasetReader& r = reader();
+    py::dict d;
+    d["path"] = r.path();
+    d["size"] = r.size();
+    d["classes"] = r.header().classes.size();
+    d["payload_bytes"] = r.completion().payload_bytes;
+    d["skipped"] = r.completion().skipped;
+    d["file_bytes"] = r.file_bytes();
+    d["format_version"] = r.header().format_version;
+    d["source_kind"] = r.header().source_kind;
+    d["source_path"] = r.header().source_path;
+    d["tool_version"] = r.header().tool_version;
+    return d;
+  }
+
+ private:
+  void Reopen() {
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened;
+    {
+      py::gil_scoped_release release;
+      opened = storage::DatasetReader::Open(path_, {});
+    }
+    reader_ = ValueOrThrow(std::move(opened));
+    pid_ = getpid();
+  }
+
+  std::string path_;
+  pid_t pid_ = 0;
+  std::unique_ptr<storage::DatasetReader> reader_;
+};
+
+}  // namespace
+
+void BindDataset(py::module_& m) {
+  py::class_<Dataset>(m, "Dataset", "A converted dataset's records (see ddpio.Dataset).")
+      .def(py::init<std::string>(), py::arg("path"))
+      .def("__len__", [](Dataset& d) { return d.reader().size(); })
+      .def("get", &Dataset::Get, py::arg("index"), "(JPEG bytes, label) of record `index`")
+      .def_property_readonly("classes", [](Dataset& d) { return d.reader().header().classes; })
+      .def("info", &Dataset::Info);
+}
+
+}  // namespace ddpio::python

@@ -1,0 +1,78 @@
+"""ddpio.Dataset against the ImageFolder it was converted from, as torchvision reads it."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import ddpio
+
+
+def test_records_are_the_imagefolder_files_with_torchvisions_labels(dataset, imagefolder):
+    from torchvision.datasets import ImageFolder
+
+    folder = ImageFolder(str(imagefolder))
+    ds = ddpio.Dataset(dataset)
+    assert len(ds) == len(folder.samples) == 21
+    assert ds.classes == folder.classes
+    for i, (path, label) in enumerate(folder.samples):
+        payload, got_label = ds[i]
+        with open(path, "rb") as f:
+            assert payload == f.read(), f"record {i} is not {path}"
+        assert got_label == label
+    assert ds[-1] == ds[20]
+    info = ds.info()
+    assert info["size"] == 21 and info["classes"] == 3 and info["source_kind"] == "imagefolder"
+
+
+def test_out_of_range_index_and_missing_path(dataset, tmp_path):
+    ds = ddpio.Dataset(dataset)
+    with pytest.raises(IndexError, match="outside the dataset's 21 records"):
+        ds[21]
+    with pytest.raises(IndexError):
+        ds[-22]
+    with pytest.raises(TypeError):
+        ds["0"]
+    with pytest.raises(FileNotFoundError) as e:
+        ddpio.Dataset(tmp_path / "nowhere")
+    assert isinstance(e.value, ddpio.Error)
+    assert "nowhere" in str(e.value)
+
+
+def test_torch_dataloader_workers_read_the_same_records(dataset):
+    """Forked DataLoader workers reopen the dataset (LMDB forbids using a parent's environment)."""
+    import torch.utils.data
+
+    ds = ddpio.Dataset(dataset)
+    expected = [ds[i] for i in range(len(ds))]  # the parent has the dataset open before forking
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=lambda b: b)
+    got = [sample for batch in loader for sample in batch]
+    assert got == expected
+
+
+def test_a_damaged_record_is_data_loss_naming_it(dataset, tmp_path):
+    copy = tmp_path / "damaged.lmdb"
+    shutil.copytree(dataset, copy) if os.path.isdir(dataset) else shutil.copy(dataset, copy)
+    data_file = copy / "data.mdb" if os.path.isdir(copy) else copy
+    payload, _ = ddpio.Dataset(dataset)[5]
+    raw = bytearray(data_file.read_bytes())
+    at = raw.find(payload)
+    assert at > 0, "record 5's bytes not found in the file"
+    raw[at + len(payload) // 2] ^= 0xFF
+    data_file.write_bytes(bytes(raw))
+    ds = ddpio.Dataset(copy)
+    with pytest.raises(ddpio.DataLossError, match="5"):
+        ds[5]
+    assert ds[4][0]  # the others still read
+
+
+def test_python_m_ddpio_runs_the_program(dataset, program):
+    result = subprocess.run([sys.executable, "-m", "ddpio", "inspect", str(dataset)], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "DDPIO_PROGRAM": program})
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"records\s+21 ", result.stdout), result.stdout
+    bad = subprocess.run([sys.executable, "-m", "ddpio", "convert", "--no-such-flag"], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "DDPIO_PROGRAM": program})
+    assert bad.returncode == 2  # the program's own usage error, passed through
