@@ -424,5 +424,25 @@ TEST(GroupFeeder, MembersMustAgreeOnTheSettings) {
   EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
 }
 
+// The normalisation is part of the agreement too: with float output the leader's mean/stddev
+// would silently become every member's (the digest once left them out).
+TEST(GroupFeeder, MembersMustAgreeOnTheNormalisation) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 10, 30));
+  auto codes = RunFeed(s, "disagree-norm", [&](comm::Job& job) {
+    const int rank = job.info().rank;
+    std::unique_ptr<storage::DatasetReader> reader;
+    FeederOptions o = SmallOptions();
+    o.loader.output = loader::OutputFormat::kFloatNchw;
+    if (rank == 1) o.loader.stddev[2] = 0.5f;  // group [0, 1]
+    if (rank == 3) o.loader.mean[0] = 0.5f;    // group [2, 3]
+    auto feeder = JoinFeeder(job, s, o, &reader);
+    return absl::IsInvalidArgument(feeder.status()) ? 0 : 9;
+  });
+  EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
+}
+
 }  // namespace
 }  // namespace ddpio::broadcast
