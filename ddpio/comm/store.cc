@@ -126,8 +126,10 @@ absl::StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta) {
     std::string text((std::istreambuf_iterator<char>(in)), {});
     std::from_chars(text.data(), text.data() + text.size(), value);
   }
-  value += delta;
-  absl::Status st = Set(key, std::to_string(value));
+  absl::Status st = __builtin_add_overflow(value, delta, &value)
+                        ? absl::OutOfRangeError(absl::StrCat("file store: adding ", delta, " to '", key,
+                                                             "' overflows the 64-bit counter"))
+                        : Set(key, std::to_string(value));
   ::flock(fd, LOCK_UN);
   ::close(fd);
   if (!st.ok()) return st;

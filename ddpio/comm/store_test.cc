@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "ddpio/comm/internal/socket.h"
@@ -55,6 +56,29 @@ TEST(TcpStore, SetGetWaitAddCheck) {
   for (auto& t : adders) t.join();
   ASSERT_OK_AND_ASSIGN(int64_t total, a->Add("count", 0));
   EXPECT_EQ(total, 200);
+}
+
+// A counter at the edge of int64: an ADD that would overflow is refused (found by
+// store_server_fuzz as signed overflow) and the counter keeps its value; the same in the file store.
+TEST(TcpStore, AnOverflowingAddIsRefusedAndTheCounterKept) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken));
+  auto a = Client(server->port()), b = Client(server->port());
+  ASSERT_OK_AND_ASSIGN(int64_t v, a->Add("c", kMax));
+  EXPECT_EQ(v, kMax);
+  EXPECT_FALSE(a->Add("c", 1).ok());
+  ASSERT_OK_AND_ASSIGN(int64_t kept, b->Add("c", 0));
+  EXPECT_EQ(kept, kMax);
+  ASSERT_OK_AND_ASSIGN(int64_t low, b->Add("d", std::numeric_limits<int64_t>::min()));
+  EXPECT_EQ(low, std::numeric_limits<int64_t>::min());
+  EXPECT_FALSE(b->Add("d", -1).ok());
+
+  testing::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto files, FileStore::Open(dir.Sub("store")));
+  ASSERT_OK(files->Add("c", kMax).status());
+  EXPECT_CODE(files->Add("c", 1), kOutOfRange);
+  ASSERT_OK_AND_ASSIGN(int64_t file_kept, files->Add("c", 0));
+  EXPECT_EQ(file_kept, kMax);
 }
 
 TEST(TcpStore, WaitTimesOutNamingTheKey) {

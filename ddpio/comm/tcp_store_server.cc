@@ -307,11 +307,14 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
       int64_t v = 0;
       auto it = data_.find(key);
       if (it != data_.end()) v = std::strtoll(it->second.c_str(), nullptr, 10);
-      v += delta;
-      data_[key] = std::to_string(v);
-      PutI64(&reply, v);
-      Send(c, reply);
-      WakeWaiters(now);
+      if (__builtin_add_overflow(v, delta, &v)) {
+        malformed = "ADD overflows the 64-bit counter";  // the counter keeps its value
+      } else {
+        data_[key] = std::to_string(v);
+        PutI64(&reply, v);
+        Send(c, reply);
+        WakeWaiters(now);
+      }
     }
   } else {
     malformed = absl::StrCat("unknown operation ", static_cast<int>(op));
