@@ -22,13 +22,17 @@ def _job_world():
     return info["world_size"], info["rank"]
 
 
-def _int_arg(name, value, low):
+_MAX_INT64 = (1 << 63) - 1
+_MAX_REPLICAS = (1 << 31) - 1
+
+
+def _int_arg(name, value, low, high=_MAX_INT64):
     try:
         value = operator.index(value)
     except TypeError:
         raise ValueError(f"{name} must be an integer, not {type(value).__name__}") from None
-    if value < low:
-        raise ValueError(f"{name} must be at least {low}, not {value}")
+    if value < low or value > high:
+        raise ValueError(f"{name} must be in [{low}, {high}], not {value}")
     return value
 
 
@@ -59,8 +63,8 @@ class DistributedSampler:
             world, job_rank = _job_world()
             num_replicas = world if num_replicas is None else num_replicas
             rank = job_rank if rank is None else rank
-        num_replicas = _int_arg("num_replicas", num_replicas, 1)
-        rank = operator.index(rank)
+        num_replicas = _int_arg("num_replicas", num_replicas, 1, _MAX_REPLICAS)
+        rank = _int_arg("rank", rank, -_MAX_REPLICAS, _MAX_REPLICAS)
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
         if padding is None:

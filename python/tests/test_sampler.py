@@ -75,8 +75,14 @@ def test_world_from_the_environment_and_from_torch_distributed(tmp_path, monkeyp
 def test_invalid_arguments_are_value_errors():
     with pytest.raises(ValueError, match=r"Invalid rank 4, rank should be in the interval \[0, 3\]"):
         ddpio.DistributedSampler(10, num_replicas=4, rank=4)
-    with pytest.raises(ValueError, match="num_replicas must be at least 1"):
+    with pytest.raises(ValueError, match=r"num_replicas must be in \[1, "):
         ddpio.DistributedSampler(10, num_replicas=0, rank=0)
+    with pytest.raises(ValueError, match="num_replicas"):
+        ddpio.DistributedSampler(10, num_replicas=2**40, rank=0)
+    with pytest.raises(ValueError, match="dataset size"):
+        ddpio.DistributedSampler(10**30, num_replicas=1, rank=0)
+    with pytest.raises(ValueError, match="at most|more than"):  # the core's bound on a permutation in memory
+        list(ddpio.DistributedSampler(2**60, num_replicas=1, rank=0))
     with pytest.raises(ValueError, match="padding must be one of"):
         ddpio.DistributedSampler(10, num_replicas=1, rank=0, padding="wrap")
     with pytest.raises(ValueError, match="contradicts"):
@@ -85,6 +91,8 @@ def test_invalid_arguments_are_value_errors():
         ddpio.DistributedSampler(10, num_replicas=1, rank=0, permutation="numpy")
     with pytest.raises(ValueError, match="epoch"):
         ddpio.DistributedSampler(10, num_replicas=1, rank=0).set_epoch(-1)
+    with pytest.raises(ValueError, match="epoch"):
+        ddpio.DistributedSampler(10, num_replicas=1, rank=0).set_epoch(2**64)
 
 
 def test_mask_flags_exactly_the_padding():
