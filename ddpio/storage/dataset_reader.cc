@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -57,7 +58,9 @@ absl::Status CheckInsideMap(const SharedEnv& env, const MDB_val& v, const std::s
 
 namespace {
 
-using EnvKey = std::pair<dev_t, ino_t>;
+// The process is part of the key: a child of fork (a PyTorch DataLoader worker) inherits this
+// table, and LMDB forbids using an environment opened before fork, so the child opens its own.
+using EnvKey = std::tuple<pid_t, dev_t, ino_t>;
 
 // std::mutex, not absl::Mutex: Debian's Abseil is not TSan-instrumented (see
 // common/ordered_parallel_map.h).
@@ -114,7 +117,7 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   DDPIO_ASSIGN_OR_RETURN(internal::LmdbLayout layout, internal::CheckLmdbFile(data_file));
 
   std::lock_guard<std::mutex> lock(g_envs_mu);
-  EnvKey key{st.st_dev, st.st_ino};
+  EnvKey key{getpid(), st.st_dev, st.st_ino};
   if (auto existing = Envs()[key].lock()) {
     unsigned want = flags & ~MDB_NOLOCK, have = existing->flags & ~MDB_NOLOCK;
     if (want != have) {

@@ -7,7 +7,8 @@
 // far less than the read; docs/PERFORMANCE.md).
 //
 // LMDB allows one environment per dataset per process, so readers of the same dataset in one
-// process share one environment (opened with the first reader's options). Thread-safe: the
+// process share one environment (opened with the first reader's options); a child of fork opens
+// its own instead of using the one it inherited, which LMDB forbids. Thread-safe: the
 // reader itself may be shared; a ReadTxn must be used by one thread at a time.
 //
 //   DDPIO_ASSIGN_OR_RETURN(auto reader, DatasetReader::Open("/data/train.lmdb", {}));

@@ -8,14 +8,18 @@ Importing ddpio does not import torch. The command-line tools are `python3 -m dd
 """
 from ddpio._ddpio import __version__
 from ddpio.dataset import Dataset
-from ddpio.errors import (AbortedError, DataLossError, DeadlineExceededError, Error,
-                          FailedPreconditionError, InternalError, InvalidArgumentError,
-                          NotFoundError, PermissionDeniedError, ResourceExhaustedError,
-                          UnavailableError)
+from ddpio.errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError,
+                          DeadlineExceededError, Error, FailedPreconditionError, InternalError,
+                          InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError,
+                          ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError,
+                          UnknownError)
 from ddpio.sampler import DistributedSampler
 
 __all__ = [
-    "__version__", "Dataset", "DistributedSampler", "Error", "AbortedError", "DataLossError",
-    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
-    "NotFoundError", "PermissionDeniedError", "ResourceExhaustedError", "UnavailableError",
+    "__version__", "Dataset", "DistributedSampler", "Error", "AbortedError", "AlreadyExistsError",
+    "CancelledError", "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
+    "InternalError", "InvalidArgumentError", "NotFoundError", "OutOfRangeError",
+    "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
 ]

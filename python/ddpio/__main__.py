@@ -13,8 +13,9 @@ def find_program():
     if explicit:
         return explicit
     here = os.path.dirname(os.path.abspath(__file__))
-    # <prefix>/lib/python3/dist-packages/ddpio -> <prefix>/bin/ddpio (cmake --install, the .deb).
-    for up in ("../../../../bin/ddpio", "bin/ddpio"):
+    # <prefix>/lib/python3.X/dist-packages/ddpio -> <prefix>/bin/ddpio (cmake --install, the
+    # .deb); <build>/python/ddpio -> <build>/tools/ddpio (the build tree, PYTHONPATH=<build>/python).
+    for up in ("../../../../bin/ddpio", "../../tools/ddpio"):
         candidate = os.path.normpath(os.path.join(here, up))
         if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
             return candidate

@@ -16,8 +16,10 @@ class Dataset:
     """
 
     def __init__(self, path):
-        self._path = os.fspath(path)
-        self._core = _ddpio.Dataset(self._path)
+        # Absolute, so that a worker or an unpickled copy finds it whatever its working
+        # directory; bytes to the core, so that any Linux path works.
+        self._path = os.path.abspath(os.fspath(path))
+        self._core = _ddpio.Dataset(os.fsencode(self._path))
 
     @property
     def path(self):
@@ -32,9 +34,10 @@ class Dataset:
 
     def __getitem__(self, index):
         index = operator.index(index)  # ints, numpy and torch integers; anything else is a TypeError
-        if index < 0:
-            index += len(self._core)
-        return self._core.get(index)
+        size = len(self._core)
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is outside the dataset's {size} records ({self._path})")
+        return self._core.get(index + size if index < 0 else index)
 
     def info(self):
         return self._core.info()

@@ -35,8 +35,8 @@ class PermissionDeniedError(Error, PermissionError):
     pass
 
 
-class ResourceExhaustedError(Error, MemoryError):
-    pass
+class ResourceExhaustedError(Error):
+    """Out of a resource: memory, disk space, reader slots, connections."""
 
 
 class FailedPreconditionError(Error):
@@ -63,6 +63,10 @@ class UnavailableError(Error, ConnectionError):
     pass
 
 
+class UnauthenticatedError(Error, PermissionError):
+    pass
+
+
 class DataLossError(Error):
     """The data is damaged: a record failed its checksum, a file is truncated, a peer sent
     something that is not what it promised. The message names the record or file."""
@@ -73,7 +77,7 @@ _BY_CODE = {
     1: CancelledError, 2: UnknownError, 3: InvalidArgumentError, 4: DeadlineExceededError,
     5: NotFoundError, 6: AlreadyExistsError, 7: PermissionDeniedError, 8: ResourceExhaustedError,
     9: FailedPreconditionError, 10: AbortedError, 11: OutOfRangeError, 12: UnimplementedError,
-    13: InternalError, 14: UnavailableError, 15: DataLossError, 16: PermissionDeniedError,
+    13: InternalError, 14: UnavailableError, 15: DataLossError, 16: UnauthenticatedError,
 }
 
 

@@ -2,6 +2,7 @@
 padding, mid-epoch and elastic resume (docs/SAMPLER.md, docs/PYTHON.md)."""
 import operator
 import sys
+import warnings
 
 from ddpio import _ddpio
 
@@ -19,6 +20,11 @@ def _job_world():
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()
     info = _ddpio.discover_rank()
+    if info["source"] in ("slurm", "openmpi") and info["world_size"] > 1:
+        # Inside an allocation a process started without srun/mpirun still sees these variables.
+        warnings.warn(f"ddpio.DistributedSampler: no process group; taking rank {info['rank']} of "
+                      f"{info['world_size']} from the {info['source']} environment (pass num_replicas "
+                      f"and rank to choose)", stacklevel=3)
     return info["world_size"], info["rank"]
 
 
@@ -76,65 +82,99 @@ class DistributedSampler:
         if permutation not in _PERMUTATIONS:
             raise ValueError(f"permutation must be one of {', '.join(_PERMUTATIONS)}, not {permutation!r}")
         self.dataset = dataset
-        size = dataset if isinstance(dataset, int) and not isinstance(dataset, bool) else len(dataset)
-        self.dataset_size = _int_arg("the dataset size", size, 0)
+        self.dataset_size = _int_arg("the dataset size", self._length(), 0)
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
         self.shuffle = bool(shuffle)
-        self.seed = operator.index(seed)
+        self.seed = _int_arg("seed", seed, -(1 << 63), (1 << 64) - 1)  # torch's manual_seed range
         self.drop_last = padding == "drop"
         self.padding = padding
         self.permutation = permutation
-        # torch's attributes, for code that reads them.
-        if self.drop_last and self.dataset_size % num_replicas != 0:
-            self.num_samples = self.dataset_size // num_replicas
-        else:
-            self.num_samples = -(-self.dataset_size // num_replicas)
-        self.total_size = self.num_samples * num_replicas
         self._start = 0          # entries of this epoch's permutation consumed before (resume)
         self._handed_out = 0     # samples the current iterator has yielded
-        self._plan = None
+        self._iter_plan = None   # the plan the current iterator follows
+        self._plan = None        # cache
+
+    def _length(self):
+        d = self.dataset
+        return d if isinstance(d, int) and not isinstance(d, bool) else len(d)
 
     def _current_plan(self):
-        key = (self.epoch, self._start)
-        if self._plan is None or (self._plan.epoch, self._plan.start) != key:
+        key = (self.epoch, self._start, self.dataset_size, self.num_replicas, self.shuffle, self.seed,
+               self.padding, self.permutation)
+        if self._plan is None or self._plan_key != key:
             self._plan = _ddpio.make_plan(self.dataset_size, self.num_replicas, self.shuffle,
                                           self.seed % (1 << 64), self.padding, self.permutation,
-                                          self.epoch, self._start)
+                                          self.epoch % (1 << 64), self._start)
+            self._plan_key = key
         return self._plan
+
+    # torch's attributes, for code that reads them: this rank's samples this epoch, and the
+    # entries all ranks take together (with padding; without it, the samples themselves).
+    @property
+    def num_samples(self):
+        return len(self)
+
+    @property
+    def total_size(self):
+        plan = self._current_plan()
+        if self.padding == "none":
+            return self.dataset_size - plan.start
+        return plan.num_steps() * self.num_replicas
 
     def set_epoch(self, epoch):
         """Sets the epoch: the shuffle is seeded with seed + epoch, as torch's. A resumed position
         (load_state_dict) applies to its own epoch only."""
-        epoch = _int_arg("epoch", epoch, 0)
+        epoch = _int_arg("epoch", epoch, -(1 << 63))
         if epoch != self.epoch:
             self._start = 0
         self.epoch = epoch
+        self._handed_out = 0
+        self._iter_plan = None
 
     def stream(self):
         """(indices, padding): this rank's indices for the epoch (from a resumed position on) as an
-        int64 numpy array, and which of them are padding (duplicates added to even out ranks)."""
+        int64 numpy array, and which of them are padding (duplicates added to even out ranks).
+        Needs numpy."""
         return self._current_plan().stream(self.rank)
 
     def __iter__(self):
-        indices, _ = self.stream()
+        size = self._length()
+        if size != self.dataset_size:
+            raise ValueError(f"the dataset had {self.dataset_size} samples when this sampler was made and has "
+                             f"{size} now: make a new sampler")
+        plan = self._current_plan()
+        indices = plan.indices(self.rank)
+        self._iter_plan = plan
         self._handed_out = 0
-        for index in indices.tolist():
+        return self._hand_out((self.epoch, self._start), indices)
+
+    def _hand_out(self, position, indices):
+        for index in indices:
             self._handed_out += 1
             yield index
+        if (self.epoch, self._start) == position:
+            self._start = 0  # a resumed position is used once; the next pass is the whole epoch
 
     def __len__(self):
         return self._current_plan().num_samples(self.rank)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_plan"] = state["_iter_plan"] = None  # core objects; remade on demand
+        state.pop("_plan_key", None)
+        return state
 
     def state_dict(self, samples_seen=None):
         """The position to resume from: the epoch and how much of it is consumed.
 
         samples_seen: how many samples of this epoch (since a resume, if any) this rank has
-        trained on — every rank the same number, as DDP steps together. Pass it when a DataLoader
-        sits in between (its workers run ahead of training); by default the samples this
-        sampler has handed out."""
-        plan = self._current_plan()
+        trained on — every rank the same number, as DDP steps together. Pass it whenever a
+        DataLoader sits in between: its workers pull indices ahead of training (often the whole
+        epoch at once), so the default — the samples this sampler has handed out — is only right
+        when the training loop iterates the sampler itself."""
+        plan = self._iter_plan if self._iter_plan is not None else self._current_plan()
         seen = self._handed_out if samples_seen is None else _int_arg("samples_seen", samples_seen, 0)
         return {
             "version": _STATE_VERSION, "epoch": self.epoch, "start": plan.consumed_after(seen),
@@ -154,9 +194,10 @@ class DistributedSampler:
         start = _int_arg("start", state["start"], 0)
         if start > self.dataset_size:
             raise ValueError(f"the saved start {start} is beyond the dataset's {self.dataset_size} samples")
-        self.epoch = _int_arg("epoch", state["epoch"], 0)
+        self.epoch = _int_arg("epoch", state["epoch"], -(1 << 63))
         self._start = start
         self._handed_out = 0
+        self._iter_plan = None
 
     def __repr__(self):
         return (f"ddpio.DistributedSampler(size={self.dataset_size}, num_replicas={self.num_replicas}, "

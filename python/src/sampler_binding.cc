@@ -2,9 +2,11 @@
 // (python/ddpio/sampler.py), which adds torch's constructor, set_epoch and resume state.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bindings.h"
 #include "ddpio/sampler/distributed_sampler.h"
@@ -27,9 +29,11 @@ sampler::EpochPlan MakePlan(uint64_t size, int num_replicas, bool shuffle, uint6
   o.padding = ValueOrThrow(sampler::ParsePadding(padding));
   o.permutation = ValueOrThrow(sampler::ParsePermutationKind(permutation));
   auto s = ValueOrThrow(sampler::DistributedSampler::Create(o));
-  py::gil_scoped_release release;  // a large permutation takes milliseconds
-  auto plan = s.Plan(epoch, start);
-  py::gil_scoped_acquire acquire;
+  absl::StatusOr<sampler::EpochPlan> plan;
+  {
+    py::gil_scoped_release release;  // a large permutation takes milliseconds
+    plan = s.Plan(epoch, start);
+  }
   return ValueOrThrow(std::move(plan));
 }
 
@@ -68,6 +72,15 @@ void BindSampler(py::module_& m) {
       .def("num_samples", [](const sampler::EpochPlan& p, int rank) { CheckRank(p, rank); return p.NumSamples(rank); })
       .def("num_steps", &sampler::EpochPlan::NumSteps)
       .def("consumed_after", &sampler::EpochPlan::ConsumedAfter, py::arg("steps"))
+      .def(
+          "indices",
+          [](const sampler::EpochPlan& p, int rank) {
+            CheckRank(p, rank);
+            std::vector<uint64_t> out(p.NumSamples(rank));
+            for (uint64_t j = 0; j < out.size(); ++j) out[j] = p.IndexAt(rank, j);
+            return out;
+          },
+          py::arg("rank"), "the rank's indices in this plan, as a list (no numpy needed)")
       .def("stream", &Stream, py::arg("rank"),
            "(indices int64 array, padding bool array) of the rank's samples in this plan");
   m.def("make_plan", &MakePlan, py::arg("size"), py::arg("num_replicas"), py::arg("shuffle"), py::arg("seed"),

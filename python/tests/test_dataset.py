@@ -31,8 +31,10 @@ def test_out_of_range_index_and_missing_path(dataset, tmp_path):
     ds = ddpio.Dataset(dataset)
     with pytest.raises(IndexError, match="outside the dataset's 21 records"):
         ds[21]
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="index -22 is outside"):
         ds[-22]
+    with pytest.raises(IndexError):
+        ds[2**63]
     with pytest.raises(TypeError):
         ds["0"]
     with pytest.raises(FileNotFoundError) as e:
@@ -76,3 +78,44 @@ def test_python_m_ddpio_runs_the_program(dataset, program):
     bad = subprocess.run([sys.executable, "-m", "ddpio", "convert", "--no-such-flag"], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "DDPIO_PROGRAM": program})
     assert bad.returncode == 2  # the program's own usage error, passed through
+
+
+def test_a_forked_child_opens_its_own_environment(dataset):
+    """LMDB forbids using an environment opened before fork: the child maps the file anew."""
+    ds = ddpio.Dataset(dataset)
+    expected = ds[1]
+    data_file = os.path.realpath(os.path.join(dataset, "data.mdb") if os.path.isdir(dataset) else dataset)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        ok = ds[1] == expected
+        with open("/proc/self/maps") as maps:
+            mappings = {line.split()[0] for line in maps if line.rstrip().endswith(data_file)}
+        os.write(write, f"{int(ok)} {len(mappings)}".encode())
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 100).decode().split()
+    os.waitpid(pid, 0)
+    assert answer == ["1", "2"], "the child read through the environment it inherited"
+
+
+def test_relative_paths_survive_a_change_of_directory(dataset, monkeypatch):
+    import pickle
+
+    monkeypatch.chdir(os.path.dirname(dataset))
+    ds = ddpio.Dataset(os.path.basename(dataset))
+    monkeypatch.chdir("/")
+    assert pickle.loads(pickle.dumps(ds))[0] == ds[0]
+
+
+def test_messages_with_non_utf8_bytes_are_kept(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nowhere-\\xff"):
+        ddpio.Dataset(os.fsdecode(bytes(tmp_path) + b"/nowhere-\xff"))
+
+
+def test_python_m_ddpio_finds_the_program_of_the_build_tree(dataset):
+    env = {k: v for k, v in os.environ.items() if k != "DDPIO_PROGRAM"}
+    env["PATH"] = "/usr/bin:/bin"
+    result = subprocess.run([sys.executable, "-m", "ddpio", "info"], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 0, result.stderr

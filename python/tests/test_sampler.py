@@ -1,5 +1,7 @@
 """ddpio.DistributedSampler against torch.utils.data.DistributedSampler, and ddpio's extras."""
+import copy
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -37,6 +39,13 @@ def test_every_rank_gets_torchs_indices_over_random_configurations():
                 assert len(ours) == expected_len
                 checked += 1
     assert checked > 1000
+
+
+def test_negative_epochs_seed_as_torchs():
+    for seed in (0, 5, -3):
+        ours = ddpio.DistributedSampler(20, num_replicas=2, rank=1, seed=seed)
+        ours.set_epoch(-1)
+        assert list(ours) == torch_indices(20, 2, 1, True, seed, -1, False)[0]
 
 
 def test_drop_in_as_the_sampler_of_torchs_dataloader():
@@ -89,8 +98,6 @@ def test_invalid_arguments_are_value_errors():
         ddpio.DistributedSampler(10, num_replicas=1, rank=0, drop_last=True, padding="mask")
     with pytest.raises(ValueError, match="permutation"):
         ddpio.DistributedSampler(10, num_replicas=1, rank=0, permutation="numpy")
-    with pytest.raises(ValueError, match="epoch"):
-        ddpio.DistributedSampler(10, num_replicas=1, rank=0).set_epoch(-1)
     with pytest.raises(ValueError, match="epoch"):
         ddpio.DistributedSampler(10, num_replicas=1, rank=0).set_epoch(2**64)
 
@@ -153,3 +160,52 @@ def test_importing_ddpio_does_not_import_torch():
                           "print('torch' in sys.modules)"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_state_at_the_top_of_an_epoch_is_the_epochs_start():
+    s = ddpio.DistributedSampler(10, num_replicas=1, rank=0)
+    list(s)
+    s.set_epoch(1)
+    assert s.state_dict()["start"] == 0 and s.state_dict()["epoch"] == 1
+
+
+def test_a_resumed_position_is_used_once():
+    s = ddpio.DistributedSampler(100, num_replicas=2, rank=0, seed=1)
+    state = dict(s.state_dict(samples_seen=10), start=20)
+    s.load_state_dict(state)
+    first = list(s)
+    assert len(first) == 40
+    again = list(s)  # the same epoch again, as torch repeats it without set_epoch: all of it
+    assert len(again) == 50 and again[10:] == first
+    assert s.state_dict()["start"] == 100
+
+
+def test_torchs_attributes_follow_the_padding():
+    none = ddpio.DistributedSampler(10, num_replicas=3, rank=2, padding="none")
+    assert (none.num_samples, len(none), none.total_size) == (3, 3, 10)
+    pad = ddpio.DistributedSampler(10, num_replicas=3, rank=2)
+    assert (pad.num_samples, pad.total_size) == (4, 12)
+
+
+def test_a_used_sampler_pickles_and_copies():
+    s = ddpio.DistributedSampler(50, num_replicas=2, rank=1, seed=4)
+    s.set_epoch(3)
+    expected = list(s)
+    for clone in (pickle.loads(pickle.dumps(s)), copy.deepcopy(s)):
+        assert list(clone) == expected
+
+
+def test_a_dataset_that_changes_size_is_an_error():
+    data = list(range(10))
+    s = ddpio.DistributedSampler(data, num_replicas=1, rank=0)
+    data.extend(range(4))
+    with pytest.raises(ValueError, match="had 10 samples"):
+        iter(s)
+
+
+def test_iterating_needs_no_numpy():
+    code = ("import sys\nsys.modules['numpy'] = None\nimport ddpio\n"
+            "print(list(ddpio.DistributedSampler(5, 1, 0, shuffle=False)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[0, 1, 2, 3, 4]"
