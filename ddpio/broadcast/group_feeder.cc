@@ -119,11 +119,13 @@ absl::Status GroupFeeder::Setup() {
   DDPIO_ASSIGN_OR_RETURN(auto smp, sampler::DistributedSampler::Create(sampler_options_));
   sampler_ = std::make_unique<sampler::DistributedSampler>(std::move(smp));
   const int from = layout_->members(rank_)[reads_storage() ? 0 : upstream()];
-  window_ = std::make_unique<FeedWindow>(
+  window_ = std::make_shared<FeedWindow>(
       reads_storage() ? std::string("this rank's reading thread")
       : upstream() == 0 ? absl::StrCat("the group leader (rank ", from, ")")
                         : absl::StrCat("group member ", upstream(), " (rank ", from, "), which relays the leader's data"),
       static_cast<size_t>(options_.depth));
+  if (options_.loader.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  decoded_held_ = std::make_shared<loader::HoldGate>(options_.loader.held_batches);
   const size_t pixels = static_cast<size_t>(options_.loader.augment.size) * options_.loader.augment.size * 3;
   sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   if (options_.payload == FeedPayload::kEncoded) {
@@ -165,7 +167,6 @@ void GroupFeeder::StopRun() {
     window_->Drain();  // receive and discard up to the leader's end of the run
     if (thread_.joinable()) thread_.join();
   }
-  if (held_.has_value()) window_->Recycle(std::move(held_->payload));
   held_.reset();
   running_ = false;
 }
@@ -235,10 +236,17 @@ void GroupFeeder::PeerRun() {
 }
 
 absl::StatusOr<loader::Batch> GroupFeeder::Next() {
+  held_.reset();
+  DDPIO_ASSIGN_OR_RETURN(loader::HeldBatch held, NextHeld());
+  held_ = std::move(held.hold);
+  return held.batch;
+}
+
+absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
   if (!failed_.ok()) return failed_;
   if (!running_) return absl::FailedPreconditionError("Next() before StartEpoch()");
   const auto t0 = Clock::now();
-  absl::StatusOr<loader::Batch> batch = loader_ != nullptr ? loader_->Next() : NextDecoded();
+  absl::StatusOr<loader::HeldBatch> batch = loader_ != nullptr ? loader_->NextHeld() : NextDecoded();
   loader_wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
   if (absl::IsOutOfRange(batch.status()) && thread_.joinable()) {
     // The epoch ends when the leader's thread has sent every peer its share and the end, and a
@@ -251,33 +259,46 @@ absl::StatusOr<loader::Batch> GroupFeeder::Next() {
   if (batch.ok()) {
     ++delivered_;
     ++batches_total_;
-    images_total_ += batch->size;
-  } else if (!absl::IsOutOfRange(batch.status())) {
-    failed_ = batch.status();
+    images_total_ += batch->batch.size;
+  } else if (!absl::IsOutOfRange(batch.status()) && !loader::IsHeldLimit(batch.status())) {
+    failed_ = batch.status();  // (too many batches held consumed nothing: the caller may retry)
   }
   return batch;
 }
 
-absl::StatusOr<loader::Batch> GroupFeeder::NextDecoded() {
-  if (held_.has_value()) window_->Recycle(std::move(held_->payload));
-  held_.reset();
+absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
-  DDPIO_ASSIGN_OR_RETURN(FeedItem item, window_->Take(delivered_, stop_));
-  const FeedHeader& h = item.header;
-  const sampler::BatchRange range = batches_[delivered_];
-  DDPIO_RETURN_IF_ERROR(internal::CheckDecoded(h, *plan_, stream_rank(rank_), delivered_, range, options_.loader,
-                                               window_->name()));
-  loader::Batch b;
-  b.epoch = h.epoch;
+  DDPIO_RETURN_IF_ERROR(decoded_held_->Acquire(options_.loader.held_timeout, window_->name()));
+  absl::StatusOr<FeedItem> taken = window_->Take(delivered_, stop_);
+  absl::Status st = taken.status();
+  if (st.ok()) {
+    st = internal::CheckDecoded(taken->header, *plan_, stream_rank(rank_), delivered_, batches_[delivered_],
+                                options_.loader, window_->name());
+  }
+  if (!st.ok()) {
+    decoded_held_->Release();
+    return st;
+  }
+  // The hold owns the received message; dropping it gives the buffer back to the window (while
+  // the feeder lives) and the hold back to the gate.
+  std::weak_ptr<FeedWindow> window = window_;
+  std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)), [window, gate = decoded_held_](FeedItem* it) {
+    if (auto w = window.lock()) w->Recycle(std::move(it->payload));
+    delete it;
+    gate->Release();
+  });
+  loader::HeldBatch held;
+  loader::Batch& b = held.batch;
+  b.epoch = item->header.epoch;
   b.step = delivered_;
-  b.size = h.count();
-  held_ = std::move(item);  // h dangles from here on
-  b.data = held_->payload.data();
-  b.bytes = held_->payload.size();
-  b.labels = held_->header.labels.data();
-  b.indices = held_->header.indices.data();
-  b.valid = held_->header.valid.data();
-  return b;
+  b.size = item->header.count();
+  b.data = item->payload.data();
+  b.bytes = item->payload.size();
+  b.labels = item->header.labels.data();
+  b.indices = item->header.indices.data();
+  b.valid = item->header.valid.data();
+  held.hold = std::move(item);
+  return held;
 }
 
 absl::StatusOr<uint64_t> GroupFeeder::BatchesInEpoch(uint64_t epoch) const {

@@ -42,6 +42,7 @@
 #include "ddpio/comm/communicator.h"
 #include "ddpio/broadcast/feed_message.h"
 #include "ddpio/broadcast/feed_window.h"
+#include "ddpio/loader/hold_gate.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/storage/dataset_reader.h"
@@ -124,6 +125,12 @@ class GroupFeeder {
   // This rank's next batch (valid until the next Next / StartEpoch). OutOfRange at the end of
   // the epoch; DataLoss / Unavailable / DeadlineExceeded as described above.
   absl::StatusOr<loader::Batch> Next();
+  // The same, kept by the caller until it drops the hold (also past StartEpoch and the feeder's
+  // destruction): up to options.loader.held_batches at once, then ResourceExhausted after
+  // options.loader.held_timeout (Loader::NextHeld; loader::IsHeldLimit — nothing was consumed,
+  // and Next may be called again once a batch is released). Zero-copy either way: the loader's slot, or
+  // the received buffer of a decoded batch.
+  absl::StatusOr<loader::HeldBatch> NextHeld();
 
   uint64_t NumBatches() const { return batches_.size(); }
   // Batches this rank gets in a whole epoch (from position 0), without starting it.
@@ -164,7 +171,7 @@ class GroupFeeder {
   bool chain() const {
     return options_.mode == FeedMode::kReplicate && options_.relay == FeedRelay::kChain;
   }
-  absl::StatusOr<loader::Batch> NextDecoded();
+  absl::StatusOr<loader::HeldBatch> NextDecoded();
   int stream_rank(int member_rank) const;
 
   // Constant after Create.
@@ -178,7 +185,10 @@ class GroupFeeder {
   std::unique_ptr<sampler::DistributedSampler> sampler_;
   uint64_t dataset_size_ = 0;
   size_t sample_bytes_ = 0;
-  std::unique_ptr<FeedWindow> window_;  // this rank's own batches (records or decoded)
+  // This rank's own batches (records or decoded); shared with the holds of decoded batches,
+  // which give their buffers back to it while it lives.
+  std::shared_ptr<FeedWindow> window_;
+  std::shared_ptr<loader::HoldGate> decoded_held_;  // decoded: bounds the batches held
   std::unique_ptr<loader::Loader> loader_;  // encoded: this rank's loader over window_
   std::vector<std::unique_ptr<Member>> members_;  // leader only, in group order (self first)
 
@@ -186,7 +196,7 @@ class GroupFeeder {
   std::optional<sampler::EpochPlan> plan_;
   std::vector<sampler::BatchRange> batches_;
   uint64_t delivered_ = 0;
-  std::optional<FeedItem> held_;  // decoded: the batch the consumer holds
+  std::shared_ptr<void> held_;    // the batch Next() handed out
   std::thread thread_;            // leader: reads and sends; peer: receives
   std::atomic<bool> stop_{false};
   bool running_ = false;

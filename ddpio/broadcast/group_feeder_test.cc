@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -403,6 +404,113 @@ TEST(GroupFeeder, StopResumeAndShutdownMidEpochStayInStep) {
       EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
           << FeedPayloadName(payload) << " rank " << r;
     }
+  }
+}
+
+// Every member keeps all its batches (NextHeld, held_batches above the six it takes over two
+// epochs): each stays as it was handed out while later batches arrive, across the next epoch's
+// start and after the feeder is destroyed (decoded: the received buffer; encoded: the loader's
+// slot), no two share memory, and they are what the rank would have read for itself.
+TEST(GroupFeeder, HeldBatchesStayUnchangedPastLaterBatchesAndTheFeeder) {
+  for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    s.out = dir.path();
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 45, 30));  // 12 samples, 3 batches per rank
+    s.options = SmallOptions();
+    s.options.payload = payload;
+    s.options.loader.held_batches = 8;
+    s.epochs = 2;
+    auto codes = RunFeed(s, "held", [&](comm::Job& job) {
+      const int rank = job.info().rank;
+      std::unique_ptr<storage::DatasetReader> reader;
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
+      if (!feeder.ok()) return 4;
+      const size_t sample_bytes = (*feeder)->sample_bytes();
+      struct Kept {
+        loader::HeldBatch held;
+        std::string was;  // Describe() when handed out
+      };
+      std::vector<Kept> kept;
+      auto changed = [&](const char* when) {
+        for (const Kept& k : kept) {
+          if (Describe(k.held.batch, sample_bytes) != k.was) {
+            std::fprintf(stderr, "rank %d: epoch %lu step %lu changed %s\n", rank,
+                         static_cast<unsigned long>(k.held.batch.epoch), static_cast<unsigned long>(k.held.batch.step),
+                         when);
+            return true;
+          }
+        }
+        return false;
+      };
+      std::string samples;
+      for (int e = 0; e < s.epochs; ++e) {
+        if (!(*feeder)->StartEpoch(e).ok()) return 5;
+        if (changed("when the next epoch started")) return 6;
+        for (;;) {
+          auto b = (*feeder)->NextHeld();
+          if (absl::IsOutOfRange(b.status())) break;
+          if (!b.ok()) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+            return 7;
+          }
+          Kept k{*std::move(b), ""};
+          k.was = Describe(k.held.batch, sample_bytes);
+          samples += k.was;
+          kept.push_back(std::move(k));
+          if (changed("after a later batch arrived")) return 8;
+        }
+        if (changed("at the end of the epoch")) return 9;
+      }
+      std::set<const uint8_t*> buffers;
+      for (const Kept& k : kept) buffers.insert(k.held.batch.data);
+      if (kept.size() != 6 || buffers.size() != kept.size()) return 10;
+      feeder->reset();
+      if (changed("after the feeder was destroyed")) return 11;
+      kept.clear();  // the holds go after the feeder
+      WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
+      return 0;
+    });
+    ASSERT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
+    for (int r = 0; r < kWorld; ++r) {
+      uint64_t records = 0;
+      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
+          << FeedPayloadName(payload) << " rank " << r;
+    }
+  }
+}
+
+// Holding every batch of the epoch (held_batches = the batches a rank gets) is within the
+// limit: the next NextHeld is the end of the epoch, in both payloads, not ResourceExhausted.
+TEST(GroupFeeder, HoldingTheWholeEpochStillEndsIt) {
+  for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 45, 30));  // 3 batches per rank
+    s.options = SmallOptions();
+    s.options.payload = payload;
+    s.options.loader.held_batches = 3;
+    s.options.loader.held_timeout = std::chrono::milliseconds(50);
+    auto codes = RunFeed(s, "held-all", [&](comm::Job& job) {
+      const int rank = job.info().rank;
+      std::unique_ptr<storage::DatasetReader> reader;
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
+      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+      std::vector<loader::HeldBatch> kept;
+      for (;;) {
+        auto b = (*feeder)->NextHeld();
+        if (absl::IsOutOfRange(b.status())) break;
+        if (!b.ok()) {
+          std::fprintf(stderr, "rank %d after %zu batches: %s\n", rank, kept.size(), b.status().ToString().c_str());
+          return absl::IsResourceExhausted(b.status()) ? 6 : 7;
+        }
+        kept.push_back(*std::move(b));
+      }
+      return kept.size() == 3 ? 0 : 8;
+    });
+    EXPECT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/loader/hold_gate.h"
 
 namespace ddpio::loader {
 
@@ -20,8 +21,35 @@ struct Loader::Slot {
   std::vector<uint64_t> indices;
   std::vector<uint8_t> valid;
   uint64_t size = 0;
+  CudaRuntime* cuda = nullptr;
   void* device = nullptr;
   void* event = nullptr;
+  ~Slot() {
+    if (device != nullptr) cuda->DeviceFree(device);
+    if (event != nullptr) cuda->DestroyEvent(event);
+  }
+};
+
+// The slots, shared by the loader and the holds of the batches its consumer keeps, so that a
+// held batch outlives the loader. `slots` has room for the bound and fills lazily; a slot is
+// free (in `free`), with a worker or waiting for the consumer, or held (`is_held`).
+struct Loader::SlotPool {
+  explicit SlotPool(int held_batches) : gate(held_batches) {}
+  std::mutex mu;  // guards the rest; gate has its own
+  std::vector<std::unique_ptr<Slot>> slots;
+  int allocated = 0;
+  std::vector<int> free;
+  std::vector<char> is_held;
+  HoldGate gate;
+
+  void Release(int s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      is_held[s] = 0;
+      free.push_back(s);
+    }
+    gate.Release();
+  }
 };
 
 struct Loader::Worker {
@@ -88,25 +116,23 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
       loader->lut_[c][v] = (v / 255.0f - options.mean[c]) / options.stddev[c];
     }
   }
-  const bool stage = options.copy_to_device && cuda != nullptr;
-  if (stage) {
+  if (options.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (options.copy_to_device && cuda != nullptr) {
     DDPIO_ASSIGN_OR_RETURN(loader->stream_, cuda->CreateStream());
   }
-  // In flight: up to max(prefetch, workers) batches, plus the one the consumer holds.
-  const int nslots = std::max(options.prefetch, workers) + 1;
-  for (int i = 0; i < nslots; ++i) {
-    auto slot = std::make_unique<Slot>();
-    DDPIO_ASSIGN_OR_RETURN(slot->data, AllocateHostBuffer(loader->sample_bytes_ * options.batch_size, cuda));
-    slot->labels.resize(options.batch_size);
-    slot->indices.resize(options.batch_size);
-    slot->valid.resize(options.batch_size);
-    if (stage) {
-      DDPIO_RETURN_IF_ERROR(cuda->DeviceAlloc(&slot->device, slot->data.size()));
-      DDPIO_ASSIGN_OR_RETURN(slot->event, cuda->CreateEvent());
-    }
-    loader->slots_.push_back(std::move(slot));
-    loader->free_slots_.push_back(i);
+  // In flight: up to max(prefetch, workers) batches, plus those the consumer holds (one with
+  // Next(); up to held_batches with NextHeld(), allocated when first needed).
+  loader->window_ = static_cast<uint64_t>(std::max(options.prefetch, workers));
+  auto pool = std::make_shared<SlotPool>(options.held_batches);
+  const size_t bound = loader->window_ + static_cast<size_t>(options.held_batches);
+  pool->slots.resize(bound);
+  pool->is_held.resize(bound, 0);
+  for (uint64_t i = 0; i <= loader->window_; ++i) {
+    DDPIO_ASSIGN_OR_RETURN(pool->slots[i], loader->MakeSlot());
+    pool->free.push_back(static_cast<int>(i));
   }
+  pool->allocated = static_cast<int>(loader->window_ + 1);
+  loader->pool_ = std::move(pool);
   for (int w = 0; w < workers; ++w) {
     auto worker = std::make_unique<Worker>();
     if (reader != nullptr) {
@@ -119,41 +145,64 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
   return loader;
 }
 
+absl::StatusOr<std::unique_ptr<Loader::Slot>> Loader::MakeSlot() const {
+  auto slot = std::make_unique<Slot>();
+  DDPIO_ASSIGN_OR_RETURN(slot->data, AllocateHostBuffer(sample_bytes_ * options_.batch_size, cuda_));
+  slot->labels.resize(options_.batch_size);
+  slot->indices.resize(options_.batch_size);
+  slot->valid.resize(options_.batch_size);
+  if (stream_ != nullptr) {
+    slot->cuda = cuda_;
+    DDPIO_RETURN_IF_ERROR(cuda_->DeviceAlloc(&slot->device, slot->data.size()));
+    DDPIO_ASSIGN_OR_RETURN(slot->event, cuda_->CreateEvent());
+  }
+  return slot;
+}
+
 Loader::~Loader() {
   StopEpoch();
-  for (auto& slot : slots_) {
-    if (slot->device != nullptr) cuda_->DeviceFree(slot->device);
-    if (slot->event != nullptr) cuda_->DestroyEvent(slot->event);
-  }
+  // The slots go with the pool, when the last held batch is released.
   if (stream_ != nullptr) cuda_->DestroyStream(stream_);
 }
 
-int Loader::TakeSlot() {
-  std::lock_guard<std::mutex> lock(mu_);
-  // Never empty: in-flight batches are bounded by the pipeline's window (slots - 1).
-  int s = free_slots_.back();
-  free_slots_.pop_back();
+absl::StatusOr<int> Loader::TakeSlot() {
+  SlotPool& pool = *pool_;
+  std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.free.empty()) {
+    // Every slot is in flight or held: in flight are at most window_, held at most
+    // held_batches, so below the bound a new slot is due (allocated once, kept).
+    if (pool.allocated >= static_cast<int>(pool.slots.size())) {
+      return absl::InternalError(absl::StrCat("loader of ", where_, ": no free batch slot of ", pool.allocated));
+    }
+    DDPIO_ASSIGN_OR_RETURN(pool.slots[pool.allocated], MakeSlot());
+    return pool.allocated++;
+  }
+  int s = pool.free.back();
+  pool.free.pop_back();
   return s;
 }
 
 void Loader::ReturnSlot(int slot) {
-  std::lock_guard<std::mutex> lock(mu_);
-  free_slots_.push_back(slot);
+  std::lock_guard<std::mutex> lock(pool_->mu);
+  pool_->free.push_back(slot);
 }
 
 void Loader::Stop() { StopEpoch(); }
 
 void Loader::StopEpoch() {
+  if (pool_ == nullptr) return;  // Create failed before making it: nothing ever started
   stop_ = true;
   if (source_ != nullptr) source_->Wake();  // workers waiting for records see stop_
   pipeline_.reset();  // cancels and joins the workers
   stop_ = false;
-  if (held_slot_ >= 0) ReturnSlot(held_slot_);
-  held_slot_ = -1;
-  // Results never consumed still hold slots: all slots are free once the pipeline is gone.
-  std::lock_guard<std::mutex> lock(mu_);
-  free_slots_.clear();
-  for (size_t i = 0; i < slots_.size(); ++i) free_slots_.push_back(static_cast<int>(i));
+  held_.reset();
+  // Results never consumed still hold slots: once the pipeline is gone every slot the consumer
+  // does not hold is free.
+  std::lock_guard<std::mutex> lock(pool_->mu);
+  pool_->free.clear();
+  for (int i = 0; i < pool_->allocated; ++i) {
+    if (!pool_->is_held[i]) pool_->free.push_back(i);
+  }
 }
 
 absl::Status Loader::StartEpoch(uint64_t epoch, uint64_t start) {
@@ -163,9 +212,8 @@ absl::Status Loader::StartEpoch(uint64_t epoch, uint64_t start) {
   plan_ = std::move(plan);
   batches_ = sampler::MakeBatches(plan_->NumSamples(rank_), options_.batch_size, options_.drop_last);
   delivered_ = 0;
-  const uint64_t window = slots_.size() - 1;
   pipeline_ = std::make_unique<Pipeline>(
-      0, batches_.size(), options_.workers, window,
+      0, batches_.size(), options_.workers, window_,
       [this](uint64_t b, int w) { return Assemble(b, w); });
   return absl::OkStatus();
 }
@@ -257,8 +305,8 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
 
 absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
   Worker& w = *workers_[worker];
-  const int s = TakeSlot();
-  Slot& slot = *slots_[s];
+  DDPIO_ASSIGN_OR_RETURN(const int s, TakeSlot());
+  Slot& slot = *pool_->slots[s];
   const sampler::BatchRange range = batches_[b];
   slot.size = range.end - range.begin;
   absl::Status st;
@@ -308,23 +356,35 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
 }
 
 absl::StatusOr<Batch> Loader::Next() {
+  held_.reset();
+  DDPIO_ASSIGN_OR_RETURN(HeldBatch held, NextHeld());
+  held_ = std::move(held.hold);
+  return held.batch;
+}
+
+absl::StatusOr<HeldBatch> Loader::NextHeld() {
   if (pipeline_ == nullptr) return absl::FailedPreconditionError("Next() before StartEpoch()");
-  if (held_slot_ >= 0) {
-    ReturnSlot(held_slot_);
-    held_slot_ = -1;
-  }
+  if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+  SlotPool& pool = *pool_;
+  DDPIO_RETURN_IF_ERROR(pool.gate.Acquire(options_.held_timeout, where_));
   const auto t0 = Clock::now();
   std::optional<absl::StatusOr<int>> r = pipeline_->map.Next();
   wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
-  if (!r.has_value()) {
-    return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+  if (!r.has_value() || !r->ok()) {
+    pool.gate.Release();
+    if (!r.has_value()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+    return r->status();
   }
-  if (!r->ok()) return r->status();
   const int s = **r;
-  Slot& slot = *slots_[s];
+  Slot& slot = *pool.slots[s];
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.is_held[s] = 1;
+  }
+  HeldBatch held;
+  held.hold = std::shared_ptr<void>(&slot, [pool = pool_, s](void*) { pool->Release(s); });
   if (slot.event != nullptr) DDPIO_RETURN_IF_ERROR(cuda_->WaitEvent(slot.event));
-  held_slot_ = s;
-  Batch batch;
+  Batch& batch = held.batch;
   batch.epoch = plan_->epoch();
   batch.step = delivered_++;
   batch.size = slot.size;
@@ -335,7 +395,7 @@ absl::StatusOr<Batch> Loader::Next() {
   batch.valid = slot.valid.data();
   batch.device_data = slot.device;
   ++batches_total_;
-  return batch;
+  return held;
 }
 
 LoaderStats Loader::stats() const {
@@ -351,11 +411,15 @@ LoaderStats Loader::stats() const {
   }
   st.batches = batches_total_;
   st.wait_ns = wait_ns_;
-  st.slots = static_cast<int>(slots_.size());
   st.workers = static_cast<int>(workers_.size());
-  st.slot_bytes = slots_.size() * sample_bytes_ * options_.batch_size;
-  st.memory = slots_.empty() ? HostMemoryKind::kPlain : slots_[0]->data.kind();
-  st.slot_allocations = slots_.size();
+  {
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    st.slots = pool_->allocated;
+    st.memory = pool_->slots[0]->data.kind();
+  }
+  st.held = pool_->gate.held();
+  st.slot_bytes = static_cast<uint64_t>(st.slots) * sample_bytes_ * options_.batch_size;
+  st.slot_allocations = static_cast<uint64_t>(st.slots);
   {
     std::lock_guard<std::mutex> lock(mu_);
     st.skipped = skipped_;

@@ -5,7 +5,8 @@
 // a batch slot in pinned host memory -> bounded prefetch -> consumer; optionally an asynchronous
 // copy to the GPU on a dedicated stream. N worker threads each assemble whole batches; batches
 // come out in sampler order whatever the worker count and timing, and are identical for any
-// worker count. Slots (prefetch + workers + 1 of them) are allocated once and reused.
+// worker count. Slots (max(prefetch, workers) + 1 of them) are allocated once and reused; a
+// consumer that keeps batches (NextHeld) grows the pool by up to held_batches - 1 more.
 //
 //   auto loader = Loader::Create(reader.get(), sampler_options, rank, options);
 //   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -25,6 +26,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -69,9 +71,18 @@ struct LoaderOptions {
   // (storage::ReadTxn::Prefetch): one IO per record, a batch of them in flight, instead of one
   // 4 KiB page fault at a time. Default on; costs a lookup per record when the data is cached.
   bool prefetch_records = true;
+  // Batches the consumer may hold at once through NextHeld() (Next() holds one at a time). The
+  // pool of slots grows lazily, when a worker finds none free, up to max(prefetch, workers) +
+  // held_batches slots, and never shrinks: held batches cost at most held_batches - 1 extra
+  // slots of batch_size samples each.
+  int held_batches = 1;
+  // NextHeld() with held_batches batches already held waits this long for one to be released
+  // (by another thread), then fails ResourceExhausted — a slot is never reused while held.
+  std::chrono::milliseconds held_timeout{std::chrono::seconds(10)};
 };
 
-// One batch, valid until the next Next(), StartEpoch() or the loader's destruction.
+// One batch. From Next(): valid until the next Next(), StartEpoch() or the loader's destruction.
+// From NextHeld(): valid as long as its HeldBatch::hold.
 struct Batch {
   uint64_t epoch = 0;
   uint64_t step = 0;       // batch number within this epoch's plan
@@ -82,6 +93,14 @@ struct Batch {
   const uint64_t* indices = nullptr;  // dataset indices
   const uint8_t* valid = nullptr;     // 0: sampler padding or a skipped bad sample
   void* device_data = nullptr;        // the same bytes on the GPU, when copied
+};
+
+// A batch its holder keeps as long as it likes: the memory behind `batch` is neither reused nor
+// freed until the last copy of `hold` is gone — also after the loader itself is destroyed (a
+// CudaRuntime given to the loader must outlive the holds).
+struct HeldBatch {
+  Batch batch;
+  std::shared_ptr<void> hold;
 };
 
 struct SkippedSample {
@@ -99,7 +118,8 @@ struct LoaderStats {
   int slots = 0;
   int workers = 0;
   HostMemoryKind memory = HostMemoryKind::kPlain;
-  uint64_t slot_allocations = 0;       // host buffers ever allocated (constant after Create)
+  uint64_t slot_allocations = 0;       // host buffers ever allocated (grows only with NextHeld)
+  int held = 0;                        // batches the consumer holds now
 };
 
 class Loader {
@@ -130,6 +150,11 @@ class Loader {
   // The next batch in sampler order. OutOfRange at the end of the epoch; DataLoss naming index
   // and key for a bad sample under kFail; FailedPrecondition before StartEpoch.
   absl::StatusOr<Batch> Next();
+  // The same, but the caller keeps the batch until it drops the hold (zero-copy: the batch is the
+  // slot). Up to held_batches at once, counting the one Next() holds; beyond that waits up to
+  // held_timeout for a release, then ResourceExhausted naming the limit (IsHeldLimit,
+  // hold_gate.h: nothing was consumed; call again once a batch is released).
+  absl::StatusOr<HeldBatch> NextHeld();
 
   // Stops the epoch in flight (workers finish the sample they are on); Next() then fails until
   // the next StartEpoch.
@@ -148,6 +173,7 @@ class Loader {
 
  private:
   struct Slot;
+  struct SlotPool;
   struct Worker;
   Loader() = default;
   static absl::StatusOr<std::unique_ptr<Loader>> CreateImpl(const storage::DatasetReader* reader,
@@ -161,7 +187,8 @@ class Loader {
   absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
                           absl::StatusOr<storage::RecordView> record, Worker& w);
   void StopEpoch();
-  int TakeSlot();
+  absl::StatusOr<std::unique_ptr<Slot>> MakeSlot() const;
+  absl::StatusOr<int> TakeSlot();
   void ReturnSlot(int slot);
 
   // Constant after Create.
@@ -175,22 +202,22 @@ class Loader {
   void* stream_ = nullptr;
   size_t sample_bytes_ = 0;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
-  std::vector<std::unique_ptr<Slot>> slots_;
+  uint64_t window_ = 0;  // batches in flight at most: max(prefetch, workers)
+  std::shared_ptr<SlotPool> pool_;  // shared with the holds of held batches
   std::vector<std::unique_ptr<Worker>> workers_;
 
   // Consumer state.
   std::optional<sampler::EpochPlan> plan_;
   std::vector<sampler::BatchRange> batches_;
   uint64_t delivered_ = 0;  // batches handed out this epoch
-  int held_slot_ = -1;      // slot the consumer holds
+  std::shared_ptr<void> held_;  // the batch Next() handed out
   struct Pipeline;
   std::unique_ptr<Pipeline> pipeline_;
   std::atomic<bool> stop_{false};
   uint64_t wait_ns_ = 0;
   uint64_t batches_total_ = 0;
 
-  mutable std::mutex mu_;  // guards free_slots_ and skipped_
-  std::vector<int> free_slots_;
+  mutable std::mutex mu_;  // guards skipped_
   std::vector<SkippedSample> skipped_;
 };
 

@@ -2,8 +2,11 @@
 
 #include <cstring>
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
@@ -56,6 +59,44 @@ class LoaderTest : public ::testing::Test {
       c.valid.emplace_back(batch->valid, batch->valid + batch->size);
     }
     return c;
+  }
+  // A batch from NextHeld and a copy of what it showed when it was handed out.
+  struct Kept {
+    HeldBatch held;
+    std::vector<uint8_t> data;
+    std::vector<int32_t> labels;
+    std::vector<uint64_t> indices;
+    std::vector<uint8_t> valid;
+  };
+  static Kept Keep(HeldBatch held) {
+    Kept k;
+    const Batch& b = held.batch;
+    k.data.assign(b.data, b.data + b.bytes);
+    k.labels.assign(b.labels, b.labels + b.size);
+    k.indices.assign(b.indices, b.indices + b.size);
+    k.valid.assign(b.valid, b.valid + b.size);
+    k.held = std::move(held);
+    return k;
+  }
+  // Whether a held batch still shows what it showed when handed out.
+  static ::testing::AssertionResult Unchanged(const Kept& k) {
+    const Batch& b = k.held.batch;
+    if (b.bytes != k.data.size() || b.size != k.indices.size()) {
+      return ::testing::AssertionFailure() << "step " << b.step << ": sizes changed";
+    }
+    if (!std::equal(k.data.begin(), k.data.end(), b.data)) {
+      return ::testing::AssertionFailure() << "step " << b.step << ": pixels changed";
+    }
+    if (!std::equal(k.labels.begin(), k.labels.end(), b.labels)) {
+      return ::testing::AssertionFailure() << "step " << b.step << ": labels changed";
+    }
+    if (!std::equal(k.indices.begin(), k.indices.end(), b.indices)) {
+      return ::testing::AssertionFailure() << "step " << b.step << ": indices changed";
+    }
+    if (!std::equal(k.valid.begin(), k.valid.end(), b.valid)) {
+      return ::testing::AssertionFailure() << "step " << b.step << ": validity changed";
+    }
+    return ::testing::AssertionSuccess();
   }
   testing::TempDir dir_;
   std::unique_ptr<storage::DatasetReader> reader_;
@@ -261,6 +302,302 @@ TEST_F(LoaderTest, CopiesBatchesToTheDeviceAndWaitsBeforeHandingThemOut) {
   EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
   EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
   EXPECT_TRUE(cuda.events.empty());
+}
+
+// Held batches are the slots themselves: while the consumer keeps them later batches go to other
+// slots (none of the held bytes, labels or indices change, no two held batches share a slot),
+// and the pool grows for them, never past max(prefetch, workers) + held_batches.
+TEST_F(LoaderTest, HeldBatchesStayUnchangedWhileLaterBatchesArrive) {
+  Open(100);
+  ASSERT_OK_AND_ASSIGN(auto ref, Loader::Create(reader_.get(), Sampler(), 0, Options(2)));
+  ASSERT_OK_AND_ASSIGN(Collected want, Epoch(*ref, 0));
+  ASSERT_EQ(want.data.size(), 13u);
+  LoaderOptions o = Options(2);
+  o.prefetch = 2;
+  o.held_batches = 4;
+  const int window = 2;  // max(prefetch, workers)
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK(l->StartEpoch(0));
+  // Batches 0 and 1 are held all epoch; every later one while the next two arrive, so four are
+  // held at the peak and released slots are reused around the held ones.
+  std::vector<Kept> pinned;
+  std::deque<Kept> sliding;
+  size_t peak = 0;
+  for (uint64_t step = 0;; ++step) {
+    if (sliding.size() == 2) {
+      EXPECT_TRUE(Unchanged(sliding.front())) << "before step " << step;
+      sliding.pop_front();
+    }
+    auto h = l->NextHeld();
+    if (absl::IsOutOfRange(h.status())) break;
+    ASSERT_OK(h);
+    ASSERT_LT(step, want.data.size());
+    Kept k = Keep(*std::move(h));
+    EXPECT_EQ(k.held.batch.step, step);
+    EXPECT_EQ(k.data, want.data[step]) << "step " << step;
+    EXPECT_EQ(k.labels, want.labels[step]) << "step " << step;
+    EXPECT_EQ(k.indices, want.indices[step]) << "step " << step;
+    if (step < 2) {
+      pinned.push_back(std::move(k));
+    } else {
+      sliding.push_back(std::move(k));
+    }
+    std::set<const uint8_t*> slots;
+    for (const Kept& p : pinned) {
+      EXPECT_TRUE(Unchanged(p)) << "after step " << step;
+      slots.insert(p.held.batch.data);
+    }
+    for (const Kept& p : sliding) {
+      EXPECT_TRUE(Unchanged(p)) << "after step " << step;
+      slots.insert(p.held.batch.data);
+    }
+    const size_t held = pinned.size() + sliding.size();
+    peak = std::max(peak, held);
+    EXPECT_EQ(slots.size(), held) << "held batches share a slot after step " << step;
+    const LoaderStats st = l->stats();
+    EXPECT_EQ(st.held, static_cast<int>(held)) << "after step " << step;
+    EXPECT_GE(st.slots, static_cast<int>(held)) << "after step " << step;
+    EXPECT_LE(st.slots, window + o.held_batches) << "after step " << step;
+  }
+  EXPECT_EQ(peak, 4u);
+  for (const Kept& p : pinned) EXPECT_TRUE(Unchanged(p)) << "at the end of the epoch";
+  for (const Kept& p : sliding) EXPECT_TRUE(Unchanged(p)) << "at the end of the epoch";
+  const LoaderStats st = l->stats();
+  EXPECT_GT(st.slots, window + 1);  // four held at once need more than Next()'s pool
+  EXPECT_LE(st.slots, window + o.held_batches);
+  EXPECT_EQ(st.slot_allocations, static_cast<uint64_t>(st.slots));
+  EXPECT_EQ(st.slot_bytes, static_cast<uint64_t>(st.slots) * 8 * 24 * 24 * 3);
+}
+
+// One more than held_batches waits held_timeout and fails ResourceExhausted naming the limit,
+// without consuming a batch: after a release the sequence continues exactly where it was. The
+// batch Next() hands out counts as one of the limit (and Next() lets go of it itself).
+TEST_F(LoaderTest, HoldingMoreThanHeldBatchesFailsUntilOneIsReleased) {
+  Open(60);
+  ASSERT_OK_AND_ASSIGN(auto ref, Loader::Create(reader_.get(), Sampler(), 0, Options(2)));
+  ASSERT_OK_AND_ASSIGN(Collected want, Epoch(*ref, 0));
+  ASSERT_EQ(want.indices.size(), 8u);
+  LoaderOptions o = Options(2);
+  o.held_batches = 2;
+  o.held_timeout = std::chrono::milliseconds(50);
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK(l->StartEpoch(0));
+  std::vector<std::vector<uint64_t>> got;
+  std::vector<std::vector<uint8_t>> pixels;
+  auto record = [&](const Batch& b) {
+    EXPECT_EQ(b.step, got.size());
+    got.emplace_back(b.indices, b.indices + b.size);
+    pixels.emplace_back(b.data, b.data + b.bytes);
+  };
+  auto expect_exhausted = [&](const absl::StatusOr<HeldBatch>& r) {
+    EXPECT_CODE(r, kResourceExhausted);
+    EXPECT_NE(r.status().message().find("held_batches"), absl::string_view::npos) << r.status();
+  };
+  ASSERT_OK_AND_ASSIGN(HeldBatch a, l->NextHeld());
+  record(a.batch);
+  ASSERT_OK_AND_ASSIGN(HeldBatch b, l->NextHeld());
+  record(b.batch);
+  expect_exhausted(l->NextHeld());
+  EXPECT_EQ(l->stats().held, 2);
+  a.hold.reset();
+  EXPECT_EQ(l->stats().held, 1);
+  ASSERT_OK_AND_ASSIGN(HeldBatch c, l->NextHeld());  // batch 2: the failure consumed nothing
+  record(c.batch);
+  expect_exhausted(l->NextHeld());
+  b.hold.reset();
+  c.hold.reset();
+  EXPECT_EQ(l->stats().held, 0);
+  ASSERT_OK_AND_ASSIGN(HeldBatch d, l->NextHeld());
+  record(d.batch);
+  ASSERT_OK_AND_ASSIGN(Batch e, l->Next());  // Next()'s batch is the second hold
+  record(e);
+  expect_exhausted(l->NextHeld());
+  ASSERT_OK_AND_ASSIGN(Batch f, l->Next());  // lets go of e first
+  record(f);
+  d.hold.reset();
+  for (;;) {
+    auto n = l->Next();
+    if (absl::IsOutOfRange(n.status())) break;
+    ASSERT_OK(n);
+    record(*n);
+  }
+  EXPECT_EQ(got, want.indices);  // nothing skipped, nothing twice
+  EXPECT_EQ(pixels, want.data);
+}
+
+// A hold dropped on another thread wakes a NextHeld waiting for one, whichever comes first: the
+// waiter gets the next batch, not ResourceExhausted (held_timeout is long).
+TEST_F(LoaderTest, ReleaseOnAnotherThreadWakesAWaitingNextHeld) {
+  Open(60);
+  ASSERT_OK_AND_ASSIGN(auto ref, Loader::Create(reader_.get(), Sampler(), 0, Options(2)));
+  ASSERT_OK_AND_ASSIGN(Collected want, Epoch(*ref, 0));
+  LoaderOptions o = Options(2);
+  o.held_batches = 2;
+  o.held_timeout = std::chrono::seconds(10);
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK(l->StartEpoch(0));
+  ASSERT_OK_AND_ASSIGN(HeldBatch h0, l->NextHeld());
+  ASSERT_OK_AND_ASSIGN(HeldBatch h1, l->NextHeld());
+  // The consumer waits on its own thread; this thread drops a hold.
+  absl::StatusOr<HeldBatch> h2 = absl::UnknownError("NextHeld not called");
+  std::thread consumer([&] { h2 = l->NextHeld(); });
+  h0.hold.reset();
+  consumer.join();
+  ASSERT_OK(h2);
+  EXPECT_EQ(h2->batch.step, 2u);
+  EXPECT_EQ(std::vector<uint64_t>(h2->batch.indices, h2->batch.indices + h2->batch.size), want.indices[2]);
+  // And the other way round: the consumer waits here while another thread drops a hold.
+  std::thread releaser([&h1] { h1.hold.reset(); });
+  absl::StatusOr<HeldBatch> h3 = l->NextHeld();
+  releaser.join();
+  ASSERT_OK(h3);
+  EXPECT_EQ(h3->batch.step, 3u);
+  EXPECT_EQ(std::vector<uint64_t>(h3->batch.indices, h3->batch.indices + h3->batch.size), want.indices[3]);
+  EXPECT_EQ(std::vector<uint8_t>(h3->batch.data, h3->batch.data + h3->batch.bytes), want.data[3]);
+  EXPECT_EQ(std::vector<uint8_t>(h2->batch.data, h2->batch.data + h2->batch.bytes), want.data[2]);
+}
+
+// A hold outlives the epoch it came from (the next epoch's batches go to other slots) and the
+// loader itself, destroyed mid-epoch with workers in flight (under ASan a freed slot would show).
+TEST_F(LoaderTest, HeldBatchOutlivesTheEpochAndTheLoader) {
+  Open(40);
+  ASSERT_OK_AND_ASSIGN(auto ref, Loader::Create(reader_.get(), Sampler(), 0, Options(2)));
+  ASSERT_OK_AND_ASSIGN(Collected want0, Epoch(*ref, 0));
+  ASSERT_OK_AND_ASSIGN(Collected want1, Epoch(*ref, 1));
+  ASSERT_OK_AND_ASSIGN(Collected want2, Epoch(*ref, 2));
+  LoaderOptions o = Options(2);
+  o.held_batches = 2;
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK(l->StartEpoch(0));
+  ASSERT_OK_AND_ASSIGN(HeldBatch h0, l->NextHeld());
+  Kept k0 = Keep(std::move(h0));
+  EXPECT_EQ(k0.data, want0.data[0]);
+  EXPECT_EQ(k0.indices, want0.indices[0]);
+  ASSERT_OK(l->Next());
+  ASSERT_OK(l->StartEpoch(1));  // epoch 0 abandoned with batches in flight; k0 stays held
+  EXPECT_EQ(l->stats().held, 1);
+  size_t taken = 0;
+  for (;; ++taken) {
+    auto b = l->Next();
+    if (absl::IsOutOfRange(b.status())) break;
+    ASSERT_OK(b);
+    ASSERT_LT(taken, want1.data.size());
+    EXPECT_NE(b->data, k0.held.batch.data) << "epoch 1 step " << taken << " got the held slot";
+    EXPECT_EQ(std::vector<uint8_t>(b->data, b->data + b->bytes), want1.data[taken]) << "epoch 1 step " << taken;
+    EXPECT_TRUE(Unchanged(k0)) << "after epoch 1 step " << taken;
+  }
+  EXPECT_EQ(taken, want1.data.size());
+  ASSERT_OK(l->StartEpoch(2));
+  ASSERT_OK_AND_ASSIGN(HeldBatch h2, l->NextHeld());
+  Kept k2 = Keep(std::move(h2));
+  EXPECT_EQ(k2.data, want2.data[0]);
+  l.reset();  // mid-epoch, holding two batches
+  EXPECT_TRUE(Unchanged(k0)) << "after the loader's destruction";
+  EXPECT_TRUE(Unchanged(k2)) << "after the loader's destruction";
+  k0.held.hold.reset();
+  EXPECT_TRUE(Unchanged(k2)) << "after the other hold was dropped";
+  EXPECT_EQ(k2.held.batch.epoch, 2u);
+}
+
+// With a device copy the held batch's device buffer outlives the loader too, and everything is
+// freed once the last hold is dropped (the CudaRuntime outlives the holds).
+TEST_F(LoaderTest, HeldDeviceBatchIsFreedWithItsLastHold) {
+  Open(30);
+  testing::FakeCuda cuda;
+  LoaderOptions o = Options(2);
+  o.copy_to_device = true;
+  o.held_batches = 2;
+  {
+    Kept k;
+    {
+      ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o, &cuda));
+      ASSERT_OK(l->StartEpoch(0));
+      ASSERT_OK_AND_ASSIGN(HeldBatch h, l->NextHeld());
+      k = Keep(std::move(h));
+      ASSERT_OK(l->Next());
+    }  // destroyed mid-epoch
+    ASSERT_NE(k.held.batch.device_data, nullptr);
+    EXPECT_TRUE(Unchanged(k));
+    EXPECT_EQ(std::memcmp(k.held.batch.device_data, k.data.data(), k.data.size()), 0);
+    EXPECT_GT(cuda.device_allocs, cuda.device_frees);  // the held slot's device buffer is alive
+    EXPECT_GT(cuda.host_allocs, cuda.host_frees);
+  }
+  EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
+  EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
+  EXPECT_TRUE(cuda.events.empty());
+}
+
+// Holding every batch of the epoch is within the limit: asking for one more is the end of the
+// epoch (OutOfRange), not a wait for a release that is not needed.
+TEST_F(LoaderTest, HoldingTheWholeEpochStillEndsIt) {
+  Open(16);  // two batches
+  LoaderOptions o = Options(2);
+  o.held_batches = 2;
+  o.held_timeout = std::chrono::milliseconds(50);
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK(l->StartEpoch(0));
+  ASSERT_OK_AND_ASSIGN(HeldBatch a, l->NextHeld());
+  ASSERT_OK_AND_ASSIGN(HeldBatch b, l->NextHeld());
+  auto end = l->NextHeld();
+  EXPECT_CODE(end, kOutOfRange);
+}
+
+// Next() alone holds one batch at a time: with the default held_batches = 1 it runs epochs as
+// before, and a NextHeld while Next()'s batch is out is over the limit.
+TEST_F(LoaderTest, NextHoldsOneBatchOfTheLimit) {
+  Open(30);
+  LoaderOptions o = Options(2);
+  o.held_timeout = std::chrono::milliseconds(50);
+  ASSERT_EQ(o.held_batches, 1);  // the default
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
+  ASSERT_OK_AND_ASSIGN(Collected c, Epoch(*l, 0));
+  EXPECT_EQ(c.data.size(), 4u);
+  EXPECT_EQ(l->stats().slots, 3);  // no growth: max(prefetch, workers) + 1
+  ASSERT_OK(l->StartEpoch(1));
+  ASSERT_OK(l->Next());
+  auto over = l->NextHeld();
+  EXPECT_CODE(over, kResourceExhausted);
+  ASSERT_OK_AND_ASSIGN(Batch b, l->Next());
+  EXPECT_EQ(b.step, 1u);
+}
+
+// Pinned host memory that runs out after `budget` buffers.
+class ScarceCuda : public testing::FakeCuda {
+ public:
+  explicit ScarceCuda(int budget) : budget_(budget) {}
+  absl::Status HostAlloc(void** ptr, size_t bytes) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (host_allocs >= budget_) return absl::ResourceExhaustedError("out of pinned memory");
+    }
+    return FakeCuda::HostAlloc(ptr, bytes);
+  }
+
+ private:
+  const int budget_;
+};
+
+// Slot memory running out while the pool is built is ResourceExhausted from Create, with
+// whatever was allocated given back (the half-built loader is destroyed on the way out).
+TEST_F(LoaderTest, SlotMemoryRunningOutAtCreateIsResourceExhausted) {
+  Open(10);
+  ScarceCuda cuda(/*budget=*/1);
+  LoaderOptions o = Options(2);
+  o.copy_to_device = true;
+  EXPECT_CODE(Loader::Create(reader_.get(), Sampler(), 0, o, &cuda), kResourceExhausted);
+  EXPECT_EQ(cuda.host_allocs, 1);
+  EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
+  EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
+  EXPECT_TRUE(cuda.events.empty());
+}
+
+TEST_F(LoaderTest, HeldBatchesMustBePositive) {
+  Open(10);
+  for (int held : {0, -1}) {
+    LoaderOptions o = Options(1);
+    o.held_batches = held;
+    EXPECT_CODE(Loader::Create(reader_.get(), Sampler(), 0, o), kInvalidArgument) << "held_batches " << held;
+  }
 }
 
 TEST_F(LoaderTest, InvalidConfigurations) {

@@ -70,6 +70,13 @@ class Pipeline {
     return feeder_ ? feeder_->StartEpoch(epoch, start) : Closed();
   }
   absl::StatusOr<loader::Batch> Next() { return feeder_ ? feeder_->Next() : absl::StatusOr<loader::Batch>(Closed()); }
+  // The next batch, kept by the caller for as long as it holds `hold` — past Next, StartEpoch,
+  // Close and the pipeline's end — zero-copy: the batch is the loader's slot (or the received
+  // buffer). At most feeder.loader.held_batches at once: asking for one more waits up to
+  // feeder.loader.held_timeout for a release, then fails ResourceExhausted.
+  absl::StatusOr<loader::HeldBatch> NextHeld() {
+    return feeder_ ? feeder_->NextHeld() : absl::StatusOr<loader::HeldBatch>(Closed());
+  }
 
   // After Close() these give the values they had when it was closed (BatchesInEpoch fails).
   uint64_t NumBatches() const { return feeder_ ? feeder_->NumBatches() : closed_.num_batches; }

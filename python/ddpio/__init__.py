@@ -3,6 +3,7 @@
     import ddpio
     sampler = ddpio.DistributedSampler(dataset, shuffle=True, seed=0)   # torch's, index for index
     data = ddpio.Dataset("/data/train.lmdb")                            # (jpeg_bytes, label)
+    loader = ddpio.Loader("/data/train.lmdb", batch_size=256)           # batches as torch tensors
 
 Importing ddpio does not import torch. The command-line tools are `python3 -m ddpio ...`.
 """
@@ -13,10 +14,11 @@ from ddpio.errors import (AbortedError, AlreadyExistsError, CancelledError, Data
                           InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError,
                           ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError,
                           UnknownError)
+from ddpio.loader import Loader
 from ddpio.sampler import DistributedSampler
 
 __all__ = [
-    "__version__", "Dataset", "DistributedSampler", "Error", "AbortedError", "AlreadyExistsError",
+    "__version__", "Dataset", "DistributedSampler", "Loader", "Error", "AbortedError", "AlreadyExistsError",
     "CancelledError", "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
     "InternalError", "InvalidArgumentError", "NotFoundError", "OutOfRangeError",
     "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError",

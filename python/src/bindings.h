@@ -9,6 +9,7 @@ namespace ddpio::python {
 void BindSampler(pybind11::module_& m);
 void BindDataset(pybind11::module_& m);
 void BindComm(pybind11::module_& m);
+void BindPipeline(pybind11::module_& m);
 
 }  // namespace ddpio::python
 

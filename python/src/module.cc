@@ -10,4 +10,5 @@ PYBIND11_MODULE(_ddpio, m) {
   ddpio::python::BindSampler(m);
   ddpio::python::BindDataset(m);
   ddpio::python::BindComm(m);
+  ddpio::python::BindPipeline(m);
 }

@@ -33,3 +33,25 @@ def dataset(program, imagefolder, tmp_path_factory):
     out = tmp_path_factory.mktemp("db") / "train.lmdb"
     run(program, "convert", "--src", str(imagefolder), "--out", str(out), "--quiet")
     return out
+
+
+@pytest.fixture(scope="session")
+def dataset_96px(program, tmp_path_factory):
+    """A larger dataset for runs that must last: 3 classes x 33 JPEGs of about 96 px (99 records,
+    not a multiple of 4 ranks, so the sampler pads)."""
+    root = tmp_path_factory.mktemp("db96")
+    run(program, "synth", "--out", str(root / "images"), "--classes", "3", "--per-class", "33", "--size", "96",
+        "--quiet")
+    run(program, "convert", "--src", str(root / "images"), "--out", str(root / "train.lmdb"), "--quiet")
+    return root / "train.lmdb"
+
+
+@pytest.fixture(scope="session")
+def dataset_352px(program, tmp_path_factory):
+    """Images larger than torchvision's eval Resize(256): 2 classes x 3 JPEGs of about 352 px
+    (each side 0.8-1.25x, so at least 281 px)."""
+    root = tmp_path_factory.mktemp("db352")
+    run(program, "synth", "--out", str(root / "images"), "--classes", "2", "--per-class", "3", "--size", "352",
+        "--quiet")
+    run(program, "convert", "--src", str(root / "images"), "--out", str(root / "train.lmdb"), "--quiet")
+    return root / "train.lmdb"
