@@ -1,0 +1,167 @@
+"""python3 -m ddpio.bench: ddpio.Loader from Python next to the C++ loader alone and next to
+torchvision's ImageFolder + DataLoader, in one run on the same images.
+
+Each round runs, one after the other (interleaved, so drifts of a shared machine hit all three):
+  python  one epoch of ddpio.Loader(train=True, RandomResizedCrop + flip, uint8), the loop
+          touching every batch (a sum over one byte per image and over the labels);
+  c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python),
+          which also measures the JPEG full-decode ceiling (one thread per worker, one pass);
+  torch   one epoch of torchvision ImageFolder + DataLoader(num_workers) over the original JPEG
+          folder, RandomResizedCrop + RandomHorizontalFlip + PILToTensor (uint8, as ddpio's).
+It prints the median images/s of each over the rounds (min-max beside it) and the ratios
+python/c++, python/torch and python/ceiling, each the median of the rounds' own ratios. Without --data it makes a dataset of photo-like JPEGs first
+(`ddpio synth` + `ddpio convert`, in a temporary directory).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from ddpio.__main__ import find_program
+
+
+def log(message):
+    sys.stderr.write(f"[ddpio.bench] {message}\n")
+    sys.stderr.flush()
+
+
+def run_program(program, *args):
+    result = subprocess.run([program, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"ddpio {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result.stdout
+
+
+def make_dataset(program, work, per_class, size):
+    images, db = os.path.join(work, "images"), os.path.join(work, "train.lmdb")
+    log(f"making 10 x {per_class} photo-like JPEGs of ~{size} px in {images}")
+    run_program(program, "synth", "--out", images, "--classes", "10", "--per-class", str(per_class),
+                "--size", str(size), "--quiet")
+    log(f"converting them to {db}")
+    run_program(program, "convert", "--src", images, "--out", db, "--quiet")
+    return db, images
+
+
+def python_epoch(loader, epoch):
+    loader.set_epoch(epoch)
+    images, touched = 0, 0
+    start = time.perf_counter()
+    for batch in loader:
+        x = batch["images"]
+        touched += int(x[:, 0, 0, 0].sum()) + int(batch["labels"].sum())  # a real touch of each batch
+        images += x.shape[0]
+    return images / (time.perf_counter() - start)
+
+
+def cpp_epoch(program, args):
+    out = run_program(program, "bench", "loader", "--data", args.data, "--workers", str(args.workers),
+                      "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
+                      "--epochs", "1", "--json")
+    report = json.loads(out.strip().splitlines()[-1])
+    return report["images_per_s"], report.get("ceiling_images_per_s")
+
+
+def torch_epoch(args, epoch):
+    import torch
+    import torchvision
+    from torchvision import transforms
+    transform = transforms.Compose([transforms.RandomResizedCrop(args.image_size),
+                                    transforms.RandomHorizontalFlip(), transforms.PILToTensor()])
+    dataset = torchvision.datasets.ImageFolder(args.images, transform=transform)
+    generator = torch.Generator()
+    generator.manual_seed(epoch)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
+                                         num_workers=args.workers, generator=generator)
+    images, touched = 0, 0
+    start = time.perf_counter()
+    for x, labels in loader:
+        touched += int(x[:, 0, 0, 0].sum()) + int(labels.sum())
+        images += x.shape[0]
+    return images / (time.perf_counter() - start)
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": values}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m ddpio.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", help="a converted dataset (default: make one)")
+    parser.add_argument("--images", help="the ImageFolder --data was converted from (for the torch run)")
+    parser.add_argument("--workers", type=int, default=2, help="decoding threads / DataLoader workers (2)")
+    parser.add_argument("--batch-size", type=int, default=64, help="samples per batch (64)")
+    parser.add_argument("--image-size", type=int, default=224, help="output side (224)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three, interleaved (3)")
+    parser.add_argument("--per-class", type=int, default=200,
+                        help="images per class (10 classes) of the dataset made without --data (200)")
+    parser.add_argument("--size", type=int, default=448, help="their nominal side in pixels (448)")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torchvision DataLoader")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    args = parser.parse_args(argv)
+    if args.workers < 1 or args.batch_size < 1 or args.image_size < 1 or args.rounds < 1:
+        parser.error("--workers, --batch-size, --image-size and --rounds must be at least 1")
+    if (args.data is None) != (args.images is None) and not (args.data and args.no_torch):
+        parser.error("give --data and --images together (the torch run reads the JPEG folder), or neither")
+    program = find_program()
+    if program is None:
+        parser.error("the ddpio program was not found (set DDPIO_PROGRAM)")
+
+    with tempfile.TemporaryDirectory(prefix="ddpio-bench-") as work:
+        if args.data is None:
+            args.data, args.images = make_dataset(program, work, args.per_class, args.size)
+        import ddpio
+        loader = ddpio.Loader(args.data, batch_size=args.batch_size, image_size=args.image_size, train=True,
+                              workers=args.workers)
+        python_rates, cpp_rates, ceilings, torch_rates = [], [], [], []
+        python_epoch(loader, 10_000)  # warm: the page cache, the slots
+        for r in range(args.rounds):
+            python_rates.append(python_epoch(loader, r))
+            rate, ceiling = cpp_epoch(program, args)
+            cpp_rates.append(rate)
+            if ceiling:
+                ceilings.append(ceiling)
+            line = f"round {r + 1}/{args.rounds}: python {python_rates[-1]:.0f}, c++ {rate:.0f}"
+            if not args.no_torch:
+                torch_rates.append(torch_epoch(args, r))
+                line += f", torch {torch_rates[-1]:.0f}"
+            log(line + " images/s")
+        images = loader.dataset_size
+        loader.close()
+
+    report = {"data": args.data, "workers": args.workers, "batch_size": args.batch_size,
+              "image_size": args.image_size, "images": images,
+              "python": summary(python_rates), "cpp": summary(cpp_rates)}
+    if ceilings:
+        report["ceiling"] = summary(ceilings)
+    if torch_rates:
+        report["torch"] = summary(torch_rates)
+    # Ratios within a round (the two ran back to back), then their median: the paired figure.
+    report["python_vs_cpp"] = statistics.median(p / c for p, c in zip(python_rates, cpp_rates))
+    print(f"{args.rounds} rounds, {args.workers} workers, batch {args.batch_size}, {args.image_size} px, "
+          f"RandomResizedCrop + flip, uint8; median images/s (min-max)")
+    rows = [("ddpio.Loader, Python loop", report["python"]), ("ddpio bench loader (C++)", report["cpp"])]
+    if torch_rates:
+        rows.append(("torchvision ImageFolder + DataLoader", report["torch"]))
+        report["python_vs_torch"] = statistics.median(p / t for p, t in zip(python_rates, torch_rates))
+    if ceilings:
+        rows.append(("ceiling: full JPEG decode, 1 thread x workers", report["ceiling"]))
+    for name, s in rows:
+        print(f"  {name:<46} {s['median']:8.0f}   ({s['min']:.0f}-{s['max']:.0f})")
+    print(f"  python / c++   = {report['python_vs_cpp']:.3f}   (median of the rounds' ratios)")
+    if torch_rates:
+        print(f"  python / torch = {report['python_vs_torch']:.2f}")
+    if ceilings:
+        report["python_vs_ceiling"] = statistics.median(p / c for p, c in zip(python_rates, ceilings))
+        print(f"  python / ceiling = {report['python_vs_ceiling']:.3f}")
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
