@@ -125,12 +125,16 @@ absl::Status GroupFeeder::Setup() {
                         : absl::StrCat("group member ", upstream(), " (rank ", from, "), which relays the leader's data"),
       static_cast<size_t>(options_.depth));
   if (options_.loader.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (options_.loader.copy_to_device && options_.cuda != nullptr && options_.payload == FeedPayload::kDecoded) {
+    return absl::InvalidArgumentError(
+        "copies to the GPU need the encoded payload: decoded batches arrive ready in host buffers");
+  }
   decoded_held_ = std::make_shared<loader::HoldGate>(options_.loader.held_batches);
   const size_t pixels = static_cast<size_t>(options_.loader.augment.size) * options_.loader.augment.size * 3;
   sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   if (options_.payload == FeedPayload::kEncoded) {
     DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(window_.get(), sampler_options_, stream_rank(rank_),
-                                                           options_.loader));
+                                                           options_.loader, options_.cuda));
   }
   if (reads_storage()) DDPIO_RETURN_IF_ERROR(SetupLeader());
   return absl::OkStatus();

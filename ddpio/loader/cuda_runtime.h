@@ -33,8 +33,10 @@ class CudaRuntime {
 };
 
 // The real runtime when ddpio was built with CUDA and a device is usable; otherwise nullptr and
-// `why_not` says why (e.g. "cudaGetDeviceCount: error 35 cudaErrorInsufficientDriver").
-std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not);
+// `why_not` says why (e.g. "cudaGetDeviceCount: error 35 cudaErrorInsufficientDriver"). Every
+// call of the runtime acts on `device` (cudaSetDevice first: the current device is per thread,
+// and the loader calls from its workers), so one process can stage onto its LOCAL_RANK's GPU.
+std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not, int device = 0);
 
 }  // namespace ddpio::loader
 

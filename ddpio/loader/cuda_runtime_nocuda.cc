@@ -2,7 +2,7 @@
 
 namespace ddpio::loader {
 
-std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not) {
+std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not, int /*device*/) {
   if (why_not != nullptr) *why_not = "built without CUDA";
   return nullptr;
 }

@@ -124,8 +124,9 @@ class Loader:
       group_size: ranks per group; only each group's leader reads the dataset and sends its
         peers their data (mode "shard": each rank's DistributedSampler share; "replicate":
         the group's batches to every member; payload "encoded" or "decoded").
-      device: None (host tensors) or a torch device the tensors are moved to (``non_blocking``,
-        on torch's current stream; the slot is kept until the copy is done).
+      device: None or "cpu" (host tensors), or a CUDA device: the loader copies each batch's
+        images to its own buffer on that GPU on its own stream, and hands the batch out once the
+        copy is done; the tensors are on the device (images view the loader's device buffer).
       held_batches: batches the loop may keep at once (default 4, at least 2: a for loop keeps the
         previous batch bound to its variable while the next is fetched); one more waits
         ``held_timeout`` seconds for a release, then raises ResourceExhaustedError.
@@ -175,14 +176,26 @@ class Loader:
                 raise ImportError("ddpio.Loader(arrays='torch') needs PyTorch (python3-torch); "
                                   "pass arrays='numpy' for numpy arrays") from e
             self._torch = torch
-            self._device = None if device is None else torch.device(device)
+            self._device = None
+            if device is not None:
+                self._device = torch.device(device)
+                if self._device.type == "cuda":
+                    index = self._device.index
+                    if index is None:
+                        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+                    self._device = torch.device("cuda", index)
+                    options["device_index"] = index
+                elif self._device.type == "cpu":
+                    self._device = None
+                else:
+                    raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device!r}")
+            if self._device is None and torch.cuda.is_available():
+                options["pin_device"] = torch.cuda.current_device()  # slots CUDA knows as pinned
         elif device is not None:
             raise ValueError("device needs arrays='torch'")
         self.path = os.path.abspath(os.fsdecode(path))
         self.batch_size = options["batch_size"]
         self._float = output == "float"
-        self._held_batches = options["held_batches"]
-        self._pending = []  # (copy done event, host tensors) of device copies in flight
         self._epoch = 0
         self._start = 0
         group = _torch_group()
@@ -211,41 +224,29 @@ class Loader:
         return _Epoch(self, pipe)
 
     def _batch(self, item):
-        images, labels, indices, valid, epoch, step = item
-        if not self._float:
-            images = images.transpose(0, 3, 1, 2)  # NHWC memory seen as NCHW: a view
+        host_images, labels, indices, valid, epoch, step, device = item
+        images = host_images if self._float else host_images.transpose(0, 3, 1, 2)  # NHWC memory as NCHW
         batch = {"images": images, "labels": labels, "indices": indices, "valid": valid,
                  "epoch": epoch, "step": step}
         torch = self._torch
         if torch is not None:
             for key in ("images", "labels", "indices", "valid"):
                 batch[key] = torch.from_numpy(batch[key])
-            if self._device is not None and self._device.type != "cpu":
-                self._to_device(batch)
+            if device is not None:
+                self._on_device(batch, host_images, device)
         return batch
 
-    def _finish_copies(self):
-        """Lets go of the host batches whose device copies are done; waits for the oldest when
-        they would otherwise use up held_batches (the next batch needs one)."""
-        pending = self._pending
-        while pending and (pending[0][0].query() or len(pending) >= self._held_batches):
-            pending[0][0].synchronize()
-            pending.pop(0)
-
-    def _to_device(self, batch):
-        """Moves the batch's tensors to the device asynchronously (from page-locked memory when a
-        CUDA runtime pinned the slots, on torch's current stream, so the training step that follows
-        is ordered after it). The host batch — the loader's slot — is kept until the copy is done,
-        so that the slot is not reused under the copy."""
+    def _on_device(self, batch, host_images, address):
+        """The batch on the GPU: images are the loader's device buffer (staged by its own stream,
+        complete when handed out), kept alive — with the slot — by the host array they belong to;
+        the small arrays are copied (blocking: they view the slot, which must not be released
+        under an asynchronous copy)."""
         torch = self._torch
-        pending = self._pending
-        host = {k: batch[k] for k in ("images", "labels", "indices", "valid")}
-        for key, tensor in host.items():
-            batch[key] = tensor.to(self._device, non_blocking=True)
-        if self._device.type == "cuda":
-            done = torch.cuda.Event()
-            done.record()
-            pending.append((done, host))
+        typestr = "<f4" if self._float else "|u1"  # float n,3,H,W or uint8 n,H,W,3: as the host array
+        images = torch.as_tensor(_DeviceArray(address, host_images.shape, typestr, host_images), device=self._device)
+        batch["images"] = images if self._float else images.permute(0, 3, 1, 2)
+        for key in ("labels", "indices", "valid"):
+            batch[key] = batch[key].to(self._device)
 
     # --- resume ----------------------------------------------------------------------------------
     def state_dict(self):
@@ -313,6 +314,16 @@ class Loader:
         return f"ddpio.Loader({self.path!r}, batch_size={self.batch_size})"
 
 
+class _DeviceArray:
+    """GPU memory of a batch, for torch.as_tensor (the CUDA array interface); `owner` (the host
+    array of the batch, whose base holds the batch's slot and device buffer) lives as long."""
+
+    def __init__(self, address, shape, typestr, owner):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (address, False),
+                                         "version": 2, "strides": None}
+        self._owner = owner
+
+
 class _Epoch:
     """One pass over an epoch. Not a generator: it keeps no reference to the batch it handed out
     (a generator's frame would, holding one more batch), and an error — e.g. too many batches
@@ -327,8 +338,6 @@ class _Epoch:
 
     def __next__(self):
         loader = self._loader
-        if loader._pending:
-            loader._finish_copies()
         item = self._pipe.next()
         if item is None:
             raise StopIteration

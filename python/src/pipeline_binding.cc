@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "bindings.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/loader/cuda_runtime.h"
 #include "ddpio/pipeline/pipeline.h"
 #include "status.h"
 
@@ -67,6 +69,24 @@ absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(const comm::RendezvousOptio
     shared_job = std::move(job);
   }
   return shared_job;
+}
+
+// The CUDA runtime of a device, made once and kept for the process's life: pinned slots and
+// device buffers of held batches are freed through it whenever their last tensor goes.
+absl::StatusOr<loader::CudaRuntime*> CudaFor(int device) {
+  static std::mutex mu;
+  static auto* runtimes = new std::map<int, std::unique_ptr<loader::CudaRuntime>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = runtimes->find(device);
+  if (it == runtimes->end()) {
+    std::string why;
+    std::unique_ptr<loader::CudaRuntime> cuda = loader::MakeCudaRuntime(&why, device);
+    if (cuda == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("device cuda:", device, " asked for, but ddpio cannot use it: ", why));
+    }
+    it = runtimes->emplace(device, std::move(cuda)).first;
+  }
+  return it->second.get();
 }
 
 template <typename T>
@@ -139,6 +159,19 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   l.bad_samples = TakeEnum(o, "bad_samples", l.bad_samples, &ParseBadSamples);
   l.held_batches = Take<int>(o, "held_batches", l.held_batches);
   l.held_timeout = Millis(Take<double>(o, "held_timeout", 10.0));
+  const int device = Take<int>(o, "device_index", -1);
+  const int pin = Take<int>(o, "pin_device", -1);
+  if (device < 0 && pin >= 0) {
+    // Slots in memory CUDA knows as pinned (cudaHostAlloc), so that torch's
+    // .cuda(non_blocking=True) of a batch is an asynchronous DMA; plain page-locked memory if not.
+    absl::StatusOr<loader::CudaRuntime*> cuda = CudaFor(pin);
+    if (cuda.ok()) f.cuda = *cuda;
+  }
+  if (device >= 0) {
+    // Staged on the GPU by the loader, on its own stream; handed out once the copy is done.
+    f.cuda = ValueOrThrow(CudaFor(device));
+    l.copy_to_device = true;
+  }
   loader::AugmentOptions& a = l.augment;
   a.train = Take<bool>(o, "train", a.train);
   a.size = Take<int>(o, "image_size", a.size);
@@ -197,8 +230,10 @@ class PyPipeline {
     ThrowIfError(st);
   }
 
-  // (images, labels, indices, valid, epoch, step), or None at the end of the epoch. images:
-  // uint8 (n, H, W, 3) or float32 (n, 3, H, W), viewing the slot; labels a copy (int64).
+  // (images, labels, indices, valid, epoch, step, device_images), or None at the end of the
+  // epoch. images: uint8 (n, H, W, 3) or float32 (n, 3, H, W), viewing the slot; labels a copy
+  // (int64); device_images: the address of the same bytes on the GPU (the copy is complete), or
+  // None — kept alive by `images`, whose base holds the batch.
   py::object Next() {
     absl::StatusOr<loader::HeldBatch> held;
     {
@@ -217,7 +252,9 @@ class PyPipeline {
     for (py::ssize_t i = 0; i < n; ++i) labels.mutable_at(i) = b.labels[i];
     py::array indices = View<int64_t>(b.indices, {n}, base);
     py::array valid = View<bool>(b.valid, {n}, base);
-    return py::make_tuple(images, labels, indices, valid, b.epoch, b.step);
+    py::object device = py::none();
+    if (b.device_data != nullptr) device = py::int_(reinterpret_cast<uintptr_t>(b.device_data));
+    return py::make_tuple(images, labels, indices, valid, b.epoch, b.step, device);
   }
 
   py::dict Counters() const {

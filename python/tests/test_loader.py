@@ -321,3 +321,13 @@ def test_ctrl_c_mid_epoch_ends_the_process_with_keyboard_interrupt(dataset_96px)
     assert proc.returncode != 0, (out, err)
     assert "KeyboardInterrupt" in err, err
     assert "finished" not in out
+
+
+def test_a_cuda_device_without_a_usable_gpu_is_a_clear_error(dataset):
+    # This machine has no GPU: the loader says so, with CUDA's reason, before joining any job.
+    with pytest.raises(ddpio.FailedPreconditionError, match=r"device cuda:0 asked for, but ddpio cannot use it: .+"):
+        ddpio.Loader(dataset, batch_size=4, image_size=32, device="cuda")
+    with pytest.raises(ValueError, match="device must be None, 'cpu' or a CUDA device"):
+        ddpio.Loader(dataset, batch_size=4, image_size=32, device="meta")
+    batch = next(iter(ddpio.Loader(dataset, batch_size=4, image_size=32, device="cpu")))
+    assert batch["images"].device.type == "cpu"
