@@ -140,6 +140,14 @@ std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
   return out;
 }
 
+// The samples each rank wrote (FeedRank's samples.<rank>) are what it reads for itself.
+void ExpectEveryRankGotItsOwnStream(const FeedSetup& s, const std::string& what) {
+  for (int r = 0; r < kWorld; ++r) {
+    uint64_t records = 0;
+    EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << what << " rank " << r;
+  }
+}
+
 class FeedMatrix : public ::testing::TestWithParam<std::tuple<FeedMode, FeedPayload, comm::LayoutKind>> {};
 
 // Shard: rank r's samples (indices, labels, validity, pixels) equal reading for itself with the
@@ -291,10 +299,7 @@ TEST(GroupFeeder, GroupOfOneAndGroupOfAll) {
     s.group_size = g;
     s.epochs = 1;
     ASSERT_EQ(RunFeed(s, absl::StrCat("g", g)), std::vector<int>(kWorld, 0)) << "group size " << g;
-    for (int r = 0; r < kWorld; ++r) {
-      uint64_t records = 0;
-      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << "G " << g << " rank " << r;
-    }
+    ExpectEveryRankGotItsOwnStream(s, absl::StrCat("G ", g));
   }
 }
 
@@ -401,11 +406,7 @@ TEST(GroupFeeder, StopResumeAndShutdownMidEpochStayInStep) {
       return 0;
     });
     ASSERT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
-    for (int r = 0; r < kWorld; ++r) {
-      uint64_t records = 0;
-      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
-          << FeedPayloadName(payload) << " rank " << r;
-    }
+    ExpectEveryRankGotItsOwnStream(s, FeedPayloadName(payload));
   }
 }
 
@@ -475,11 +476,7 @@ TEST(GroupFeeder, HeldBatchesStayUnchangedPastLaterBatchesAndTheFeeder) {
       return 0;
     });
     ASSERT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
-    for (int r = 0; r < kWorld; ++r) {
-      uint64_t records = 0;
-      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
-          << FeedPayloadName(payload) << " rank " << r;
-    }
+    ExpectEveryRankGotItsOwnStream(s, FeedPayloadName(payload));
   }
 }
 
