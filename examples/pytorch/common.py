@@ -50,44 +50,62 @@ def normalise(images):
 
 
 def train_epoch(model, optimizer, batches):
-    """One epoch over (images, labels) pairs; returns (images trained on, seconds)."""
+    """One epoch over (images, labels) pairs; returns (images trained on, seconds, seconds the
+    loop waited for its next batch)."""
     model.train()
     loss_fn = nn.CrossEntropyLoss()
-    images, start = 0, time.perf_counter()
-    for x, y in batches:
+    images, waited, start = 0, 0.0, time.perf_counter()
+    batches = iter(batches)
+    while True:
+        t = time.perf_counter()
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            break
+        waited += time.perf_counter() - t
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(normalise(x)), y)
         loss.backward()
         optimizer.step()
         images += x.shape[0]
-    return images, time.perf_counter() - start
+    return images, time.perf_counter() - start, waited
 
 
 @torch.no_grad()
-def evaluate(model, batches):
-    """Accuracy over the whole validation set; each rank's batches hold disjoint samples, every
-    sample once (the feeds guarantee it), so the summed counts are exact."""
+def evaluate(model, batches, size):
+    """Accuracy over the whole validation set of `size` samples from (images, labels, indices)
+    batches; checks that the ranks together saw every sample exactly once (no padding counted
+    twice, none missed), so the accuracy is exact."""
     model.eval()
     counts = torch.zeros(2, dtype=torch.float64)
-    for x, y in batches:
+    seen = torch.zeros(size, dtype=torch.int32)
+    for x, y, index in batches:
         counts[0] += (model(normalise(x)).argmax(1) == y).sum()
         counts[1] += y.shape[0]
+        seen.index_add_(0, index, torch.ones_like(index, dtype=torch.int32))
     dist.all_reduce(counts)
+    dist.all_reduce(seen)
+    if not bool((seen == 1).all()):
+        raise RuntimeError(f"validation is not exact-once: {int((seen == 0).sum())} samples never seen, "
+                           f"{int((seen > 1).sum())} seen more than once")
     return (counts[0] / counts[1]).item(), int(counts[1].item())
 
 
-def run(script, args, classes, train_batches, val_batches, counters=None):
-    """The training loop: `train_batches(epoch)` and `val_batches()` give (images, labels)."""
+def run(script, args, classes, train_batches, val_batches, val_size, counters=None):
+    """The training loop: `train_batches(epoch)` gives (images, labels), `val_batches()`
+    (images, labels, dataset indices) of a validation set of `val_size` samples."""
     rank, world = dist.get_rank(), dist.get_world_size()
     model = make_model(classes)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
-    images = seconds = 0.0
+    images = seconds = waited = 0.0
     for epoch in range(args.epochs):
-        n, s = train_epoch(model, optimizer, train_batches(epoch))
-        images, seconds = images + n, seconds + s
-        acc, total = evaluate(model, val_batches())
+        n, s, w = train_epoch(model, optimizer, train_batches(epoch))
+        images, seconds, waited = images + n, seconds + s, waited + w
+        acc, total = evaluate(model, val_batches(), val_size)
         if rank == 0:
             print(f"[{script}] epoch {epoch}: val accuracy {acc:.3f} over {total} images", flush=True)
+    print(f"[{script}] rank {rank}: {images / seconds:.1f} training images/s, waited {waited:.2f} s "
+          f"of {seconds:.1f} s for data", flush=True)
     rates = torch.tensor([images / seconds], dtype=torch.float64)
     dist.all_reduce(rates)  # the job's training images/s: the ranks' rates summed
     if counters is not None:
@@ -95,7 +113,7 @@ def run(script, args, classes, train_batches, val_batches, counters=None):
     if rank == 0:
         print(json.dumps({"script": script, "world_size": world, "epochs": args.epochs,
                           "train_images_per_s": round(rates.item(), 1), "val_accuracy": round(acc, 4),
-                          "val_images": total}), flush=True)
+                          "val_images": total, "val_exact_once": True}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -13,6 +13,20 @@ from torchvision import transforms
 import common
 
 
+class Indexed(torch.utils.data.Dataset):
+    """The samples `indices` of `dataset` as (image, label, index)."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __len__(self):
+        return len(self.indices)
+
+    def __getitem__(self, k):
+        i = self.indices[k]
+        return (*self.dataset[i], i)
+
+
 def main():
     args = common.parse_args(__doc__, "an ImageFolder of JPEGs").parse_args()
     rank, world = common.init(args.seed)
@@ -25,8 +39,8 @@ def main():
     train = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, sampler=sampler,
                                         num_workers=args.workers, persistent_workers=args.workers > 0)
     # Validation: every sample exactly once over the ranks (rank r takes r, r + world, ...;
-    # DistributedSampler would pad with duplicates).
-    val = torch.utils.data.DataLoader(torch.utils.data.Subset(val_set, range(rank, len(val_set), world)),
+    # DistributedSampler would pad with duplicates), with its index for the exact-once check.
+    val = torch.utils.data.DataLoader(Indexed(val_set, range(rank, len(val_set), world)),
                                       batch_size=args.batch_size, num_workers=args.workers)
 
     def train_batches(epoch):
@@ -34,7 +48,7 @@ def main():
         return iter(train)
 
     common.run("compare_dataloader.py (torchvision DataLoader)", args, len(train_set.classes), train_batches,
-               lambda: iter(val))
+               lambda: iter(val), len(val_set))
 
 
 if __name__ == "__main__":

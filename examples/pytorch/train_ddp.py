@@ -26,9 +26,10 @@ def main():
         return ((b["images"], b["labels"]) for b in train)
 
     def val_batches():
-        return ((b["images"], b["labels"]) for b in val)
+        return ((b["images"], b["labels"], b["indices"]) for b in val)
 
-    common.run("train_ddp.py (ddpio.Loader)", args, classes, train_batches, val_batches, counters=train.counters)
+    common.run("train_ddp.py (ddpio.Loader)", args, classes, train_batches, val_batches, val.dataset_size,
+               counters=train.counters)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ _CHOICES = {
 
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
+# The torch store the job was joined through: referenced until ddpio has left the job, so that
+# rank 0's store server (torch's, in this process) does not go with destroy_process_group()
+# while the other ranks still count themselves out through it.
+_joined_through = []
 
 
 def _close_all():
@@ -40,6 +44,7 @@ def _close_all():
     for loader in loaders:
         loader.close()
     _ddpio.leave_job()
+    _joined_through.clear()
 
 
 atexit.register(_close_all)
@@ -60,6 +65,8 @@ def _torch_group():
         host, port = getattr(store, "host", None), getattr(store, "port", None)
         if not host or not port:
             return {}
+        if not _joined_through:
+            _joined_through.append(store)
         return dict(torch_rank=dist.get_rank(), torch_world_size=dist.get_world_size(),
                     torch_store_host=str(host), torch_store_port=int(port))
     except (AttributeError, RuntimeError):
