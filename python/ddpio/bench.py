@@ -1,16 +1,21 @@
 """python3 -m ddpio.bench: ddpio.Loader from Python next to the C++ loader alone and next to
 torchvision's ImageFolder + DataLoader, in one run on the same images.
 
-Each round runs, one after the other (interleaved, so drifts of a shared machine hit all three):
+Each round runs the three one after the other (interleaved, so drifts of a shared machine hit all
+three; python and c++ swap places every round, so neither always follows the torch epoch):
   python  one epoch of ddpio.Loader(train=True, RandomResizedCrop + flip, uint8), the loop
           touching every batch (a sum over one byte per image and over the labels);
   c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python),
           which also measures the JPEG full-decode ceiling (one thread per worker, one pass);
   torch   one epoch of torchvision ImageFolder + DataLoader(num_workers) over the original JPEG
           folder, RandomResizedCrop + RandomHorizontalFlip + PILToTensor (uint8, as ddpio's).
-It prints the median images/s of each over the rounds (min-max beside it) and the ratios
-python/c++, python/torch and python/ceiling, each the median of the rounds' own ratios. Without --data it makes a dataset of photo-like JPEGs first
-(`ddpio synth` + `ddpio convert`, in a temporary directory).
+It prints the median images/s of each over the rounds (min-max beside it), the ratios
+python/c++, python/torch and python/ceiling — each the median of the rounds' own ratios (paired:
+the two ran back to back) and, beside it, the ratio of the medians — and the share of the python
+epoch its loop spent waiting for batches (near 100%: the loop is not the bound, the decoding is).
+One epoch is a few seconds: on a busy machine single rounds vary by 10% or more, so use 5+
+rounds before reading a few percent into a ratio. Without --data it makes a dataset of
+photo-like JPEGs first (`ddpio synth` + `ddpio convert`, in a temporary directory).
 """
 import argparse
 import json
@@ -47,14 +52,17 @@ def make_dataset(program, work, per_class, size):
 
 
 def python_epoch(loader, epoch):
+    """images/s of one epoch, and the share of it the loop spent waiting for the next batch."""
     loader.set_epoch(epoch)
     images, touched = 0, 0
+    waited = loader.counters()["loader_wait_s"]
     start = time.perf_counter()
     for batch in loader:
         x = batch["images"]
         touched += int(x[:, 0, 0, 0].sum()) + int(batch["labels"].sum())  # a real touch of each batch
         images += x.shape[0]
-    return images / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return images / seconds, (loader.counters()["loader_wait_s"] - waited) / seconds
 
 
 def cpp_epoch(program, args):
@@ -88,6 +96,16 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": values}
 
 
+def ratio(report, key, numerators, denominators):
+    """python / other: the median of the rounds' paired ratios, and the ratio of the medians."""
+    rounds = [n / d for n, d in zip(numerators, denominators)]
+    report[key] = statistics.median(rounds)
+    report[key + "_rounds"] = rounds
+    report[key + "_of_medians"] = statistics.median(numerators) / statistics.median(denominators)
+    return f"{report[key]:.3f}   (ratio of medians {report[key + '_of_medians']:.3f}; rounds " + \
+        ", ".join(f"{r:.2f}" for r in rounds) + ")"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python3 -m ddpio.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,47 +135,52 @@ def main(argv=None):
         import ddpio
         loader = ddpio.Loader(args.data, batch_size=args.batch_size, image_size=args.image_size, train=True,
                               workers=args.workers)
-        python_rates, cpp_rates, ceilings, torch_rates = [], [], [], []
+        python_rates, waits, cpp_rates, ceilings, torch_rates = [], [], [], [], []
         python_epoch(loader, 10_000)  # warm: the page cache, the slots
         for r in range(args.rounds):
-            python_rates.append(python_epoch(loader, r))
-            rate, ceiling = cpp_epoch(program, args)
-            cpp_rates.append(rate)
-            if ceiling:
-                ceilings.append(ceiling)
-            line = f"round {r + 1}/{args.rounds}: python {python_rates[-1]:.0f}, c++ {rate:.0f}"
+            steps = ["python", "c++"] if r % 2 == 0 else ["c++", "python"]
+            for step in steps:
+                if step == "python":
+                    rate, wait = python_epoch(loader, r)
+                    python_rates.append(rate)
+                    waits.append(wait)
+                else:
+                    rate, ceiling = cpp_epoch(program, args)
+                    cpp_rates.append(rate)
+                    if ceiling:
+                        ceilings.append(ceiling)
+            line = (f"round {r + 1}/{args.rounds}: python {python_rates[-1]:.0f} (waiting {waits[-1]:.0%}), "
+                    f"c++ {cpp_rates[-1]:.0f}")
             if not args.no_torch:
                 torch_rates.append(torch_epoch(args, r))
                 line += f", torch {torch_rates[-1]:.0f}"
-            log(line + " images/s")
+            log(line + f" images/s; python / c++ {python_rates[-1] / cpp_rates[-1]:.2f}")
         images = loader.dataset_size
         loader.close()
 
     report = {"data": args.data, "workers": args.workers, "batch_size": args.batch_size,
               "image_size": args.image_size, "images": images,
-              "python": summary(python_rates), "cpp": summary(cpp_rates)}
+              "python": summary(python_rates), "python_waiting": summary(waits), "cpp": summary(cpp_rates)}
     if ceilings:
         report["ceiling"] = summary(ceilings)
     if torch_rates:
         report["torch"] = summary(torch_rates)
-    # Ratios within a round (the two ran back to back), then their median: the paired figure.
-    report["python_vs_cpp"] = statistics.median(p / c for p, c in zip(python_rates, cpp_rates))
-    print(f"{args.rounds} rounds, {args.workers} workers, batch {args.batch_size}, {args.image_size} px, "
-          f"RandomResizedCrop + flip, uint8; median images/s (min-max)")
+    print(f"{args.rounds} rounds, {images} images, {args.workers} workers, batch {args.batch_size}, "
+          f"{args.image_size} px, RandomResizedCrop + flip, uint8; images/s: median (min-max)")
     rows = [("ddpio.Loader, Python loop", report["python"]), ("ddpio bench loader (C++)", report["cpp"])]
     if torch_rates:
         rows.append(("torchvision ImageFolder + DataLoader", report["torch"]))
-        report["python_vs_torch"] = statistics.median(p / t for p, t in zip(python_rates, torch_rates))
     if ceilings:
         rows.append(("ceiling: full JPEG decode, 1 thread x workers", report["ceiling"]))
     for name, s in rows:
         print(f"  {name:<46} {s['median']:8.0f}   ({s['min']:.0f}-{s['max']:.0f})")
-    print(f"  python / c++   = {report['python_vs_cpp']:.3f}   (median of the rounds' ratios)")
+    print(f"  python / c++     = {ratio(report, 'python_vs_cpp', python_rates, cpp_rates)}")
     if torch_rates:
-        print(f"  python / torch = {report['python_vs_torch']:.2f}")
-    if ceilings:
-        report["python_vs_ceiling"] = statistics.median(p / c for p, c in zip(python_rates, ceilings))
-        print(f"  python / ceiling = {report['python_vs_ceiling']:.3f}")
+        print(f"  python / torch   = {ratio(report, 'python_vs_torch', python_rates, torch_rates)}")
+    if ceilings and len(ceilings) == len(python_rates):
+        print(f"  python / ceiling = {ratio(report, 'python_vs_ceiling', python_rates, ceilings)}")
+    print(f"  the Python loop waited for batches {report['python_waiting']['median']:.0%} of its epoch "
+          f"(median; {report['python_waiting']['min']:.0%}-{report['python_waiting']['max']:.0%})")
     if args.json:
         print(json.dumps(report))
     return 0

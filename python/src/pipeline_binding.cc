@@ -221,13 +221,17 @@ class PyPipeline {
     pipeline_.reset();  // joins the loader's threads
   }
 
+  // Runs f(pipeline) without the GIL, one call at a time: a Pipeline is driven by one thread at
+  // a time, and Python threads may share a loader (a second next() waits for the first).
+  template <typename F>
+  auto Call(F&& f) const {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    return f(*pipeline_);
+  }
+
   void StartEpoch(uint64_t epoch, uint64_t start) {
-    absl::Status st;
-    {
-      py::gil_scoped_release release;
-      st = pipeline_->StartEpoch(epoch, start);
-    }
-    ThrowIfError(st);
+    ThrowIfError(Call([&](Pipeline& p) { return p.StartEpoch(epoch, start); }));
   }
 
   // (images, labels, indices, valid, epoch, step, device_images), or None at the end of the
@@ -235,11 +239,7 @@ class PyPipeline {
   // (int64); device_images: the address of the same bytes on the GPU (the copy is complete), or
   // None — kept alive by `images`, whose base holds the batch.
   py::object Next() {
-    absl::StatusOr<loader::HeldBatch> held;
-    {
-      py::gil_scoped_release release;
-      held = pipeline_->NextHeld();
-    }
+    absl::StatusOr<loader::HeldBatch> held = Call([](Pipeline& p) { return p.NextHeld(); });
     if (absl::IsOutOfRange(held.status())) return py::none();
     loader::HeldBatch h = ValueOrThrow(std::move(held));
     const loader::Batch& b = h.batch;
@@ -258,7 +258,7 @@ class PyPipeline {
   }
 
   py::dict Counters() const {
-    const broadcast::FeederCounters c = pipeline_->counters();
+    const broadcast::FeederCounters c = Call([](Pipeline& p) { return p.counters(); });
     py::dict d;
     d["records_read"] = c.records_read;
     d["bytes_read"] = c.bytes_read;
@@ -274,22 +274,20 @@ class PyPipeline {
   }
 
   uint64_t BatchesInEpoch(uint64_t epoch) const {
-    absl::StatusOr<uint64_t> n;
-    {
-      py::gil_scoped_release release;  // a permutation of the dataset
-      n = pipeline_->BatchesInEpoch(epoch);
-    }
-    return ValueOrThrow(std::move(n));
+    // (a permutation of the dataset: without the GIL)
+    return ValueOrThrow(Call([&](Pipeline& p) { return p.BatchesInEpoch(epoch); }));
   }
-  Pipeline& pipeline() { return *pipeline_; }
   const comm::RankInfo& info() const { return job_->info(); }
 
   void Close() {
-    py::gil_scoped_release release;
-    pipeline_->Close();
+    Call([](Pipeline& p) {
+      p.Close();
+      return 0;
+    });
   }
 
  private:
+  mutable std::mutex mu_;  // one call into the pipeline at a time (Call)
   std::shared_ptr<comm::Job> job_;  // outlives the pipeline (declared first)
   std::unique_ptr<Pipeline> pipeline_;
   loader::OutputFormat output_ = loader::OutputFormat::kUint8Nhwc;
@@ -305,14 +303,21 @@ void BindPipeline(py::module_& m) {
       .def("next", &PyPipeline::Next)
       .def("counters", &PyPipeline::Counters)
       .def("batches_in_epoch", &PyPipeline::BatchesInEpoch, py::arg("epoch"))
-      .def_property_readonly("num_batches", [](PyPipeline& p) { return p.pipeline().NumBatches(); })
-      .def_property_readonly("resume_position", [](PyPipeline& p) { return p.pipeline().ResumePosition(); })
-      .def_property_readonly("dataset_size", [](PyPipeline& p) { return p.pipeline().dataset_size(); })
-      .def_property_readonly("is_leader", [](PyPipeline& p) { return p.pipeline().is_leader(); })
+      .def_property_readonly("num_batches", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.NumBatches(); }); })
+      .def_property_readonly("resume_position",
+                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.ResumePosition(); }); })
+      .def_property_readonly("dataset_size", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.dataset_size(); }); })
+      .def_property_readonly("is_leader", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.is_leader(); }); })
       .def_property_readonly("rank", [](PyPipeline& p) { return p.info().rank; })
       .def_property_readonly("world_size", [](PyPipeline& p) { return p.info().world_size; })
-      .def_property_readonly("group_size", [](PyPipeline& p) { return p.pipeline().layout().group_size(); })
-      .def("mark_failed", [](PyPipeline& p) { p.pipeline().MarkFailed(); })
+      .def_property_readonly("group_size",
+                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_size(); }); })
+      .def("mark_failed", [](PyPipeline& p) {
+        p.Call([](Pipeline& q) {
+          q.MarkFailed();
+          return 0;
+        });
+      })
       .def("close", &PyPipeline::Close);
   m.def(
       "leave_job",

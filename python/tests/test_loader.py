@@ -331,3 +331,31 @@ def test_a_cuda_device_without_a_usable_gpu_is_a_clear_error(dataset):
         ddpio.Loader(dataset, batch_size=4, image_size=32, device="meta")
     batch = next(iter(ddpio.Loader(dataset, batch_size=4, image_size=32, device="cpu")))
     assert batch["images"].device.type == "cpu"
+
+
+def test_threads_sharing_one_epoch_get_every_batch_once(dataset_96px):
+    # Python threads may share a loader's epoch (e.g. a prefetching thread): calls into the C++
+    # pipeline are serialised, so each batch goes to exactly one thread and none is lost.
+    import collections
+    import threading
+    loader = ddpio.Loader(dataset_96px, batch_size=4, image_size=32, held_batches=16, workers=2)
+    want = len(loader)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        batches = iter(loader)
+        steps, errors = collections.Counter(), []
+
+        def take():
+            try:
+                for batch in batches:
+                    steps[batch["step"]] += 1
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=take) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sorted(steps) == list(range(want)) and set(steps.values()) == {1}
