@@ -1,5 +1,7 @@
 #include "ddpio/storage/dataset_info.h"
 
+#include <algorithm>
+
 #include "ddpio/storage/internal/json_fields.h"
 
 #include <nlohmann/json.hpp>
@@ -37,10 +39,10 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
     if (!internal::GetInt(j, "format_version", &h.format_version)) {
       return absl::DataLossError("dataset metadata: format_version is not an integer");
     }
-    if (h.format_version != kFormatVersion) {
+    if (h.format_version < kFormatVersion || h.format_version > kMaxFormatVersion) {
       return absl::FailedPreconditionError(
           absl::StrCat("unsupported dataset format version ", h.format_version,
-                       " (this build of ddpio reads version ", kFormatVersion, ")"));
+                       " (this build of ddpio reads versions ", kFormatVersion, " to ", kMaxFormatVersion, ")"));
     }
     h.classes = j.at("classes").get<std::vector<std::string>>();
     const json& s = j.at("source");
@@ -94,5 +96,25 @@ uint64_t DecodeIndexKey(const uint8_t* key8) {
 }
 
 std::string IndexKeyHex(uint64_t index) { return absl::StrFormat("%016x", index); }
+
+absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::vector<std::string>& val) {
+  const size_t n = std::min(train.size(), val.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (train[i] != val[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the validation set's classes differ from the training set's: label ", i, " is '", val[i],
+          "' in the validation set but '", train[i], "' in the training set (convert the validation set with the "
+          "training set's class folders, or with --val-labels, so labels mean the same classes)"));
+    }
+  }
+  if (train.size() != val.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the validation set has ", val.size(), " classes and the training set ", train.size(), "; the first ", n,
+        " agree, then ", val.size() > n ? absl::StrCat("the validation set names '", val[n], "'")
+                                        : absl::StrCat("the training set names '", train[n], "'"),
+        " (both must list the same classes in the same order)"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace ddpio::storage

@@ -20,7 +20,10 @@
 namespace ddpio::storage {
 
 inline constexpr char kFormatName[] = "ddpio-lmdb";
+// Version 1: every record in layout 1. Version 2: records may use layout 2 (record.h; written
+// by `convert --max-side`), so a build that reads only version 1 refuses the dataset up front.
 inline constexpr int kFormatVersion = 1;
+inline constexpr int kMaxFormatVersion = 2;
 
 // LMDB names.
 inline constexpr char kSamplesDb[] = "samples";
@@ -53,6 +56,11 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view json);
 
 std::string EncodeCompletion(const DatasetCompletion& completion);
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view json);
+
+// OK when `val` names the same classes as `train`, in the same order (labels mean the same
+// thing); otherwise InvalidArgument naming the first label that differs, or the counts, and how
+// to convert the validation set so it matches.
+absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::vector<std::string>& val);
 
 // Sample keys: the index as 8 big-endian bytes.
 using IndexKey = std::array<uint8_t, 8>;

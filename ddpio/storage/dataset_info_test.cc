@@ -70,5 +70,15 @@ TEST(DatasetInfo, KeyOrderIsIndexOrder) {
   EXPECT_EQ(IndexKeyHex(17), "0000000000000011");
 }
 
+TEST(DatasetInfo, ClassesMustMatchInNameAndOrder) {
+  EXPECT_OK(CheckSameClasses({"a", "b"}, {"a", "b"}));
+  absl::Status swapped = CheckSameClasses({"a", "b"}, {"b", "a"});
+  EXPECT_CODE(swapped, kInvalidArgument);
+  EXPECT_NE(swapped.message().find("label 0 is 'b' in the validation set but 'a'"), absl::string_view::npos) << swapped;
+  absl::Status fewer = CheckSameClasses({"a", "b", "c"}, {"a", "b"});
+  EXPECT_CODE(fewer, kInvalidArgument);
+  EXPECT_NE(fewer.message().find("the training set names 'c'"), absl::string_view::npos) << fewer;
+}
+
 }  // namespace
 }  // namespace ddpio::storage

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/lmdb_check.h"
+#include "ddpio/storage/shards.h"
 #include "ddpio/storage/internal/lmdb_util.h"
 #include "ddpio/storage/internal/map_guard.h"
 
@@ -71,6 +73,16 @@ std::map<EnvKey, std::weak_ptr<internal::SharedEnv>>& Envs() {
   return *envs;
 }
 
+// Whether `dir` holds a "shard-..." folder (a sharded conversion's output).
+bool HasShardFolders(const std::string& dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().filename().string().rfind("shard-", 0) == 0) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<internal::EnvPtr> OpenEnvWithFlags(const std::string& path, unsigned flags,
                                                   unsigned max_readers, int* rc_out) {
   MDB_env* raw = nullptr;
@@ -104,6 +116,13 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   if (S_ISDIR(st.st_mode)) {
     data_file = path + "/data.mdb";
     if (::stat(data_file.c_str(), &st) != 0) {
+      if (HasShardFolders(path)) {
+        return WithSetting(absl::FailedPreconditionError(absl::StrCat(
+                               "dataset ", path, " holds shards but no ", kShardManifest,
+                               ": its sharded conversion was interrupted (resume it, from the same source, to "
+                               "finish it)")),
+                           "resume_conversion");
+      }
       return absl::NotFoundError(
           absl::StrCat("dataset ", path, " is a directory without data.mdb: not an LMDB dataset"));
     }
@@ -182,7 +201,23 @@ struct ReadTxn::Impl {
   bool verify = true;
   Txn txn;
   bool reset = false;
+  std::vector<std::optional<ReadTxn>> shards;  // sharded: begun on first use
 };
+
+// Sharded datasets: the shard holding global `index`, its transaction (begun on first use) and
+// the index within the shard.
+absl::StatusOr<ReadTxn*> DatasetReader::ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard,
+                                                 uint64_t* local) const {
+  const size_t k = static_cast<size_t>(std::upper_bound(shard_starts_.begin(), shard_starts_.end(), index) -
+                                       shard_starts_.begin()) - 1;
+  *shard = k;
+  if (!impl.shards[k].has_value()) {
+    DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, shards_[k]->BeginRead());
+    impl.shards[k].emplace(std::move(txn));
+  }
+  *local = index - shard_starts_[k];
+  return &*impl.shards[k];
+}
 
 ReadTxn::ReadTxn(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ReadTxn::ReadTxn(ReadTxn&&) noexcept = default;
@@ -190,7 +225,11 @@ ReadTxn& ReadTxn::operator=(ReadTxn&&) noexcept = default;
 ReadTxn::~ReadTxn() = default;
 
 void ReadTxn::Reset() {
-  if (impl_ != nullptr && !impl_->reset) {
+  if (impl_ == nullptr) return;
+  for (auto& shard : impl_->shards) {
+    if (shard.has_value()) shard->Reset();
+  }
+  if (impl_->txn.active() && !impl_->reset) {
     impl_->txn.Reset();
     impl_->reset = true;
   }
@@ -202,6 +241,14 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
   if (index >= reader.size()) {
     return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ",
                                                    reader.size(), ") of ", reader.path()));
+  }
+  if (!impl_->shards.empty()) {
+    size_t k = 0;
+    uint64_t local = 0;
+    DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
+    absl::StatusOr<RecordView> view = shard->Get(local, stored);
+    if (!view.ok()) return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
+    return view;
   }
   if (impl_->reset) {
     DDPIO_RETURN_IF_ERROR(impl_->txn.Renew("renewing read transaction"));
@@ -231,6 +278,7 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
 absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Prefetch on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
+  if (!impl_->shards.empty()) return PrefetchShards(indices);
   if (impl_->reset) {
     DDPIO_RETURN_IF_ERROR(impl_->txn.Renew("renewing read transaction"));
     impl_->reset = false;
@@ -261,18 +309,53 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   return hinted;
 }
 
+absl::StatusOr<uint64_t> ReadTxn::PrefetchShards(absl::Span<const uint64_t> indices) {
+  const DatasetReader& reader = *impl_->reader;
+  std::vector<std::vector<uint64_t>> per_shard(impl_->shards.size());
+  for (uint64_t index : indices) {
+    if (index >= reader.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ", reader.size(),
+                                                     ") of ", reader.path()));
+    }
+    size_t shard = 0;
+    uint64_t local = 0;
+    DDPIO_RETURN_IF_ERROR(reader.ShardTxn(*impl_, index, &shard, &local).status());
+    per_shard[shard].push_back(local);
+  }
+  uint64_t hinted = 0;
+  for (size_t k = 0; k < per_shard.size(); ++k) {
+    if (per_shard[k].empty()) continue;
+    DDPIO_ASSIGN_OR_RETURN(uint64_t h, impl_->shards[k]->Prefetch(per_shard[k]));
+    hinted += h;
+  }
+  return hinted;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 DatasetReader::~DatasetReader() = default;
 
-bool DatasetReader::no_lock() const { return (env_->flags & MDB_NOLOCK) != 0; }
+bool DatasetReader::no_lock() const { return shards_.empty() ? (env_->flags & MDB_NOLOCK) != 0 : shards_[0]->no_lock(); }
+
+std::vector<DatasetReader::DataFile> DatasetReader::data_files() const {
+  if (shards_.empty()) return {{data_file_, file_bytes_}};
+  std::vector<DataFile> files;
+  for (const auto& shard : shards_) files.push_back({shard->data_file_, shard->file_bytes_});
+  return files;
+}
 
 absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::string& path,
                                                                    const ReaderOptions& options) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+      ::stat((path + "/" + kShardManifest).c_str(), &st) == 0) {
+    return OpenSharded(path, options);
+  }
   auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
   reader->path_ = path;
   reader->options_ = options;
   DDPIO_ASSIGN_OR_RETURN(reader->env_, OpenShared(path, options));
+  reader->data_file_ = S_ISDIR(st.st_mode) ? path + "/data.mdb" : path;
   MDB_envinfo info;
   mdb_env_info(reader->env_->env.get(), &info);
   MDB_stat env_stat;
@@ -313,6 +396,10 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
 absl::StatusOr<ReadTxn> DatasetReader::BeginRead() const {
   auto impl = std::make_unique<ReadTxn::Impl>();
   impl->reader = this;
+  if (!shards_.empty()) {
+    impl->shards.resize(shards_.size());
+    return ReadTxn(std::move(impl));
+  }
   impl->env = env_;
   impl->verify = options_.verify_checksums;
   DDPIO_RETURN_IF_ERROR(

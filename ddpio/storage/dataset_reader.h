@@ -14,12 +14,17 @@
 //   DDPIO_ASSIGN_OR_RETURN(auto reader, DatasetReader::Open("/data/train.lmdb", {}));
 //   DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
 //   DDPIO_ASSIGN_OR_RETURN(RecordView r, txn.Get(17));   // r.payload valid until txn.Reset()
+//
+// A sharded dataset (a folder with kShardManifest and one dataset per shard, written by
+// `ddpio convert --shards K`) opens the same way and reads as one: one index space, shard k
+// holding the indices after those of shards 0..k-1, so the order is the unsharded order.
 #ifndef DDPIO_STORAGE_DATASET_READER_H_
 #define DDPIO_STORAGE_DATASET_READER_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -31,6 +36,10 @@ namespace ddpio::storage {
 namespace internal {
 struct SharedEnv;
 }
+
+// The file in a sharded dataset's folder that lists its shards (docs/FORMAT.md); written last,
+// so a folder without it is an unfinished conversion.
+inline constexpr char kShardManifest[] = "ddpio-shards.json";
 
 struct ReaderOptions {
   // Verify each record's CRC32C on Get (default true). Off only for benchmarks that want the
@@ -83,13 +92,14 @@ class ReadTxn {
   friend class DatasetReader;
   struct Impl;
   explicit ReadTxn(std::unique_ptr<Impl> impl);
+  absl::StatusOr<uint64_t> PrefetchShards(absl::Span<const uint64_t> indices);
   std::unique_ptr<Impl> impl_;
 };
 
 class DatasetReader {
  public:
-  // Opens the dataset at `path`: a directory with data.mdb, or a single LMDB file. NotFound when
-  // nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
+  // Opens the dataset at `path`: a directory with data.mdb, a single LMDB file, or a sharded
+  // dataset's folder. NotFound when nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
   // unsupported format version or an incomplete dataset; DataLoss when the record count
   // disagrees with the completion marker.
   static absl::StatusOr<std::unique_ptr<DatasetReader>> Open(const std::string& path,
@@ -104,8 +114,17 @@ class DatasetReader {
   const std::string& path() const { return path_; }
   // Whether the environment was opened without LMDB's lock (kNoLock or the kAuto fallback).
   bool no_lock() const;
-  // The size of the LMDB data file in bytes.
+  // The size of the LMDB data file in bytes (summed over shards).
   uint64_t file_bytes() const { return file_bytes_; }
+  // The LMDB data files (one per shard) and the bytes of each in use, for tools that measure
+  // raw file reads.
+  struct DataFile {
+    std::string path;
+    uint64_t bytes = 0;
+  };
+  std::vector<DataFile> data_files() const;
+  // Shards: 1 for an unsharded dataset.
+  size_t shard_count() const { return shards_.empty() ? 1 : shards_.size(); }
 
   // A new read transaction. Thread-safe. ResourceExhausted when all reader slots are taken.
   absl::StatusOr<ReadTxn> BeginRead() const;
@@ -114,7 +133,11 @@ class DatasetReader {
   absl::StatusOr<Record> ReadCopy(uint64_t index) const;
 
  private:
+  friend class ReadTxn;
   DatasetReader() = default;
+  absl::StatusOr<ReadTxn*> ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard, uint64_t* local) const;
+  static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenSharded(const std::string& path,
+                                                                    const ReaderOptions& options);
 
   // Constant after Open.
   std::shared_ptr<internal::SharedEnv> env_;
@@ -123,6 +146,10 @@ class DatasetReader {
   DatasetHeader header_;
   DatasetCompletion completion_;
   uint64_t file_bytes_ = 0;
+  std::string data_file_;
+  // Sharded: a reader per shard and the first global index of each (env_ is then null).
+  std::vector<std::unique_ptr<DatasetReader>> shards_;
+  std::vector<uint64_t> shard_starts_;
 };
 
 }  // namespace ddpio::storage

@@ -135,15 +135,22 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   WriterOptions opts = options;
   opts.single_file = S_ISREG(st.st_mode);
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, opts, /*create=*/false));
+  DDPIO_ASSIGN_OR_RETURN(auto stored, writer->GetMeta(kDatasetKey));
   DDPIO_ASSIGN_OR_RETURN(auto complete, writer->GetMeta(kCompleteKey));
+  // A finished dataset made by another ddpio version from the same source is still the same
+  // dataset; one from another source or with other options is not, finished or not.
+  DatasetHeader same = header;
+  if (complete.has_value() && stored.has_value()) {
+    if (auto decoded = DecodeHeader(*stored); decoded.ok()) same.tool_version = decoded->tool_version;
+  }
+  if (!stored.has_value() || *stored != EncodeHeader(same)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume ", path, ": it was ", complete.has_value() ? "made" : "started",
+        " from another source or with other options (", stored.has_value() ? "stored: " + *stored : "no metadata",
+        "); remove it and start over"));
+  }
   if (complete.has_value()) {
     return absl::AlreadyExistsError(absl::StrCat(path, " is already complete"));
-  }
-  DDPIO_ASSIGN_OR_RETURN(auto stored, writer->GetMeta(kDatasetKey));
-  if (!stored.has_value() || *stored != EncodeHeader(header)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot resume ", path, ": it was started from another source or with other options (",
-        stored.has_value() ? "stored: " + *stored : "no metadata", "); remove it and start over"));
   }
   DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kWriterKey));
   if (progress.has_value()) {

@@ -28,11 +28,53 @@ uint32_t Get32(const uint8_t* p) {
 constexpr size_t kOffCrc = 0, kOffVersion = 4, kOffType = 5, kOffChannels = 6, kOffHeight = 8,
                  kOffWidth = 12, kOffLabel = 16, kOffNameLen = 20, kOffReserved = 22,
                  kOffPayloadLen = 24;
+constexpr size_t kOffExtensionLen = 28;  // layout 2
 static_assert(kOffPayloadLen + 4 == kRecordHeaderSize);
+static_assert(kOffExtensionLen + 4 == kRecordHeaderSizeExtended);
+
+// Extension entries: tag (2 bytes), length (4 bytes), value.
+constexpr size_t kEntryHeader = 6;
+constexpr uint16_t kTagOriginalGeometry = 1;  // value: height (4), width (4)
+
+size_t ExtensionSize(const RecordView& r) {
+  return r.original_width != 0 || r.original_height != 0 ? kEntryHeader + 8 : 0;
+}
+
+void PutExtensions(const RecordView& r, uint8_t* p) {
+  if (r.original_width == 0 && r.original_height == 0) return;
+  Put16(p, kTagOriginalGeometry);
+  Put32(p + 2, 8);
+  Put32(p + kEntryHeader, r.original_height);
+  Put32(p + kEntryHeader + 4, r.original_width);
+}
+
 
 bool KnownType(uint8_t t) {
   return t == static_cast<uint8_t>(ContentType::kJpeg) ||
          t == static_cast<uint8_t>(ContentType::kRawUint8);
+}
+
+absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
+  size_t at = 0;
+  while (at < ext.size()) {
+    if (ext.size() - at < kEntryHeader) {
+      return absl::DataLossError(absl::StrCat("record extension area cut short at byte ", at, " of ", ext.size()));
+    }
+    const uint16_t tag = Get16(ext.data() + at);
+    const uint64_t len = Get32(ext.data() + at + 2);
+    if (len > ext.size() - at - kEntryHeader) {
+      return absl::DataLossError(absl::StrCat("record extension ", tag, " of ", len, " bytes runs past the area's ",
+                                              ext.size(), " bytes"));
+    }
+    const uint8_t* v = ext.data() + at + kEntryHeader;
+    if (tag == kTagOriginalGeometry) {
+      if (len != 8) return absl::DataLossError(absl::StrCat("original geometry extension of ", len, " bytes, not 8"));
+      out->original_height = Get32(v);
+      out->original_width = Get32(v + 4);
+    }
+    at += kEntryHeader + len;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -50,6 +92,8 @@ Record Record::FromView(const RecordView& v) {
   r.width = v.width;
   r.source_name = std::string(v.source_name);
   r.payload.assign(v.payload.begin(), v.payload.end());
+  r.original_height = v.original_height;
+  r.original_width = v.original_width;
   return r;
 }
 
@@ -62,11 +106,30 @@ RecordView Record::view() const {
   v.width = width;
   v.source_name = source_name;
   v.payload = absl::MakeConstSpan(payload);
+  v.original_height = original_height;
+  v.original_width = original_width;
   return v;
 }
 
+absl::StatusOr<std::string> ImageFileBytes(const RecordView& r) {
+  const char* payload = reinterpret_cast<const char*>(r.payload.data());
+  if (r.type == ContentType::kJpeg) return std::string(payload, r.payload.size());
+  if (r.channels != 1 && r.channels != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("a raw record of ", r.channels, " channels has no image file form"));
+  }
+  if (r.payload.size() != static_cast<uint64_t>(r.width) * r.height * r.channels) {
+    return absl::InvalidArgumentError(absl::StrCat("raw record of ", r.payload.size(), " bytes is not ", r.width, "x",
+                                                   r.height, "x", r.channels));
+  }
+  std::string file = absl::StrCat(r.channels == 3 ? "P6\n" : "P5\n", r.width, " ", r.height, "\n255\n");
+  file.append(payload, r.payload.size());
+  return file;
+}
+
 size_t EncodedRecordSize(const RecordView& record) {
-  return kRecordHeaderSize + record.source_name.size() + record.payload.size();
+  const size_t ext = ExtensionSize(record);
+  return (ext > 0 ? kRecordHeaderSizeExtended + ext : kRecordHeaderSize) + record.source_name.size() +
+         record.payload.size();
 }
 
 absl::Status EncodeRecord(const RecordView& record, std::string* out) {
@@ -80,7 +143,9 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out) {
   }
   out->resize(EncodedRecordSize(record));
   auto* p = reinterpret_cast<uint8_t*>(out->data());
-  p[kOffVersion] = kRecordLayoutVersion;
+  const size_t ext = ExtensionSize(record);
+  const size_t header = ext > 0 ? kRecordHeaderSizeExtended : kRecordHeaderSize;
+  p[kOffVersion] = ext > 0 ? kRecordLayoutVersionExtended : kRecordLayoutVersion;
   p[kOffType] = static_cast<uint8_t>(record.type);
   Put16(p + kOffChannels, record.channels);
   Put32(p + kOffHeight, record.height);
@@ -89,10 +154,11 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out) {
   Put16(p + kOffNameLen, static_cast<uint16_t>(record.source_name.size()));
   Put16(p + kOffReserved, 0);
   Put32(p + kOffPayloadLen, static_cast<uint32_t>(record.payload.size()));
-  std::memcpy(p + kRecordHeaderSize, record.source_name.data(), record.source_name.size());
+  if (ext > 0) Put32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
+  std::memcpy(p + header, record.source_name.data(), record.source_name.size());
+  PutExtensions(record, p + header + record.source_name.size());
   if (!record.payload.empty()) {
-    std::memcpy(p + kRecordHeaderSize + record.source_name.size(), record.payload.data(),
-                record.payload.size());
+    std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(), record.payload.size());
   }
   Put32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion));
   return absl::OkStatus();
@@ -106,17 +172,24 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
                                             "-byte header"));
   }
   const uint8_t* p = bytes.data();
-  if (p[kOffVersion] != kRecordLayoutVersion) {
+  const bool extended = p[kOffVersion] == kRecordLayoutVersionExtended;
+  if (p[kOffVersion] != kRecordLayoutVersion && !extended) {
     return absl::DataLossError(
         absl::StrCat("unknown record layout version ", static_cast<int>(p[kOffVersion])));
   }
+  if (extended && bytes.size() < kRecordHeaderSizeExtended) {
+    return absl::DataLossError(absl::StrCat("truncated record: ", bytes.size(), " bytes, shorter than the ",
+                                            kRecordHeaderSizeExtended, "-byte header of layout 2"));
+  }
+  const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
+  const size_t ext_len = extended ? Get32(p + kOffExtensionLen) : 0;
   if (!KnownType(p[kOffType])) {
     return absl::DataLossError(
         absl::StrCat("unknown content type ", static_cast<int>(p[kOffType])));
   }
   const size_t name_len = Get16(p + kOffNameLen);
   const size_t payload_len = Get32(p + kOffPayloadLen);
-  const size_t expected = kRecordHeaderSize + name_len + payload_len;
+  const uint64_t expected = uint64_t{header} + name_len + ext_len + payload_len;
   if (bytes.size() != expected) {
     return absl::DataLossError(absl::StrCat(
         bytes.size() < expected ? "truncated record: " : "record with trailing bytes: ",
@@ -135,10 +208,11 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
   out->height = Get32(p + kOffHeight);
   out->width = Get32(p + kOffWidth);
   out->label = static_cast<int32_t>(Get32(p + kOffLabel));
-  out->source_name =
-      std::string_view(reinterpret_cast<const char*>(p + kRecordHeaderSize), name_len);
-  out->payload = bytes.subspan(kRecordHeaderSize + name_len, payload_len);
-  return absl::OkStatus();
+  out->source_name = std::string_view(reinterpret_cast<const char*>(p + header), name_len);
+  out->payload = bytes.subspan(header + name_len + ext_len, payload_len);
+  out->original_height = 0;
+  out->original_width = 0;
+  return DecodeExtensions(bytes.subspan(header + name_len, ext_len), out);
 }
 
 }  // namespace ddpio::storage

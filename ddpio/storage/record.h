@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace ddpio::storage {
@@ -36,6 +37,9 @@ struct RecordView {
   uint32_t width = 0;
   std::string_view source_name;
   absl::Span<const uint8_t> payload;
+  // The image's size before `convert --max-side` shrank it; 0 x 0 when it was stored as found.
+  uint32_t original_height = 0;
+  uint32_t original_width = 0;
 };
 
 // An owning record (tools and tests; the hot path uses views).
@@ -47,16 +51,29 @@ struct Record {
   uint32_t width = 0;
   std::string source_name;
   std::vector<uint8_t> payload;
+  uint32_t original_height = 0;
+  uint32_t original_width = 0;
 
   static Record FromView(const RecordView& view);
   // A view of this record, valid while it lives unchanged.
   RecordView view() const;
 };
 
+// Layout 1: a 28-byte header, the name, the payload. Layout 2 (written only for records that
+// carry extensions, such as the original geometry) adds a 4-byte extension length to the header
+// and the extension entries between name and payload. Readers read both.
 inline constexpr uint8_t kRecordLayoutVersion = 1;
+inline constexpr uint8_t kRecordLayoutVersionExtended = 2;
 inline constexpr size_t kRecordHeaderSize = 28;
+inline constexpr size_t kRecordHeaderSizeExtended = 32;
 inline constexpr size_t kMaxSourceNameSize = 65535;
 
+// The record's image as a file any decoder opens: a JPEG payload as it is; raw pixels (3 or 1
+// channels) as a binary PPM / PGM — header "P6\nW H\n255\n" then the pixels. InvalidArgument for
+// other raw channel counts or a raw payload of the wrong size.
+absl::StatusOr<std::string> ImageFileBytes(const RecordView& record);
+
+// Layout 1 when `record` has nothing for the extension area, else layout 2.
 // Appends the encoded record to `*out` (which is cleared first). InvalidArgument when the name
 // is longer than kMaxSourceNameSize or the payload is 4 GiB or more.
 absl::Status EncodeRecord(const RecordView& record, std::string* out);
@@ -66,7 +83,8 @@ size_t EncodedRecordSize(const RecordView& record);
 
 // Parses `bytes` into a view pointing into `bytes`. With `verify_checksum`, recomputes the
 // CRC32C. DataLoss when the record is truncated, has trailing bytes, an unknown layout version
-// or content type, or a checksum mismatch; the message says which and the sizes involved (the
+// or content type, a malformed extension area, or a checksum mismatch; unknown extension entries
+// are skipped (a later ddpio may add some); the message says which and the sizes involved (the
 // caller adds the index and key).
 absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum, RecordView* out);
 

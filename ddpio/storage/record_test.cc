@@ -94,5 +94,54 @@ TEST(RecordCodec, OverlongNameIsInvalidArgument) {
   EXPECT_CODE(EncodeRecord(r.view(), &encoded), kInvalidArgument);
 }
 
+// A record shrunk by convert --max-side keeps its original geometry: layout 2, read back exactly;
+// a record without one stays layout 1, byte for byte what earlier versions wrote.
+TEST(RecordCodec, OriginalGeometryTravelsInLayoutTwo) {
+  Record r = testing::MakeRecord(5);
+  std::string plain;
+  ASSERT_OK(EncodeRecord(r.view(), &plain));
+  EXPECT_EQ(plain[4], kRecordLayoutVersion);
+  r.original_height = 3000;
+  r.original_width = 4000;
+  std::string extended;
+  ASSERT_OK(EncodeRecord(r.view(), &extended));
+  EXPECT_EQ(extended[4], kRecordLayoutVersionExtended);
+  EXPECT_EQ(extended.size(), EncodedRecordSize(r.view()));
+  RecordView v;
+  ASSERT_OK(DecodeRecord(Bytes(extended), true, &v));
+  EXPECT_EQ(v.original_height, 3000u);
+  EXPECT_EQ(v.original_width, 4000u);
+  EXPECT_EQ(v.source_name, r.source_name);
+  EXPECT_EQ(std::vector<uint8_t>(v.payload.begin(), v.payload.end()), r.payload);
+  EXPECT_EQ(Record::FromView(v).original_width, 4000u);
+  // Every shorter prefix is DataLoss, never a read past the end.
+  for (size_t n = 0; n < extended.size(); ++n) {
+    EXPECT_CODE(DecodeRecord(Bytes(extended.substr(0, n)), false, &v), kDataLoss) << n;
+  }
+}
+
+TEST(RecordCodec, MalformedExtensionsAreDataLossAndUnknownOnesAreSkipped) {
+  Record r = testing::MakeRecord(6);
+  r.original_height = 10;
+  r.original_width = 20;
+  std::string e;
+  ASSERT_OK(EncodeRecord(r.view(), &e));
+  const size_t ext_at = kRecordHeaderSizeExtended + r.source_name.size();
+  RecordView v;
+  std::string unknown = e;
+  unknown[ext_at] = 77;  // a tag this build does not know: skipped, geometry unknown
+  ASSERT_OK(DecodeRecord(Bytes(unknown), false, &v));
+  EXPECT_EQ(v.original_width, 0u);
+  std::string overlong = e;
+  overlong[ext_at + 2] = 9;  // the entry claims 9 bytes in an 14-byte area with a 6-byte header
+  EXPECT_CODE(DecodeRecord(Bytes(overlong), false, &v), kDataLoss);
+  std::string short_entry = e;
+  short_entry[ext_at + 2] = 4;  // geometry of 4 bytes: malformed
+  EXPECT_CODE(DecodeRecord(Bytes(short_entry), false, &v), kDataLoss);
+  std::string area = e;
+  area[28] = 5;  // extension area of 5 bytes: the record's length no longer adds up
+  EXPECT_CODE(DecodeRecord(Bytes(area), false, &v), kDataLoss);
+}
+
 }  // namespace
 }  // namespace ddpio::storage
