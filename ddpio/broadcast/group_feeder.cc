@@ -329,6 +329,11 @@ FeederCounters GroupFeeder::counters() const {
   c.loader_wait_ns = loader_wait_ns_;
   c.batches = batches_total_;
   c.images = images_total_;
+  if (loader_ != nullptr) {
+    loader::LoaderStats ls = loader_->stats();
+    c.bad_samples = ls.bad_samples;
+    c.skipped = std::move(ls.skipped);
+  }
   return c;
 }
 

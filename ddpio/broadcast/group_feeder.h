@@ -101,6 +101,8 @@ struct FeederCounters {
   uint64_t loader_wait_ns = 0;   // the consumer blocked in Next()
   uint64_t batches = 0;          // handed to the consumer
   uint64_t images = 0;           // samples in them
+  uint64_t bad_samples = 0;      // decoded on this rank and skipped (bad_samples = kSkip)
+  std::vector<loader::SkippedSample> skipped;  // the first 100 of them
 };
 
 // The sampler options of the streams a feeder serves: the world's (shard: rank r's stream is r's

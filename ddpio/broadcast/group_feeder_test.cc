@@ -336,6 +336,37 @@ TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
   }
 }
 
+// A JPEG that will not decode (valid checksum, data cut short) with the decoded payload: the
+// leader decodes for everyone, and every member reports the leader's real error — index, key and
+// source file — not a symptom such as "out of step".
+TEST(GroupFeeder, UndecodableRecordIsTheLeadersErrorOnEveryMember) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30, 5, /*corrupt=*/{17}));
+  s.options = SmallOptions();
+  s.options.payload = FeedPayload::kDecoded;
+  s.options.loader.decode = loader::DecodeMode::kExact;  // whole image: the cut is always reached
+  s.group_size = 4;
+  auto codes = RunFeed(s, "undecodable", [&](comm::Job& job) {
+    const int rank = job.info().rank;
+    std::unique_ptr<storage::DatasetReader> reader;
+    auto feeder = JoinFeeder(job, s, s.options, &reader);
+    if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+    for (;;) {
+      auto b = (*feeder)->Next();
+      if (b.ok()) continue;
+      if (absl::IsOutOfRange(b.status())) return 10;
+      std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+      const bool names = b.status().message().find("sample 17 (key 0000000000000011, source 'img_17.jpg')") !=
+                         absl::string_view::npos;
+      const bool real = b.status().message().find("corrupt JPEG") != absl::string_view::npos;
+      return absl::IsDataLoss(b.status()) && names && real ? 0 : 11;
+    }
+  });
+  EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
+}
+
 // A peer killed mid-epoch: the rest of the group stop with Unavailable well within the timeout.
 TEST(GroupFeeder, KilledPeerStopsTheGroupCleanly) {
   ddpio::testing::TempDir dir;

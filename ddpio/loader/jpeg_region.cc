@@ -37,10 +37,25 @@ void OnMessage(j_common_ptr cinfo, int level) {
 
 }  // namespace
 
+void CmykToRgb(const uint8_t* cmyk, size_t count, uint8_t* rgb) {
+  // Pillow reads every 4-channel JPEG as Adobe's inverted CMYK ("CMYK;I": c = 255 - stored)
+  // and converts with r = nk - c * nk / 255, nk = 255 - k, rounding as its MULDIV255 does.
+  // With the inversion folded in: r = K - (255 - C) * K / 255 on the stored values.
+  const auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (size_t i = 0; i < count; ++i, cmyk += 4, rgb += 3) {
+    const int k = cmyk[3];
+    for (int ch = 0; ch < 3; ++ch) rgb[ch] = static_cast<uint8_t>(k - muldiv255(255 - cmyk[ch], k));
+  }
+}
+
 struct RegionDecoder::State {
   jpeg_decompress_struct cinfo;
   ErrorState error;
   std::vector<JSAMPROW> rows;
+  std::vector<uint8_t> cmyk;  // scratch for CMYK/YCCK images
 };
 
 RegionDecoder::RegionDecoder(uint64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
@@ -65,10 +80,7 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   }
   jpeg_mem_src(&c, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
   jpeg_read_header(&c, TRUE);
-  if (c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK) {
-    jpeg_abort_decompress(&c);
-    return absl::DataLossError("CMYK/YCCK JPEGs are not supported by the loader");
-  }
+  const bool cmyk = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
   const int image_w = static_cast<int>(c.image_width), image_h = static_cast<int>(c.image_height);
   if (absl::Status st = CheckImagePixels(image_w, image_h, max_pixels_); !st.ok()) {
     jpeg_abort_decompress(&c);
@@ -94,7 +106,7 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
       }
     }
   }
-  c.out_color_space = JCS_RGB;
+  c.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg turns YCCK into CMYK itself
   c.dct_method = fast_idct ? JDCT_IFAST : JDCT_ISLOW;
   // Always "fancy" chroma upsampling: turning it off selects libjpeg's merged upsampler, which
   // in libjpeg-turbo 2.1.5 crashes intermittently together with jpeg_crop_scanline /
@@ -121,14 +133,19 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   const int rw = static_cast<int>(width), rh = y1 - y0;
   const size_t stride = static_cast<size_t>(rw) * 3;
   if (pixels->size() < stride * rh) pixels->resize(stride * rh);
+  // CMYK rows land in scratch memory (4 bytes a pixel) and are converted below.
+  std::vector<uint8_t>& target = cmyk ? state_->cmyk : *pixels;
+  const size_t target_stride = static_cast<size_t>(rw) * (cmyk ? 4 : 3);
+  if (target.size() < target_stride * rh) target.resize(target_stride * rh);
   if (y0 > 0) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(y0));
   state_->rows.resize(static_cast<size_t>(rh));
-  for (int r = 0; r < rh; ++r) state_->rows[r] = pixels->data() + stride * r;
+  for (int r = 0; r < rh; ++r) state_->rows[r] = target.data() + target_stride * r;
   int done = 0;
   while (done < rh) {
     done += static_cast<int>(jpeg_read_scanlines(&c, state_->rows.data() + done,
                                                  static_cast<JDIMENSION>(rh - done)));
   }
+  if (cmyk) CmykToRgb(state_->cmyk.data(), static_cast<size_t>(rw) * rh, pixels->data());
   if (full) {
     jpeg_finish_decompress(&c);  // reads to the end: trailing corruption is caught too
   } else {

@@ -5,7 +5,7 @@
 // when the crop will be downscaled by at least that much anyway. The decoded region includes a
 // margin for the resampling filter, so resampling it matches resampling the full image except
 // for the DCT scaling itself (measured in docs/PERFORMANCE.md). Output is always RGB (gray is
-// expanded); CMYK/YCCK JPEGs are reported unsupported (DataLoss). Strict like JpegDecoder:
+// expanded, CMYK/YCCK converted to RGB exactly as Pillow's convert("RGB") does). Strict like JpegDecoder:
 // libjpeg warnings (corrupt data) are DataLoss. Not thread-safe: one per worker thread.
 #ifndef DDPIO_LOADER_JPEG_REGION_H_
 #define DDPIO_LOADER_JPEG_REGION_H_
@@ -26,6 +26,10 @@ struct DecodedRegion {
   int image_width = 0, image_height = 0;  // the JPEG's own size
   Box box;                      // the requested box, in decoded-region pixel coordinates
 };
+
+// Adobe-inverted CMYK (what libjpeg returns for a 4-channel JPEG) to RGB, bit-identical to
+// Pillow's `Image.open(jpeg).convert("RGB")`: `count` pixels, 4 bytes in, 3 out.
+void CmykToRgb(const uint8_t* cmyk, size_t count, uint8_t* rgb);
 
 class RegionDecoder {
  public:

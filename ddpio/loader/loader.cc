@@ -6,12 +6,23 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/hold_gate.h"
 
 namespace ddpio::loader {
+
+namespace {
+constexpr EnumName<BadSamplePolicy> kBadSamplePolicies[] = {{BadSamplePolicy::kFail, "fail"},
+                                                            {BadSamplePolicy::kSkip, "skip"}};
+}  // namespace
+
+std::string BadSamplePolicyName(BadSamplePolicy policy) { return NameOf(kBadSamplePolicies, policy); }
+absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name) {
+  return ParseName(kBadSamplePolicies, name, "bad-sample policy");
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -268,7 +279,8 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
     st = w.processor.Process(*record, index, plan_->epoch(), options_.seed, options_.augment,
                              options_.decode, as_float ? w.hwc.data() : out);
     if (!st.ok()) {
-      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ", where_));
+      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ", source '",
+                                     std::string(record->source_name), "') of ", where_));
     }
     w.decode_ns += w.processor.nanos().decode - before.decode;
     w.augment_ns += w.processor.nanos().augment - before.augment;

@@ -50,9 +50,12 @@ enum class OutputFormat {
   kFloatNchw,   // float32, (x / 255 - mean) / std per channel
 };
 enum class BadSamplePolicy {
-  kFail,  // default: Next() returns DataLoss naming index and key
+  kFail,  // default: Next() returns DataLoss naming index, key and source file
   kSkip,  // zero pixels, valid = 0, counted and listed in stats()
 };
+// "fail" / "skip".
+std::string BadSamplePolicyName(BadSamplePolicy policy);
+absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name);
 
 struct LoaderOptions {
   int workers = 0;             // worker threads; 0: the cores available

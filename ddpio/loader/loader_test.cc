@@ -175,7 +175,7 @@ TEST_F(LoaderTest, CorruptJpegFailsByDefaultAndIsSkippedOnRequest) {
   ASSERT_OK(fail->StartEpoch(0));
   auto b0 = fail->Next();  // indices 0..7 hold record 5
   EXPECT_CODE(b0, kDataLoss);
-  EXPECT_NE(b0.status().message().find("sample 5 (key 0000000000000005)"), absl::string_view::npos)
+  EXPECT_NE(b0.status().message().find("sample 5 (key 0000000000000005, source 'img_5.jpg')"), absl::string_view::npos)
       << b0.status();
   LoaderOptions o = Options(2);
   o.bad_samples = BadSamplePolicy::kSkip;

@@ -1,9 +1,11 @@
 #include "ddpio/loader/sample_processor.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/enum_names.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::loader {
 
@@ -16,25 +18,59 @@ absl::StatusOr<DecodeMode> ParseDecodeMode(std::string_view name) {
   return ParseName(kDecodeModes, name, "decode mode");
 }
 
+namespace {
+
+absl::Status CheckGeometry(const storage::RecordView& record) {
+  if (record.width == 0 || record.height == 0) {
+    return absl::DataLossError(absl::StrCat("record has an empty image (", record.width, "x", record.height, ")"));
+  }
+  if (record.type == storage::ContentType::kRawUint8 &&
+      (record.channels != 3 || record.payload.size() != static_cast<size_t>(record.width) * record.height * 3)) {
+    return absl::DataLossError(absl::StrCat("raw record of ", record.payload.size(), " bytes and ", record.channels,
+                                            " channels is not ", record.width, "x", record.height, "x3"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box, int out_size,
+                                         DecodeMode mode, bool full, DecodedRegion* region) {
+  DDPIO_RETURN_IF_ERROR(decoder_.Decode(record.payload, box, out_size, out_size, mode == DecodeMode::kFast, full,
+                                        /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region));
+  if (static_cast<uint32_t>(region->image_width) != record.width ||
+      static_cast<uint32_t>(region->image_height) != record.height) {
+    return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
+                                            " differs from the JPEG's ", region->image_width, "x",
+                                            region->image_height));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record, std::vector<uint8_t>* rgb) {
+  DDPIO_RETURN_IF_ERROR(CheckGeometry(record));
+  if (record.type == storage::ContentType::kRawUint8) {
+    rgb->assign(record.payload.begin(), record.payload.end());
+    return absl::OkStatus();
+  }
+  const Box all{0, 0, static_cast<double>(record.width), static_cast<double>(record.height)};
+  DecodedRegion region;
+  DDPIO_RETURN_IF_ERROR(DecodeJpeg(record, all, static_cast<int>(std::max(record.width, record.height)),
+                                   DecodeMode::kExact, /*full=*/true, &region));
+  rgb->assign(pixels_.begin(), pixels_.begin() + static_cast<size_t>(region.width) * region.height * 3);
+  return absl::OkStatus();
+}
+
 absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_t index,
                                       uint64_t epoch, uint64_t seed, const AugmentOptions& augment,
                                       DecodeMode mode, uint8_t* out) {
   using Clock = std::chrono::steady_clock;
-  if (record.width == 0 || record.height == 0) {
-    return absl::DataLossError(absl::StrCat("record has an empty image (", record.width, "x",
-                                            record.height, ")"));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckGeometry(record));
   const auto t0 = Clock::now();
   const SampleGeometry g = PlanSample(static_cast<int>(record.width),
                                       static_cast<int>(record.height), augment, seed, epoch, index);
   const int s = augment.size;
   if (record.type == storage::ContentType::kRawUint8) {
-    if (record.channels != 3 ||
-        record.payload.size() != static_cast<size_t>(record.width) * record.height * 3) {
-      return absl::DataLossError(absl::StrCat("raw record of ", record.payload.size(),
-                                              " bytes is not ", record.width, "x", record.height,
-                                              "x3"));
-    }
     resampler_.Resize(record.payload.data(), static_cast<int>(record.width),
                       static_cast<int>(record.height), static_cast<int>(record.width) * 3, 3, g.box,
                       out, s, s, s * 3, g.flip);
@@ -42,19 +78,10 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
     return absl::OkStatus();
   }
   DecodedRegion region;
-  absl::Status decoded = decoder_.Decode(record.payload, g.box, s, s, mode == DecodeMode::kFast,
-                                         /*full=*/mode == DecodeMode::kExact,
-                                         /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_,
-                                         &pixels_, &region);
+  absl::Status decoded = DecodeJpeg(record, g.box, s, mode, /*full=*/mode == DecodeMode::kExact, &region);
   const auto t1 = Clock::now();
   nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
   if (!decoded.ok()) return decoded;
-  if (static_cast<uint32_t>(region.image_width) != record.width ||
-      static_cast<uint32_t>(region.image_height) != record.height) {
-    return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
-                                            " differs from the JPEG's ", region.image_width, "x",
-                                            region.image_height));
-  }
   last_scale_denom_ = region.scale_denom;
   resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box,
                     out, s, s, s * 3, g.flip);

@@ -41,6 +41,11 @@ class SampleProcessor {
                        uint64_t seed, const AugmentOptions& augment, DecodeMode mode,
                        uint8_t* out);
 
+  // Decodes the whole image of `record` at full size into `rgb` (height * width * 3), through the
+  // same decoder and checks Process uses: a record DecodeWhole accepts is one the loader loads
+  // (what `ddpio inspect --verify --decode` runs). DataLoss as Process.
+  absl::Status DecodeWhole(const storage::RecordView& record, std::vector<uint8_t>* rgb);
+
   const StageNanos& nanos() const { return nanos_; }
   // Fast mode only: libjpeg's fast integer IDCT (default on).
   void set_fast_idct(bool on) { fast_idct_ = on; }
@@ -48,6 +53,10 @@ class SampleProcessor {
   int last_scale_denom() const { return last_scale_denom_; }
 
  private:
+  // Decodes `record`'s JPEG (whole when `full`) and checks the JPEG's size against the record's.
+  absl::Status DecodeJpeg(const storage::RecordView& record, const Box& box, int out_size, DecodeMode mode,
+                          bool full, DecodedRegion* region);
+
   RegionDecoder decoder_;
   Resampler resampler_;
   std::vector<uint8_t> pixels_;
