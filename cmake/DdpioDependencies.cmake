@@ -4,6 +4,8 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(libjpeg-turbo CONFIG REQUIRED)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
+# ddpio convert: PNG, WebP, BMP, TIFF, PPM/PGM decoding (tools/image_decode.h)
+pkg_check_modules(GraphicsMagick REQUIRED IMPORTED_TARGET GraphicsMagick)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 

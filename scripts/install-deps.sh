@@ -9,6 +9,7 @@ PACKAGES=(
   liblmdb-dev lmdb-utils          # dataset storage
   libabsl-dev                     # Status, Mutex, strings
   libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)
+  libgraphicsmagick1-dev          # convert: PNG, WebP, BMP, TIFF, PPM/PGM sources (one library, fuzzed upstream)
   libisal-dev                     # CRC32C record checksums (Intel ISA-L)
   nlohmann-json3-dev              # metadata and --json output
   libcli11-dev                    # the ddpio command line

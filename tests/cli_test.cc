@@ -1,6 +1,9 @@
 // The `ddpio` program as users run it: real processes, exit codes, --help, --json last lines.
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -197,6 +200,72 @@ TEST_F(Cli, MissingDatasetIsAClearRuntimeError) {
   RunResult s = RunDdpio({"convert", "--src", dir_.Sub("nope"), "--out", dir_.Sub("db")});
   EXPECT_EQ(s.exit_code, 1);
   EXPECT_NE(s.err.find("nope"), std::string::npos) << s.err;
+}
+
+// An ImageNet-style training folder (wnid class folders) and its flat validation folder labelled
+// three ways — a list file, LOC_val_solution.csv, the devkit's ground truth with map_clsloc.txt —
+// convert to the same labels; training accepts it, and refuses a validation set whose classes
+// differ, naming the first difference.
+TEST_F(Cli, ImagenetValidationLabelsInEveryLayoutAndTheClassCheck) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> wnids = {"n01440764", "n02100735", "n02119789"};  // sorted
+  // The devkit's IDs are in another order: ID 1 = n02119789, 2 = n02100735, 3 = n01440764.
+  const std::vector<int> val_ids = {3, 1, 2, 3, 1, 1};
+  const std::map<int, int> label_of_id = {{1, 2}, {2, 1}, {3, 0}};
+  std::vector<std::string> sources;
+  for (const auto& e : fs::recursive_directory_iterator(dir_.Sub("src"))) {
+    if (e.is_regular_file()) sources.push_back(e.path().string());
+  }
+  std::sort(sources.begin(), sources.end());
+  for (size_t c = 0; c < wnids.size(); ++c) {
+    fs::create_directories(dir_.Sub("train/" + wnids[c]));
+    for (int k = 0; k < 4; ++k) fs::copy(sources[c * 4 + k], dir_.Sub("train/" + wnids[c] + "/" + std::to_string(k) + ".JPEG"));
+  }
+  fs::create_directories(dir_.Sub("val"));
+  std::ofstream list(dir_.Sub("val.txt")), csv(dir_.Sub("LOC_val_solution.csv")), gt(dir_.Sub("gt.txt"));
+  csv << "ImageId,PredictionString\n";
+  for (size_t i = 0; i < val_ids.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "ILSVRC2012_val_%08zu", i + 1);
+    fs::copy(sources[50 + i], dir_.Sub(std::string("val/") + name + ".JPEG"));
+    const int label = label_of_id.at(val_ids[i]);
+    list << "val/" << name << ".JPEG " << label << "\n";
+    csv << name << "," << wnids[label] << " 1 2 3 4\n";
+    gt << val_ids[i] << "\n";
+  }
+  list.close(), csv.close(), gt.close();
+  std::ofstream(dir_.Sub("map_clsloc.txt")) << "n02119789 1 kit_fox\nn02100735 2 English_setter\nn01440764 3 tench\n";
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("train"), "--out", dir_.Sub("train.db"), "--quiet"}).exit_code, 0);
+  RunResult from_list = RunDdpio({"convert", "--list", dir_.Sub("val.txt"), "--out", dir_.Sub("val-list.db"), "--quiet"});
+  ASSERT_EQ(from_list.exit_code, 0) << from_list.err;
+  RunResult from_csv = RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels", dir_.Sub("LOC_val_solution.csv"),
+                                 "--out", dir_.Sub("val-csv.db"), "--quiet"});
+  ASSERT_EQ(from_csv.exit_code, 0) << from_csv.err;
+  RunResult from_gt = RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels", dir_.Sub("gt.txt"), "--synsets",
+                                dir_.Sub("map_clsloc.txt"), "--out", dir_.Sub("val-gt.db"), "--quiet"});
+  ASSERT_EQ(from_gt.exit_code, 0) << from_gt.err;
+  for (const std::string db : {"val-list.db", "val-csv.db", "val-gt.db"}) {
+    for (size_t i = 0; i < val_ids.size(); ++i) {
+      RunResult g = RunDdpio({"inspect", dir_.Sub(db), "--get", std::to_string(i), "--out", dir_.Sub("x"), "--json"});
+      ASSERT_EQ(g.exit_code, 0) << g.err;
+      EXPECT_EQ(JsonLast(g)["label"], label_of_id.at(val_ids[i])) << db << " record " << i;
+    }
+  }
+  // Labels by wnid mean the training set's classes; the list file's classes are "0", "1", "2".
+  const std::vector<std::string> train = {"train", "--data", dir_.Sub("train.db"), "--epochs", "1", "--image-size",
+                                          "8", "--hidden", "4", "--workers", "1", "--batch-size", "4", "--val"};
+  auto with = [&](const std::string& val) {
+    std::vector<std::string> args = train;
+    args.push_back(dir_.Sub(val));
+    return RunDdpio(args);
+  };
+  EXPECT_EQ(with("val-csv.db").exit_code, 0);
+  EXPECT_EQ(with("val-gt.db").exit_code, 0);
+  RunResult mismatch = with("val-list.db");
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_NE(mismatch.err.find("label 0 is '0' in the validation set but 'n01440764' in the training set"),
+            std::string::npos)
+      << mismatch.err;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // tests check what the command promises: every rank ends with the same parameters and the same
 // validation accuracy over every validation sample once, only leaders read, the model learns,
 // a stopped job resumes to the same parameters, and bad arguments fail fast and clearly.
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
@@ -117,6 +119,47 @@ TEST_F(CliTrain, BadArgumentsFailFastAndSayWhat) {
   EXPECT_NE(resume.err.find("--checkpoint-dir"), std::string::npos) << resume.err;
   auto hidden = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--hidden", "32,x"});
   EXPECT_EQ(hidden.exit_code, 2);
+}
+
+// A validation set whose labels mean other classes is refused before training, naming the first
+// difference: an accuracy over mismatched labels would be silently meaningless.
+TEST_F(CliTrain, AValidationSetWithOtherClassesIsRefused) {
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val4"), "--classes", "4", "--per-class", "2", "--size", "40",
+                      "--quiet"}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("val4"), "--out", dir_->Sub("val4.db"), "--quiet"}).exit_code, 0);
+  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--val", dir_->Sub("val4.db"), "--epochs", "1",
+                     "--image-size", "16", "--hidden", "8", "--workers", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("4 classes and the training set 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("class_003"), std::string::npos) << r.err;
+}
+
+// --bad-samples: fail names the record's index, key and source file; skip trains on, counting
+// and listing what it skipped.
+TEST_F(CliTrain, BadSamplesFailNamingTheSourceOrAreSkippedAndListed) {
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("bad"), "--classes", "2", "--per-class", "8", "--size", "40",
+                      "--quiet"}).exit_code, 0);
+  const std::string victim = dir_->Sub("bad/class_001/img_00002.jpg");
+  // Header intact, the last third of the entropy data cut: fast mode decodes only down to its
+  // crop's last row, so the cut must be high enough for this seed's crop to reach it (it is).
+  std::filesystem::resize_file(victim, std::filesystem::file_size(victim) * 2 / 3);
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("bad"), "--out", dir_->Sub("bad.db"), "--header-only",
+                      "--quiet"}).exit_code, 0);
+  const std::vector<std::string> args = {"train", "--data", dir_->Sub("bad.db"), "--epochs", "1", "--batch-size",
+                                         "4", "--image-size", "16", "--hidden", "8", "--workers", "1", "--json"};
+  auto fail = RunDdpio(args);
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_NE(fail.err.find("sample 10 (key 000000000000000a, source 'class_001/img_00002.jpg')"), std::string::npos)
+      << fail.err;
+  std::vector<std::string> skip_args = args;
+  skip_args.insert(skip_args.end(), {"--bad-samples", "skip"});
+  auto skip = RunDdpio(skip_args);
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  const auto j = nlohmann::json::parse(testing::LastLine(skip.out));
+  EXPECT_EQ(j["bad_samples"], 1);
+  ASSERT_EQ(j["skipped"].size(), 1u);
+  EXPECT_EQ(j["skipped"][0]["index"], 10);
+  EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("class_001/img_00002.jpg"), std::string::npos);
 }
 
 }  // namespace

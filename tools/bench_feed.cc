@@ -101,9 +101,20 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
 }
 
 nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c) {
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& s : c.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
   return nlohmann::json{{"records_read", c.records_read},         {"bytes_read", c.bytes_read},
                         {"bytes_sent", c.bytes_sent},             {"bytes_received", c.bytes_received},
-                        {"network_wait_s", c.network_wait_ns / 1e9}, {"loader_wait_s", c.loader_wait_ns / 1e9}};
+                        {"network_wait_s", c.network_wait_ns / 1e9}, {"loader_wait_s", c.loader_wait_ns / 1e9},
+                        {"bad_samples", c.bad_samples},           {"skipped", skipped}};
+}
+
+std::string SkippedText(const nlohmann::json& j) {
+  if (!j.contains("bad_samples") || j["bad_samples"].get<uint64_t>() == 0) return "";
+  std::string text = absl::StrFormat("  skipped %d bad sample(s)%s:\n", j["bad_samples"].get<uint64_t>(),
+                                     j["bad_samples"].get<uint64_t>() > j["skipped"].size() ? ", the first" : "");
+  for (const auto& s : j["skipped"]) absl::StrAppendFormat(&text, "    %s\n", s["reason"].get<std::string>());
+  return text;
 }
 
 std::string BenchFeedText(const nlohmann::json& j) {
@@ -113,7 +124,8 @@ std::string BenchFeedText(const nlohmann::json& j) {
       j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer", j["images_per_s"].get<double>(),
       j["images"].get<uint64_t>(), j["seconds"].get<double>(), j["records_read"].get<uint64_t>(),
       j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
-      j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>());
+      j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>()) +
+         SkippedText(j);
 }
 
 }  // namespace ddpio::tools

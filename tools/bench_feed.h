@@ -29,6 +29,8 @@ struct BenchFeedOptions {
 // A rank's feeder counters as JSON fields: records_read, bytes_read, bytes_sent,
 // bytes_received, network_wait_s, loader_wait_s (shared by `bench feed` and `train`).
 nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c);
+// "  skipped N bad sample(s):" and one line each, from FeederCountersJson's fields; "" for none.
+std::string SkippedText(const nlohmann::json& j);
 
 // This rank's result.
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& options);

@@ -44,6 +44,9 @@ void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
          "RandomResizedCrop scale range MIN,MAX")
       ->default_str("0.08,1");
   app->add_flag_callback("--no-flip", [o] { o->augment.flip_probability = 0.0; }, "No random horizontal flip");
+  AddEnumOption(app, "--bad-samples", &o->bad_samples, loader::ParseBadSamplePolicy, loader::BadSamplePolicyName,
+                "A record that cannot be decoded: fail (stop, naming index, key and source file) or skip (zero "
+                "pixels flagged invalid, counted and listed)");
 }
 
 CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout) {

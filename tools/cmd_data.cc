@@ -9,7 +9,9 @@
 #include "tools/cli_util.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
+#include "tools/caffe_lmdb.h"
 #include "tools/convert.h"
+#include "tools/imagenet_labels.h"
 #include "tools/inspect.h"
 #include "tools/convert_sources.h"
 #include "tools/synth.h"
@@ -66,13 +68,15 @@ void PrintConvertSummary(const SourceListing& listing, const ConvertOptions& o, 
     for (const auto& s : summary.skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
     PrintJsonLine({{"out", o.out}, {"records", summary.records}, {"classes", summary.classes},
                    {"bytes", summary.payload_bytes}, {"skipped", summary.skipped.size()}, {"skipped_files", skipped},
-                   {"resumed_from", summary.resumed_from}, {"seconds", summary.seconds}, {"images_per_s", rate}});
+                   {"resumed_from", summary.resumed_from}, {"seconds", summary.seconds}, {"images_per_s", rate},
+                   {"stored_as", summary.stored_as}});
     return;
   }
   std::cout << absl::StrFormat(
       "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n", listing.described,
       o.out, summary.records, summary.classes, HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds,
       rate, summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from) : "");
+  for (const auto& [how, count] : summary.stored_as) std::cout << "  " << count << " stored as " << how << "\n";
   if (!summary.skipped.empty()) {
     std::cout << "skipped " << summary.skipped.size() << " file(s):\n";
     for (const auto& s : summary.skipped) std::cout << "  " << s.reason << "\n";
@@ -80,12 +84,19 @@ void PrintConvertSummary(const SourceListing& listing, const ConvertOptions& o, 
 }
 
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
-  auto* app = root.add_subcommand("convert", "Convert an ImageFolder or a list file into a ddpio LMDB dataset");
+  auto* app = root.add_subcommand(
+      "convert", "Convert an ImageFolder, a list file, an ImageNet validation folder or a Caffe LMDB into a ddpio dataset");
   app->footer(
-      "Labels follow torchvision.datasets.ImageFolder (sorted class folders, sorted files).\n"
+      "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, sorted\n"
+      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs keep their bytes; other\n"
+      "formats are stored as the RGB pixels Pillow's convert('RGB') gives.\n"
       "Examples:\n"
       "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
+      "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out /data/val.lmdb\n"
+      "  ddpio convert --src /data/imagenet/val --val-labels ILSVRC2012_validation_ground_truth.txt \\\n"
+      "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
       "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
+      "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
       "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
   auto o = std::make_shared<ConvertOptions>();
   auto src = std::make_shared<std::string>();
@@ -95,7 +106,19 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto quiet = std::make_shared<bool>(false);
   auto header_only = std::make_shared<bool>(false);
   auto map_mb = std::make_shared<uint64_t>(1024);
-  auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class)");
+  auto from = std::make_shared<std::string>("imagefolder");
+  auto val_labels = std::make_shared<std::string>();
+  auto synsets = std::make_shared<std::string>();
+  auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class), a flat validation folder "
+                                                 "with --val-labels, or the LMDB with --from caffe-lmdb");
+  app->add_option("--from", *from, "What --src is: imagefolder, or caffe-lmdb (Caffe/DALI Datum LMDB)")
+      ->capture_default_str()->check(CLI::IsMember({"imagefolder", "caffe-lmdb"}));
+  auto* labels_opt = app->add_option("--val-labels", *val_labels,
+                                     "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
+                                     "ILSVRC2012_validation_ground_truth.txt with --synsets");
+  app->add_option("--synsets", *synsets,
+                  "With the devkit's ground truth: its ID order, as map_clsloc.txt or one wnid per line")
+      ->needs(labels_opt);
   auto* list_opt = app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
   src_opt->excludes(list_opt);
   app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
@@ -107,6 +130,15 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
                 "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
   app->add_flag("--header-only", *header_only,
                 "Validate JPEG headers only, not a full decode (faster; corrupt data found later)");
+  auto* max_side = app->add_option("--max-side", o->shrink.max_side,
+                                   "Store images whose longer side exceeds N at a longer side of N (antialiased, "
+                                   "re-encoded JPEG; never upscaled; original size recorded)")
+                       ->check(CLI::Range(16, 65535));
+  app->add_option("--quality", o->shrink.quality, "With --max-side: JPEG quality of the re-encoded images")
+      ->capture_default_str()->check(CLI::Range(1, 100))->needs(max_side);
+  app->add_option("--shards", o->shards,
+                  "Write K shards in parallel (one dataset folder, read as one in the same order)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
   app->add_flag("--single-file", o->writer.single_file, "Write one LMDB file instead of a directory");
   app->add_option("--batch-records", o->writer.batch_records, "Records per committed transaction")
       ->capture_default_str()->check(CLI::Range(1, 100000000));
@@ -119,9 +151,31 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     o->progress = !*quiet;
     o->full_decode = !*header_only;
     o->writer.initial_map_size = *map_mb << 20;
-    auto listing = src->empty() ? ReadListFile(*list, *list_root) : ListImageFolder(*src);
+    if (*from == "caffe-lmdb" && (src->empty() || !val_labels->empty())) {
+      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --val-labels)");
+    }
+    std::unique_ptr<storage::LmdbFile> caffe;
+    std::unique_ptr<CaffeLmdbReader> caffe_reader;
+    absl::StatusOr<SourceListing> listing = absl::UnknownError("unset");
+    if (!list->empty()) {
+      listing = ReadListFile(*list, *list_root);
+    } else if (*from == "caffe-lmdb") {
+      auto opened = storage::LmdbFile::Open(*src);
+      if (!opened.ok()) return ReportError("convert", opened.status());
+      caffe = std::move(opened).value();
+      caffe_reader = std::make_unique<CaffeLmdbReader>(caffe.get());
+      o->reader = caffe_reader.get();
+      listing = ListCaffeLmdb(*caffe);
+    } else if (!val_labels->empty()) {
+      auto labels = ReadValLabels(*val_labels, *synsets);
+      if (!labels.ok()) return ReportError("convert", labels.status());
+      listing = ListLabeledFolder(*src, *labels, *val_labels);
+    } else {
+      listing = ListImageFolder(*src);
+    }
     if (!listing.ok()) return ReportError("convert", listing.status());
     auto summary = Convert(*listing, *o);
+    o->reader = nullptr;
     if (!summary.ok()) return ReportError("convert", summary.status());
     PrintConvertSummary(*listing, *o, *summary, *json);
     return kExitOk;
@@ -157,11 +211,19 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
       if (*json) {
         PrintJsonLine({{"index", *get}, {"label", record->label}, {"source", record->source_name},
                        {"bytes", record->payload.size()}, {"width", record->width},
-                       {"height", record->height}, {"channels", record->channels}, {"out", *out}});
+                       {"height", record->height}, {"channels", record->channels}, {"out", *out},
+                       {"type", storage::ContentTypeName(record->type)},
+                       {"original_width", record->original_width}, {"original_height", record->original_height}});
       } else {
-        std::cout << absl::StrFormat("record %d: label %d, source %s, %dx%dx%d, %d bytes -> %s\n",
-                                     *get, record->label, record->source_name, record->width,
-                                     record->height, record->channels, record->payload.size(), *out);
+        std::cout << absl::StrFormat(
+            "record %d: label %d, source %s, %s %dx%dx%d%s, %d bytes -> %s%s\n", *get, record->label,
+            record->source_name, storage::ContentTypeName(record->type), record->width, record->height,
+            record->channels,
+            record->original_width != 0
+                ? absl::StrFormat(" (shrunk from %dx%d)", record->original_width, record->original_height)
+                : "",
+            record->payload.size(), *out,
+            record->type == storage::ContentType::kRawUint8 ? " (as a binary PPM)" : "");
       }
       return kExitOk;
     }

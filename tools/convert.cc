@@ -1,13 +1,6 @@
 #include "tools/convert.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -18,6 +11,8 @@
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
+#include "tools/image_decode.h"
+#include "tools/image_shrink.h"
 #include "tools/cli_util.h"
 #include "tools/cli_progress.h"
 
@@ -26,105 +21,90 @@ namespace {
 
 constexpr char kProgressKey[] = "convert_progress";
 
-// Source files larger than this are refused: no photo is 1 GiB, and a source pointing at a huge
-// file (or a device through a symlink) must not exhaust memory.
-constexpr uint64_t kMaxSourceFileBytes = uint64_t{1} << 30;
-
-// An error that is this file's fault (skippable with --skip-invalid), or the machine's.
-absl::Status FileError(int err, const char* what) {
-  switch (err) {
-    case ELOOP:
-    case EIO:
-    case ENXIO:
-    case ENODEV:
-    case EISDIR:
-    case ENAMETOOLONG:
-      return absl::DataLossError(absl::StrCat(what, ": ", std::strerror(err)));
-    default:
-      return ErrnoToStatus(err, what);
-  }
-}
-
-absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO named like a photo must not wait for a writer.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return FileError(errno, "cannot open");
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return FileError(err, "cannot stat");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::DataLossError(S_ISFIFO(st.st_mode)  ? "not a regular file (a FIFO)"
-                               : S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
-                               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
-                               : S_ISSOCK(st.st_mode) ? "not a regular file (a socket)"
-                                                      : "not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes) {
-    ::close(fd);
-    return absl::DataLossError(absl::StrCat("file of ", st.st_size, " bytes, more than the limit of ",
-                                            kMaxSourceFileBytes, " for one image"));
-  }
-  std::vector<uint8_t> data;
-  data.reserve(static_cast<size_t>(st.st_size));
-  uint8_t buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return FileError(err, "cannot read");
-    }
-    if (n == 0) break;
-    if (data.size() + static_cast<size_t>(n) > kMaxSourceFileBytes) {  // it grew while read
-      ::close(fd);
-      return absl::DataLossError(absl::StrCat("file grew past the limit of ", kMaxSourceFileBytes, " bytes"));
-    }
-    data.insert(data.end(), buf, buf + n);
-  }
-  ::close(fd);
-  return data;
-}
-
 struct Loaded {
   absl::StatusOr<storage::Record> record;
   uint64_t bytes_read = 0;
+  std::string stored_as;  // how the entry was stored, for the summary
 };
 
-Loaded LoadEntry(const SourceListing& listing, const SourceEntry& entry, bool full_decode,
-                 loader::JpegDecoder* decoder, std::vector<uint8_t>* pixels) {
+// Per-thread decoding state.
+struct Decoders {
+  loader::JpegDecoder jpeg;
+  std::vector<uint8_t> pixels;
+  std::unique_ptr<Shrinker> shrinker;  // with --max-side
+};
+
+absl::Status CheckRaw(const SourceItem& item) {
+  if (static_cast<uint64_t>(item.raw_width) * static_cast<uint64_t>(item.raw_height) * 3 != item.bytes.size()) {
+    return absl::DataLossError(absl::StrCat("raw pixels of ", item.bytes.size(), " bytes are not ", item.raw_width,
+                                            "x", item.raw_height, "x3"));
+  }
+  return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels);
+}
+
+// JPEGs keep their bytes (validated by a full decode unless `full_decode` is off); every other
+// format torchvision reads is decoded as Pillow's convert("RGB") would and stored raw.
+absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage::Record* r, std::string* stored_as) {
+  if (item.raw_width > 0) {
+    DDPIO_RETURN_IF_ERROR(CheckRaw(item));
+    r->type = storage::ContentType::kRawUint8;
+    r->width = static_cast<uint32_t>(item.raw_width);
+    r->height = static_cast<uint32_t>(item.raw_height);
+    r->channels = 3;
+    r->payload = std::move(item.bytes);
+    *stored_as = "raw RGB";
+    return absl::OkStatus();
+  }
+  if (loader::LooksLikeJpeg(item.bytes)) {
+    DDPIO_ASSIGN_OR_RETURN(loader::JpegInfo info, d->jpeg.ReadInfo(item.bytes));
+    if (full_decode) DDPIO_RETURN_IF_ERROR(d->jpeg.Decode(item.bytes, info, &d->pixels));
+    r->type = storage::ContentType::kJpeg;
+    r->channels = static_cast<uint16_t>(info.channels);
+    r->height = static_cast<uint32_t>(info.height);
+    r->width = static_cast<uint32_t>(info.width);
+    r->payload = std::move(item.bytes);
+    *stored_as = info.channels == 4 ? "JPEG, CMYK (original bytes)" : "JPEG (original bytes)";
+    return absl::OkStatus();
+  }
+  if (SniffImageFormat(item.bytes).empty()) {
+    return absl::DataLossError(absl::StrCat(loader::DescribeNonJpeg(item.bytes),
+                                            "; ddpio reads JPEG, PNG, WebP, BMP, TIFF, PPM and PGM images"));
+  }
+  DDPIO_ASSIGN_OR_RETURN(DecodedImage image, DecodeImage(item.bytes, loader::kDefaultMaxImagePixels));
+  r->type = storage::ContentType::kRawUint8;
+  r->width = static_cast<uint32_t>(image.width);
+  r->height = static_cast<uint32_t>(image.height);
+  r->channels = 3;
+  r->payload = std::move(image.rgb);
+  *stored_as = absl::StrCat(image.format, image.detail.empty() ? "" : absl::StrCat(" (", image.detail, ")"),
+                            " -> raw RGB");
+  return absl::OkStatus();
+}
+
+Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry, bool full_decode, Decoders* d) {
   Loaded out{absl::UnknownError("unset")};
-  const std::string path = (std::filesystem::path(listing.root) / entry.relative).string();
-  auto data = ReadWholeFile(path);
-  if (!data.ok()) {
-    out.record = Annotate(data.status(), path);
+  auto item = reader.Read(index, entry);
+  if (!item.ok()) {
+    out.record = item.status();
     return out;
   }
-  out.bytes_read = data->size();
-  auto info = decoder->ReadInfo(*data);
-  if (!info.ok()) {
-    out.record = Annotate(info.status(), path);
-    return out;
-  }
-  if (full_decode) {
-    absl::Status decoded = decoder->Decode(*data, *info, pixels);
-    if (!decoded.ok()) {
-      out.record = Annotate(decoded, path);
-      return out;
-    }
-  }
+  out.bytes_read = item->bytes.size();
   storage::Record r;
   r.label = entry.label;
-  r.type = storage::ContentType::kJpeg;
-  r.channels = static_cast<uint16_t>(info->channels);
-  r.height = static_cast<uint32_t>(info->height);
-  r.width = static_cast<uint32_t>(info->width);
   r.source_name = entry.relative;
-  r.payload = std::move(data).value();
+  absl::Status filled = FillRecord(std::move(item).value(), full_decode, d, &r, &out.stored_as);
+  if (filled.ok() && d->shrinker != nullptr) {
+    absl::StatusOr<bool> shrunk = d->shrinker->Apply(&r);
+    filled = shrunk.status();
+    if (shrunk.ok() && *shrunk) {
+      out.stored_as = r.type == storage::ContentType::kJpeg ? "JPEG, shrunk to --max-side and re-encoded"
+                                                            : "raw RGB, shrunk to --max-side";
+    }
+  }
+  if (!filled.ok()) {
+    out.record = Annotate(filled, reader.Describe(entry));
+    return out;
+  }
   out.record = std::move(r);
   return out;
 }
@@ -167,6 +147,15 @@ absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source
   return absl::OkStatus();
 }
 
+std::string ConvertFingerprint(const SourceListing& listing, const ConvertOptions& o) {
+  return ListingFingerprint(
+      listing, absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode,
+                            o.shrink.max_side > 0 ? absl::StrCat(";max_side=", o.shrink.max_side, ";quality=",
+                                                                 o.shrink.quality)
+                                                  : "",
+                            o.shards > 1 ? absl::StrCat(";shards=", o.shards) : ""));
+}
+
 namespace {
 
 storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOptions& o) {
@@ -175,8 +164,9 @@ storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOpti
   header.source_kind = listing.kind;
   header.source_path = listing.described;
   header.source_files = listing.entries.size();
-  header.source_fingerprint = ListingFingerprint(
-      listing, absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode));
+  header.source_fingerprint = ConvertFingerprint(listing, o);
+  // Records shrunk by --max-side carry their original geometry (record layout 2).
+  if (o.shrink.max_side > 0) header.format_version = 2;
   header.tool_version = kVersion;
   return header;
 }
@@ -211,12 +201,16 @@ absl::StatusOr<std::unique_ptr<storage::DatasetWriter>> OpenWriter(const storage
 absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, uint64_t next_source,
                          storage::DatasetWriter& writer, ConvertSummary* summary) {
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::optional<loader::JpegDecoder>> decoders(threads);
-  std::vector<std::vector<uint8_t>> pixels(threads);
+  std::vector<std::optional<Decoders>> decoders(threads);
   for (auto& d : decoders) {
     DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
-    d.emplace(std::move(decoder));
+    d.emplace(Decoders{std::move(decoder), {}, nullptr});
+    if (o.shrink.max_side > 0) {
+      DDPIO_ASSIGN_OR_RETURN(d->shrinker, Shrinker::Create(o.shrink));
+    }
   }
+  FileSourceReader files(listing.root);
+  SourceReader& reader = o.reader != nullptr ? *o.reader : files;
   uint64_t commits = 0;
   auto commit = [&](uint64_t next) -> absl::Status {
     DDPIO_RETURN_IF_ERROR(writer.PutMeta(kProgressKey, ProgressJson(next, summary->skipped)));
@@ -225,10 +219,10 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
     return absl::OkStatus();
   };
   Progress progress("convert", listing.entries.size(), o.progress);
+  if (o.entries_done != nullptr) o.entries_done->fetch_add(next_source, std::memory_order_relaxed);
   OrderedParallelMap<Loaded> map(next_source, listing.entries.size(), threads, 16 * static_cast<uint64_t>(threads),
                                  [&](uint64_t i, int worker) {
-                                   return LoadEntry(listing, listing.entries[i], o.full_decode, &*decoders[worker],
-                                                    &pixels[worker]);
+                                   return LoadEntry(reader, i, listing.entries[i], o.full_decode, &*decoders[worker]);
                                  });
   for (uint64_t i = next_source; i < listing.entries.size(); ++i) {
     std::optional<Loaded> loaded = map.Next();
@@ -246,9 +240,11 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
       DDPIO_LOG(WARNING) << "skipping " << bad.message();
     } else {
       DDPIO_RETURN_IF_ERROR(writer.Append(loaded->record->view()));
+      ++summary->stored_as[loaded->stored_as];
     }
     if (writer.BatchFull()) DDPIO_RETURN_IF_ERROR(commit(i + 1));
     progress.Update(i + 1);
+    if (o.entries_done != nullptr) o.entries_done->fetch_add(1, std::memory_order_relaxed);
   }
   progress.Finish(listing.entries.size());
   return absl::OkStatus();
@@ -257,13 +253,17 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
 }  // namespace
 
 absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& o) {
+  if (o.shards > 1) return ConvertSharded(listing, o);
   const auto start = std::chrono::steady_clock::now();
   ConvertSummary summary;
   summary.classes = listing.classes.size();
   uint64_t next_source = 0;
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<storage::DatasetWriter> writer,
                          OpenWriter(HeaderFor(listing, o), o, &summary, &next_source));
-  if (writer == nullptr) return summary;  // already complete
+  if (writer == nullptr) {  // already complete
+    if (o.entries_done != nullptr) o.entries_done->fetch_add(listing.entries.size(), std::memory_order_relaxed);
+    return summary;
+  }
   DDPIO_RETURN_IF_ERROR(CopyEntries(listing, o, next_source, *writer, &summary));
   DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
   DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));

@@ -1,6 +1,8 @@
-// `ddpio convert`: a source listing (ImageFolder or list file) into a ddpio dataset.
+// `ddpio convert`: a source listing (ImageFolder, list file, ImageNet validation folder or Caffe
+// LMDB) into a ddpio dataset.
 //
-// N threads read and validate files (JPEG header, and by default a full strict decode, so a
+// JPEGs are stored as their original bytes; PNG, WebP, BMP, TIFF, PPM and PGM images are decoded
+// to Pillow's RGB and stored raw (tools/image_decode.h). N threads read and validate files (JPEG header, and by default a full strict decode, so a
 // corrupt image is found now rather than in epoch 37); one writer appends them in source order
 // in large batches. Each batch commits together with the converter's progress (next source
 // entry, skipped entries), so --resume after a crash or Ctrl-C continues exactly where the last
@@ -9,12 +11,16 @@
 #define DDPIO_TOOLS_CONVERT_H_
 
 #include <cstdint>
+#include <atomic>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "ddpio/storage/dataset_writer.h"
 #include "tools/convert_sources.h"
+#include "tools/image_shrink.h"
+#include "tools/source_reader.h"
 
 namespace ddpio::tools {
 
@@ -34,8 +40,15 @@ struct ConvertOptions {
   bool skip_invalid = false;  // skip unreadable/non-JPEG/corrupt files instead of stopping
   bool full_decode = true;    // validate by decoding every image (false: header only)
   bool progress = true;
+  ShrinkOptions shrink;  // --max-side, --quality
+  // > 1: a sharded dataset — the listing split into this many contiguous parts, converted in
+  // parallel (threads shared out among them) into out/shard-k-of-K, then the manifest written
+  // (storage/shards.h). Reads as one dataset in the same order as an unsharded conversion.
+  int shards = 1;
+  std::atomic<uint64_t>* entries_done = nullptr;  // if set, advanced as entries are done
   storage::WriterOptions writer;
   ConvertObserver* observer = nullptr;  // not owned; may be null
+  SourceReader* reader = nullptr;       // not owned; null: files under the listing's root
 };
 
 struct SkippedFile {
@@ -54,6 +67,7 @@ struct ConvertSummary {
   uint64_t payload_bytes = 0;
   uint64_t source_bytes_read = 0;  // bytes read from source files in this run
   std::vector<SkippedFile> skipped;
+  std::map<std::string, uint64_t> stored_as;  // records of this run by how they were stored
   uint64_t resumed_from = 0;       // source entries already done before this run
   bool already_complete = false;   // --resume on a finished dataset: nothing to do
   double seconds = 0;
@@ -64,6 +78,12 @@ struct ConvertSummary {
 // bad and skip_invalid is off — everything before it is committed, so after fixing the file
 // --resume continues from there.
 absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const ConvertOptions& options);
+
+// What a resumed conversion must match: the listing and the options that change the records.
+std::string ConvertFingerprint(const SourceListing& listing, const ConvertOptions& options);
+
+// Convert with options.shards > 1 (Convert calls it).
+absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, const ConvertOptions& options);
 
 }  // namespace ddpio::tools
 

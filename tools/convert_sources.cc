@@ -17,12 +17,10 @@
 
 namespace ddpio::tools {
 namespace fs = std::filesystem;
-namespace {
-
-bool HasImageExtension(const std::string& name) {
+bool HasImageExtension(std::string_view name) {
   static const char* kExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
                                       ".pgm", ".tif",  ".tiff", ".webp"};
-  std::string lower = name;
+  std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const char* ext : kExtensions) {
@@ -33,6 +31,8 @@ bool HasImageExtension(const std::string& name) {
   }
   return false;
 }
+
+namespace {
 
 // Every directory under root/rel (itself included), following symlinks, relative to root;
 // guards against symlink cycles.

@@ -39,6 +39,9 @@ struct SourceListing {
   std::vector<SourceEntry> entries;
 };
 
+// True when the lower-cased `name` ends in one of torchvision's IMG_EXTENSIONS.
+bool HasImageExtension(std::string_view name);
+
 // NotFound when `root` is missing or has no class folder; InvalidArgument when a class has no
 // image file (naming the classes).
 absl::StatusOr<SourceListing> ListImageFolder(const std::string& root);

@@ -9,7 +9,11 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/resize.h"
+#include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/shards.h"
 #include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -173,6 +177,98 @@ TEST_F(ConverterTest, InspectVerifyFindsEveryCorruptedRecord) {
   ASSERT_OK_AND_ASSIGN(InspectReport clean, Inspect(io));
   EXPECT_TRUE(clean.bad.empty());
   EXPECT_EQ(clean.class_counts, (std::vector<uint64_t>{30, 30, 30}));
+}
+
+// --max-side 32 over images of 25-40 px: the larger ones are stored with a longer side of
+// exactly 32, re-encoded, their original size recorded, their pixels the loader's resampling of
+// the original; the ones that fit keep their bytes.
+TEST_F(ConverterTest, MaxSideShrinksOnlyLargerImagesAndRecordsTheirSize) {
+  ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(src_));
+  ConvertOptions o = Options(dir_.Sub("small"));
+  o.shrink.max_side = 32;
+  ASSERT_OK_AND_ASSIGN(ConvertSummary s, Convert(listing, o));
+  ASSERT_EQ(s.records, 90u);
+  ASSERT_OK_AND_ASSIGN(auto reader, storage::DatasetReader::Open(dir_.Sub("small")));
+  EXPECT_EQ(reader->header().format_version, 2);
+  ASSERT_OK_AND_ASSIGN(auto txn, reader->BeginRead());
+  ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
+  loader::SampleProcessor decoder;
+  loader::Resampler resampler;
+  int shrunk = 0, kept = 0;
+  for (uint64_t i = 0; i < reader->size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(storage::RecordView r, txn.Get(i));
+    const std::string original = Slurp(fs::path(src_) / listing.entries[i].relative);
+    const absl::Span<const uint8_t> original_bytes(reinterpret_cast<const uint8_t*>(original.data()), original.size());
+    ASSERT_OK_AND_ASSIGN(loader::JpegInfo info, jpeg.ReadInfo(original_bytes));
+    EXPECT_LE(std::max(r.width, r.height), 32u) << i;
+    if (std::max(info.width, info.height) <= 32) {
+      ++kept;
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()), original) << i;
+      EXPECT_EQ(r.original_width, 0u);
+      continue;
+    }
+    ++shrunk;
+    EXPECT_EQ(r.original_width, static_cast<uint32_t>(info.width)) << i;
+    EXPECT_EQ(r.original_height, static_cast<uint32_t>(info.height)) << i;
+    EXPECT_EQ(std::max(r.width, r.height), 32u) << i;
+    // The stored pixels are the original resampled (plus one JPEG re-encode at quality 90).
+    storage::Record source = storage::Record::FromView(r);
+    source.payload.assign(original_bytes.begin(), original_bytes.end());
+    source.width = static_cast<uint32_t>(info.width);
+    source.height = static_cast<uint32_t>(info.height);
+    std::vector<uint8_t> full, want(static_cast<size_t>(r.width) * r.height * 3), got;
+    ASSERT_OK(decoder.DecodeWhole(source.view(), &full));
+    resampler.Resize(full.data(), info.width, info.height, info.width * 3, 3,
+                     loader::Box{0, 0, static_cast<double>(info.width), static_cast<double>(info.height)}, want.data(),
+                     static_cast<int>(r.width), static_cast<int>(r.height), static_cast<int>(r.width) * 3);
+    ASSERT_OK(decoder.DecodeWhole(r, &got));
+    double diff = 0;
+    for (size_t k = 0; k < want.size(); ++k) diff += std::abs(int{want[k]} - int{got[k]});
+    EXPECT_LT(diff / want.size(), 6.0) << i;  // JPEG q90 of noisy 32 px images; a wrong resize is ~40
+  }
+  EXPECT_GT(shrunk, 10);
+  EXPECT_GT(kept, 10);
+  // A resume with another --max-side is another conversion.
+  o.resume = true;
+  o.shrink.max_side = 30;
+  o.out = dir_.Sub("small");
+  EXPECT_CODE(Convert(listing, o), kFailedPrecondition);
+}
+
+// Two shards written in parallel read as the unsharded dataset: same size, same records in the
+// same order, same content digest; a crash in one shard resumes to the same result.
+TEST_F(ConverterTest, TwoShardsReadIdenticallyToOneDataset) {
+  ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(src_));
+  ASSERT_OK(Convert(listing, Options(dir_.Sub("one"))).status());
+  ConvertOptions o = Options(dir_.Sub("two"));
+  o.shards = 2;
+  ASSERT_OK_AND_ASSIGN(ConvertSummary s, Convert(listing, o));
+  EXPECT_EQ(s.records, 90u);
+  {  // closed before Inspect opens them with its own reader options
+    ASSERT_OK_AND_ASSIGN(auto one, storage::DatasetReader::Open(dir_.Sub("one")));
+    ASSERT_OK_AND_ASSIGN(auto two, storage::DatasetReader::Open(dir_.Sub("two")));
+    EXPECT_EQ(two->shard_count(), 2u);
+    ASSERT_EQ(two->size(), one->size());
+    ASSERT_OK_AND_ASSIGN(auto a, one->BeginRead());
+    ASSERT_OK_AND_ASSIGN(auto b, two->BeginRead());
+    for (uint64_t i = 0; i < one->size(); ++i) {
+      ASSERT_OK_AND_ASSIGN(storage::RecordView x, a.Get(i));
+      ASSERT_OK_AND_ASSIGN(storage::RecordView y, b.Get(i));
+      EXPECT_EQ(x.source_name, y.source_name) << i;
+      EXPECT_EQ(x.label, y.label) << i;
+      EXPECT_TRUE(std::equal(x.payload.begin(), x.payload.end(), y.payload.begin(), y.payload.end())) << i;
+    }
+    EXPECT_EQ(two->header().classes, one->header().classes);
+  }
+  EXPECT_EQ(Digest(dir_.Sub("one")), Digest(dir_.Sub("two")));
+
+  // Interrupted: no manifest yet, so not readable; --resume finishes it to the same dataset.
+  std::filesystem::remove(dir_.Sub("two") + "/" + storage::kShardManifest);
+  EXPECT_CODE(storage::DatasetReader::Open(dir_.Sub("two")), kFailedPrecondition);
+  EXPECT_CODE(Convert(listing, o), kAlreadyExists);  // no --resume: refuses to touch it
+  o.resume = true;
+  ASSERT_OK(Convert(listing, o).status());
+  EXPECT_EQ(Digest(dir_.Sub("one")), Digest(dir_.Sub("two")));
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
-#include "ddpio/loader/jpeg_region.h"
+#include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "tools/cli_util.h"
@@ -41,11 +41,16 @@ uint32_t RecordDigest(const storage::RecordView& v) {
   put(12, v.width);
   uint32_t crc = storage::Crc32c(fields, sizeof(fields));
   crc = storage::Crc32c(v.source_name.data(), v.source_name.size(), crc);
+  if (v.original_width != 0 || v.original_height != 0) {  // only then: older digests stay the same
+    put(0, v.original_height);
+    put(4, v.original_width);
+    crc = storage::Crc32c(fields, 8, crc);
+  }
   return storage::Crc32c(v.payload.data(), v.payload.size(), crc);
 }
 
 Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool decode,
-                loader::RegionDecoder* decoder, std::vector<uint8_t>* pixels) {
+                loader::SampleProcessor* processor, std::vector<uint8_t>* pixels) {
   Scanned s;
   auto view = txn.Get(index);
   if (!view.ok()) {
@@ -62,21 +67,10 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool deco
         absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
     return s;
   }
-  if (decode && view->type == storage::ContentType::kJpeg) {
-    // The loader's own decoder, whole image at full size: "verified" means "the loader can
-    // decode it" (a CMYK JPEG that TurboJPEG alone would accept is reported here too).
-    loader::DecodedRegion region;
-    const loader::Box all{0, 0, static_cast<double>(view->width), static_cast<double>(view->height)};
-    absl::Status st = decoder->Decode(view->payload, all, static_cast<int>(view->width),
-                                      static_cast<int>(view->height), /*allow_scaling=*/false, /*full=*/true,
-                                      /*fast_idct=*/false, pixels, &region);
-    if (st.ok() && (static_cast<uint32_t>(region.image_width) != view->width ||
-                    static_cast<uint32_t>(region.image_height) != view->height)) {
-      st = absl::DataLossError(absl::StrCat("stored geometry ", view->width, "x", view->height,
-                                            " differs from the JPEG's ", region.image_width, "x",
-                                            region.image_height));
-    }
-    s.status = st;
+  if (decode) {
+    // The loader's own decode path, whole image at full size: "verified" means "the loader can
+    // decode it", for every stored type.
+    s.status = processor->DecodeWhole(*view, pixels);
   }
   return s;
 }
@@ -109,12 +103,12 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   const int threads = o.threads > 0 ? o.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::optional<storage::ReadTxn>> txns(threads);
-  std::vector<std::unique_ptr<loader::RegionDecoder>> decoders(threads);
+  std::vector<std::unique_ptr<loader::SampleProcessor>> decoders(threads);
   std::vector<std::vector<uint8_t>> pixels(threads);
   for (int t = 0; t < threads; ++t) {
     DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
     txns[t].emplace(std::move(txn));
-    decoders[t] = std::make_unique<loader::RegionDecoder>();
+    decoders[t] = std::make_unique<loader::SampleProcessor>();
   }
   const size_t classes = r.header.classes.size();
   uint32_t digest = 0;
@@ -201,7 +195,7 @@ std::string InspectText(const InspectReport& r) {
   if (r.verified) {
     absl::StrAppendFormat(&out, "verify        %s: %d bad record(s) of %d%s\n",
                           r.bad.empty() ? "OK" : "FAILED", r.bad.size(), r.completion.sample_count,
-                          r.decoded ? " (checksums and full JPEG decode)" : " (checksums)");
+                          r.decoded ? " (checksums and the loader's full decode)" : " (checksums)");
   }
   for (const auto& b : r.bad) {
     absl::StrAppendFormat(&out, "  bad record %d (key %s): %s\n", b.index, b.key, b.reason);
@@ -218,8 +212,9 @@ absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t 
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
-    f.write(reinterpret_cast<const char*>(record.payload.data()),
-            static_cast<std::streamsize>(record.payload.size()));
+    // Raw pixels become a binary PPM, so every record comes out as an image file any tool opens.
+    DDPIO_ASSIGN_OR_RETURN(std::string bytes, storage::ImageFileBytes(record.view()));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     f.close();
     if (!f) st = ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
   }

@@ -61,8 +61,8 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& options);
 nlohmann::json InspectJson(const InspectReport& report);
 std::string InspectText(const InspectReport& report);
 
-// Writes record `index`'s payload to `out_file` (byte-identical to the source file; written to
-// a temporary name and renamed) and returns the record.
+// Writes record `index`'s payload to `out_file` (a JPEG record: byte-identical to the source
+// file; raw pixels: as a binary PPM; written to a temporary name and renamed) and returns it.
 absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
                                               const std::string& out_file);
 

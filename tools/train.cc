@@ -10,6 +10,21 @@
 
 namespace ddpio::tools {
 
+namespace {
+
+// Where this rank can open both datasets (a peer that reads nothing may have neither), their
+// labels must name the same classes: an accuracy over mismatched labels is silently meaningless.
+absl::Status CheckValidationClasses(const std::string& train_path, const std::string& val_path) {
+  auto train = storage::DatasetReader::Open(train_path, {});
+  if (!train.ok()) return absl::OkStatus();
+  auto val = storage::DatasetReader::Open(val_path, {});
+  if (!val.ok()) return absl::OkStatus();
+  return Annotate(storage::CheckSameClasses((*train)->header().classes, (*val)->header().classes),
+                  absl::StrCat("--val ", val_path, " against --data ", train_path));
+}
+
+}  // namespace
+
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
@@ -19,6 +34,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   if (!o.train.val.empty()) {
     DDPIO_ASSIGN_OR_RETURN(PipelineOptions val, trainer::ValidationPipelineOptions(o.train));
     DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, val));
+    DDPIO_RETURN_IF_ERROR(CheckValidationClasses(o.train.data, o.train.val));
   }
   comm::RendezvousOptions ro;
   ro.store = o.store;
@@ -67,7 +83,8 @@ std::string TrainText(const nlohmann::json& j) {
       j["rank"].get<int>(), j["steps"].get<uint64_t>(), j["train_loss"].get<double>(), acc,
       j["samples_per_s"].get<double>(), 100 * j["stall_fraction"].get<double>(),
       j["param_checksum"].get<std::string>(), j["records_read"].get<uint64_t>(), j["bytes_sent"].get<uint64_t>() / 1e6,
-      j["bytes_received"].get<uint64_t>() / 1e6);
+      j["bytes_received"].get<uint64_t>() / 1e6) +
+         SkippedText(j);
 }
 
 }  // namespace ddpio::tools

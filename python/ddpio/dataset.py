@@ -8,8 +8,10 @@ from ddpio import _ddpio
 class Dataset:
     """The records of a dataset written by `ddpio convert`.
 
-    len(ds) is the number of records; ds[i] is (jpeg_bytes, label) of record i (negative i counts
-    from the end); ds.classes the class names (label i is classes[i]); ds.info() what the dataset
+    len(ds) is the number of records; ds[i] is (image_bytes, label) of record i (negative i counts
+    from the end): a JPEG file's bytes as converted, or for images stored as pixels (PNG, WebP, ...
+    sources) a binary PPM — either opens with PIL.Image.open(io.BytesIO(image_bytes));
+    ds.source(i) the file it was converted from; ds.classes the class names (label i is classes[i]); ds.info() what the dataset
     says about itself. Records are checksummed on every read: a damaged one raises
     ddpio.DataLossError naming it. Works in torch DataLoader workers (forked processes reopen the
     dataset). A missing path raises FileNotFoundError.
@@ -32,12 +34,19 @@ class Dataset:
     def __len__(self):
         return len(self._core)
 
-    def __getitem__(self, index):
+    def _index(self, index):
         index = operator.index(index)  # ints, numpy and torch integers; anything else is a TypeError
         size = len(self._core)
         if not -size <= index < size:
             raise IndexError(f"index {index} is outside the dataset's {size} records ({self._path})")
-        return self._core.get(index + size if index < 0 else index)
+        return index + size if index < 0 else index
+
+    def __getitem__(self, index):
+        return self._core.get(self._index(index))
+
+    def source(self, index):
+        """The source file (relative to the converted folder) or key record `index` came from."""
+        return self._core.source(self._index(index))
 
     def info(self):
         return self._core.info()

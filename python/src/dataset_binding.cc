@@ -39,7 +39,8 @@ class Dataset {
     return *reader_;
   }
 
-  py::tuple Get(int64_t index) {
+  // Record `index`, read without the GIL.
+  storage::Record Read(int64_t index) {
     const storage::DatasetReader& r = reader();
     if (index < 0 || static_cast<uint64_t>(index) >= r.size()) {
       throw py::index_error("index " + std::to_string(index) + " is outside the dataset's " +
@@ -50,10 +51,16 @@ class Dataset {
       py::gil_scoped_release release;
       record = r.ReadCopy(static_cast<uint64_t>(index));
     }
-    storage::Record rec = ValueOrThrow(std::move(record));
-    py::bytes payload(reinterpret_cast<const char*>(rec.payload.data()), rec.payload.size());
-    return py::make_tuple(payload, rec.label);
+    return ValueOrThrow(std::move(record));
   }
+
+  py::tuple Get(int64_t index) {
+    storage::Record rec = Read(index);
+    std::string file = ValueOrThrow(storage::ImageFileBytes(rec.view()));
+    return py::make_tuple(py::bytes(file), rec.label);
+  }
+
+  std::string Source(int64_t index) { return Read(index).source_name; }
 
   py::dict Info() {
     const storage::DatasetReader& r = reader();
@@ -93,7 +100,8 @@ void BindDataset(py::module_& m) {
   py::class_<Dataset>(m, "Dataset", "A converted dataset's records (see ddpio.Dataset).")
       .def(py::init<std::string>(), py::arg("path"))
       .def("__len__", [](Dataset& d) { return d.reader().size(); })
-      .def("get", &Dataset::Get, py::arg("index"), "(JPEG bytes, label) of record `index`")
+      .def("get", &Dataset::Get, py::arg("index"), "(image file bytes, label) of record `index`")
+      .def("source", &Dataset::Source, py::arg("index"), "the source file name of record `index`")
       .def_property_readonly("classes", [](Dataset& d) { return d.reader().header().classes; })
       .def("info", &Dataset::Info);
 }

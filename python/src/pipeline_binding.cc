@@ -112,11 +112,6 @@ absl::StatusOr<loader::OutputFormat> ParseOutput(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown output \"", std::string(name), "\" (uint8 or float)"));
 }
 
-absl::StatusOr<loader::BadSamplePolicy> ParseBadSamples(std::string_view name) {
-  if (name == "fail") return loader::BadSamplePolicy::kFail;
-  if (name == "skip") return loader::BadSamplePolicy::kSkip;
-  return absl::InvalidArgumentError(absl::StrCat("unknown bad_samples \"", std::string(name), "\" (fail or skip)"));
-}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -156,7 +151,7 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   l.mean = Take<std::array<float, 3>>(o, "mean", l.mean);
   l.stddev = Take<std::array<float, 3>>(o, "std", l.stddev);
   l.decode = TakeEnum(o, "decode", l.decode, &loader::ParseDecodeMode);
-  l.bad_samples = TakeEnum(o, "bad_samples", l.bad_samples, &ParseBadSamples);
+  l.bad_samples = TakeEnum(o, "bad_samples", l.bad_samples, &loader::ParseBadSamplePolicy);
   l.held_batches = Take<int>(o, "held_batches", l.held_batches);
   l.held_timeout = Millis(Take<double>(o, "held_timeout", 10.0));
   const int device = Take<int>(o, "device_index", -1);

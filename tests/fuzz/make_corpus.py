@@ -66,6 +66,13 @@ def main():
         run("convert", "--src", f"{work}/src", "--out", f"{work}/db", "--quiet")
         for i, (k, v) in enumerate(sorted(dump(f"{work}/db", "samples").items())[:3]):
             put("record_fuzz", f"record{i}", v)
+        # A record in layout 2 (convert --max-side records the original geometry).
+        run("convert", "--src", f"{work}/src", "--out", f"{work}/small", "--max-side", "16", "--quiet")
+        shrunk = [v for _, v in sorted(dump(f"{work}/small", "samples").items()) if v[4] == 2]
+        put("record_fuzz", "record-layout2", shrunk[0])
+        put("shard_manifest_fuzz", "two-shards",
+            b'{"format":"ddpio-lmdb-shards","format_version":1,"shards":[{"path":"shard-00000-of-00002","records":2},'
+            b'{"path":"shard-00001-of-00002","records":2}],"source_fingerprint":"c6b0c7341846e874-2-4"}')
         meta = dump(f"{work}/db", "meta")
         put("dataset_meta_fuzz", "header", meta[b"dataset"])
         put("dataset_meta_fuzz", "complete", meta[b"complete"])

@@ -1,0 +1,52 @@
+// Caffe's `Datum` protobuf message, as DALI and Caffe store images in an LMDB, parsed by hand.
+//
+//   message Datum { optional int32 channels = 1; optional int32 height = 2; optional int32 width =
+//   3;
+//                   optional bytes data = 4;    // raw: uint8 planes in CHW order, BGR
+//                   optional int32 label = 5;
+//                   repeated float float_data = 6;
+//                   optional bool encoded = 7;  // data holds an encoded image file }
+// Pure functions, no IO, thread-safe.
+#ifndef DDPIO_TOOLS_CAFFE_DATUM_H_
+#define DDPIO_TOOLS_CAFFE_DATUM_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace ddpio::tools {
+
+struct CaffeDatum {
+  int32_t channels = 0;
+  int32_t height = 0;
+  int32_t width = 0;
+  absl::Span<const uint8_t> data;  // points into the parsed bytes
+  int32_t label = 0;
+  bool encoded = false;
+  uint64_t float_data_count = 0;  // float_data values present (not supported for import)
+};
+
+// DataLoss naming the field and byte offset when `bytes` are not a well-formed Datum
+// (truncated varint or field, wrong wire type for a known field, negative sizes).
+absl::Status ParseCaffeDatum(absl::Span<const uint8_t> bytes, CaffeDatum* out);
+
+// A raw (not encoded) Datum's pixels as RGB HWC (`*rgb` resized to height * width * 3):
+// channels 3 are BGR planes, channels 1 a gray plane replicated. DataLoss when the datum is
+// encoded, holds float_data instead of bytes, has other channel counts, non-positive sizes, more
+// than `max_pixels` pixels, or data of the wrong size (saying which sizes).
+absl::Status CaffeDatumToRgb(const CaffeDatum& datum, uint64_t max_pixels,
+                             std::vector<uint8_t>* rgb);
+
+// Serialises a Datum as Caffe's protobuf code does: fields in number order, the geometry only
+// when non-zero (Caffe leaves it unset for encoded Datums), data and label always, encoded only
+// when true. For tests and fixtures.
+std::string EncodeCaffeDatum(int32_t channels, int32_t height, int32_t width, std::string_view data,
+                             int32_t label, bool encoded);
+
+}  // namespace ddpio::tools
+
+#endif  // DDPIO_TOOLS_CAFFE_DATUM_H_
