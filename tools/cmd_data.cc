@@ -121,6 +121,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       ->needs(labels_opt);
   auto* list_opt = app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
   src_opt->excludes(list_opt);
+  labels_opt->excludes(list_opt);
   app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
   app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)")->required();
@@ -152,7 +153,10 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     o->full_decode = !*header_only;
     o->writer.initial_map_size = *map_mb << 20;
     if (*from == "caffe-lmdb" && (src->empty() || !val_labels->empty())) {
-      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --val-labels)");
+      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
+    }
+    if (!val_labels->empty() && src->empty()) {
+      return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
     }
     std::unique_ptr<storage::LmdbFile> caffe;
     std::unique_ptr<CaffeLmdbReader> caffe_reader;

@@ -60,6 +60,11 @@ absl::StatusOr<bool> CheckExisting(const std::string& fingerprint, const Convert
     return absl::AlreadyExistsError(absl::StrCat(
         o.out, " already exists; --resume continues an interrupted conversion, or remove it"));
   }
+  if (!fs::is_directory(o.out, ec) || fs::exists(o.out + "/data.mdb", ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        o.out, " holds an unsharded dataset (or is a file): a sharded conversion cannot continue it; convert into "
+               "another folder"));
+  }
   const std::string manifest = o.out + "/" + storage::kShardManifest;
   if (!fs::exists(manifest, ec)) return false;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.out));

@@ -291,6 +291,12 @@ TEST(Dataset, ResumeRefusesCompleteOrForeignDatasets) {
   other.source_fingerprint = "another source";
   EXPECT_CODE(DatasetWriter::Resume(dir.Sub("partial"), other, {}), kFailedPrecondition);
   EXPECT_CODE(DatasetWriter::Resume(dir.Sub("absent"), other, {}), kNotFound);
+  // A finished dataset resumed with other options is another conversion, not "already complete".
+  EXPECT_CODE(DatasetWriter::Resume(dir.Sub("done"), other, {}), kFailedPrecondition);
+  // A folder without data.mdb (e.g. a sharded dataset's) is refused and left without one.
+  std::filesystem::create_directories(dir.Sub("folder"));
+  EXPECT_CODE(DatasetWriter::Resume(dir.Sub("folder"), other, {}), kFailedPrecondition);
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("folder/data.mdb")));
 }
 
 TEST(Dataset, MetadataCommitsWithItsBatch) {

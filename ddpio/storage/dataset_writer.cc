@@ -1,5 +1,7 @@
 #include "ddpio/storage/dataset_writer.h"
 
+#include "ddpio/storage/dataset_reader.h"  // kShardManifest
+
 #include <sys/statvfs.h>
 
 #include <sys/stat.h>
@@ -134,6 +136,16 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   if (::stat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("resuming ", path));
   WriterOptions opts = options;
   opts.single_file = S_ISREG(st.st_mode);
+  // Opening LMDB would create data.mdb: a folder without one (a sharded dataset's, or any other)
+  // holds nothing this writer can continue, and must not gain an empty database.
+  struct stat data;
+  if (!opts.single_file && ::stat((path + "/data.mdb").c_str(), &data) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume ", path, ": it holds no data.mdb", ::stat((path + "/" + kShardManifest).c_str(), &data) == 0
+                                                              ? " (it is a sharded dataset: pass the same --shards)"
+                                                              : "",
+        "; remove it and start over"));
+  }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, opts, /*create=*/false));
   DDPIO_ASSIGN_OR_RETURN(auto stored, writer->GetMeta(kDatasetKey));
   DDPIO_ASSIGN_OR_RETURN(auto complete, writer->GetMeta(kCompleteKey));
