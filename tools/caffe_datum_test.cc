@@ -29,7 +29,8 @@ TEST(CaffeDatum, EncodesWhatProtobufWritesAndParsesItBack) {
   EXPECT_EQ(d.label, 7);
   EXPECT_FALSE(d.encoded);
   // An encoded Datum: no geometry, encoded = true (field 7).
-  ASSERT_OK(ParseCaffeDatum(Bytes(EncodeCaffeDatum(0, 0, 0, "JPEG", 2, true)), &d));
+  const std::string encoded = EncodeCaffeDatum(0, 0, 0, "JPEG", 2, true);
+  ASSERT_OK(ParseCaffeDatum(Bytes(encoded), &d));
   EXPECT_TRUE(d.encoded);
   EXPECT_EQ(d.label, 2);
   EXPECT_EQ(d.channels, 0);
@@ -106,28 +107,32 @@ TEST(CaffeDatum, MalformedWireDataNamesFieldAndOffset) {
 }
 
 TEST(CaffeDatum, RawDatumsBecomeRgbWithSizesChecked) {
+  // A parsed Datum views the bytes it came from: each encoding lives as long as its Datum is used.
   CaffeDatum d;
-  // 2x1 BGR planes: B = {1, 2}, G = {3, 4}, R = {5, 6}.
-  const std::string color =
-      EncodeCaffeDatum(3, 1, 2, std::string("\x01\x02\x03\x04\x05\x06", 6), 0, false);
-  ASSERT_OK(ParseCaffeDatum(Bytes(color), &d));
   std::vector<uint8_t> rgb;
+  // 2x1 BGR planes: B = {1, 2}, G = {3, 4}, R = {5, 6}.
+  const std::string color = EncodeCaffeDatum(3, 1, 2, std::string("\x01\x02\x03\x04\x05\x06", 6), 0, false);
+  ASSERT_OK(ParseCaffeDatum(Bytes(color), &d));
   ASSERT_OK(CaffeDatumToRgb(d, 100, &rgb));
   EXPECT_EQ(rgb, (std::vector<uint8_t>{5, 3, 1, 6, 4, 2}));
-  ASSERT_OK(
-      ParseCaffeDatum(Bytes(EncodeCaffeDatum(1, 2, 1, std::string("\x09\x0a", 2), 0, false)), &d));
+  const std::string gray = EncodeCaffeDatum(1, 2, 1, std::string("\x09\x0a", 2), 0, false);
+  ASSERT_OK(ParseCaffeDatum(Bytes(gray), &d));
   ASSERT_OK(CaffeDatumToRgb(d, 100, &rgb));
   EXPECT_EQ(rgb, (std::vector<uint8_t>{9, 9, 9, 10, 10, 10}));
 
-  ASSERT_OK(ParseCaffeDatum(Bytes(EncodeCaffeDatum(3, 1, 2, "short", 0, false)), &d));
+  const std::string short_data = EncodeCaffeDatum(3, 1, 2, "short", 0, false);
+  ASSERT_OK(ParseCaffeDatum(Bytes(short_data), &d));
   EXPECT_CODE(CaffeDatumToRgb(d, 100, &rgb), kDataLoss);
-  ASSERT_OK(ParseCaffeDatum(Bytes(EncodeCaffeDatum(4, 1, 1, "abcd", 0, false)), &d));
+  const std::string four = EncodeCaffeDatum(4, 1, 1, "abcd", 0, false);
+  ASSERT_OK(ParseCaffeDatum(Bytes(four), &d));
   EXPECT_CODE(CaffeDatumToRgb(d, 100, &rgb), kDataLoss);
-  ASSERT_OK(ParseCaffeDatum(Bytes(EncodeCaffeDatum(3, 60000, 60000, "x", 0, false)), &d));
-  absl::Status huge = CaffeDatumToRgb(d, 100'000'000, &rgb);
-  EXPECT_CODE(huge, kDataLoss);
-  EXPECT_NE(huge.message().find("limit"), absl::string_view::npos) << huge;
-  ASSERT_OK(ParseCaffeDatum(Bytes(EncodeCaffeDatum(0, 0, 0, "JPEG", 0, true)), &d));
+  const std::string huge = EncodeCaffeDatum(3, 60000, 60000, "x", 0, false);
+  ASSERT_OK(ParseCaffeDatum(Bytes(huge), &d));
+  absl::Status too_big = CaffeDatumToRgb(d, 100'000'000, &rgb);
+  EXPECT_CODE(too_big, kDataLoss);
+  EXPECT_NE(too_big.message().find("limit"), absl::string_view::npos) << too_big;
+  const std::string encoded = EncodeCaffeDatum(0, 0, 0, "JPEG", 0, true);
+  ASSERT_OK(ParseCaffeDatum(Bytes(encoded), &d));
   EXPECT_CODE(CaffeDatumToRgb(d, 100, &rgb), kDataLoss);
 }
 
