@@ -137,6 +137,11 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
                        ->check(CLI::Range(16, 65535));
   app->add_option("--quality", o->shrink.quality, "With --max-side: JPEG quality of the re-encoded images")
       ->capture_default_str()->check(CLI::Range(1, 100))->needs(max_side);
+  o->restart_interval = 4;
+  app->add_option("--restart-interval", o->restart_interval,
+                  "Restart marker every N MCUs (lossless transcode, checked), so the loader decodes only the "
+                  "segments a crop needs; 0 keeps every JPEG byte for byte")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   app->add_option("--shards", o->shards,
                   "Write K shards in parallel (one dataset folder, read as one in the same order)")
       ->capture_default_str()->check(CLI::Range(1, 4096));

@@ -11,6 +11,7 @@
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "tools/image_decode.h"
 #include "tools/image_shrink.h"
 #include "tools/cli_util.h"
@@ -32,6 +33,7 @@ struct Decoders {
   loader::JpegDecoder jpeg;
   std::vector<uint8_t> pixels;
   std::unique_ptr<Shrinker> shrinker;  // with --max-side
+  int restart_interval = 0;            // --restart-interval: MCUs per segment, 0: none added
 };
 
 absl::Status CheckRaw(const SourceItem& item) {
@@ -81,6 +83,28 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
   return absl::OkStatus();
 }
 
+// Restart markers for the loader's segment decode (loader/jpeg_restart.h): JPEGs without suitable
+// ones are transcoded losslessly, and the result is checked to decode to exactly the original's
+// pixels. A JPEG the transcoder cannot handle keeps its bytes (the loader decodes it whole).
+void AddRestarts(int interval, Decoders* d, storage::Record* r, std::string* stored_as) {
+  if (interval <= 0 || r->type != storage::ContentType::kJpeg) return;
+  if (auto layout = loader::ReadRestartLayout(r->payload); layout.ok() && layout->interval <= interval) return;
+  absl::StatusOr<std::vector<uint8_t>> segmented = loader::AddRestartMarkers(r->payload, interval);
+  if (!segmented.ok()) return;
+  std::vector<uint8_t> before, after;
+  auto info = d->jpeg.ReadInfo(r->payload);
+  auto info2 = d->jpeg.ReadInfo(*segmented);
+  if (!info.ok() || !info2.ok() || !d->jpeg.Decode(r->payload, *info, &before).ok() ||
+      !d->jpeg.Decode(*segmented, *info2, &after).ok() || before != after) {
+    DDPIO_LOG(WARNING) << r->source_name << ": restart-marker transcode did not reproduce the pixels; kept as is";
+    return;
+  }
+  r->payload = std::move(segmented).value();
+  const std::string kept = "(original bytes)";
+  if (size_t at = stored_as->find(kept); at != std::string::npos) stored_as->replace(at, kept.size(), "(coefficients)");
+  absl::StrAppend(stored_as, ", restart markers added");
+}
+
 Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry, bool full_decode, Decoders* d) {
   Loaded out{absl::UnknownError("unset")};
   auto item = reader.Read(index, entry);
@@ -101,6 +125,7 @@ Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry,
                                                             : "raw RGB, shrunk to --max-side";
     }
   }
+  if (filled.ok()) AddRestarts(d->restart_interval, d, &r, &out.stored_as);
   if (!filled.ok()) {
     out.record = Annotate(filled, reader.Describe(entry));
     return out;
@@ -153,7 +178,8 @@ std::string ConvertFingerprint(const SourceListing& listing, const ConvertOption
                             o.shrink.max_side > 0 ? absl::StrCat(";max_side=", o.shrink.max_side, ";quality=",
                                                                  o.shrink.quality)
                                                   : "",
-                            o.shards > 1 ? absl::StrCat(";shards=", o.shards) : ""));
+                            o.shards > 1 ? absl::StrCat(";shards=", o.shards) : "",
+                            o.restart_interval > 0 ? absl::StrCat(";restart=", o.restart_interval) : ""));
 }
 
 namespace {
@@ -204,7 +230,7 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
   std::vector<std::optional<Decoders>> decoders(threads);
   for (auto& d : decoders) {
     DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
-    d.emplace(Decoders{std::move(decoder), {}, nullptr});
+    d.emplace(Decoders{std::move(decoder), {}, nullptr, o.restart_interval});
     if (o.shrink.max_side > 0) {
       DDPIO_ASSIGN_OR_RETURN(d->shrinker, Shrinker::Create(o.shrink));
     }

@@ -41,6 +41,9 @@ struct ConvertOptions {
   bool full_decode = true;    // validate by decoding every image (false: header only)
   bool progress = true;
   ShrinkOptions shrink;  // --max-side, --quality
+  // Restart markers every N MCUs (rounded down to a divisor of the MCUs in a row), so the loader
+  // decodes only a crop's segments (loader/jpeg_restart.h); 0 keeps JPEG bytes as they are.
+  int restart_interval = 0;
   // > 1: a sharded dataset — the listing split into this many contiguous parts, converted in
   // parallel (threads shared out among them) into out/shard-k-of-K, then the manifest written
   // (storage/shards.h). Reads as one dataset in the same order as an unsharded conversion.

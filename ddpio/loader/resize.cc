@@ -167,6 +167,28 @@ void Resampler::Resize(const uint8_t* src, int src_w, int src_h, int src_stride,
                        bool flip) {
   Compute(src_w, box.x0, box.x1, dst_w, &horizontal_);
   Compute(src_h, box.y0, box.y1, dst_h, &vertical_);
+  Apply(src, src_w, src_h, src_stride, channels, dst, dst_w, dst_h, dst_stride, flip);
+}
+
+bool Resampler::ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, int origin_x,
+                             int origin_y, int full_w, int full_h, const Box& box, uint8_t* dst, int dst_w, int dst_h,
+                             int dst_stride, bool flip) {
+  Compute(full_w, box.x0, box.x1, dst_w, &horizontal_);
+  Compute(full_h, box.y0, box.y1, dst_h, &vertical_);
+  const auto shift = [](Weights& w, int origin, int size) {
+    for (size_t i = 0; i < w.start.size(); ++i) {
+      w.start[i] -= origin;
+      if (w.start[i] < 0 || w.start[i] + w.count[i] > size) return false;
+    }
+    return true;
+  };
+  if (!shift(horizontal_, origin_x, src_w) || !shift(vertical_, origin_y, src_h)) return false;
+  Apply(src, src_w, src_h, src_stride, channels, dst, dst_w, dst_h, dst_stride, flip);
+  return true;
+}
+
+void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
+                      int dst_w, int dst_h, int dst_stride, bool flip) {
   int row0 = src_h, row1 = 0, col0 = src_w, col1 = 0;
   for (int y = 0; y < dst_h; ++y) {
     row0 = std::min(row0, vertical_.start[y]);

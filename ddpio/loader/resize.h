@@ -29,7 +29,18 @@ class Resampler {
               const Box& box, uint8_t* dst, int dst_w, int dst_h, int dst_stride,
               bool flip = false);
 
+  // Resize for a window of a larger image: `src` holds src_w x src_h pixels of a full_w x full_h
+  // image starting at (origin_x, origin_y), and `box` is in the full image's coordinates. The
+  // weights are the full image's, so the output is bit-identical to Resize over the whole image —
+  // provided every filter window lies inside the window; false (nothing written) when one does not.
+  bool ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, int origin_x,
+                    int origin_y, int full_w, int full_h, const Box& box, uint8_t* dst, int dst_w, int dst_h,
+                    int dst_stride, bool flip = false);
+
  private:
+  // The two passes with the weights in horizontal_ and vertical_ (starts relative to `src`).
+  void Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst, int dst_w,
+             int dst_h, int dst_stride, bool flip);
   struct Weights {
     std::vector<int> start;   // first source pixel of each output pixel
     std::vector<int> count;   // number of source pixels

@@ -3,6 +3,11 @@
 //
 //   kFast   decode only the crop's region, DCT-scaled when the crop is downscaled 2x or more;
 //   kExact  decode the full image at full size, then crop and resize (torchvision's order).
+// A JPEG with restart markers tiling its rows (jpeg_restart.h; `convert` writes them) is decoded
+// in both modes from a sub-JPEG of just the segments the crop needs, plus one MCU and the
+// resampling filter's reach on every side: the entropy decoding of the rest is skipped, and exact
+// mode stays bit-identical to the full decode (the band's edge pixels, which chroma upsampling
+// makes differ, lie outside every filter window).
 // Both produce size x size x 3 uint8 (HWC). A SampleProcessor owns a decoder, a resampler and
 // scratch buffers that grow to the largest image seen and are then reused: no allocation per
 // sample once warm. Not thread-safe: one per worker thread.
@@ -18,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "ddpio/loader/augment.h"
 #include "ddpio/loader/jpeg_region.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/resize.h"
 #include "ddpio/storage/record.h"
 
@@ -51,18 +57,31 @@ class SampleProcessor {
   void set_fast_idct(bool on) { fast_idct_ = on; }
   // The DCT scale used by the last Process (1, 2, 4 or 8).
   int last_scale_denom() const { return last_scale_denom_; }
+  // Decode restart-segmented JPEGs from the crop's segments only (default on); off: always the
+  // whole entropy stream (for comparisons).
+  void set_segment_decode(bool on) { segment_decode_ = on; }
+  // Whether the last Process decoded from a sub-JPEG of segments.
+  bool last_used_segments() const { return last_used_segments_; }
 
  private:
   // Decodes `record`'s JPEG (whole when `full`) and checks the JPEG's size against the record's.
   absl::Status DecodeJpeg(const storage::RecordView& record, const Box& box, int out_size, DecodeMode mode,
                           bool full, DecodedRegion* region);
 
+  // The segment path of Process for a JPEG laid out as `layout`; *used false (nothing written)
+  // when the crop needs the whole image anyway.
+  absl::Status ProcessSegments(const storage::RecordView& record, const RestartLayout& layout,
+                               const SampleGeometry& g, int size, DecodeMode mode, uint8_t* out, bool* used);
+
   RegionDecoder decoder_;
+  std::vector<uint8_t> sub_;  // the last sub-JPEG
   Resampler resampler_;
   std::vector<uint8_t> pixels_;
   StageNanos nanos_;
   int last_scale_denom_ = 1;
   bool fast_idct_ = true;
+  bool segment_decode_ = true;
+  bool last_used_segments_ = false;
 };
 
 }  // namespace ddpio::loader

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 
@@ -74,6 +75,45 @@ TEST(SampleProcessor, CorruptAndMismatchedImagesAreDataLoss) {
   lying.width = 120;  // stored geometry disagrees with the JPEG
   EXPECT_CODE(p.Process(lying.view(), 0, 0, 0, o, DecodeMode::kFast, out.data()), kDataLoss);
   EXPECT_OK(p.Process(r.view(), 0, 0, 0, o, DecodeMode::kFast, out.data()));  // recovers
+}
+
+// With restart markers, exact mode decodes only the crop's segments and stays bit-identical to
+// "full decode, then crop and resize" — for train crops (RandomResizedCrop + flip) and the eval
+// geometry, across image sizes whose MCUs do and do not divide the row, 4:2:0, 4:4:4 and gray.
+TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
+  struct Image {
+    int w, h;
+    uint64_t seed;
+  };
+  int segment_samples = 0, samples = 0;
+  for (const Image& im : {Image{500, 375, 1}, Image{333, 250, 2}, Image{640, 427, 3}, Image{375, 500, 4},
+                          Image{257, 193, 5}}) {
+    storage::Record r = JpegRecord(im.w, im.h, im.seed);
+    ASSERT_OK_AND_ASSIGN(r.payload, AddRestartMarkers(r.payload, 4));
+    for (bool train : {true, false}) {
+      AugmentOptions o;
+      o.size = 112;
+      if (!train) {
+        o.train = false;
+        o.resize_size = 128;
+      }
+      SampleProcessor segments, whole;
+      whole.set_segment_decode(false);
+      for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+        for (uint64_t index = 0; index < 12; ++index) {
+          std::vector<uint8_t> got(112 * 112 * 3), want(112 * 112 * 3);
+          ASSERT_OK(segments.Process(r.view(), index, epoch, 7, o, DecodeMode::kExact, got.data()));
+          ASSERT_OK(whole.Process(r.view(), index, epoch, 7, o, DecodeMode::kExact, want.data()));
+          ASSERT_FALSE(whole.last_used_segments());
+          ASSERT_EQ(got, want) << im.w << "x" << im.h << (train ? " train" : " eval") << " epoch " << epoch
+                               << " index " << index;
+          segment_samples += segments.last_used_segments();
+          ++samples;
+        }
+      }
+    }
+  }
+  EXPECT_GT(segment_samples, samples / 2);  // most crops leave segments out
 }
 
 }  // namespace

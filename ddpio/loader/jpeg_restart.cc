@@ -1,0 +1,215 @@
+#include "ddpio/loader/jpeg_restart.h"
+
+// clang-format off
+#include <cstdio>   // jpeglib.h needs FILE
+#include <jpeglib.h>
+// clang-format on
+#include <csetjmp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddpio::loader {
+namespace {
+
+uint32_t Be16(const uint8_t* p) { return static_cast<uint32_t>(p[0]) << 8 | p[1]; }
+
+absl::Status Malformed(const std::string& why) { return absl::DataLossError(absl::StrCat("malformed JPEG: ", why)); }
+absl::Status NotSegmented(const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat("not segment-decodable: ", why));
+}
+
+// Walks the markers before the scan: fills the geometry, the interval and header_bytes.
+absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
+  if (b.size() < 4 || b[0] != 0xFF || b[1] != 0xD8) return Malformed("no SOI marker");
+  size_t pos = 2;
+  int components = 0, hmax = 1, vmax = 1;
+  bool sof = false;
+  for (;;) {
+    while (pos + 1 < b.size() && b[pos] == 0xFF && b[pos + 1] == 0xFF) ++pos;  // fill bytes
+    if (pos + 4 > b.size()) return Malformed("cut short before the scan");
+    if (b[pos] != 0xFF) return Malformed(absl::StrCat("no marker at byte ", pos));
+    const uint8_t marker = b[pos + 1];
+    if (marker == 0xD8 || marker == 0xD9 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
+      return Malformed(absl::StrCat("marker FF", absl::Hex(marker), " before the scan"));
+    }
+    const size_t len = Be16(&b[pos + 2]);
+    if (len < 2 || pos + 2 + len > b.size()) return Malformed(absl::StrCat("segment at byte ", pos, " runs past the end"));
+    const uint8_t* s = &b[pos + 4];
+    if (marker == 0xC0 || marker == 0xC1) {
+      if (len < 8) return Malformed("short SOF");
+      l->sof_offset = static_cast<uint32_t>(pos);
+      l->height = static_cast<int>(Be16(s + 1));
+      l->width = static_cast<int>(Be16(s + 3));
+      components = s[5];
+      if (components < 1 || components > 4 || len < 8 + 3u * components) return Malformed("SOF components");
+      for (int c = 0; c < components; ++c) {
+        hmax = std::max(hmax, s[6 + 3 * c + 1] >> 4);
+        vmax = std::max(vmax, s[6 + 3 * c + 1] & 15);
+      }
+      sof = true;
+    } else if ((marker >= 0xC2 && marker <= 0xCF) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      return NotSegmented(marker == 0xC2 ? "progressive" : absl::StrCat("coding process FF", absl::Hex(marker)));
+    } else if (marker == 0xDD) {
+      if (len != 4) return Malformed("DRI length");
+      l->interval = static_cast<int>(Be16(s));
+    } else if (marker == 0xDA) {
+      if (!sof) return Malformed("scan before SOF");
+      if (s[0] != components) return NotSegmented("the first scan does not hold every component");
+      l->header_bytes = static_cast<uint32_t>(pos + 2 + len);
+      break;
+    }
+    pos += 2 + len;
+  }
+  if (l->width <= 0 || l->height <= 0) return NotSegmented("the image size is not in SOF");
+  if (l->interval <= 0) return NotSegmented("no restart markers");
+  l->mcu_width = components == 1 ? 8 : 8 * hmax;
+  l->mcu_height = components == 1 ? 8 : 8 * vmax;
+  l->mcus_per_row = (l->width + l->mcu_width - 1) / l->mcu_width;
+  l->mcu_rows = (l->height + l->mcu_height - 1) / l->mcu_height;
+  if (l->mcus_per_row % l->interval != 0) {
+    return NotSegmented(absl::StrCat("restart interval ", l->interval, " does not divide the ", l->mcus_per_row,
+                                     " MCUs of a row"));
+  }
+  l->segments_per_row = l->mcus_per_row / l->interval;
+  return absl::OkStatus();
+}
+
+struct ErrorState {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void OnError(j_common_ptr cinfo) {
+  auto* err = static_cast<ErrorState*>(cinfo->client_data);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void OnMessage(j_common_ptr cinfo, int level) {
+  if (level < 0) OnError(cinfo);  // corrupt data is an error, never grey blocks
+}
+
+}  // namespace
+
+absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> b) {
+  RestartLayout l;
+  if (absl::Status st = ReadHeader(b, &l); !st.ok()) return st;
+  const size_t expected = static_cast<size_t>(l.mcu_rows) * l.segments_per_row;
+  l.offsets.reserve(expected + 1);
+  l.offsets.push_back(l.header_bytes);
+  const uint8_t* p = b.data() + l.header_bytes;
+  const uint8_t* end = b.data() + b.size();
+  for (;;) {
+    p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, static_cast<size_t>(end - p)));
+    if (p == nullptr || p + 1 >= end) return Malformed("the scan has no EOI (cut short?)");
+    const uint8_t m = p[1];
+    if (m == 0x00 || m == 0xFF) {  // stuffed byte or fill
+      p += m == 0x00 ? 2 : 1;
+    } else if (m >= 0xD0 && m <= 0xD7) {
+      if (m != 0xD0 + (l.offsets.size() - 1) % 8) return Malformed("restart markers out of sequence");
+      if (l.offsets.size() > expected) return NotSegmented("more segments than the image has");
+      l.offsets.push_back(static_cast<uint32_t>(p + 2 - b.data()));
+      p += 2;
+    } else if (m == 0xD9) {
+      l.offsets.push_back(static_cast<uint32_t>(p - b.data()));
+      break;
+    } else {
+      return NotSegmented(absl::StrCat("marker FF", absl::Hex(m), " inside the scan (a second scan or DNL)"));
+    }
+  }
+  if (l.offsets.size() != expected + 1) {
+    return NotSegmented(absl::StrCat(l.offsets.size() - 1, " segments where ", l.mcu_rows, " rows of ",
+                                     l.segments_per_row, " need ", expected));
+  }
+  return l;
+}
+
+int RestartIntervalFor(int mcus_per_row, int target) {
+  for (int d = std::max(1, std::min(target, mcus_per_row)); d > 1; --d) {
+    if (mcus_per_row % d == 0) return d;
+  }
+  return 1;
+}
+
+absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval) {
+  jpeg_decompress_struct src;
+  jpeg_compress_struct dst;
+  ErrorState err;
+  src.err = jpeg_std_error(&err.pub);
+  dst.err = &err.pub;
+  err.pub.error_exit = OnError;
+  err.pub.emit_message = OnMessage;
+  jpeg_create_decompress(&src);
+  jpeg_create_compress(&dst);
+  src.client_data = &err;
+  dst.client_data = &err;
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  // Nothing with a destructor lives between setjmp and a possible longjmp.
+  if (setjmp(err.jump) != 0) {
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    std::free(out);
+    return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
+  }
+  jpeg_mem_src(&src, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&src, TRUE);
+  jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&src);
+  jpeg_mem_dest(&dst, &out, &out_size);
+  jpeg_copy_critical_parameters(&src, &dst);
+  dst.optimize_coding = TRUE;  // lossless either way; optimal tables win back the markers' bytes
+  const int mcu_w = src.num_components == 1 ? 8 : 8 * src.max_h_samp_factor;
+  const int mcus_per_row = static_cast<int>((src.image_width + mcu_w - 1) / mcu_w);
+  dst.restart_interval = static_cast<unsigned>(RestartIntervalFor(mcus_per_row, target_interval));
+  jpeg_write_coefficients(&dst, coefficients);
+  jpeg_finish_compress(&dst);
+  jpeg_finish_decompress(&src);
+  std::vector<uint8_t> result(out, out + out_size);
+  jpeg_destroy_compress(&dst);
+  jpeg_destroy_decompress(&src);
+  std::free(out);
+  return result;
+}
+
+absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l, int row0, int row1, int col0,
+                          int col1, std::vector<uint8_t>* out) {
+  if (!(0 <= row0 && row0 < row1 && row1 <= l.mcu_rows && 0 <= col0 && col0 < col1 && col1 <= l.segments_per_row)) {
+    return absl::InvalidArgumentError(absl::StrCat("band rows [", row0, ", ", row1, ") x segment columns [", col0,
+                                                   ", ", col1, ") outside ", l.mcu_rows, " x ", l.segments_per_row));
+  }
+  if (l.offsets.size() != static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1 || l.offsets.back() > jpeg.size()) {
+    return absl::InvalidArgumentError("restart layout does not belong to this JPEG");
+  }
+  const int seg_w = l.interval * l.mcu_width;
+  const int w = std::min(l.width, col1 * seg_w) - col0 * seg_w;
+  const int h = std::min(l.height, row1 * l.mcu_height) - row0 * l.mcu_height;
+  out->assign(jpeg.begin(), jpeg.begin() + l.header_bytes);
+  uint8_t* sof = out->data() + l.sof_offset + 5;  // height, then width, big-endian
+  sof[0] = static_cast<uint8_t>(h >> 8);
+  sof[1] = static_cast<uint8_t>(h);
+  sof[2] = static_cast<uint8_t>(w >> 8);
+  sof[3] = static_cast<uint8_t>(w);
+  const size_t last = l.offsets.size() - 2;
+  int k = 0;
+  for (int r = row0; r < row1; ++r) {
+    for (int c = col0; c < col1; ++c, ++k) {
+      const size_t s = static_cast<size_t>(r) * l.segments_per_row + c;
+      if (k > 0) {
+        out->push_back(0xFF);
+        out->push_back(static_cast<uint8_t>(0xD0 + (k - 1) % 8));
+      }
+      const uint32_t end = s == last ? l.offsets[s + 1] : l.offsets[s + 1] - 2;
+      out->insert(out->end(), jpeg.begin() + l.offsets[s], jpeg.begin() + end);
+    }
+  }
+  out->push_back(0xFF);
+  out->push_back(0xD9);
+  return absl::OkStatus();
+}
+
+}  // namespace ddpio::loader

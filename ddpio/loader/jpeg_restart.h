@@ -1,0 +1,63 @@
+// Restart markers: what lets the loader entropy-decode only the part of a JPEG a crop uses.
+//
+// After an RSTn marker the DC predictors reset and the entropy coder restarts byte-aligned, so
+// each restart segment decodes on its own. `AddRestartMarkers` (at conversion) rewrites a JPEG
+// losslessly — coefficients copied, nothing decoded or re-quantised — into a baseline JPEG with a
+// restart marker every `interval` MCUs, the interval dividing the MCUs of a row so that segments
+// tile each MCU row. `BuildSubJpeg` (in the loader) cuts the segments covering a band of MCU rows
+// and columns out of such a JPEG and stitches them into a small valid JPEG (the band's size in
+// SOF, the same tables, RSTn renumbered), which any decoder decodes alone: its pixels equal the
+// full image's, except within one MCU of the band's edges (chroma upsampling reads neighbours).
+// Pure functions over bytes, thread-safe.
+#ifndef DDPIO_LOADER_JPEG_RESTART_H_
+#define DDPIO_LOADER_JPEG_RESTART_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ddpio::loader {
+
+// Where the segments of a segment-decodable JPEG are.
+struct RestartLayout {
+  int width = 0, height = 0;          // the image's pixels
+  int mcu_width = 0, mcu_height = 0;  // pixels per MCU (8 or 16)
+  int mcus_per_row = 0, mcu_rows = 0;
+  int interval = 0;                   // MCUs per segment; divides mcus_per_row
+  int segments_per_row = 0;           // mcus_per_row / interval
+  uint32_t header_bytes = 0;          // SOI .. end of the SOS header: the tables every sub-JPEG copies
+  uint32_t sof_offset = 0;            // of the SOF marker (its size fields are rewritten)
+  // Byte offset of each segment's first entropy-coded byte, in raster order, and one more: the
+  // offset just past the last segment (where EOI starts). Segment i spans [offsets[i], offsets[i+1]
+  // - 2) — the 2 bytes before the next segment are its RSTn marker.
+  std::vector<uint32_t> offsets;
+};
+
+// The layout of `jpeg` when it is segment-decodable: one baseline (or extended sequential)
+// Huffman scan over every component, a restart interval dividing the MCUs of a row, and exactly
+// mcu_rows * segments_per_row segments. FailedPrecondition saying why not otherwise (progressive,
+// no restart markers, an interval that straddles rows, ...); DataLoss for a malformed JPEG.
+absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> jpeg);
+
+// The restart interval AddRestartMarkers uses for an image `mcus_per_row` MCUs wide: the largest
+// divisor of mcus_per_row not above `target`.
+int RestartIntervalFor(int mcus_per_row, int target);
+
+// Rewrites `jpeg` (baseline or progressive) as a baseline JPEG with Huffman tables optimised for
+// it and a restart marker every RestartIntervalFor(MCUs per row, target_interval) MCUs; the
+// coefficients are copied, so a decoder gives exactly the original's pixels. Metadata markers
+// (EXIF, ICC, comments) are not copied. DataLoss when `jpeg` does not decode.
+absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval);
+
+// The JPEG made of the segments covering MCU rows [row0, row1) and segment columns [col0, col1)
+// of `jpeg` (laid out as `layout`): pixels [col0 * interval * mcu_width, min(width, col1 * ...))
+// x [row0 * mcu_height, min(height, row1 * mcu_height)) of the image. InvalidArgument for an
+// empty or out-of-range band.
+absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& layout, int row0, int row1,
+                          int col0, int col1, std::vector<uint8_t>* out);
+
+}  // namespace ddpio::loader
+
+#endif  // DDPIO_LOADER_JPEG_RESTART_H_
