@@ -10,6 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_region.h"
+#include "ddpio/loader/jpeg_restart.h"
+#include "ddpio/loader/augment.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "tools/bench_feed.h"
 
@@ -49,6 +52,68 @@ absl::StatusOr<double> FullDecodeRate(const storage::DatasetReader& reader, uint
   }
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   return decoded / s;
+}
+
+// Single-thread decode of the crop's segments alone (the sub-JPEG the loader decodes in exact
+// mode, geometry of epoch 0) over the segmented JPEG records among the first `n`: images/s, and
+// how many records were segmented; 0 / 0 for a dataset without restart markers.
+absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::DatasetReader& reader, uint64_t n,
+                                                           const loader::LoaderOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
+  loader::RegionDecoder decoder;
+  std::vector<uint8_t> sub, pixels;
+  n = std::min<uint64_t>(n, reader.size());
+  uint64_t decoded = 0;
+  double seconds = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    auto rec = txn.Get(i);
+    if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
+    auto layout = rec->segment_offsets.empty() ? loader::ReadRestartLayout(rec->payload)
+                                               : loader::RestartLayoutFromOffsets(rec->payload, rec->segment_offsets);
+    if (!layout.ok()) continue;
+    const loader::SampleGeometry g = loader::PlanSample(static_cast<int>(rec->width), static_cast<int>(rec->height),
+                                                        o.augment, o.seed, 0, i);
+    const auto t0 = Clock::now();
+    const loader::SegmentBand band = loader::BandFor(*layout, g.box.x0, g.box.y0, g.box.x1, g.box.y1, o.augment.size);
+    if (!loader::BuildSubJpeg(rec->payload, *layout, band.row0, band.row1, band.col0, band.col1, &sub).ok()) continue;
+    loader::DecodedRegion region;
+    if (!decoder.Decode(sub, loader::Box{0, 0, 1, 1}, 1, 1, false, true, false, &pixels, &region).ok()) continue;
+    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++decoded;
+  }
+  return std::make_pair(seconds > 0 ? decoded / seconds : 0.0, decoded);
+}
+
+// Exact mode from the crop's segments against exact mode from the whole entropy stream, over the
+// first `n` records, the run's own geometry (epochs 0 and 1) and the evaluation geometry: samples
+// compared, how many took the segment path, how many differ (must be 0: exact mode promises
+// torchvision's pixels whichever way it decodes).
+absl::StatusOr<nlohmann::json> CheckSegmentsExact(const storage::DatasetReader& reader, uint64_t n,
+                                                  const loader::LoaderOptions& o) {
+  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
+  loader::SampleProcessor segments, whole;
+  whole.set_segment_decode(false);
+  const size_t bytes = static_cast<size_t>(o.augment.size) * o.augment.size * 3;
+  std::vector<uint8_t> a(bytes), b(bytes);
+  loader::AugmentOptions eval = o.augment;
+  eval.train = false;
+  uint64_t compared = 0, used = 0, differ = 0;
+  n = std::min<uint64_t>(n, reader.size());
+  for (uint64_t i = 0; i < n; ++i) {
+    auto rec = txn.Get(i);
+    if (!rec.ok()) continue;
+    for (const auto& [aug, epoch] : {std::pair{o.augment, uint64_t{0}}, std::pair{o.augment, uint64_t{1}},
+                                     std::pair{eval, uint64_t{0}}}) {
+      if (!segments.Process(*rec, i, epoch, o.seed, aug, loader::DecodeMode::kExact, a.data()).ok() ||
+          !whole.Process(*rec, i, epoch, o.seed, aug, loader::DecodeMode::kExact, b.data()).ok()) {
+        continue;
+      }
+      ++compared;
+      used += segments.last_used_segments();
+      differ += a != b;
+    }
+  }
+  return nlohmann::json{{"samples", compared}, {"segment_decoded", used}, {"differ", differ}};
 }
 
 // Fast vs exact on the first `n` records with the loader's geometry: mean absolute difference per
@@ -118,6 +183,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   }
   DDPIO_ASSIGN_OR_RETURN(double ceiling_b, FullDecodeRate(*reader, o.ceiling_images));
   const double per_core = (ceiling_a + ceiling_b) / 2;
+  DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, o.loader));
   const loader::LoaderStats st = ld->stats();
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : st.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
@@ -142,6 +208,9 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"ceiling_images_per_s", per_core * workers},
       {"ceiling_per_core_images_per_s", per_core},
       {"ratio", ips / (per_core * workers)},
+      {"crop_decode_images_per_s", crop.first * workers},
+      {"crop_decode_per_core_images_per_s", crop.first},
+      {"segmented_records_sampled", crop.second},
       {"ms_per_image", {{"read", ms_per_image(st.read_ns)}, {"decode", ms_per_image(st.decode_ns)},
                         {"augment", ms_per_image(st.augment_ns)}, {"collate", ms_per_image(st.collate_ns)}}},
       {"consumer_wait_s", st.wait_ns / 1e9},
@@ -154,6 +223,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"skipped", skipped},
       {"device", cuda ? "cuda" : "none: " + why}};
   DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, o.loader));
+  DDPIO_ASSIGN_OR_RETURN(j["segments_vs_whole_exact"], CheckSegmentsExact(*reader, o.ceiling_images, o.loader));
   return j;
 }
 
@@ -164,15 +234,24 @@ std::string BenchLoaderText(const nlohmann::json& j) {
       "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
       "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %.0f/s per core x %d workers)\n"
       "  ratio         %.2f of the ceiling\n"
+      "%s"
       "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms (worker time)\n"
       "  consumer wait %.2f s; slots %d x batch = %.1f MiB %s host memory; peak RSS %.0f MiB\n"
-      "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f ms/image\n",
+      "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f ms/image\n"
+      "  exact mode, segments vs whole stream: %d of %d samples differ (%d decoded from segments)\n",
       j["records"].get<uint64_t>(), j["workers"].get<int>(), j["batch_size"].get<uint64_t>(),
       j["image_size"].get<int>(), j["decode"].get<std::string>(), j["output"].get<std::string>(),
       j["train"].get<bool>() ? "train augmentation" : "eval geometry", j["epochs"].get<int>(),
       j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
       j["ceiling_images_per_s"].get<double>(), j["ceiling_per_core_images_per_s"].get<double>(),
-      j["workers"].get<int>(), j["ratio"].get<double>(), ms["read"].get<double>(),
+      j["workers"].get<int>(), j["ratio"].get<double>(),
+      j["segmented_records_sampled"].get<uint64_t>() == 0
+          ? std::string("  crop-decode   n/a (no record has restart markers: convert --restart-interval)\n")
+          : absl::StrFormat("  crop-decode   %8.0f images/s  (the crop's segments alone, %.0f/s per core x %d "
+                            "workers)\n",
+                            j["crop_decode_images_per_s"].get<double>(),
+                            j["crop_decode_per_core_images_per_s"].get<double>(), j["workers"].get<int>()),
+      ms["read"].get<double>(),
       ms["decode"].get<double>(), ms["augment"].get<double>(), ms["collate"].get<double>(),
       j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
       j["slot_bytes"].get<uint64_t>() / 1048576.0, j["host_memory"].get<std::string>(),
@@ -180,7 +259,9 @@ std::string BenchLoaderText(const nlohmann::json& j) {
       j["fast_vs_exact"]["mean_abs_diff"].get<double>(),
       j["fast_vs_exact"]["worst_image_mean_abs_diff"].get<double>(),
       j["fast_vs_exact"]["fast_ms_per_image"].get<double>(),
-      j["fast_vs_exact"]["exact_ms_per_image"].get<double>()) +
+      j["fast_vs_exact"]["exact_ms_per_image"].get<double>(), j["segments_vs_whole_exact"]["differ"].get<uint64_t>(),
+      j["segments_vs_whole_exact"]["samples"].get<uint64_t>(),
+      j["segments_vs_whole_exact"]["segment_decoded"].get<uint64_t>()) +
          SkippedText(j);
 }
 

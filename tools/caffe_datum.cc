@@ -61,8 +61,8 @@ class WireReader {
     DDPIO_RETURN_IF_ERROR(Varint(what, &len));
     const size_t left = b_.size() - at_;  // at_ <= size(): no underflow, and no len + at_ overflow
     if (len > left) {
-      return Bad(what, start, absl::StrCat("length ", len, " runs past the end (", left,
-                                           " bytes left)"));
+      return Bad(what, start,
+                 absl::StrCat("length ", len, " runs past the end (", left, " bytes left)"));
     }
     *out = b_.subspan(at_, static_cast<size_t>(len));
     at_ += static_cast<size_t>(len);
@@ -72,8 +72,8 @@ class WireReader {
   // Steps over `n` bytes of a fixed-size value.
   absl::Status Fixed(const std::string& what, size_t n) {
     if (n > b_.size() - at_) {
-      return Bad(what, at_, absl::StrCat("truncated ", n, "-byte value (", b_.size() - at_,
-                                         " bytes left)"));
+      return Bad(what, at_,
+                 absl::StrCat("truncated ", n, "-byte value (", b_.size() - at_, " bytes left)"));
     }
     at_ += n;
     return absl::OkStatus();
@@ -94,8 +94,7 @@ class WireReader {
         return Fixed(what, 4);
       case kStartGroup:
       case kEndGroup:
-        return Bad(what, tag_at,
-                   absl::StrCat("wire type ", wire, " (a group; a Datum has none)"));
+        return Bad(what, tag_at, absl::StrCat("wire type ", wire, " (a group; a Datum has none)"));
       default:
         return Bad(what, tag_at, absl::StrCat("wire type ", wire, " does not exist"));
     }
@@ -130,9 +129,9 @@ absl::Status ReadFloatData(WireReader& r, uint32_t wire, size_t tag_at, CaffeDat
   absl::Span<const uint8_t> packed;
   DDPIO_RETURN_IF_ERROR(r.LengthDelimited("float_data", &packed));
   if (packed.size() % 4 != 0) {
-    return WireReader::Bad("float_data", tag_at,
-                           absl::StrCat("packed floats of ", packed.size(),
-                                        " bytes, not a multiple of 4"));
+    return WireReader::Bad(
+        "float_data", tag_at,
+        absl::StrCat("packed floats of ", packed.size(), " bytes, not a multiple of 4"));
   }
   out->float_data_count += packed.size() / 4;
   return absl::OkStatus();
@@ -144,9 +143,9 @@ absl::Status ReadKnownField(WireReader& r, uint64_t field, uint32_t wire, size_t
   const std::string name = FieldName(field);
   const uint32_t want = field == 4 ? kLengthDelimited : kVarint;
   if (field == 6 ? (wire != kFixed32 && wire != kLengthDelimited) : wire != want) {
-    return WireReader::Bad(
-        name, tag_at,
-        absl::StrCat("wire type ", wire, ", expected ", field == 6 ? "5 or 2" : std::to_string(want)));
+    return WireReader::Bad(name, tag_at,
+                           absl::StrCat("wire type ", wire, ", expected ",
+                                        field == 6 ? "5 or 2" : std::to_string(want)));
   }
   if (field == 4) return r.LengthDelimited(name, &out->data);  // the last one wins
   if (field == 6) return ReadFloatData(r, wire, tag_at, out);
@@ -185,9 +184,9 @@ absl::Status CheckGeometry(const CaffeDatum& d, uint64_t max_pixels) {
   }
   const uint64_t pixels = static_cast<uint64_t>(d.width) * static_cast<uint64_t>(d.height);
   if (pixels > max_pixels) {
-    return absl::DataLossError(absl::StrCat(
-        "a raw Caffe Datum declares ", d.width, "x", d.height, " = ", pixels,
-        " pixels, more than the limit of ", max_pixels));
+    return absl::DataLossError(absl::StrCat("a raw Caffe Datum declares ", d.width, "x", d.height,
+                                            " = ", pixels, " pixels, more than the limit of ",
+                                            max_pixels));
   }
   // pixels * 3 < 3 * 2^62 < 2^64.
   const uint64_t want = pixels * static_cast<uint64_t>(d.channels);

@@ -83,6 +83,9 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
       ->check(CLI::IsMember({"uint8", "float"}));
   app->add_option("--epochs", o->epochs, "Epochs; figures are medians")->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app->add_option("--sample-images", o->ceiling_images,
+                  "Records used by the ceiling, crop-decode and comparison lines (the first N)")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
     o->loader.augment.train = !*eval;

@@ -137,10 +137,10 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
                        ->check(CLI::Range(16, 65535));
   app->add_option("--quality", o->shrink.quality, "With --max-side: JPEG quality of the re-encoded images")
       ->capture_default_str()->check(CLI::Range(1, 100))->needs(max_side);
-  o->restart_interval = 4;
   app->add_option("--restart-interval", o->restart_interval,
-                  "Restart marker every N MCUs (lossless transcode, checked), so the loader decodes only the "
-                  "segments a crop needs; 0 keeps every JPEG byte for byte")
+                  "Restart marker every N MCUs (a lossless transcode, checked pixel for pixel), so the loader "
+                  "decodes only the segments a crop needs; 0 (default) keeps every JPEG byte for byte. 4 is the "
+                  "measured choice (docs/PERFORMANCE.md); conversion then runs ~4x slower")
       ->capture_default_str()->check(CLI::Range(0, 64));
   app->add_option("--shards", o->shards,
                   "Write K shards in parallel (one dataset folder, read as one in the same order)")

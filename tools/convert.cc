@@ -86,19 +86,26 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
 // Restart markers for the loader's segment decode (loader/jpeg_restart.h): JPEGs without suitable
 // ones are transcoded losslessly, and the result is checked to decode to exactly the original's
 // pixels. A JPEG the transcoder cannot handle keeps its bytes (the loader decodes it whole).
-void AddRestarts(int interval, Decoders* d, storage::Record* r, std::string* stored_as) {
+void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r, std::string* stored_as) {
   if (interval <= 0 || r->type != storage::ContentType::kJpeg) return;
-  if (auto layout = loader::ReadRestartLayout(r->payload); layout.ok() && layout->interval <= interval) return;
+  if (auto layout = loader::ReadRestartLayout(r->payload); layout.ok() && layout->interval <= interval) {
+    r->segment_offsets = loader::EncodeSegmentOffsets(*layout);  // suitable markers already: keep the bytes
+    return;
+  }
   absl::StatusOr<std::vector<uint8_t>> segmented = loader::AddRestartMarkers(r->payload, interval);
   if (!segmented.ok()) return;
-  std::vector<uint8_t> before, after;
+  // d->pixels holds the original's full decode when validation made one (FillRecord's last decode).
+  std::vector<uint8_t> after;
   auto info = d->jpeg.ReadInfo(r->payload);
   auto info2 = d->jpeg.ReadInfo(*segmented);
-  if (!info.ok() || !info2.ok() || !d->jpeg.Decode(r->payload, *info, &before).ok() ||
-      !d->jpeg.Decode(*segmented, *info2, &after).ok() || before != after) {
+  if (!info.ok() || !info2.ok() || (!have_pixels && !d->jpeg.Decode(r->payload, *info, &d->pixels).ok()) ||
+      !d->jpeg.Decode(*segmented, *info2, &after).ok() || d->pixels != after) {
     DDPIO_LOG(WARNING) << r->source_name << ": restart-marker transcode did not reproduce the pixels; kept as is";
     return;
   }
+  auto layout = loader::ReadRestartLayout(*segmented);
+  if (!layout.ok()) return;  // an interval the transcoder could not make tile the rows
+  r->segment_offsets = loader::EncodeSegmentOffsets(*layout);
   r->payload = std::move(segmented).value();
   const std::string kept = "(original bytes)";
   if (size_t at = stored_as->find(kept); at != std::string::npos) stored_as->replace(at, kept.size(), "(coefficients)");
@@ -125,7 +132,10 @@ Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry,
                                                             : "raw RGB, shrunk to --max-side";
     }
   }
-  if (filled.ok()) AddRestarts(d->restart_interval, d, &r, &out.stored_as);
+  // The validation decode's pixels are the original's unless the image was shrunk (re-encoded).
+  if (filled.ok()) {
+    AddRestarts(d->restart_interval, full_decode && r.original_width == 0, d, &r, &out.stored_as);
+  }
   if (!filled.ok()) {
     out.record = Annotate(filled, reader.Describe(entry));
     return out;
@@ -191,8 +201,9 @@ storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOpti
   header.source_path = listing.described;
   header.source_files = listing.entries.size();
   header.source_fingerprint = ConvertFingerprint(listing, o);
-  // Records shrunk by --max-side carry their original geometry (record layout 2).
-  if (o.shrink.max_side > 0) header.format_version = 2;
+  // Records shrunk by --max-side carry their original geometry, segmented JPEGs their segment
+  // offsets (record layout 2).
+  if (o.shrink.max_side > 0 || o.restart_interval > 0) header.format_version = 2;
   header.tool_version = kVersion;
   return header;
 }

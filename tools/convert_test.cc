@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/resize.h"
 #include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/dataset_reader.h"
@@ -269,6 +270,47 @@ TEST_F(ConverterTest, TwoShardsReadIdenticallyToOneDataset) {
   o.resume = true;
   ASSERT_OK(Convert(listing, o).status());
   EXPECT_EQ(Digest(dir_.Sub("one")), Digest(dir_.Sub("two")));
+}
+
+// --restart-interval: every JPEG is stored with restart markers tiling its rows, decodes to
+// exactly the original's pixels, and the loader's exact mode gives the same samples from it —
+// decoding only the crop's segments — as from the plain dataset.
+TEST_F(ConverterTest, RestartMarkersAreLosslessAndTheLoaderReadsOnlyTheCrop) {
+  ASSERT_OK(RunSynth({dir_.Sub("big"), 2, 6, 200, 9, 90, 2, false}));
+  ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(dir_.Sub("big")));
+  ASSERT_OK(Convert(listing, Options(dir_.Sub("plain"))).status());
+  ConvertOptions o = Options(dir_.Sub("segmented"));
+  o.restart_interval = 4;
+  ASSERT_OK(Convert(listing, o).status());
+  ASSERT_OK_AND_ASSIGN(auto plain, storage::DatasetReader::Open(dir_.Sub("plain")));
+  ASSERT_OK_AND_ASSIGN(auto segmented, storage::DatasetReader::Open(dir_.Sub("segmented")));
+  ASSERT_OK_AND_ASSIGN(auto a, plain->BeginRead());
+  ASSERT_OK_AND_ASSIGN(auto b, segmented->BeginRead());
+  ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
+  loader::SampleProcessor from_plain, from_segments;
+  loader::AugmentOptions aug;
+  aug.size = 64;
+  int used = 0;
+  for (uint64_t i = 0; i < plain->size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(storage::RecordView x, a.Get(i));
+    ASSERT_OK_AND_ASSIGN(storage::RecordView y, b.Get(i));
+    ASSERT_OK(loader::ReadRestartLayout(y.payload).status()) << i;
+    ASSERT_OK(loader::RestartLayoutFromOffsets(y.payload, y.segment_offsets).status()) << i;  // recorded
+    std::vector<uint8_t> px, py;
+    ASSERT_OK_AND_ASSIGN(loader::JpegInfo ix, jpeg.ReadInfo(x.payload));
+    ASSERT_OK(jpeg.Decode(x.payload, ix, &px));
+    ASSERT_OK_AND_ASSIGN(loader::JpegInfo iy, jpeg.ReadInfo(y.payload));
+    ASSERT_OK(jpeg.Decode(y.payload, iy, &py));
+    ASSERT_EQ(px, py) << i;  // lossless
+    for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<uint8_t> want(64 * 64 * 3), got(64 * 64 * 3);
+      ASSERT_OK(from_plain.Process(x, i, epoch, 3, aug, loader::DecodeMode::kExact, want.data()));
+      ASSERT_OK(from_segments.Process(y, i, epoch, 3, aug, loader::DecodeMode::kExact, got.data()));
+      ASSERT_EQ(got, want) << i << " epoch " << epoch;
+      used += from_segments.last_used_segments();
+    }
+  }
+  EXPECT_GT(used, 0);
 }
 
 }  // namespace

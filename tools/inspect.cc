@@ -13,6 +13,7 @@
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
@@ -28,6 +29,7 @@ struct Scanned {
   uint64_t payload = 0;
   uint32_t width = 0, height = 0;
   uint32_t digest = 0;  // CRC32C of this record's fields and payload
+  bool jpeg = false, segmented = false, shrunk = false;
 };
 
 uint32_t RecordDigest(const storage::RecordView& v) {
@@ -46,6 +48,7 @@ uint32_t RecordDigest(const storage::RecordView& v) {
     put(4, v.original_width);
     crc = storage::Crc32c(fields, 8, crc);
   }
+  crc = storage::Crc32c(v.segment_offsets.data(), v.segment_offsets.size(), crc);
   return storage::Crc32c(v.payload.data(), v.payload.size(), crc);
 }
 
@@ -66,6 +69,14 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool deco
     s.status = absl::DataLossError(
         absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
     return s;
+  }
+  s.jpeg = view->type == storage::ContentType::kJpeg;
+  s.shrunk = view->original_width != 0;
+  if (s.jpeg) {
+    s.segmented = (view->segment_offsets.empty()
+                       ? loader::ReadRestartLayout(view->payload).status()
+                       : loader::RestartLayoutFromOffsets(view->payload, view->segment_offsets).status())
+                      .ok();
   }
   if (decode) {
     // The loader's own decode path, whole image at full size: "verified" means "the loader can
@@ -97,6 +108,7 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   r.file_bytes = reader->file_bytes();
   r.no_lock = reader->no_lock();
   r.verified = ro.verify_checksums;
+  r.shards = reader->shard_count();
   r.decoded = o.decode;
   r.class_counts.assign(r.header.classes.size(), 0);
 
@@ -130,6 +142,9 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
       r.payload.Add(s->payload);
       r.width.Add(s->width);
       r.height.Add(s->height);
+      (s->jpeg ? r.jpeg_records : r.raw_records) += 1;
+      r.segmented += s->segmented;
+      r.shrunk += s->shrunk;
       progress.Update(i + 1);
     }
     progress.Finish(reader->size());
@@ -159,6 +174,11 @@ nlohmann::json InspectJson(const InspectReport& r) {
           {"height_min", r.height.min},
           {"height_max", r.height.max},
           {"skipped_at_conversion", r.completion.skipped},
+          {"jpeg_records", r.jpeg_records},
+          {"raw_records", r.raw_records},
+          {"segment_decodable", r.segmented},
+          {"shrunk_by_max_side", r.shrunk},
+          {"shards", r.shards},
           {"source", {{"kind", r.header.source_kind}, {"path", r.header.source_path}}},
           {"tool_version", r.header.tool_version},
           {"verified", r.verified},
@@ -187,6 +207,10 @@ std::string InspectText(const InspectReport& r) {
     absl::StrAppendFormat(&out, "image size    width %d-%d, height %d-%d\n", r.width.min,
                           r.width.max, r.height.min, r.height.max);
   }
+  absl::StrAppendFormat(&out, "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
+                        "segments), %d raw pixels; %d shrunk by --max-side%s\n",
+                        r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
+                        r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
   absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
     absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);

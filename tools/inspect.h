@@ -48,6 +48,10 @@ struct InspectReport {
   bool no_lock = false;
   std::vector<uint64_t> class_counts;
   MinMax payload, width, height;
+  uint64_t jpeg_records = 0, raw_records = 0;
+  uint64_t segmented = 0;  // JPEGs the loader decodes from a crop's restart segments alone
+  uint64_t shrunk = 0;     // records stored smaller by convert --max-side
+  size_t shards = 1;
   std::vector<BadRecord> bad;
   bool verified = false;
   bool decoded = false;

@@ -7,6 +7,7 @@
 #include <csetjmp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -129,6 +130,43 @@ absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> b) {
   return l;
 }
 
+absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t> b,
+                                                       absl::Span<const uint8_t> offsets) {
+  RestartLayout l;
+  if (absl::Status st = ReadHeader(b, &l); !st.ok()) return st;
+  const size_t expected = static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1;
+  if (offsets.size() != 4 * expected) {
+    return absl::DataLossError(absl::StrCat("recorded segment offsets: ", offsets.size() / 4, " where the JPEG has ",
+                                            expected - 1, " segments"));
+  }
+  l.offsets.resize(expected);
+  for (size_t i = 0; i < expected; ++i) {
+    const uint8_t* p = offsets.data() + 4 * i;
+    l.offsets[i] = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+                   static_cast<uint32_t>(p[3]) << 24;
+  }
+  if (l.offsets[0] != l.header_bytes) return absl::DataLossError("recorded segment offsets: first is not the scan");
+  for (size_t i = 1; i < expected; ++i) {
+    const uint32_t at = l.offsets[i];
+    const bool last = i + 1 == expected;
+    if (at <= l.offsets[i - 1] + (last ? 0 : 1) || at + (last ? 2 : 0) > b.size()) {
+      return absl::DataLossError(absl::StrCat("recorded segment offset ", i, " out of order or past the end"));
+    }
+    const bool marker = last ? (b[at] == 0xFF && b[at + 1] == 0xD9)
+                             : (b[at - 2] == 0xFF && b[at - 1] == 0xD0 + (i - 1) % 8);
+    if (!marker) return absl::DataLossError(absl::StrCat("recorded segment offset ", i, " is not at a restart marker"));
+  }
+  return l;
+}
+
+std::vector<uint8_t> EncodeSegmentOffsets(const RestartLayout& l) {
+  std::vector<uint8_t> out(4 * l.offsets.size());
+  for (size_t i = 0; i < l.offsets.size(); ++i) {
+    for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<uint8_t>(l.offsets[i] >> (8 * k));
+  }
+  return out;
+}
+
 int RestartIntervalFor(int mcus_per_row, int target) {
   for (int d = std::max(1, std::min(target, mcus_per_row)); d > 1; --d) {
     if (mcus_per_row % d == 0) return d;
@@ -174,6 +212,19 @@ absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t>
   jpeg_destroy_decompress(&src);
   std::free(out);
   return result;
+}
+
+SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, double y1, int out_size) {
+  const double scale = std::max((x1 - x0) / out_size, (y1 - y0) / out_size);
+  const int reach = static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;  // the filter's support, and slack
+  const int seg_w = l.interval * l.mcu_width;
+  SegmentBand b;
+  b.col0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - l.mcu_width) / seg_w;
+  b.col1 = std::min(l.segments_per_row, (static_cast<int>(std::ceil(x1)) + reach + l.mcu_width + seg_w - 1) / seg_w);
+  b.row0 = std::max(0, static_cast<int>(std::floor(y0)) - reach - l.mcu_height) / l.mcu_height;
+  b.row1 = std::min(l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + 2 * l.mcu_height - 1) / l.mcu_height);
+  b.whole = b.col0 == 0 && b.col1 == l.segments_per_row && b.row0 == 0 && b.row1 == l.mcu_rows;
+  return b;
 }
 
 absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l, int row0, int row1, int col0,

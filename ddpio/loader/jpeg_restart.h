@@ -41,6 +41,17 @@ struct RestartLayout {
 // no restart markers, an interval that straddles rows, ...); DataLoss for a malformed JPEG.
 absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> jpeg);
 
+// The layout of `jpeg` from the segment offsets recorded at conversion (4 bytes little-endian
+// each, as RecordView::segment_offsets): the header is parsed, the offsets checked against it and
+// against the bytes at each (an RSTn marker before every segment but the first, EOI after the
+// last), so the entropy data is not scanned. Errors as ReadRestartLayout, DataLoss for offsets
+// that do not fit the JPEG.
+absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t> jpeg,
+                                                       absl::Span<const uint8_t> offsets);
+
+// `layout.offsets` as RecordView::segment_offsets stores them.
+std::vector<uint8_t> EncodeSegmentOffsets(const RestartLayout& layout);
+
 // The restart interval AddRestartMarkers uses for an image `mcus_per_row` MCUs wide: the largest
 // divisor of mcus_per_row not above `target`.
 int RestartIntervalFor(int mcus_per_row, int target);
@@ -50,6 +61,15 @@ int RestartIntervalFor(int mcus_per_row, int target);
 // coefficients are copied, so a decoder gives exactly the original's pixels. Metadata markers
 // (EXIF, ICC, comments) are not copied. DataLoss when `jpeg` does not decode.
 absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval);
+
+// The band of segments a crop reads: `box` (image pixels) resampled to out_size x out_size, plus
+// the resampling filter's reach and one MCU on every side (chroma upsampling makes a band's edge
+// pixels differ from the full image's), snapped out to whole segments and MCU rows.
+struct SegmentBand {
+  int row0 = 0, row1 = 0, col0 = 0, col1 = 0;
+  bool whole = false;  // the band is the whole image: nothing to gain
+};
+SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1, int out_size);
 
 // The JPEG made of the segments covering MCU rows [row0, row1) and segment columns [col0, col1)
 // of `jpeg` (laid out as `layout`): pixels [col0 * interval * mcu_width, min(width, col1 * ...))

@@ -129,5 +129,23 @@ TEST(JpegRestart, DamageIsDataLossOrNotSegmented) {
   }
 }
 
+// The offsets recorded at conversion give the scanned layout; offsets that do not fit the JPEG
+// (a record written by something else, or damaged past its checksum) are DataLoss, not a crash.
+TEST(JpegRestart, RecordedOffsetsAreCheckedAgainstTheJpeg) {
+  const std::vector<uint8_t> segmented = *AddRestartMarkers(Photo(160, 120, TJSAMP_420), 4);
+  ASSERT_OK_AND_ASSIGN(RestartLayout scanned, ReadRestartLayout(segmented));
+  const std::vector<uint8_t> recorded = EncodeSegmentOffsets(scanned);
+  ASSERT_OK_AND_ASSIGN(RestartLayout l, RestartLayoutFromOffsets(segmented, recorded));
+  EXPECT_EQ(l.offsets, scanned.offsets);
+  std::vector<uint8_t> shifted = recorded;
+  shifted[4 * 3] += 1;  // segment 3 one byte late: not after a restart marker
+  EXPECT_CODE(RestartLayoutFromOffsets(segmented, shifted), kDataLoss);
+  std::vector<uint8_t> past = recorded;
+  past[past.size() - 1] = 0x7f;  // the end far past the JPEG
+  EXPECT_CODE(RestartLayoutFromOffsets(segmented, past), kDataLoss);
+  EXPECT_CODE(RestartLayoutFromOffsets(segmented, std::vector<uint8_t>(recorded.begin(), recorded.end() - 4)),
+              kDataLoss);
+}
+
 }  // namespace
 }  // namespace ddpio::loader

@@ -56,20 +56,11 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
     return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
                                             " differs from the JPEG's ", l.width, "x", l.height));
   }
-  // What the crop reads: the box, the resampling filter's reach around it (its support grows
-  // with the downscale), and one MCU more, whose pixels chroma upsampling makes differ at a band's
-  // edge. Snapped out to whole segments and MCU rows.
   const Box& b = g.box;
-  const double scale = std::max((b.x1 - b.x0) / s, (b.y1 - b.y0) / s);
-  const int reach = static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;
+  const SegmentBand band = BandFor(l, b.x0, b.y0, b.x1, b.y1, s);
+  if (band.whole) return absl::OkStatus();
   const int seg_w = l.interval * l.mcu_width;
-  const int col0 = std::max(0, static_cast<int>(std::floor(b.x0)) - reach - l.mcu_width) / seg_w;
-  const int col1 = std::min(l.segments_per_row,
-                            (static_cast<int>(std::ceil(b.x1)) + reach + l.mcu_width + seg_w - 1) / seg_w);
-  const int row0 = std::max(0, static_cast<int>(std::floor(b.y0)) - reach - l.mcu_height) / l.mcu_height;
-  const int row1 = std::min(l.mcu_rows, (static_cast<int>(std::ceil(b.y1)) + reach + l.mcu_height + l.mcu_height - 1) /
-                                            l.mcu_height);
-  if (col0 == 0 && col1 == l.segments_per_row && row0 == 0 && row1 == l.mcu_rows) return absl::OkStatus();
+  const int row0 = band.row0, row1 = band.row1, col0 = band.col0, col1 = band.col1;
   DDPIO_RETURN_IF_ERROR(BuildSubJpeg(record.payload, l, row0, row1, col0, col1, &sub_));
   const int ox = col0 * seg_w, oy = row0 * l.mcu_height;
   const int sw = std::min(l.width, col1 * seg_w) - ox, sh = std::min(l.height, row1 * l.mcu_height) - oy;
@@ -129,7 +120,11 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
   }
   last_used_segments_ = false;
   if (segment_decode_) {
-    absl::StatusOr<RestartLayout> layout = ReadRestartLayout(record.payload);
+    // Offsets recorded at conversion; a JPEG that came with its own restart markers is scanned.
+    absl::StatusOr<RestartLayout> layout = record.segment_offsets.empty()
+                                               ? ReadRestartLayout(record.payload)
+                                               : RestartLayoutFromOffsets(record.payload, record.segment_offsets);
+    if (!layout.ok() && !record.segment_offsets.empty()) return layout.status();
     if (layout.ok()) {
       bool used = false;
       absl::Status st = ProcessSegments(record, *layout, g, s, mode, out, &used);

@@ -35,17 +35,26 @@ static_assert(kOffExtensionLen + 4 == kRecordHeaderSizeExtended);
 // Extension entries: tag (2 bytes), length (4 bytes), value.
 constexpr size_t kEntryHeader = 6;
 constexpr uint16_t kTagOriginalGeometry = 1;  // value: height (4), width (4)
+constexpr uint16_t kTagSegmentOffsets = 2;    // value: 4 bytes per offset
 
 size_t ExtensionSize(const RecordView& r) {
-  return r.original_width != 0 || r.original_height != 0 ? kEntryHeader + 8 : 0;
+  return (r.original_width != 0 || r.original_height != 0 ? kEntryHeader + 8 : 0) +
+         (r.segment_offsets.empty() ? 0 : kEntryHeader + r.segment_offsets.size());
 }
 
 void PutExtensions(const RecordView& r, uint8_t* p) {
-  if (r.original_width == 0 && r.original_height == 0) return;
-  Put16(p, kTagOriginalGeometry);
-  Put32(p + 2, 8);
-  Put32(p + kEntryHeader, r.original_height);
-  Put32(p + kEntryHeader + 4, r.original_width);
+  if (r.original_width != 0 || r.original_height != 0) {
+    Put16(p, kTagOriginalGeometry);
+    Put32(p + 2, 8);
+    Put32(p + kEntryHeader, r.original_height);
+    Put32(p + kEntryHeader + 4, r.original_width);
+    p += kEntryHeader + 8;
+  }
+  if (!r.segment_offsets.empty()) {
+    Put16(p, kTagSegmentOffsets);
+    Put32(p + 2, static_cast<uint32_t>(r.segment_offsets.size()));
+    std::memcpy(p + kEntryHeader, r.segment_offsets.data(), r.segment_offsets.size());
+  }
 }
 
 
@@ -71,6 +80,9 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
       if (len != 8) return absl::DataLossError(absl::StrCat("original geometry extension of ", len, " bytes, not 8"));
       out->original_height = Get32(v);
       out->original_width = Get32(v + 4);
+    } else if (tag == kTagSegmentOffsets) {
+      if (len % 4 != 0) return absl::DataLossError(absl::StrCat("segment offsets extension of ", len, " bytes"));
+      out->segment_offsets = ext.subspan(at + kEntryHeader, static_cast<size_t>(len));
     }
     at += kEntryHeader + len;
   }
@@ -94,6 +106,7 @@ Record Record::FromView(const RecordView& v) {
   r.payload.assign(v.payload.begin(), v.payload.end());
   r.original_height = v.original_height;
   r.original_width = v.original_width;
+  r.segment_offsets.assign(v.segment_offsets.begin(), v.segment_offsets.end());
   return r;
 }
 
@@ -108,6 +121,7 @@ RecordView Record::view() const {
   v.payload = absl::MakeConstSpan(payload);
   v.original_height = original_height;
   v.original_width = original_width;
+  v.segment_offsets = absl::MakeConstSpan(segment_offsets);
   return v;
 }
 
@@ -212,6 +226,7 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
   out->payload = bytes.subspan(header + name_len + ext_len, payload_len);
   out->original_height = 0;
   out->original_width = 0;
+  out->segment_offsets = {};
   return DecodeExtensions(bytes.subspan(header + name_len, ext_len), out);
 }
 

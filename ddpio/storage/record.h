@@ -40,6 +40,10 @@ struct RecordView {
   // The image's size before `convert --max-side` shrank it; 0 x 0 when it was stored as found.
   uint32_t original_height = 0;
   uint32_t original_width = 0;
+  // A JPEG with restart markers: the byte offset in the payload of each restart segment and of
+  // the end of the last (loader/jpeg_restart.h), 4 bytes little-endian each; empty when not
+  // recorded.
+  absl::Span<const uint8_t> segment_offsets;
 };
 
 // An owning record (tools and tests; the hot path uses views).
@@ -53,6 +57,7 @@ struct Record {
   std::vector<uint8_t> payload;
   uint32_t original_height = 0;
   uint32_t original_width = 0;
+  std::vector<uint8_t> segment_offsets;
 
   static Record FromView(const RecordView& view);
   // A view of this record, valid while it lives unchanged.

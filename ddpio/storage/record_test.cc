@@ -114,6 +114,13 @@ TEST(RecordCodec, OriginalGeometryTravelsInLayoutTwo) {
   EXPECT_EQ(v.source_name, r.source_name);
   EXPECT_EQ(std::vector<uint8_t>(v.payload.begin(), v.payload.end()), r.payload);
   EXPECT_EQ(Record::FromView(v).original_width, 4000u);
+  // Segment offsets travel with it (tag 2), as the bytes they were.
+  r.segment_offsets = {1, 0, 0, 0, 9, 0, 0, 0};
+  ASSERT_OK(EncodeRecord(r.view(), &extended));
+  ASSERT_OK(DecodeRecord(Bytes(extended), true, &v));
+  EXPECT_EQ(std::vector<uint8_t>(v.segment_offsets.begin(), v.segment_offsets.end()), r.segment_offsets);
+  EXPECT_EQ(v.original_width, 4000u);
+  EXPECT_EQ(std::vector<uint8_t>(v.payload.begin(), v.payload.end()), r.payload);
   // Every shorter prefix is DataLoss, never a read past the end.
   for (size_t n = 0; n < extended.size(); ++n) {
     EXPECT_CODE(DecodeRecord(Bytes(extended.substr(0, n)), false, &v), kDataLoss) << n;

@@ -134,3 +134,26 @@ def test_verified_means_loadable_for_every_format(program, mixed):
     assert bench.returncode == 0, bench.stderr
     j = json.loads(bench.stdout.strip().splitlines()[-1])
     assert j["records"] == 22 and j["bad_samples"] == 0
+
+
+def test_restart_marker_transcode_is_lossless_for_pillow(program, mixed, tmp_path):
+    """convert --restart-interval rewrites every JPEG (new bytes: restart markers, optimised
+    tables) and Pillow decodes each to exactly the original's pixels; non-JPEGs are unaffected."""
+    root, _, _ = mixed
+    out = tmp_path / "segmented.lmdb"
+    run(program, "convert", "--src", str(root), "--out", str(out), "--restart-interval", "4", "--quiet")
+    tv = torchvision.datasets.ImageFolder(str(root))
+    ds = Dataset(out)
+    rewritten = 0
+    for i, (path, _) in enumerate(tv.samples):
+        stored = ds[i][0]
+        if PIL.open(path).format == "JPEG":
+            rewritten += stored != open(path, "rb").read()
+            assert b"\xff\xdd" in stored, path  # a DRI marker: restart markers are on
+        want = np.asarray(PIL.open(path).convert("RGB"))
+        got = np.asarray(PIL.open(io.BytesIO(stored)).convert("RGB"))
+        assert np.array_equal(got, want), path
+    assert rewritten == 4  # baseline, progressive, gray, CMYK (png_saved_as.JPEG is a PNG)
+    inspect = subprocess.run([program, "inspect", str(out), "--json"], capture_output=True, text=True)
+    j = json.loads(inspect.stdout.strip().splitlines()[-1])
+    assert j["segment_decodable"] == j["jpeg_records"] == 4

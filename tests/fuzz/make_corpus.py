@@ -54,6 +54,42 @@ def sstr(s):
     return struct.pack("<I", len(s)) + s
 
 
+def varint(v):
+    """A protobuf varint; a negative value as its 64-bit two's complement (10 bytes)."""
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pb_int(field, v):
+    return varint(field << 3) + varint(v)
+
+
+def pb_bytes(field, b):
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def caffe_datums():
+    """Caffe Datums (caffe.proto: channels 1, height 2, width 3, data 4, label 5, float_data 6,
+    encoded 7), written by hand from the protobuf wire format."""
+    put("caffe_datum_fuzz", "raw", pb_int(1, 3) + pb_int(2, 1) + pb_int(3, 2) + pb_bytes(4, b"abcdef") + pb_int(5, 7))
+    put("caffe_datum_fuzz", "encoded", pb_bytes(4, b"\xff\xd8\xff\xe0") + pb_int(5, 2) + pb_int(7, 1))
+    # float_data packed (wire type 2) and not (wire type 5), and a negative label.
+    put("caffe_datum_fuzz", "floats", pb_int(1, 1) + pb_int(2, 1) + pb_int(3, 1) + pb_bytes(6, b"abcd") +
+        varint(6 << 3 | 5) + b"wxyz" + pb_int(5, -1))
+    # A gray image as Caffe's convert_imageset writes it: encoded = false set explicitly.
+    put("caffe_datum_fuzz", "gray-caffe", pb_int(1, 1) + pb_int(2, 2) + pb_int(3, 2) +
+        pb_bytes(4, b"\x00\x7f\x80\xff") + pb_int(5, 0) + pb_int(7, 0))
+    # Unknown fields of every wire type around the known ones, and a label given twice.
+    put("caffe_datum_fuzz", "unknown-fields", pb_int(9, 150) + varint(10 << 3 | 1) + b"12345678" + pb_int(5, 4) +
+        pb_int(1, 3) + pb_int(2, 1) + pb_int(3, 1) + pb_bytes(4, b"bgr") + varint(12 << 3 | 5) + b"abcd" +
+        pb_bytes(100, pb_int(1, 1)) + pb_int(5, -3))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--ddpio", default=os.path.join(REPO, "build", "release", "tools", "ddpio"))
@@ -118,6 +154,7 @@ def main():
     # List files.
     put("list_file_fuzz", "list", "a/b.jpg 0\nc d.jpg 1\n# comment\n\ne.jpg 2\r\n")
     put("list_file_fuzz", "bad", "a.jpg\nb.jpg -1\nc.jpg 99999999999\n")
+    caffe_datums()
     print(f"corpus written to {os.path.join(HERE, 'corpus')}")
 
 
