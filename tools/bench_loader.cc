@@ -166,7 +166,6 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   // Ceiling before and after the loader runs; the median of the two.
   DDPIO_ASSIGN_OR_RETURN(double ceiling_a, FullDecodeRate(*reader, o.ceiling_images));
   std::vector<double> rates, rss;
-  uint64_t images = 0;
   for (int e = 0; e < o.epochs; ++e) {
     DDPIO_RETURN_IF_ERROR(ld->StartEpoch(static_cast<uint64_t>(e)));
     uint64_t n = 0;
@@ -179,7 +178,6 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
     }
     rates.push_back(n / std::chrono::duration<double>(Clock::now() - t0).count());
     rss.push_back(static_cast<double>(CurrentRssBytes()));
-    images += n;
   }
   DDPIO_ASSIGN_OR_RETURN(double ceiling_b, FullDecodeRate(*reader, o.ceiling_images));
   const double per_core = (ceiling_a + ceiling_b) / 2;

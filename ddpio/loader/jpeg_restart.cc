@@ -39,7 +39,7 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
     }
     const size_t len = Be16(&b[pos + 2]);
     if (len < 2 || pos + 2 + len > b.size()) return Malformed(absl::StrCat("segment at byte ", pos, " runs past the end"));
-    const uint8_t* s = &b[pos + 4];
+    const uint8_t* s = b.data() + pos + 4;  // len - 2 bytes of payload (may be none)
     if (marker == 0xC0 || marker == 0xC1) {
       if (len < 8) return Malformed("short SOF");
       l->sof_offset = static_cast<uint32_t>(pos);
@@ -59,6 +59,7 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
       l->interval = static_cast<int>(Be16(s));
     } else if (marker == 0xDA) {
       if (!sof) return Malformed("scan before SOF");
+      if (len < 3) return Malformed("short SOS");
       if (s[0] != components) return NotSegmented("the first scan does not hold every component");
       l->header_bytes = static_cast<uint32_t>(pos + 2 + len);
       break;

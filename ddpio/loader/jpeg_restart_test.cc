@@ -120,6 +120,12 @@ TEST(JpegRestart, DamageIsDataLossOrNotSegmented) {
   std::vector<uint8_t> cut(segmented.begin(), segmented.begin() + segmented.size() / 2);
   EXPECT_CODE(ReadRestartLayout(cut), kDataLoss);
   EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF}), kDataLoss);
+  // An empty segment ending exactly at the end of the bytes (found by jpeg_restart_fuzz), and a
+  // scan header with no payload.
+  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xFF, 0xBF, 0x00, 0x02}), kDataLoss);
+  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 8, 0, 8, 0, 8, 1, 1, 0x11, 0,
+                                                     0xFF, 0xDA, 0x00, 0x02}),
+              kDataLoss);
   EXPECT_CODE(ReadRestartLayout(Photo(64, 64, TJSAMP_420, /*progressive=*/true)), kFailedPrecondition);
   EXPECT_CODE(AddRestartMarkers(cut, 4), kDataLoss);
   // Every prefix: an error, never a crash.
