@@ -11,6 +11,7 @@
 #include "tools/cli_flags.h"
 #include "tools/caffe_lmdb.h"
 #include "tools/convert.h"
+#include "tools/dataset_source.h"
 #include "tools/imagenet_labels.h"
 #include "tools/inspect.h"
 #include "tools/convert_sources.h"
@@ -97,6 +98,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
       "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
       "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
+      "  ddpio convert --from dataset --src /data/train.lmdb --restart-interval 4   # upgrade in place\n"
       "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
   auto o = std::make_shared<ConvertOptions>();
   auto src = std::make_shared<std::string>();
@@ -110,9 +112,11 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto val_labels = std::make_shared<std::string>();
   auto synsets = std::make_shared<std::string>();
   auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class), a flat validation folder "
-                                                 "with --val-labels, or the LMDB with --from caffe-lmdb");
-  app->add_option("--from", *from, "What --src is: imagefolder, or caffe-lmdb (Caffe/DALI Datum LMDB)")
-      ->capture_default_str()->check(CLI::IsMember({"imagefolder", "caffe-lmdb"}));
+                                                 "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
+  app->add_option("--from", *from,
+                  "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio dataset, "
+                  "rewritten with this run's options: into --out, or in place without --out, resumable)")
+      ->capture_default_str()->check(CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset"}));
   auto* labels_opt = app->add_option("--val-labels", *val_labels,
                                      "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
                                      "ILSVRC2012_validation_ground_truth.txt with --synsets");
@@ -124,7 +128,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   labels_opt->excludes(list_opt);
   app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
-  app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)")->required();
+  app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)");
   AddThreadsFlag(app, &o->threads, "Reading/validating threads");
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
   app->add_flag("--skip-invalid", o->skip_invalid,
@@ -154,6 +158,9 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [=] {
     if (src->empty() == list->empty()) return ReportUsageError("convert", "give exactly one of --src or --list");
+    if (o->out.empty() && *from != "dataset") {
+      return ReportUsageError("convert", "--out is required (only --from dataset may omit it, to upgrade in place)");
+    }
     o->progress = !*quiet;
     o->full_decode = !*header_only;
     o->writer.initial_map_size = *map_mb << 20;
@@ -163,6 +170,19 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     if (!val_labels->empty() && src->empty()) {
       return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
     }
+    if (*from == "dataset" && (src->empty() || !val_labels->empty())) {
+      return ReportUsageError("convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
+    }
+    if (*from == "dataset" && o->out.empty()) {
+      SourceListing upgraded;
+      auto summary = UpgradeInPlace(*src, *o, &upgraded);
+      if (!summary.ok()) return ReportError("convert", summary.status());
+      o->out = *src;
+      PrintConvertSummary(upgraded, *o, *summary, *json);
+      return kExitOk;
+    }
+    std::unique_ptr<storage::DatasetReader> dataset;
+    std::unique_ptr<DatasetSourceReader> dataset_reader;
     std::unique_ptr<storage::LmdbFile> caffe;
     std::unique_ptr<CaffeLmdbReader> caffe_reader;
     absl::StatusOr<SourceListing> listing = absl::UnknownError("unset");
@@ -175,6 +195,13 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       caffe_reader = std::make_unique<CaffeLmdbReader>(caffe.get());
       o->reader = caffe_reader.get();
       listing = ListCaffeLmdb(*caffe);
+    } else if (*from == "dataset") {
+      auto opened = storage::DatasetReader::Open(*src);
+      if (!opened.ok()) return ReportError("convert", opened.status());
+      dataset = std::move(opened).value();
+      dataset_reader = std::make_unique<DatasetSourceReader>(dataset.get());
+      o->reader = dataset_reader.get();
+      listing = ListDataset(*dataset);
     } else if (!val_labels->empty()) {
       auto labels = ReadValLabels(*val_labels, *synsets);
       if (!labels.ok()) return ReportError("convert", labels.status());

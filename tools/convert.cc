@@ -47,6 +47,8 @@ absl::Status CheckRaw(const SourceItem& item) {
 // JPEGs keep their bytes (validated by a full decode unless `full_decode` is off); every other
 // format torchvision reads is decoded as Pillow's convert("RGB") would and stored raw.
 absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage::Record* r, std::string* stored_as) {
+  r->original_width = static_cast<uint32_t>(item.original_width);
+  r->original_height = static_cast<uint32_t>(item.original_height);
   if (item.raw_width > 0) {
     DDPIO_RETURN_IF_ERROR(CheckRaw(item));
     r->type = storage::ContentType::kRawUint8;
@@ -124,17 +126,19 @@ Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry,
   r.label = entry.label;
   r.source_name = entry.relative;
   absl::Status filled = FillRecord(std::move(item).value(), full_decode, d, &r, &out.stored_as);
+  bool reencoded = false;
   if (filled.ok() && d->shrinker != nullptr) {
     absl::StatusOr<bool> shrunk = d->shrinker->Apply(&r);
     filled = shrunk.status();
     if (shrunk.ok() && *shrunk) {
+      reencoded = true;
       out.stored_as = r.type == storage::ContentType::kJpeg ? "JPEG, shrunk to --max-side and re-encoded"
                                                             : "raw RGB, shrunk to --max-side";
     }
   }
   // The validation decode's pixels are the original's unless the image was shrunk (re-encoded).
   if (filled.ok()) {
-    AddRestarts(d->restart_interval, full_decode && r.original_width == 0, d, &r, &out.stored_as);
+    AddRestarts(d->restart_interval, full_decode && !reencoded, d, &r, &out.stored_as);
   }
   if (!filled.ok()) {
     out.record = Annotate(filled, reader.Describe(entry));

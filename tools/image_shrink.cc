@@ -54,8 +54,10 @@ absl::StatusOr<bool> Shrinker::Apply(storage::Record* r) {
     r->payload = small_;
   }
   r->channels = 3;
-  r->original_width = static_cast<uint32_t>(w);
-  r->original_height = static_cast<uint32_t>(h);
+  if (r->original_width == 0) {  // else shrunk before (a dataset converted again): keep the first size
+    r->original_width = static_cast<uint32_t>(w);
+    r->original_height = static_cast<uint32_t>(h);
+  }
   r->width = static_cast<uint32_t>(sw);
   r->height = static_cast<uint32_t>(sh);
   return true;

@@ -17,6 +17,9 @@ struct SourceItem {
   std::vector<uint8_t> bytes;  // an image file; or raw_height * raw_width * 3 RGB bytes
   int raw_width = 0;           // > 0: `bytes` are raw RGB pixels of this size
   int raw_height = 0;
+  // > 0: the image's size before an earlier `convert --max-side` (a ddpio dataset as the source).
+  int original_width = 0;
+  int original_height = 0;
 };
 
 // Thread-safe: the converter's threads call Read concurrently.

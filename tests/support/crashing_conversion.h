@@ -28,21 +28,29 @@ class CrashAfterCommit : public tools::ConvertObserver {
   uint64_t n_;
 };
 
-// Converts `listing` with `options` in a child that crashes after commit `n`; returns the
-// child's exit code: kInjectedCrash when the crash happened, 0 when the conversion finished
-// first, 1 when it failed, 128 + signal when something else killed it.
-inline int ConvertCrashingAfterCommit(const tools::SourceListing& listing, tools::ConvertOptions options,
-                                      uint64_t n) {
+// Runs `convert(options)` (a Convert, or something that calls it with these options) in a child
+// that crashes after commit `n`; returns the child's exit code: kInjectedCrash when the crash
+// happened, 0 when `convert` returned true first, 1 when false, 128 + signal when something else
+// killed it.
+template <typename Fn>
+int RunCrashingAfterCommit(tools::ConvertOptions options, uint64_t n, Fn convert) {
   const pid_t pid = fork();
   if (pid == 0) {
     CrashAfterCommit crash(n);
     options.observer = &crash;
     options.progress = false;
-    _exit(tools::Convert(listing, options).ok() ? 0 : 1);
+    _exit(convert(options) ? 0 : 1);
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Converts `listing` with `options` in a child that crashes after commit `n` (as above).
+inline int ConvertCrashingAfterCommit(const tools::SourceListing& listing, tools::ConvertOptions options,
+                                      uint64_t n) {
+  return RunCrashingAfterCommit(std::move(options), n,
+                                [&](const tools::ConvertOptions& o) { return tools::Convert(listing, o).ok(); });
 }
 
 }  // namespace ddpio::testing
