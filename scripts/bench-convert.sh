@@ -3,8 +3,9 @@
 #   concat:  every source file read and its bytes appended to one file, fsync'ed (the ceiling for
 #            "these bytes into one durable file", which is what a conversion writes);
 #   cp -r:   a plain recursive copy (file creation per image: a reference, not a ceiling);
-#   convert: ddpio convert with full decode validation (default) and with --header-only, each
-#            into one dataset and into --shards 2 (two writers in parallel).
+#   convert: ddpio convert as by default (full decode validation, every JPEG re-written with
+#            restart markers and checked pixel for pixel), with --restart-interval 0 (original
+#            bytes kept) and with --header-only, into one dataset and into --shards 2.
 # Each round runs every variant once, in a rotated order; the table shows medians.
 # Usage: scripts/bench-convert.sh [images_per_class] [size] [rounds]   (10 classes; defaults 500, 448, 3)
 #        DDPIO_SRC=/tmp/photos scripts/bench-convert.sh   # an existing ImageFolder instead of synth
@@ -30,10 +31,12 @@ for f in files:  # page cache warm for everyone
 variants = {
     "concat into one file + fsync (ceiling)": "concat",
     "cp -r + sync (reference)": None,
-    "ddpio convert (default: full strict decode)": [],
+    "ddpio convert (default: full decode + restart markers)": [],
+    "ddpio convert --restart-interval 0 (full decode, original bytes)": ["--restart-interval", "0"],
     "ddpio convert --shards 2": ["--shards", "2"],
-    "ddpio convert --header-only": ["--header-only"],
-    "ddpio convert --header-only --shards 2": ["--header-only", "--shards", "2"],
+    "ddpio convert --restart-interval 0 --shards 2": ["--restart-interval", "0", "--shards", "2"],
+    "ddpio convert --header-only (restart markers still checked)": ["--header-only"],
+    "ddpio convert --header-only --restart-interval 0": ["--header-only", "--restart-interval", "0"],
 }
 times = {k: [] for k in variants}
 names = list(variants)
@@ -65,4 +68,11 @@ print("|---|---|---|---|")
 for name in names:
     t = statistics.median(times[name])
     print(f"| {name} | {n / t:,.0f} | {size / t / 1e6:,.0f} | {cp / t:.2f} |")
+out = os.path.join(work, "out")
+for name, flags in (("restart markers", []), ("original bytes", ["--restart-interval", "0"])):
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([ddpio, "convert", "--src", src, "--out", out, "--quiet", *flags], check=True, capture_output=True)
+    j = json.loads(subprocess.run([ddpio, "inspect", out, "--json"], check=True, capture_output=True,
+                                  text=True).stdout.strip().splitlines()[-1])
+    print(f"\n{name}: {j['payload_bytes'] / 1e6:.2f} MB of payload ({j['payload_bytes'] / size - 1:+.2%} vs the sources)")
 PY

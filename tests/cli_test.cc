@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddpio/loader/jpeg.h"
 #include "gtest/gtest.h"
 #include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
@@ -85,6 +86,7 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
   EXPECT_EQ(vj["records"], 100);
   EXPECT_TRUE(vj["bad"].empty());
   EXPECT_EQ(vj["classes"][2]["count"], 25);
+  EXPECT_EQ(vj["segment_decodable"], 100);  // the default adds restart markers to every JPEG
 
   // Record 30 is class 1's image 5: the 4 classes hold 25 sorted files each.
   RunResult g = RunDdpio({"inspect", dir_.Sub("db"), "--get", "30", "--out", dir_.Sub("x.jpg"), "--json"});
@@ -95,7 +97,26 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
   std::ifstream a(dir_.Sub("x.jpg"), std::ios::binary), b(dir_.Sub("src/class_001/img_00005.jpg"), std::ios::binary);
   std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
   EXPECT_FALSE(sa.empty());
-  EXPECT_EQ(sa, sb);  // byte-identical to the source file
+  EXPECT_NE(sa, sb);  // re-written with restart markers...
+  ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
+  const auto pixels = [&](const std::string& s) {
+    const absl::Span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    std::vector<uint8_t> out;
+    auto info = jpeg.ReadInfo(bytes);
+    EXPECT_OK(info);
+    if (info.ok()) {
+      EXPECT_OK(jpeg.Decode(bytes, *info, &out));
+    }
+    return out;
+  };
+  EXPECT_EQ(pixels(sa), pixels(sb));  // ...losslessly: the same pixels
+
+  // --restart-interval 0 keeps every JPEG byte for byte.
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("plain"), "--restart-interval", "0",
+                      "--quiet"}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"inspect", dir_.Sub("plain"), "--get", "30", "--out", dir_.Sub("p.jpg")}).exit_code, 0);
+  std::ifstream p(dir_.Sub("p.jpg"), std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(p)), {}), sb);
 
   RunResult out_of_range = RunDdpio({"inspect", dir_.Sub("db"), "--get", "100", "--out", dir_.Sub("y.jpg")});
   EXPECT_EQ(out_of_range.exit_code, 1);
@@ -111,7 +132,9 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
 }
 
 TEST_F(Cli, InspectVerifyExitsOneAndNamesEveryBadRecord) {
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"}).exit_code, 0);
+  // Original bytes, so the test finds record 3's payload in the file by its source's bytes.
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--restart-interval", "0",
+                      "--quiet"}).exit_code, 0);
   // Flip one byte inside two records' payloads directly in the LMDB data file.
   std::string data_file = dir_.Sub("db") + "/data.mdb";
   std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);

@@ -98,7 +98,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
       "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
       "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
-      "  ddpio convert --from dataset --src /data/train.lmdb --restart-interval 4   # upgrade in place\n"
+      "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place (restart markers)\n"
       "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
   auto o = std::make_shared<ConvertOptions>();
   auto src = std::make_shared<std::string>();
@@ -143,8 +143,8 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       ->capture_default_str()->check(CLI::Range(1, 100))->needs(max_side);
   app->add_option("--restart-interval", o->restart_interval,
                   "Restart marker every N MCUs (a lossless transcode, checked pixel for pixel), so the loader "
-                  "decodes only the segments a crop needs; 0 (default) keeps every JPEG byte for byte. 4 is the "
-                  "measured choice (docs/PERFORMANCE.md); conversion then runs ~4x slower")
+                  "decodes only the segments a crop needs (the default, 4, is the measured choice: docs/PERFORMANCE.md); "
+                  "0 keeps every JPEG byte for byte and converts ~4x faster")
       ->capture_default_str()->check(CLI::Range(0, 64));
   app->add_option("--shards", o->shards,
                   "Write K shards in parallel (one dataset folder, read as one in the same order)")

@@ -28,6 +28,7 @@ class DatasetSourceTest : public ::testing::Test {
     o.threads = 2;
     o.progress = false;
     o.writer.batch_records = 5;  // several commits for 36 records
+    o.restart_interval = 0;      // a dataset as earlier versions wrote it: original JPEG bytes
     return o;
   }
   // What a user of the dataset sees: every record's label, name, geometry and decoded crops.

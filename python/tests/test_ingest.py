@@ -84,7 +84,8 @@ def test_convert_stores_exactly_imagefolders_samples_labels_and_order(mixed):
         assert ds.source(i) == os.path.relpath(path, root), i
         assert ds[i][1] == label, i
     stored = summary["stored_as"]
-    assert stored["JPEG (original bytes)"] == 3 and stored["JPEG, CMYK (original bytes)"] == 1
+    assert stored["JPEG (coefficients), restart markers added"] == 3  # the default: lossless, see below
+    assert stored["JPEG, CMYK (coefficients), restart markers added"] == 1
 
 
 def test_every_record_decodes_to_pillows_rgb(mixed):
@@ -137,11 +138,10 @@ def test_verified_means_loadable_for_every_format(program, mixed):
 
 
 def test_restart_marker_transcode_is_lossless_for_pillow(program, mixed, tmp_path):
-    """convert --restart-interval rewrites every JPEG (new bytes: restart markers, optimised
-    tables) and Pillow decodes each to exactly the original's pixels; non-JPEGs are unaffected."""
-    root, _, _ = mixed
-    out = tmp_path / "segmented.lmdb"
-    run(program, "convert", "--src", str(root), "--out", str(out), "--restart-interval", "4", "--quiet")
+    """The default conversion (--restart-interval 4) rewrites every JPEG (new bytes: restart
+    markers, optimised tables) and Pillow decodes each to exactly the original's pixels, also
+    after `inspect --get`; non-JPEGs are unaffected. --restart-interval 0 keeps the bytes."""
+    root, out, _ = mixed
     tv = torchvision.datasets.ImageFolder(str(root))
     ds = Dataset(out)
     rewritten = 0
@@ -157,3 +157,13 @@ def test_restart_marker_transcode_is_lossless_for_pillow(program, mixed, tmp_pat
     inspect = subprocess.run([program, "inspect", str(out), "--json"], capture_output=True, text=True)
     j = json.loads(inspect.stdout.strip().splitlines()[-1])
     assert j["segment_decodable"] == j["jpeg_records"] == 4
+    cmyk = next(i for i, (path, _) in enumerate(tv.samples) if "cmyk" in path)
+    run(program, "inspect", str(out), "--get", str(cmyk), "--out", str(tmp_path / "got.jpg"))
+    got = np.asarray(PIL.open(tmp_path / "got.jpg").convert("RGB"))
+    assert np.array_equal(got, np.asarray(PIL.open(tv.samples[cmyk][0]).convert("RGB")))
+    plain = tmp_path / "plain.lmdb"
+    run(program, "convert", "--src", str(root), "--out", str(plain), "--restart-interval", "0", "--quiet")
+    kept = Dataset(plain)
+    for i, (path, _) in enumerate(tv.samples):
+        if PIL.open(path).format == "JPEG":
+            assert kept[i][0] == open(path, "rb").read(), path
