@@ -78,7 +78,7 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
       ->check(CLI::Range(1, 1024));
   app->add_flag("--eval", *eval, "Evaluation geometry (resize shorter side + center crop)");
   AddEnumOption(app, "--decode", &o->loader.decode, loader::ParseDecodeMode, loader::DecodeModeName,
-                "fast (region + DCT scaling) or exact (full decode)");
+                "fast (crop region + DCT scaling) or exact (bit-identical to a full decode, then crop + resize)");
   app->add_option("--output", *output, "uint8 (NHWC) or float (normalised NCHW)")->capture_default_str()
       ->check(CLI::IsMember({"uint8", "float"}));
   app->add_option("--epochs", o->epochs, "Epochs; figures are medians")->capture_default_str()

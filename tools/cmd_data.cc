@@ -144,7 +144,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--restart-interval", o->restart_interval,
                   "Restart marker every N MCUs (a lossless transcode, checked pixel for pixel), so the loader "
                   "decodes only the segments a crop needs (the default, 4, is the measured choice: docs/PERFORMANCE.md); "
-                  "0 keeps every JPEG byte for byte and converts ~4x faster")
+                  "0 keeps every JPEG byte for byte and converts ~2x faster")
       ->capture_default_str()->check(CLI::Range(0, 64));
   app->add_option("--shards", o->shards,
                   "Write K shards in parallel (one dataset folder, read as one in the same order)")

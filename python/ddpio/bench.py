@@ -8,7 +8,8 @@ three; python and c++ swap places every round, so neither always follows the tor
   c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python),
           which also measures the JPEG full-decode ceiling (one thread per worker, one pass);
   torch   one epoch of torchvision ImageFolder + DataLoader(num_workers) over the original JPEG
-          folder, RandomResizedCrop + RandomHorizontalFlip + PILToTensor (uint8, as ddpio's).
+          folder, RandomResizedCrop + RandomHorizontalFlip + PILToTensor (uint8, as ddpio's), in a
+          process of its own (as the c++ one), so its leftovers do not slow the python epochs.
 It prints the median images/s of each over the rounds (min-max beside it), the ratios
 python/c++, python/torch and python/ceiling — each the median of the rounds' own ratios (paired:
 the two ran back to back) and, beside it, the ratio of the medians — and the share of the python
@@ -74,6 +75,19 @@ def cpp_epoch(program, args):
 
 
 def torch_epoch(args, epoch):
+    """One torchvision epoch in a process of its own, as the C++ one: whatever torch's DataLoader
+    leaves behind in its process (forked workers being torn down, its heap) stays out of the
+    ddpio.Loader's epochs (measured: the first ddpio epoch after an in-process torch epoch ran
+    ~20% slower)."""
+    out = subprocess.run([sys.executable, "-m", "ddpio.bench", "--torch-epoch", str(epoch), "--images", args.images,
+                          "--workers", str(args.workers), "--batch-size", str(args.batch_size),
+                          "--image-size", str(args.image_size)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the torchvision epoch failed ({out.returncode}):\n{out.stderr}")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def torch_epoch_here(args, epoch):
     import torch
     import torchvision
     from torchvision import transforms
@@ -120,7 +134,11 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=448, help="their nominal side in pixels (448)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torchvision DataLoader")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--torch-epoch", type=int, help=argparse.SUPPRESS)  # internal: one torch epoch, print images/s
     args = parser.parse_args(argv)
+    if args.torch_epoch is not None:
+        print(torch_epoch_here(args, args.torch_epoch))
+        return
     if args.workers < 1 or args.batch_size < 1 or args.image_size < 1 or args.rounds < 1:
         parser.error("--workers, --batch-size, --image-size and --rounds must be at least 1")
     if (args.data is None) != (args.images is None) and not (args.data and args.no_torch):
