@@ -9,7 +9,11 @@
 namespace ddpio::loader {
 namespace {
 
-constexpr int kPrecisionBits = 32 - 8 - 2;
+// 14-bit weights: a weight (at most 1.0 = 16384) fits an int16, so two taps of 8-bit pixels go
+// through one pmaddwd. PIL uses 22 bits; the difference is below 0.05 of a level per pass.
+constexpr int kPrecisionBits = 14;
+
+bool g_simd = true;  // Resampler::UseSimdForTesting
 
 inline uint8_t Clip8(int32_t v) {
   v >>= kPrecisionBits;
@@ -71,8 +75,8 @@ namespace {
 DDPIO_MULTIVERSION
 void HorizontalRow(const uint8_t* in, int channels, const std::vector<int>& start,
                    const std::vector<int>& count, const std::vector<int32_t>& weights, int ksize,
-                   int x_begin, int dst_w, uint8_t* out) {
-  for (int x = x_begin; x < dst_w; ++x) {
+                   int x_begin, int x_end, uint8_t* out) {
+  for (int x = x_begin; x < x_end; ++x) {
     const int32_t* w = &weights[static_cast<size_t>(x) * ksize];
     const uint8_t* p = in + static_cast<size_t>(start[x]) * channels;
     const int n = count[x];
@@ -96,28 +100,28 @@ void HorizontalRow(const uint8_t* in, int channels, const std::vector<int>& star
   }
 }
 
-// RGB with every window exactly K taps wide (shorter windows are zero-padded by Compute): one
-// pmovzxbd loads a tap's R, G, B (and the next byte, ignored) as four int32 lanes, one pmulld +
-// paddd per tap, no per-pixel branches. Reads one byte past the last tap, so windows need K + 1
-// readable pixels. Selected at run time (HaveSse41); without SSE4.1 the generic loop runs.
-template <int K>
-__attribute__((target("sse4.1"))) void HorizontalRowFixed3Sse41(const uint8_t* in, const int* start,
-                                                                 const int32_t* weights, int x_end,
-                                                                 uint8_t* out) {
+// RGB with every window exactly 2 * P taps wide (shorter windows are zero-padded): one 8-byte
+// load holds two taps' R, G, B; pshufb spreads them into int16 pairs (R_a, R_b, G_a, G_b, B_a,
+// B_b, 0, 0) and one pmaddwd with the two weights gives the three channels' partial sums. Reads
+// two bytes past the last tap, so windows need 2 * P + 1 readable pixels. The integer sums are
+// exactly the generic loop's. Selected at run time (HaveSse41); otherwise the generic loop runs.
+template <int P>
+__attribute__((target("sse4.1"))) void HorizontalRowPairs3(const uint8_t* in, const int* start,
+                                                           const uint32_t* pairs, int x_begin, int x_end,
+                                                           uint8_t* out) {
   const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
-  for (int x = 0; x < x_end; ++x) {
-    const int32_t* w = weights + static_cast<size_t>(x) * K;
+  const __m128i spread = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+  for (int x = x_begin; x < x_end; ++x) {
+    const uint32_t* w = pairs + static_cast<size_t>(x) * P;
     const uint8_t* p = in + static_cast<size_t>(start[x]) * 3;
     __m128i acc = half;
-    for (int i = 0; i < K; ++i) {
-      int32_t four;
-      std::memcpy(&four, p + 3 * i, 4);
-      __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(four));
-      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(w[i])));
+    for (int i = 0; i < P; ++i) {
+      const __m128i px = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 6 * i)), spread);
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(px, _mm_set1_epi32(static_cast<int32_t>(w[i]))));
     }
     acc = _mm_srai_epi32(acc, kPrecisionBits);
     // Clamp to [0, 255] and pack to bytes.
-    __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(acc, acc), _mm_setzero_si128());
+    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(acc, acc), _mm_setzero_si128());
     const int32_t packed = _mm_cvtsi128_si32(bytes);
     out[3 * x] = static_cast<uint8_t>(packed);
     out[3 * x + 1] = static_cast<uint8_t>(packed >> 8);
@@ -127,37 +131,88 @@ __attribute__((target("sse4.1"))) void HorizontalRowFixed3Sse41(const uint8_t* i
 
 bool HaveSse41() {
   static const bool have = __builtin_cpu_supports("sse4.1");
-  return have;
+  return have && g_simd;
+}
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have && g_simd;
+}
+
+// VerticalRow with AVX2: 16 bytes at a time, two rows per pmaddwd (their bytes interleaved into
+// int16 pairs), the accumulators in registers; the tail goes through the generic loop. The integer
+// sums are exactly the generic loop's.
+__attribute__((target("avx2"))) size_t VerticalRowAvx2(const uint8_t* base, size_t stride, const int32_t* w, int n,
+                                                      size_t bytes, uint8_t* out) {
+  const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
+  size_t i = 0;
+  for (; i + 16 <= bytes; i += 16) {
+    __m256i lo = half, hi = half;
+    int k = 0;
+    for (; k + 1 < n; k += 2) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
+      const __m128i b =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k + 1) * stride + i));
+      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(w[k]) & 0xffff) |
+                                                                  (static_cast<uint32_t>(w[k + 1]) << 16)));
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), pair));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), pair));
+    }
+    if (k < n) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
+      const __m128i zero = _mm_setzero_si128();
+      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(w[k]) & 0xffff));
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), pair));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), pair));
+    }
+    lo = _mm256_srai_epi32(lo, kPrecisionBits);
+    hi = _mm256_srai_epi32(hi, kPrecisionBits);
+    // packs works within 128-bit lanes: [lo0-3 hi0-3 | lo4-7 hi4-7] -> reorder to [lo0-7 | hi0-7].
+    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+    const __m128i packed = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
+  }
+  return i;
 }
 
 // out[i] for i in [0, bytes): vertical filter over `n` rows `stride` bytes apart.
 DDPIO_MULTIVERSION
-void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t bytes,
-                 int32_t* acc, uint8_t* out) {
+void VerticalRowGeneric(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t begin, size_t bytes,
+                        int32_t* acc, uint8_t* out) {
   // Whole rows at a time: the inner loops are contiguous and vectorise.
-  std::fill(acc, acc + bytes, 1 << (kPrecisionBits - 1));
+  std::fill(acc + begin, acc + bytes, 1 << (kPrecisionBits - 1));
   for (int k = 0; k < n; ++k) {
     const uint8_t* in = base + static_cast<size_t>(k) * stride;
     const int32_t wk = w[k];
-    for (size_t i = 0; i < bytes; ++i) acc[i] += in[i] * wk;
+    for (size_t i = begin; i < bytes; ++i) acc[i] += in[i] * wk;
   }
-  for (size_t i = 0; i < bytes; ++i) out[i] = Clip8(acc[i]);
+  for (size_t i = begin; i < bytes; ++i) out[i] = Clip8(acc[i]);
 }
 
-// One output row of the horizontal pass. Output pixels whose K-tap window lies inside the
-// `row_pixels` readable pixels take the fixed-width kernel; the rest the generic loop.
-void HorizontalPass(const uint8_t* in, int row_pixels, int channels, const std::vector<int>& start,
-                    const std::vector<int>& count, const std::vector<int32_t>& w, int ksize,
-                    int dst_w, uint8_t* out) {
-  int x_safe = 0;
-  if (channels == 3 && (ksize == 3 || ksize == 5 || ksize == 7) && HaveSse41()) {
-    // K taps plus the one byte the SIMD load reads beyond them (a whole pixel, to keep it simple).
-    while (x_safe < dst_w && start[x_safe] + ksize + 1 <= row_pixels) ++x_safe;  // starts ascend
-    if (ksize == 3) HorizontalRowFixed3Sse41<3>(in, start.data(), w.data(), x_safe, out);
-    if (ksize == 5) HorizontalRowFixed3Sse41<5>(in, start.data(), w.data(), x_safe, out);
-    if (ksize == 7) HorizontalRowFixed3Sse41<7>(in, start.data(), w.data(), x_safe, out);
+void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t bytes, int32_t* acc,
+                 uint8_t* out) {
+  const size_t done = HaveAvx2() ? VerticalRowAvx2(base, stride, w, n, bytes, out) : 0;
+  VerticalRowGeneric(base, stride, w, n, done, bytes, acc, out);
+}
+
+// One output row of the horizontal pass: output pixels [simd_begin, simd_end) through the paired
+// SSE kernel (their windows lie inside the readable pixels: Resampler::Apply), the rest through
+// the generic loop.
+void HorizontalPass(const uint8_t* in, int channels, const std::vector<int>& start, const std::vector<int>& count,
+                    const std::vector<int32_t>& w, int ksize, const std::vector<uint32_t>& pairs, int simd_begin,
+                    int simd_end, int dst_w, uint8_t* out) {
+  if (simd_begin < simd_end) {
+    const int p = (ksize + 1) / 2;
+    if (p == 2) HorizontalRowPairs3<2>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+    if (p == 3) HorizontalRowPairs3<3>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+    if (p == 4) HorizontalRowPairs3<4>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+    if (p == 5) HorizontalRowPairs3<5>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+    if (p == 6) HorizontalRowPairs3<6>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+  } else {
+    simd_begin = simd_end = 0;
   }
-  HorizontalRow(in, channels, start, count, w, ksize, x_safe, dst_w, out);
+  HorizontalRow(in, channels, start, count, w, ksize, 0, simd_begin, out);
+  HorizontalRow(in, channels, start, count, w, ksize, simd_end, dst_w, out);
 }
 
 }  // namespace
@@ -187,8 +242,52 @@ bool Resampler::ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_s
   return true;
 }
 
+void Resampler::UseSimdForTesting(bool on) { g_simd = on; }
+
+void Resampler::PrepareHorizontal(int channels, bool flip) {
+  Weights& h = horizontal_;
+  const int n = static_cast<int>(h.start.size()), k = h.ksize;
+  if (flip) {  // output pixel x takes the weights of dst_w - 1 - x: mirrored with no extra pass
+    std::reverse(h.start.begin(), h.start.end());
+    std::reverse(h.count.begin(), h.count.end());
+    for (int l = 0, r = n - 1; l < r; ++l, --r) {
+      std::swap_ranges(h.w.begin() + static_cast<ptrdiff_t>(l) * k, h.w.begin() + static_cast<ptrdiff_t>(l + 1) * k,
+                       h.w.begin() + static_cast<ptrdiff_t>(r) * k);
+    }
+  }
+  pairs_per_pixel_ = 0;
+  if (channels != 3 || k > 11 || !HaveSse41()) return;
+  const int p = (k + 1) / 2;
+  pairs_.resize(static_cast<size_t>(n) * p);
+  for (int x = 0; x < n; ++x) {
+    const int32_t* w = &h.w[static_cast<size_t>(x) * k];
+    for (int j = 0; j < p; ++j) {
+      const uint32_t a = static_cast<uint32_t>(w[2 * j]) & 0xffff;
+      const uint32_t b = 2 * j + 1 < k ? static_cast<uint32_t>(w[2 * j + 1]) : 0;
+      pairs_[static_cast<size_t>(x) * p + j] = a | (b << 16);
+    }
+  }
+  pairs_per_pixel_ = p;
+}
+
+std::pair<int, int> Resampler::SimdRange(int row_pixels) const {
+  if (pairs_per_pixel_ == 0) return {0, 0};
+  // The paired kernel reads 2 * P taps and two bytes more: 2 * P + 1 whole pixels from the start.
+  const int reach = 2 * pairs_per_pixel_ + 1;
+  const std::vector<int>& start = horizontal_.start;
+  const int n = static_cast<int>(start.size());
+  int begin = 0, end = n;
+  while (begin < n && start[begin] + reach > row_pixels) ++begin;
+  while (end > begin && start[end - 1] + reach > row_pixels) --end;
+  for (int x = begin; x < end; ++x) {
+    if (start[x] + reach > row_pixels) return {0, 0};  // not one run (cannot happen: starts are monotone)
+  }
+  return {begin, end};
+}
+
 void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
                       int dst_w, int dst_h, int dst_stride, bool flip) {
+  PrepareHorizontal(channels, flip);
   int row0 = src_h, row1 = 0, col0 = src_w, col1 = 0;
   for (int y = 0; y < dst_h; ++y) {
     row0 = std::min(row0, vertical_.start[y]);
@@ -206,42 +305,36 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
     // Each intermediate row is followed by kPad zero pixels for the fixed-width kernels.
     constexpr int kPad = 8;
     const size_t mid_stride = mid_bytes + kPad * channels;
-    rows_.assign(static_cast<size_t>(dst_h) * mid_stride, 0);
+    rows_.resize(static_cast<size_t>(dst_h) * mid_stride);
     acc_.resize(mid_bytes);
     for (int y = 0; y < dst_h; ++y) {
       VerticalRow(src + static_cast<size_t>(vertical_.start[y]) * src_stride +
                       static_cast<size_t>(col0) * channels,
                   static_cast<size_t>(src_stride), &vertical_.w[static_cast<size_t>(y) * vertical_.ksize],
                   vertical_.count[y], mid_bytes, acc_.data(), rows_.data() + y * mid_stride);
+      std::memset(rows_.data() + y * mid_stride + mid_bytes, 0, mid_stride - mid_bytes);
     }
     // Horizontal starts are relative to col0 in the intermediate rows.
     for (int x = 0; x < dst_w; ++x) horizontal_.start[x] -= col0;
+    const auto [simd_begin, simd_end] = SimdRange(ncols + kPad);
     for (int y = 0; y < dst_h; ++y) {
-      HorizontalPass(rows_.data() + y * mid_stride, ncols + kPad, channels, horizontal_.start,
-                     horizontal_.count, horizontal_.w, horizontal_.ksize, dst_w,
-                     dst + static_cast<size_t>(y) * dst_stride);
+      HorizontalPass(rows_.data() + y * mid_stride, channels, horizontal_.start, horizontal_.count, horizontal_.w,
+                     horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w, dst + static_cast<size_t>(y) * dst_stride);
     }
   } else {
     const size_t row_bytes = static_cast<size_t>(dst_w) * channels;
     rows_.resize(static_cast<size_t>(nrows) * row_bytes);
     acc_.resize(row_bytes);
+    const auto [simd_begin, simd_end] = SimdRange(src_w);
     for (int r = 0; r < nrows; ++r) {
-      HorizontalPass(src + static_cast<size_t>(row0 + r) * src_stride, src_w, channels,
-                     horizontal_.start, horizontal_.count, horizontal_.w, horizontal_.ksize, dst_w,
+      HorizontalPass(src + static_cast<size_t>(row0 + r) * src_stride, channels, horizontal_.start,
+                     horizontal_.count, horizontal_.w, horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w,
                      rows_.data() + static_cast<size_t>(r) * row_bytes);
     }
     for (int y = 0; y < dst_h; ++y) {
       VerticalRow(rows_.data() + static_cast<size_t>(vertical_.start[y] - row0) * row_bytes, row_bytes,
                   &vertical_.w[static_cast<size_t>(y) * vertical_.ksize], vertical_.count[y],
                   row_bytes, acc_.data(), dst + static_cast<size_t>(y) * dst_stride);
-    }
-  }
-  if (flip) {
-    for (int y = 0; y < dst_h; ++y) {
-      uint8_t* out = dst + static_cast<size_t>(y) * dst_stride;
-      for (int l = 0, r = dst_w - 1; l < r; ++l, --r) {
-        for (int ch = 0; ch < channels; ++ch) std::swap(out[l * channels + ch], out[r * channels + ch]);
-      }
     }
   }
 }
