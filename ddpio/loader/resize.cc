@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 namespace ddpio::loader {
@@ -251,8 +252,8 @@ void Resampler::PrepareHorizontal(int channels, bool flip) {
     std::reverse(h.start.begin(), h.start.end());
     std::reverse(h.count.begin(), h.count.end());
     for (int l = 0, r = n - 1; l < r; ++l, --r) {
-      std::swap_ranges(h.w.begin() + static_cast<ptrdiff_t>(l) * k, h.w.begin() + static_cast<ptrdiff_t>(l + 1) * k,
-                       h.w.begin() + static_cast<ptrdiff_t>(r) * k);
+      std::swap_ranges(h.w.begin() + static_cast<std::ptrdiff_t>(l) * k, h.w.begin() + static_cast<std::ptrdiff_t>(l + 1) * k,
+                       h.w.begin() + static_cast<std::ptrdiff_t>(r) * k);
     }
   }
   pairs_per_pixel_ = 0;
