@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -118,9 +120,21 @@ absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const s
   listing.described = list_path;
   fs::path base = root.empty() ? fs::path(list_path).parent_path() : fs::path(root);
   listing.root = (base.empty() ? fs::path(".") : base).string();
-  std::string line;
+  std::vector<char> buf(kMaxListLine + 2);  // the line, its '\r', and the terminating NUL
   int32_t max_label = -1;
-  for (int line_no = 1; std::getline(in, line); ++line_no) {
+  for (int line_no = 1;; ++line_no) {
+    // istream::getline stops at the buffer's end and sets failbit: a line never grows past it.
+    in.getline(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize got = in.gcount();
+    if (in.bad()) break;
+    if (in.fail() && !in.eof()) {  // the buffer filled before the line ended
+      return absl::InvalidArgumentError(absl::StrFormat("%s:%d: a line longer than %d bytes (starts '%s...')",
+                                                        list_path, line_no, kMaxListLine,
+                                                        std::string(buf.data(), 200)));
+    }
+    if (got == 0 && in.eof()) break;  // nothing after the last newline
+    // gcount counts the newline getline consumed but did not store; a NUL stays part of the line.
+    std::string line(buf.data(), static_cast<size_t>(got) - (in.eof() ? 0 : 1));
     if (!line.empty() && line.back() == '\r') line.pop_back();
     size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#') continue;

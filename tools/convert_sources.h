@@ -49,6 +49,9 @@ absl::StatusOr<SourceListing> ListImageFolder(const std::string& root);
 // Labels of a list file are below this: every label up to the largest becomes a class, and a
 // stray 2e9 must not build two billion class names. (ImageNet-21k has 21,841 classes.)
 inline constexpr int kMaxListClasses = 1'000'000;
+// The longest line a list file may have (a path up to PATH_MAX, a space, a label): a file that is
+// one endless line is refused at this length instead of being read into memory.
+inline constexpr size_t kMaxListLine = 8192;
 
 // `root` empty: the list file's directory. InvalidArgument naming "FILE:LINE" for a malformed
 // line or a label outside [0, kMaxListClasses); NotFound when the list file is missing. Classes

@@ -90,6 +90,28 @@ TEST(ListFile, BadLineNamesFileAndLineNumber) {
   EXPECT_CODE(ReadListFile(dir.Sub("absent.txt"), ""), kNotFound);
 }
 
+TEST(ListFile, AnEndlessLineIsRefusedAtTheBoundAndNulsAreNotCutAway) {
+  testing::TempDir dir;
+  {  // 4 MB without a newline after a good line: refused by line number, not read whole
+    std::ofstream f(dir.Sub("l.txt"), std::ios::binary);
+    f << "ok.jpg 1\n" << std::string(4 << 20, 'x');
+  }
+  auto l = ReadListFile(dir.Sub("l.txt"), "");
+  EXPECT_CODE(l, kInvalidArgument);
+  EXPECT_NE(l.status().message().find("l.txt:2: a line longer than 8192 bytes"), absl::string_view::npos)
+      << l.status();
+  // The longest allowed line, with a CRLF ending and no final newline, still parses.
+  const std::string path(kMaxListLine - 3, 'p');
+  std::ofstream(dir.Sub("long.txt"), std::ios::binary | std::ios::trunc) << "a.jpg 0\n" << path << " 7\r";
+  ASSERT_OK_AND_ASSIGN(SourceListing ok, ReadListFile(dir.Sub("long.txt"), ""));
+  EXPECT_EQ(Names(ok), (std::vector<std::string>{"a.jpg:0", path + ":7"}));
+  // A NUL inside a line is part of it: "x.jpg 1\0junk" has no valid label, it is not "x.jpg 1".
+  std::ofstream(dir.Sub("nul.txt"), std::ios::binary | std::ios::trunc) << std::string("x.jpg 1\0junk\n", 13);
+  auto nul = ReadListFile(dir.Sub("nul.txt"), "");
+  EXPECT_CODE(nul, kInvalidArgument);
+  EXPECT_NE(nul.status().message().find("nul.txt:1:"), absl::string_view::npos) << nul.status();
+}
+
 TEST(Fingerprint, ChangesWithEntriesLabelsAndOptions) {
   SourceListing l;
   l.kind = "list";
