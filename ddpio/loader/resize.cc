@@ -16,6 +16,11 @@ constexpr int kPrecisionBits = 14;
 
 bool g_simd = true;  // Resampler::UseSimdForTesting
 
+// Two 14-bit weights as the int16 pair one pmaddwd multiplies two taps by (a in the low half).
+inline uint32_t PackPair(int32_t a, int32_t b) {
+  return (static_cast<uint32_t>(a) & 0xffff) | (static_cast<uint32_t>(b) << 16);
+}
+
 inline uint8_t Clip8(int32_t v) {
   v >>= kPrecisionBits;
   return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
@@ -154,15 +159,14 @@ __attribute__((target("avx2"))) size_t VerticalRowAvx2(const uint8_t* base, size
       const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
       const __m128i b =
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k + 1) * stride + i));
-      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(w[k]) & 0xffff) |
-                                                                  (static_cast<uint32_t>(w[k + 1]) << 16)));
+      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(PackPair(w[k], w[k + 1])));
       lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), pair));
       hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), pair));
     }
     if (k < n) {
       const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
       const __m128i zero = _mm_setzero_si128();
-      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(w[k]) & 0xffff));
+      const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(PackPair(w[k], 0)));
       lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), pair));
       hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), pair));
     }
@@ -209,8 +213,6 @@ void HorizontalPass(const uint8_t* in, int channels, const std::vector<int>& sta
     if (p == 4) HorizontalRowPairs3<4>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
     if (p == 5) HorizontalRowPairs3<5>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
     if (p == 6) HorizontalRowPairs3<6>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
-  } else {
-    simd_begin = simd_end = 0;
   }
   HorizontalRow(in, channels, start, count, w, ksize, 0, simd_begin, out);
   HorizontalRow(in, channels, start, count, w, ksize, simd_end, dst_w, out);
@@ -251,10 +253,8 @@ void Resampler::PrepareHorizontal(int channels, bool flip) {
   if (flip) {  // output pixel x takes the weights of dst_w - 1 - x: mirrored with no extra pass
     std::reverse(h.start.begin(), h.start.end());
     std::reverse(h.count.begin(), h.count.end());
-    for (int l = 0, r = n - 1; l < r; ++l, --r) {
-      std::swap_ranges(h.w.begin() + static_cast<std::ptrdiff_t>(l) * k, h.w.begin() + static_cast<std::ptrdiff_t>(l + 1) * k,
-                       h.w.begin() + static_cast<std::ptrdiff_t>(r) * k);
-    }
+    const auto block = [&](int x) { return h.w.begin() + static_cast<std::ptrdiff_t>(x) * k; };
+    for (int l = 0, r = n - 1; l < r; ++l, --r) std::swap_ranges(block(l), block(l + 1), block(r));
   }
   pairs_per_pixel_ = 0;
   if (channels != 3 || k > 11 || !HaveSse41()) return;
@@ -263,9 +263,7 @@ void Resampler::PrepareHorizontal(int channels, bool flip) {
   for (int x = 0; x < n; ++x) {
     const int32_t* w = &h.w[static_cast<size_t>(x) * k];
     for (int j = 0; j < p; ++j) {
-      const uint32_t a = static_cast<uint32_t>(w[2 * j]) & 0xffff;
-      const uint32_t b = 2 * j + 1 < k ? static_cast<uint32_t>(w[2 * j + 1]) : 0;
-      pairs_[static_cast<size_t>(x) * p + j] = a | (b << 16);
+      pairs_[static_cast<size_t>(x) * p + j] = PackPair(w[2 * j], 2 * j + 1 < k ? w[2 * j + 1] : 0);
     }
   }
   pairs_per_pixel_ = p;
@@ -303,7 +301,7 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
   // has fewer rows: after the vertical pass when shrinking vertically (dst_h < nrows).
   if (dst_h < nrows) {
     const size_t mid_bytes = static_cast<size_t>(ncols) * channels;
-    // Each intermediate row is followed by kPad zero pixels for the fixed-width kernels.
+    // Each intermediate row is followed by kPad zero pixels for the paired kernel's reads.
     constexpr int kPad = 8;
     const size_t mid_stride = mid_bytes + kPad * channels;
     rows_.resize(static_cast<size_t>(dst_h) * mid_stride);

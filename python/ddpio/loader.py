@@ -124,7 +124,8 @@ class Loader:
       path: the dataset (``ddpio convert``). batch_size: samples per batch (per rank).
       image_size: output side. train: RandomResizedCrop + flip (True) or Resize + CenterCrop.
       workers: decoding threads (0: every core). decode: "fast" (DCT-scaled, crop region only)
-        or "exact" (full decode, torchvision's pixels). output: "uint8" or "float".
+        or "exact" (the pixels of a full decode, then crop + resize: torchvision's within 1 level).
+      output: "uint8" or "float".
       seed: the sampler's and the augmentation's seed (as DistributedSampler's ``seed``).
       shuffle: default ``train``. drop_last: drop a short last batch. padding: the sampler's
         "pad" (torch's default), "drop" (torch's drop_last=True), "none" or "mask".
