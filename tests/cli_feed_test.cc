@@ -1,6 +1,7 @@
 // `ddpio bench feed` under `ddpio launch`, as the users run it: 4 real rank processes,
 // Gloo over loopback, a converted synth dataset. What each rank received is checked against
 // `ddpio sampler` for that rank, a separate process computing the DistributedSampler's answer.
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -68,6 +69,8 @@ TEST_F(CliFeed, ShardGivesEveryRankItsSamplerIndicesAndOnlyLeadersRead) {
     const auto& j = lines[rank];
     const bool leader = rank < 2;  // strided groups of 2 in 4: [0, 2] and [1, 3]
     EXPECT_EQ(j["leader"], leader);
+    EXPECT_EQ(j["backend"], "gloo");  // the default
+    EXPECT_EQ(j["path"], "cpu");
     EXPECT_EQ(j["images"], 30);  // 15 per epoch
     EXPECT_EQ(j["records_read"], leader ? 60 : 0) << "rank " << rank;
     EXPECT_EQ(j["bytes_received"].get<uint64_t>() > 0, !leader);
@@ -96,6 +99,22 @@ TEST_F(CliFeed, AMissingDatasetIsAClearError) {
                      dir_.Sub("nope"), "--group-size", "2", "--timeout", "20"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(dir_.Sub("nope")), std::string::npos) << r.err;
+}
+
+// These machines have no GPU: --backend nccl is refused by every rank with the reason, before
+// any connection (each rank exits on its own: the launcher reports both), within seconds.
+TEST_F(CliFeed, BackendNcclWithoutADeviceFailsOnEveryRankAtOnce) {
+  auto info = RunDdpio({"info"});
+  ASSERT_EQ(info.exit_code, 0);
+  if (info.out.find("GPU path") != std::string::npos) GTEST_SKIP() << "this machine has a CUDA device";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "bench", "feed", "--data",
+                     dir_.Sub("db"), "--group-size", "2", "--payload", "decoded", "--backend", "nccl",
+                     "--timeout", "60"});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));  // not the timeout
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("] ddpio bench feed: error: backend nccl"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use the gloo"), std::string::npos) << r.err;
 }
 
 }  // namespace

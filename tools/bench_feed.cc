@@ -32,15 +32,18 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
-  ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
+  DDPIO_ASSIGN_OR_RETURN(ro.backend, comm::ParseBackend(o.backend));  // nccl without a device: fails here
   ro.timeout = o.feeder.timeout;               // every wait honours --timeout
   ro.comm.gloo.timeout = o.feeder.timeout;
   DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
   comm::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> feeder, Pipeline::Open(*job, po));
   const bool leader = feeder->is_leader();
+  // Where the batches arrive: device memory when the group moves decoded batches over NCCL.
+  const bool device = job->backend().kind == comm::BackendKind::kNccl &&
+                      o.feeder.payload == broadcast::FeedPayload::kDecoded;
   if (info.rank == 0) {
-    DDPIO_LOG(INFO) << "bench feed: " << info.world_size << " ranks in groups of " << o.group_size << " ("
+    DDPIO_LOG(INFO) << "bench feed: " << job->backend().why << "; " << info.world_size << " ranks in groups of " << o.group_size << " ("
                     << o.layout << "), " << broadcast::FeedModeName(o.feeder.mode) << ", "
                     << broadcast::FeedPayloadName(o.feeder.payload) << " payload, "
                     << (o.feeder.readers == broadcast::FeedReaders::kAll ? "every rank reading" : "leaders reading")
@@ -94,7 +97,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
                    {"end_unix_s", end_unix},
                    {"images_per_s", c.images / seconds},
-                   {"path", "cpu"}};
+                   {"backend", comm::BackendName(job->backend().kind)},
+                   {"path", device ? "gpu" : "cpu"}};
   j.update(FeederCountersJson(c));
   leave.Succeeded();
   return j;
@@ -119,9 +123,9 @@ std::string SkippedText(const nlohmann::json& j) {
 
 std::string BenchFeedText(const nlohmann::json& j) {
   return absl::StrFormat(
-      "bench feed rank %d (%s): %.0f images/s, %d images in %.2f s; read %d records (%.1f MB); sent %.1f MB, "
+      "bench feed rank %d (%s, %s): %.0f images/s, %d images in %.2f s; read %d records (%.1f MB); sent %.1f MB, "
       "received %.1f MB; waited %.2f s on the network, %.2f s on the feeder\n",
-      j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer", j["images_per_s"].get<double>(),
+      j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer", j["path"].get<std::string>(), j["images_per_s"].get<double>(),
       j["images"].get<uint64_t>(), j["seconds"].get<double>(), j["records_read"].get<uint64_t>(),
       j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
       j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>()) +

@@ -19,6 +19,7 @@ struct BenchFeedOptions {
   std::string data;
   int group_size = 1;
   std::string layout = "contiguous";
+  std::string backend = "gloo";  // gloo, nccl or auto (comm/backend.h)
   broadcast::FeederOptions feeder;
   int epochs = 1;
   std::string indices_out;  // PREFIX: PREFIX.rank<r>.txt gets every index received, in order

@@ -129,7 +129,10 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
       "  ddpio launch --nproc-per-node 4 -- ddpio bench feed --data /data/train.lmdb --group-size 2 --json\n"
       "shard: each rank gets the DistributedSampler's indices for itself; replicate: every member of a\n"
       "group gets the group's batches. encoded: the leader sends stored records, each rank decodes its\n"
-      "own; decoded: the leader decodes and augments for the group and sends ready batches.");
+      "own; decoded: the leader decodes and augments for the group and sends ready batches.\n"
+      "--backend nccl (GPU ranks): decoded batches go device to device (ncclBroadcast / grouped\n"
+      "ncclSend+Recv) and arrive in device memory; encoded records still travel over Gloo, since\n"
+      "every member decodes them on its CPU. Without a usable CUDA device every rank fails at once.");
   auto o = std::make_shared<BenchFeedOptions>();
   o->feeder.loader.batch_size = 64;
   auto json = std::make_shared<bool>(false);
@@ -137,6 +140,10 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--group-size", o->group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   AddLayoutFlag(app, &o->layout);
+  app->add_option("--backend", o->backend,
+                  "gloo (CPU, TCP, host memory), nccl (needs a CUDA device on every rank), or auto: nccl when "
+                  "a device is usable, else gloo")
+      ->capture_default_str()->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
   AddFeederFlags(app, &o->feeder);
   AddLoaderFlags(app, &o->feeder.loader);
   app->add_option("--epochs", o->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));

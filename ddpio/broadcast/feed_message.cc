@@ -37,6 +37,35 @@ bool MulOk(uint64_t a, uint64_t b, uint64_t* out) {
   return true;
 }
 
+// The prefix announcing a header of `header_bytes` and h.payload_bytes of payload.
+void PutPrefix(uint8_t* prefix, uint32_t header_bytes, uint64_t payload_bytes) {
+  std::memcpy(prefix, kMagic, 4);
+  std::string lengths;
+  PutLe(&lengths, header_bytes);
+  PutLe(&lengths, payload_bytes);
+  std::memcpy(prefix + 4, lengths.data(), 12);
+}
+
+// Checks a received prefix against the limits before anything is sized from it; `from` names
+// the sender. `header_room`: the most header bytes that can follow (a slot's size).
+absl::Status CheckPrefix(const uint8_t* prefix, const FeedLimits& limits, const std::string& from,
+                         uint64_t header_room, uint32_t* header_bytes, uint64_t* payload_bytes) {
+  *header_bytes = GetLe<uint32_t>(prefix + 4);
+  *payload_bytes = GetLe<uint64_t>(prefix + 8);
+  if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from ", from));
+  // The largest header the limits allow.
+  const uint64_t max_header =
+      std::min(header_room, kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8) * uint64_t{limits.max_samples} + 8);
+  if (*header_bytes < kFixedBytes + 8 || *header_bytes > max_header) {
+    return Bad(absl::StrCat("header of ", *header_bytes, " bytes from ", from, " (at most ", max_header, " fit)"));
+  }
+  if (*payload_bytes > limits.max_payload_bytes) {
+    return Bad(absl::StrCat("payload of ", *payload_bytes, " bytes from ", from, ", more than the limit of ",
+                            limits.max_payload_bytes));
+  }
+  return absl::OkStatus();
+}
+
 // Every field is little-endian, as the format says (common/byte_order.h).
 class Writer {
  public:
@@ -220,12 +249,7 @@ absl::Status SendFeedMessage(comm::Communicator& comm, int peer, const FeedHeade
   }
   DDPIO_ASSIGN_OR_RETURN(std::string header, EncodeFeedHeader(h));
   uint8_t prefix[kPrefixBytes];
-  const uint32_t header_bytes = static_cast<uint32_t>(header.size());
-  std::memcpy(prefix, kMagic, 4);
-  std::string lengths;
-  PutLe(&lengths, header_bytes);
-  PutLe(&lengths, h.payload_bytes);
-  std::memcpy(prefix + 4, lengths.data(), 12);
+  PutPrefix(prefix, static_cast<uint32_t>(header.size()), h.payload_bytes);
   DDPIO_RETURN_IF_ERROR(comm.Send(prefix, kPrefixBytes, peer, kTag, timeout));
   DDPIO_RETURN_IF_ERROR(comm.Send(header.data(), header.size(), peer, kTag, timeout));
   // 0 bytes: nothing sent
@@ -247,18 +271,8 @@ absl::StatusOr<FeedHeader> RecvPrefixAndHeader(comm::Communicator& comm, int pee
   DDPIO_RETURN_IF_ERROR(comm.Recv(prefix, kPrefixBytes, peer, kTag, timeout));
   uint32_t header_bytes = 0;
   uint64_t payload_bytes = 0;
-  header_bytes = GetLe<uint32_t>(prefix + 4);
-  payload_bytes = GetLe<uint64_t>(prefix + 8);
-  if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from rank ", peer));
-  // The largest header the limits allow.
-  const uint64_t max_header = kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8) * uint64_t{limits.max_samples} + 8;
-  if (header_bytes < kFixedBytes + 8 || header_bytes > max_header) {
-    return Bad(absl::StrCat("header of ", header_bytes, " bytes from rank ", peer, " (limits allow ", max_header, ")"));
-  }
-  if (payload_bytes > limits.max_payload_bytes) {
-    return Bad(absl::StrCat("payload of ", payload_bytes, " bytes from rank ", peer, ", more than the limit of ",
-                            limits.max_payload_bytes));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckPrefix(prefix, limits, absl::StrCat("rank ", peer), std::numeric_limits<uint64_t>::max(),
+                                    &header_bytes, &payload_bytes));
   raw->assign(reinterpret_cast<const char*>(prefix), kPrefixBytes);
   raw->resize(kPrefixBytes + header_bytes);
   DDPIO_RETURN_IF_ERROR(comm.Recv(raw->data() + kPrefixBytes, header_bytes, peer, kTag, timeout));
@@ -295,6 +309,39 @@ absl::StatusOr<FeedHeader> RelayFeedMessage(comm::Communicator& comm, int from, 
   DDPIO_RETURN_IF_ERROR(
       comm.RecvForward(payload->data(), h.payload_bytes, kFeedChunkBytes, from, to, kTag, timeout));
   if (wire_bytes != nullptr) *wire_bytes = raw.size() + h.payload_bytes;
+  return h;
+}
+
+size_t FeedSlotBytes(uint32_t max_samples, uint32_t ndim) {
+  return kPrefixBytes + kFixedBytes + 8 * size_t{ndim} + (8 + 4 + 1 + 8) * size_t{max_samples} + 8;
+}
+
+absl::Status EncodeFeedSlot(const FeedHeader& h, std::vector<uint8_t>* slot) {
+  DDPIO_ASSIGN_OR_RETURN(std::string header, EncodeFeedHeader(h));
+  if (kPrefixBytes + header.size() > slot->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a header of ", header.size(), " bytes does not fit a slot of ",
+                                                   slot->size()));
+  }
+  PutPrefix(slot->data(), static_cast<uint32_t>(header.size()), h.payload_bytes);
+  std::memcpy(slot->data() + kPrefixBytes, header.data(), header.size());
+  std::fill(slot->begin() + kPrefixBytes + header.size(), slot->end(), 0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FeedHeader> DecodeFeedSlot(const std::vector<uint8_t>& slot, const FeedLimits& limits,
+                                          const std::string& from) {
+  if (slot.size() < kPrefixBytes) return Bad(absl::StrCat("a header slot of ", slot.size(), " bytes from ", from));
+  uint32_t header_bytes = 0;
+  uint64_t payload_bytes = 0;
+  DDPIO_RETURN_IF_ERROR(
+      CheckPrefix(slot.data(), limits, from, slot.size() - kPrefixBytes, &header_bytes, &payload_bytes));
+  DDPIO_ASSIGN_OR_RETURN(
+      FeedHeader h,
+      DecodeFeedHeader(std::string_view(reinterpret_cast<const char*>(slot.data()) + kPrefixBytes, header_bytes),
+                       limits));
+  if (h.payload_bytes != payload_bytes) {
+    return Bad(absl::StrCat("prefix announces ", payload_bytes, " payload bytes, the header ", h.payload_bytes));
+  }
   return h;
 }
 

@@ -95,6 +95,17 @@ absl::StatusOr<FeedHeader> RelayFeedMessage(comm::Communicator& comm, int from, 
                                             const FeedLimits& limits, std::chrono::milliseconds timeout,
                                             uint64_t* wire_bytes = nullptr);
 
+// Fixed-size header slots, for transports where a receive is posted with its size before the
+// bytes arrive (NCCL): the prefix and the header as above, then zeros up to the slot's size, which
+// both sides compute from the largest message they exchange. The payload follows as a message of
+// its own, of the size the slot announces.
+size_t FeedSlotBytes(uint32_t max_samples, uint32_t ndim);
+// Fills `slot` (already of the slot size); InvalidArgument when the header does not fit.
+absl::Status EncodeFeedSlot(const FeedHeader& h, std::vector<uint8_t>* slot);
+// Parses and validates a received slot; DataLoss naming `from` for anything malformed.
+absl::StatusOr<FeedHeader> DecodeFeedSlot(const std::vector<uint8_t>& slot, const FeedLimits& limits,
+                                          const std::string& from);
+
 }  // namespace ddpio::broadcast
 
 #endif  // DDPIO_BROADCAST_FEED_MESSAGE_H_

@@ -28,7 +28,8 @@ namespace ddpio::broadcast {
 
 struct FeedItem {
   FeedHeader header;
-  std::vector<uint8_t> payload;
+  std::vector<uint8_t> payload;     // host memory
+  std::shared_ptr<uint8_t> device;  // or: the payload in device memory (a group over NCCL)
 };
 
 class FeedWindow : public loader::RecordSource {

@@ -71,9 +71,6 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
                                                    " should be ", layout.local_group_rank(rank), " of ",
                                                    layout.group_size()));
   }
-  if (group->device_memory()) {
-    return absl::UnimplementedError("the group feeder moves host memory; give it a host-memory (gloo) group");
-  }
   const bool reads = layout.is_leader(rank) || options.readers == FeedReaders::kAll;
   if (reads && reader == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
@@ -112,6 +109,7 @@ absl::Status GroupFeeder::Setup() {
     }
   }
   dataset_size_ = all[0];
+  device_ = group_->device_memory();
   sampler::SamplerOptions s = options_.sampler;
   s.dataset_size = dataset_size_;
   s.num_replicas = layout_->world_size();
@@ -132,6 +130,7 @@ absl::Status GroupFeeder::Setup() {
   decoded_held_ = std::make_shared<loader::HoldGate>(options_.loader.held_batches);
   const size_t pixels = static_cast<size_t>(options_.loader.augment.size) * options_.loader.augment.size * 3;
   sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  if (device_) DDPIO_RETURN_IF_ERROR(SetupDevice());
   if (options_.payload == FeedPayload::kEncoded) {
     DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(window_.get(), sampler_options_, stream_rank(rank_),
                                                            options_.loader, options_.cuda));
@@ -200,6 +199,7 @@ absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
 }
 
 void GroupFeeder::PeerRun() {
+  if (device_) return PeerRunDevice();
   const int from = upstream(), to = downstream();
   const std::string source = absl::StrCat(from == 0 ? "the group leader" : absl::StrCat("group member ", from),
                                           " (rank ", layout_->members(rank_)[from], ")");
@@ -287,7 +287,7 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   // the feeder lives) and the hold back to the gate.
   std::weak_ptr<FeedWindow> window = window_;
   std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)), [window, gate = decoded_held_](FeedItem* it) {
-    if (auto w = window.lock()) w->Recycle(std::move(it->payload));
+    if (auto w = window.lock(); w != nullptr && it->device == nullptr) w->Recycle(std::move(it->payload));
     delete it;
     gate->Release();
   });
@@ -296,8 +296,14 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   b.epoch = item->header.epoch;
   b.step = delivered_;
   b.size = item->header.count();
-  b.data = item->payload.data();
-  b.bytes = item->payload.size();
+  if (item->device != nullptr) {  // over NCCL: on the device only
+    b.data = nullptr;
+    b.device_data = item->device.get();
+    b.bytes = item->header.payload_bytes;
+  } else {
+    b.data = item->payload.data();
+    b.bytes = item->payload.size();
+  }
   b.labels = item->header.labels.data();
   b.indices = item->header.indices.data();
   b.valid = item->header.valid.data();

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@
 #include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::broadcast {
+
+namespace internal {
+class DevicePool;
+}
 
 enum class FeedMode { kShard, kReplicate };
 enum class FeedPayload { kEncoded, kDecoded };
@@ -164,6 +169,17 @@ class GroupFeeder {
   // Before copying a record: asks storage for the next read_ahead records (ReadTxn::Prefetch).
   void ReadAhead(storage::ReadTxn& txn);
   absl::Status SendDecodedStep(uint64_t epoch, uint64_t step, bool* more);
+  // Takes this step's decoded batch from every member loader that has one and calls `fn` with it
+  // and its header; *more when any had one. Updates the read counters.
+  absl::Status ForEachDecodedBatch(uint64_t epoch, uint64_t step, bool* more,
+                                   const std::function<absl::Status(Member&, const loader::Batch&, FeedHeader)>& fn);
+  // The device path (group_feeder_device.cc): a group communicator in device memory (NCCL)
+  // carries decoded batches as a fixed-size header slot, then the payload, from device buffer
+  // to device buffer.
+  absl::Status SetupDevice();
+  absl::Status SendDecodedStepDevice(uint64_t epoch, uint64_t step, bool* more);
+  absl::Status DeliverDevice(const FeedHeader& h, const uint8_t* data);  // end and error messages
+  void PeerRunDevice();
   // Sends `data` (h.payload_bytes of it) to the members in `to` (group-local ranks); for the
   // leader itself (0) pushes it to its own window, moving `owned` when given, else copying.
   absl::Status Deliver(const std::vector<int>& to, const FeedHeader& h, const uint8_t* data,
@@ -174,8 +190,8 @@ class GroupFeeder {
   std::vector<int> LeaderTargets() const;
   int upstream() const;
   int downstream() const;
-  bool chain() const {
-    return options_.mode == FeedMode::kReplicate && options_.relay == FeedRelay::kChain;
+  bool chain() const {  // (over NCCL, replicate is ncclBroadcast: NCCL pipelines it itself)
+    return !device_ && options_.mode == FeedMode::kReplicate && options_.relay == FeedRelay::kChain;
   }
   absl::StatusOr<loader::HeldBatch> NextDecoded();
   int stream_rank(int member_rank) const;
@@ -197,6 +213,12 @@ class GroupFeeder {
   std::shared_ptr<loader::HoldGate> decoded_held_;  // decoded: bounds the batches held
   std::unique_ptr<loader::Loader> loader_;  // encoded: this rank's loader over window_
   std::vector<std::unique_ptr<Member>> members_;  // leader only, in group order (self first)
+  // The device path: payload buffers, and one header slot per stream served (host and device).
+  bool device_ = false;
+  size_t slot_bytes_ = 0;
+  std::shared_ptr<internal::DevicePool> pool_;
+  std::vector<std::vector<uint8_t>> host_slots_;
+  std::vector<std::shared_ptr<uint8_t>> device_slots_;
 
   // Run state.
   std::optional<sampler::EpochPlan> plan_;

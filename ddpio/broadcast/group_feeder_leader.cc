@@ -81,7 +81,7 @@ void GroupFeeder::FinishLeaderRun(uint64_t epoch, absl::Status st) {
     FeedHeader end;
     end.end_of_epoch = true;
     end.epoch = epoch;
-    st = Deliver(LeaderTargets(), end, nullptr, nullptr);
+    st = device_ ? DeliverDevice(end, nullptr) : Deliver(LeaderTargets(), end, nullptr, nullptr);
     if (st.ok()) {
       window_->End();
       return;
@@ -93,7 +93,8 @@ void GroupFeeder::FinishLeaderRun(uint64_t epoch, absl::Status st) {
     // A data error (e.g. a corrupt record under `fail`): every peer gets it as it is.
     const std::string text = EncodeFeedError(st);
     const FeedHeader h = FeedErrorHeader(epoch, 0, text);
-    if (Deliver(LeaderTargets(), h, reinterpret_cast<const uint8_t*>(text.data()), nullptr).ok()) return;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+    if ((device_ ? DeliverDevice(h, bytes) : Deliver(LeaderTargets(), h, bytes, nullptr)).ok()) return;
   }
   group_->Abort();  // peers blocked on this leader fail at once instead of at their timeout
 }
@@ -199,7 +200,9 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
   return absl::OkStatus();
 }
 
-absl::Status GroupFeeder::SendDecodedStep(uint64_t epoch, uint64_t step, bool* more) {
+absl::Status GroupFeeder::ForEachDecodedBatch(
+    uint64_t epoch, uint64_t step, bool* more,
+    const std::function<absl::Status(Member&, const loader::Batch&, FeedHeader)>& fn) {
   *more = false;
   uint64_t read = 0, bytes = 0;
   for (auto& m : members_) {
@@ -213,7 +216,7 @@ absl::Status GroupFeeder::SendDecodedStep(uint64_t epoch, uint64_t step, bool* m
         FeedHeader h = internal::DecodedHeader(*b, options_.loader);
         h.epoch = epoch;
         h.step = step;
-        DDPIO_RETURN_IF_ERROR(Deliver(m->to, h, b->data, nullptr));
+        DDPIO_RETURN_IF_ERROR(fn(*m, *b, std::move(h)));
       }
     }
     const loader::LoaderStats s = m->loader->stats();
@@ -223,6 +226,13 @@ absl::Status GroupFeeder::SendDecodedStep(uint64_t epoch, uint64_t step, bool* m
   records_read_ = read;
   bytes_read_ = bytes;
   return absl::OkStatus();
+}
+
+absl::Status GroupFeeder::SendDecodedStep(uint64_t epoch, uint64_t step, bool* more) {
+  if (device_) return SendDecodedStepDevice(epoch, step, more);
+  return ForEachDecodedBatch(epoch, step, more, [&](Member& m, const loader::Batch& b, FeedHeader h) {
+    return Deliver(m.to, h, b.data, nullptr);
+  });
 }
 
 namespace internal {

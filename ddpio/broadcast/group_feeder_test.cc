@@ -20,6 +20,7 @@
 #include "ddpio/storage/dataset_reader.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/fake_cuda.h"
+#include "tests/support/feeder_checks.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -48,22 +49,8 @@ FeederOptions SmallOptions() {
   return o;
 }
 
-// One line per sample: index label valid FNV-1a of its pixels.
-std::string Describe(const loader::Batch& b, size_t sample_bytes) {
-  std::string s;
-  for (uint64_t k = 0; k < b.size; ++k) {
-    const uint64_t h = Fnv1a64Bytes(b.data + k * sample_bytes, sample_bytes);
-    absl::StrAppend(&s, b.epoch, " ", b.indices[k], " ", b.labels[k], " ", int{b.valid[k]}, " ", h, "\n");
-  }
-  return s;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ddpio::testing::DescribeBatch;
+using ddpio::testing::ReadFileText;
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -99,7 +86,7 @@ int FeedRank(comm::Job& job, const FeedSetup& s) {
         std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
         return 7;
       }
-      samples += Describe(*b, (*feeder)->sample_bytes());
+      samples += DescribeBatch(*b, (*feeder)->sample_bytes());
     }
   }
   const FeederCounters c = (*feeder)->counters();
@@ -134,7 +121,7 @@ std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
   std::string out;
   for (int e = 0; e < s.epochs; ++e) {
     EXPECT_OK((*loader)->StartEpoch(e));
-    for (auto b = (*loader)->Next(); b.ok(); b = (*loader)->Next()) out += Describe(*b, (*loader)->sample_bytes());
+    for (auto b = (*loader)->Next(); b.ok(); b = (*loader)->Next()) out += DescribeBatch(*b, (*loader)->sample_bytes());
   }
   *records = (*loader)->stats().images;
   return out;
@@ -144,7 +131,7 @@ std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
 void ExpectEveryRankGotItsOwnStream(const FeedSetup& s, const std::string& what) {
   for (int r = 0; r < kWorld; ++r) {
     uint64_t records = 0;
-    EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << what << " rank " << r;
+    EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << what << " rank " << r;
   }
 }
 
@@ -170,9 +157,9 @@ TEST_P(FeedMatrix, EveryRankGetsWhatItWouldHaveReadForItself) {
     uint64_t records = 0;
     const int stream = shard ? r : layout.group_rank(r);
     const std::string want = Reference(s, stream, &records);
-    EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), want) << "rank " << r;
+    EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), want) << "rank " << r;
     uint64_t read = 0, bytes_read = 0, sent = 0, received = 0, messages = 0;
-    std::istringstream(ReadFile(absl::StrCat(s.out, "/counters.", r))) >> read >> bytes_read >> sent >> received >> messages;
+    std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read >> bytes_read >> sent >> received >> messages;
     if (!layout.is_leader(r)) {
       EXPECT_EQ(read, 0u) << "peer " << r << " read storage";
       EXPECT_GT(received, 0u);
@@ -257,8 +244,8 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
     const std::string want = Reference(s, 0, &records);
     uint64_t read[kWorld], bytes_read[kWorld], sent[kWorld], received[kWorld], messages[kWorld];
     for (int r = 0; r < kWorld; ++r) {
-      EXPECT_EQ(ReadFile(absl::StrCat(s.out, "/samples.", r)), want) << name << " rank " << r;
-      std::istringstream(ReadFile(absl::StrCat(s.out, "/counters.", r))) >> read[r] >> bytes_read[r] >> sent[r] >>
+      EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), want) << name << " rank " << r;
+      std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read[r] >> bytes_read[r] >> sent[r] >>
           received[r] >> messages[r];
     }
     if (c.readers == FeedReaders::kAll) {
@@ -322,15 +309,8 @@ TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
       const int rank = job.info().rank;
       std::unique_ptr<storage::DatasetReader> reader;
       auto feeder = JoinFeeder(job, s, s.options, &reader);
-      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
-      for (;;) {
-        auto b = (*feeder)->Next();
-        if (b.ok()) continue;
-        if (absl::IsOutOfRange(b.status())) return 10;  // the whole epoch came through: wrong
-        std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
-        const bool names = b.status().message().find("0000000000000011") != absl::string_view::npos;
-        return absl::IsDataLoss(b.status()) && names ? 0 : 11;
-      }
+      if (!feeder.ok()) return 4;
+      return ddpio::testing::ExpectDataLossNaming(**feeder, rank, "0000000000000011");
     });
     EXPECT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
   }
@@ -381,22 +361,7 @@ TEST(GroupFeeder, KilledPeerStopsTheGroupCleanly) {
     std::unique_ptr<storage::DatasetReader> reader;
     auto feeder = JoinFeeder(job, s, s.options, &reader);
     if (!feeder.ok()) return 4;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int e = 0; e < 5; ++e) {
-      if (!(*feeder)->StartEpoch(e).ok()) break;
-      for (int n = 0;; ++n) {
-        auto b = (*feeder)->Next();
-        if (rank == 2 && n == 1) std::_Exit(42);  // dies holding a batch, mid-epoch
-        if (absl::IsOutOfRange(b.status())) break;
-        if (!b.ok()) {
-          const auto took = std::chrono::steady_clock::now() - t0;
-          std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
-          // Skip the Job's goodbye (rank 2 will never say it): exit now.
-          std::_Exit(absl::IsUnavailable(b.status()) && took < std::chrono::seconds(15) ? 0 : 12);
-        }
-      }
-    }
-    std::_Exit(13);  // five epochs without noticing the dead peer
+    ddpio::testing::FeedUntilAPeerDies(**feeder, rank, 2, std::chrono::seconds(15));
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0, 42, 0}));
 }
@@ -423,13 +388,13 @@ TEST(GroupFeeder, StopResumeAndShutdownMidEpochStayInStep) {
       for (int i = 0; i < 2; ++i) {
         auto b = (*feeder)->Next();
         if (!b.ok()) return 5;
-        samples += Describe(*b, (*feeder)->sample_bytes());
+        samples += DescribeBatch(*b, (*feeder)->sample_bytes());
       }
       const uint64_t position = (*feeder)->ResumePosition();
       if (!(*feeder)->StartEpoch(0, position).ok()) return 6;
       for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status()); b = (*feeder)->Next()) {
         if (!b.ok()) return 7;
-        samples += Describe(*b, (*feeder)->sample_bytes());
+        samples += DescribeBatch(*b, (*feeder)->sample_bytes());
       }
       WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
       if (!(*feeder)->StartEpoch(1).ok() || !(*feeder)->Next().ok()) return 8;
@@ -464,12 +429,12 @@ TEST(GroupFeeder, HeldBatchesStayUnchangedPastLaterBatchesAndTheFeeder) {
       const size_t sample_bytes = (*feeder)->sample_bytes();
       struct Kept {
         loader::HeldBatch held;
-        std::string was;  // Describe() when handed out
+        std::string was;  // DescribeBatch() when handed out
       };
       std::vector<Kept> kept;
       auto changed = [&](const char* when) {
         for (const Kept& k : kept) {
-          if (Describe(k.held.batch, sample_bytes) != k.was) {
+          if (DescribeBatch(k.held.batch, sample_bytes) != k.was) {
             std::fprintf(stderr, "rank %d: epoch %lu step %lu changed %s\n", rank,
                          static_cast<unsigned long>(k.held.batch.epoch), static_cast<unsigned long>(k.held.batch.step),
                          when);
@@ -490,7 +455,7 @@ TEST(GroupFeeder, HeldBatchesStayUnchangedPastLaterBatchesAndTheFeeder) {
             return 7;
           }
           Kept k{*std::move(b), ""};
-          k.was = Describe(k.held.batch, sample_bytes);
+          k.was = DescribeBatch(k.held.batch, sample_bytes);
           samples += k.was;
           kept.push_back(std::move(k));
           if (changed("after a later batch arrived")) return 8;

@@ -76,6 +76,31 @@ class Communicator {
   // implementation does one chunk after the other; Gloo's keeps every chunk in flight.
   virtual absl::Status RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
                                    std::chrono::milliseconds timeout);
+  // One send of many: each part goes to its peer, which receives it with Recv (same tag). NCCL
+  // posts them as one group (ncclGroupStart/End), so the sends to every peer proceed together;
+  // the base implementation sends one after the other.
+  struct SendPart {
+    const void* data;
+    size_t bytes;
+    int peer;
+  };
+  virtual absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag, std::chrono::milliseconds timeout);
+
+  // Moving bytes between host memory and this communicator's memory (device memory for NCCL; a
+  // memcpy for host-memory backends). StageIn copies `bytes` of host `src` to `dst` ordered
+  // before this communicator's next operation; it may return before the copy is done (NCCL: on a
+  // copy stream that the communication stream waits for through an event), so `src` must stay
+  // unchanged until that next operation has returned. CopyOut copies to host `dst` and returns
+  // once the bytes are there, after the operations before it.
+  virtual absl::Status StageIn(void* dst, const void* src, size_t bytes);
+  virtual absl::Status CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout);
+  // Returns once every operation and staged copy made before it has completed.
+  virtual absl::Status Synchronize(std::chrono::milliseconds /*timeout*/) { return absl::OkStatus(); }
+  // Orders this communicator's next operation after `event`, a CUDA event recorded on another
+  // stream of this rank's device (NCCL: cudaStreamWaitEvent, no host wait) — how a gradient
+  // all-reduce waits for backward. Host-memory backends have nothing to wait for.
+  virtual absl::Status WaitFor(void* /*event*/) { return absl::OkStatus(); }
+
   // Tears the connections down; this communicator is unusable afterwards.
   virtual void Abort() = 0;
 };

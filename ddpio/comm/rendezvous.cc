@@ -109,14 +109,16 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   return job;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layout) {
+absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layout, bool host_memory) {
   if (layout.world_size() != info_.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("layout for a world of ", layout.world_size(),
                                                    ", job has ", info_.world_size));
   }
   // The n-th layout created in the job gets its own namespace; each group one under it.
   const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
-  DDPIO_ASSIGN_OR_RETURN(auto group, CreateCommunicator(backend_, std::make_shared<PrefixStore>(prefix, store_),
+  const BackendChoice gloo{BackendKind::kGloo, "host memory asked for"};
+  DDPIO_ASSIGN_OR_RETURN(auto group, CreateCommunicator(host_memory ? gloo : backend_,
+                                                        std::make_shared<PrefixStore>(prefix, store_),
                                                         layout.local_group_rank(info_.rank), layout.group_size(),
                                                         options_.comm));
   // As in Join: every member's side of the group's connections is complete before anyone goes on.

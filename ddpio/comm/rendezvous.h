@@ -71,9 +71,10 @@ class Job {
   // instead of the job's timeout (they are failing too, or gone).
   void MarkFailed() { failed_ = true; }
 
-  // This rank's group communicator in `layout` (ranks are local ranks within the group). Every
-  // rank must call it with the same layouts in the same order.
-  absl::StatusOr<std::unique_ptr<Communicator>> Group(const GroupLayout& layout);
+  // This rank's group communicator in `layout` (ranks are local ranks within the group), on the
+  // job's backend or, with `host_memory`, on Gloo whatever the job's backend (what moves host
+  // memory: encoded records). Every rank must call it with the same arguments in the same order.
+  absl::StatusOr<std::unique_ptr<Communicator>> Group(const GroupLayout& layout, bool host_memory = false);
 
  private:
   Job() = default;

@@ -1,6 +1,7 @@
 #include "ddpio/pipeline/pipeline.h"
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio {
@@ -46,7 +47,16 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
   // The group first (collective on the job): a reader that then fails to open the dataset closes
   // its group communicator, so its peers fail at once in the feeder's creation instead of waiting
   // out the timeout, and every rank's count of groups on the job stays the same.
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_));
+  // The group's transport: over an NCCL job decoded batches go device to device; encoded records
+  // are decoded on every member's CPU, so they travel in host memory over Gloo.
+  const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
+  const bool host_memory = nccl && options.feeder.payload == broadcast::FeedPayload::kEncoded;
+  if (nccl && info.rank == 0) {
+    DDPIO_LOG(INFO) << "group feeder: " << broadcast::FeedPayloadName(options.feeder.payload) << " payload over "
+                    << (host_memory ? "gloo in host memory (encoded records are decoded on each member's CPU)"
+                                    : "nccl in device memory (decoded batches go device to device)");
+  }
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_, host_memory));
   if (Reads(p->layout_, info.rank, options)) {
     DDPIO_ASSIGN_OR_RETURN(p->reader_, storage::DatasetReader::Open(options.data, {}));
   }

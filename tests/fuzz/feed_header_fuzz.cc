@@ -1,4 +1,5 @@
-// Group feeder message headers (what a peer receives from its leader) and error payloads.
+// Group feeder message headers (what a peer receives from its leader), as a host message and as
+// a fixed-size slot, and error payloads.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = ddpio::broadcast::EncodeFeedHeader(*h);
     if (!again.ok()) __builtin_trap();
   }
-  (void)ddpio::broadcast::DecodeFeedError(std::vector<uint8_t>(data, data + size), 3);
+  const std::vector<uint8_t> bytes(data, data + size);
+  (void)ddpio::broadcast::DecodeFeedError(bytes, 3);
+  // The same bytes as a fixed-size header slot (the NCCL feeder's header message).
+  auto s = ddpio::broadcast::DecodeFeedSlot(bytes, limits, "the fuzzer");
+  if (s.ok()) {
+    std::vector<uint8_t> again(bytes.size());
+    if (!ddpio::broadcast::EncodeFeedSlot(*s, &again).ok()) __builtin_trap();  // what decoded fits again
+  }
   return 0;
 }

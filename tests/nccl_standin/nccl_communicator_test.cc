@@ -33,6 +33,10 @@ class MockNcclApi : public NcclApi {
   MOCK_METHOD(cudaError_t, Malloc, (void**, size_t), (override));
   MOCK_METHOD(cudaError_t, Free, (void*), (override));
   MOCK_METHOD(cudaError_t, MemcpyAsync, (void*, const void*, size_t, cudaMemcpyKind, cudaStream_t), (override));
+  MOCK_METHOD(cudaError_t, EventCreateWithFlags, (cudaEvent_t*, unsigned int), (override));
+  MOCK_METHOD(cudaError_t, EventDestroy, (cudaEvent_t), (override));
+  MOCK_METHOD(cudaError_t, EventRecord, (cudaEvent_t, cudaStream_t), (override));
+  MOCK_METHOD(cudaError_t, StreamWaitEvent, (cudaStream_t, cudaEvent_t, unsigned int), (override));
   MOCK_METHOD(const char*, CudaErrorString, (cudaError_t), (override));
   MOCK_METHOD(ncclResult_t, GetUniqueId, (ncclUniqueId*), (override));
   MOCK_METHOD(ncclResult_t, CommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*), (override));
@@ -256,6 +260,45 @@ TEST_F(NcclCommunicatorTest, ScatterIsTheRootsGroupedSendsAndAReceiveElsewhere) 
   EXPECT_CALL(api_, Recv(out, 16, ncclUint8, 0, kComm, kStream));
   EXPECT_CALL(api_, Send(_, _, _, _, _, _)).Times(0);
   EXPECT_OK(peer->Scatter({}, out, 16, 0, milliseconds(1000)));
+}
+
+// The device path's staging: host -> device on a copy stream made at the first use, an event
+// recorded after the copy, and the communication stream told to wait for it; the copy stream
+// and the event are destroyed with the communicator. The grouped sends after it are one group.
+TEST_F(NcclCommunicatorTest, StagedCopiesAreOrderedBeforeTheNextOperationByAnEvent) {
+  auto c = Make(0, 3);
+  const cudaStream_t copy = reinterpret_cast<cudaStream_t>(0x4000);
+  const cudaEvent_t event = reinterpret_cast<cudaEvent_t>(0x5000);
+  uint8_t host[8], device[8], other[8];
+  EXPECT_CALL(api_, StreamQuery(_)).Times(::testing::AnyNumber());
+  {
+    InSequence seq;
+    EXPECT_CALL(api_, StreamCreateWithFlags(_, cudaStreamNonBlocking))
+        .WillOnce(DoAll(SetArgPointee<0>(copy), Return(cudaSuccess)));
+    EXPECT_CALL(api_, EventCreateWithFlags(_, cudaEventDisableTiming))
+        .WillOnce(DoAll(SetArgPointee<0>(event), Return(cudaSuccess)));
+    EXPECT_CALL(api_, MemcpyAsync(device, host, 8, cudaMemcpyHostToDevice, copy));
+    EXPECT_CALL(api_, EventRecord(event, copy));
+    EXPECT_CALL(api_, StreamWaitEvent(kStream, event, 0u));
+    EXPECT_CALL(api_, MemcpyAsync(other, host, 8, cudaMemcpyHostToDevice, copy));  // no second stream
+    EXPECT_CALL(api_, EventRecord(event, copy));
+    EXPECT_CALL(api_, StreamWaitEvent(kStream, event, 0u));
+    EXPECT_CALL(api_, GroupStart());
+    EXPECT_CALL(api_, Send(device, 8, ncclUint8, 1, kComm, kStream));
+    EXPECT_CALL(api_, Send(other, 8, ncclUint8, 2, kComm, kStream));
+    EXPECT_CALL(api_, GroupEnd());
+    EXPECT_CALL(api_, MemcpyAsync(host, device, 8, cudaMemcpyDeviceToHost, kStream));
+    EXPECT_CALL(api_, StreamQuery(kStream)).RetiresOnSaturation();
+  }
+  EXPECT_OK(c->StageIn(device, host, 8));
+  EXPECT_OK(c->StageIn(other, host, 8));
+  EXPECT_OK(c->SendMany({{device, 8, 1}, {other, 8, 2}}, 0, milliseconds(1000)));
+  EXPECT_OK(c->CopyOut(host, device, 8, milliseconds(1000)));
+  EXPECT_CALL(api_, EventDestroy(event));
+  EXPECT_CALL(api_, StreamDestroy(copy));
+  EXPECT_CALL(api_, StreamDestroy(kStream));
+  EXPECT_THAT(c->SendMany({{device, 8, 0}}, 0, milliseconds(1000)).code(), absl::StatusCode::kInvalidArgument);
+  c.reset();
 }
 
 TEST_F(NcclCommunicatorTest, BarrierIsAOneFloatAllReduceOnTheScratchBuffer) {

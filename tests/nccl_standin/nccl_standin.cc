@@ -16,7 +16,10 @@
 //     stream itself completes, as a real NCCL kernel does once the communicator is aborted);
 //   - ncclCommAbort closes the connections, which makes operations still waiting on peers fail,
 //     and returns at once; cudaStreamDestroy does not wait for work still queued;
-//   - ncclGroupStart/End: the sends and receives of a group are posted together, then waited for.
+//   - ncclGroupStart/End: the sends and receives of a group are posted together, then waited for;
+//   - events: cudaEventRecord puts a numbered marker on the stream; cudaStreamWaitEvent makes the
+//     waiting stream's later work wait for the marker recorded last before the call, so a copy
+//     on one stream really is ordered before a send on another.
 // Environment: DDPIO_NCCL_STANDIN_DEVICES = number of devices (default 1; 0 → cudaErrorNoDevice;
 // "nodriver" → cudaErrorInsufficientDriver).
 // Supported subset: AllReduce of float32 with sum or avg; the data types' sizes below.
@@ -37,6 +40,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,11 +51,13 @@
 #include "ddpio/comm/internal/gloo_store.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/tcp_store.h"
+#include "tests/nccl_standin/standin_stream.h"
 
 namespace {
 
 constexpr char kIdMagic[] = "DDPIO-NCCL-STANDIN";
 constexpr std::chrono::minutes kGlooTimeout(10);  // the backend's own timeout + abort governs
+constexpr std::chrono::microseconds kCopyLatency(200);
 
 // A queue of host tasks run in order by one thread; shared with that thread, so destroying the
 // stream never waits for it.
@@ -191,6 +197,20 @@ struct ncclComm {
   std::shared_ptr<CommState> state;
 };
 
+// An event: each record is a numbered marker its stream completes in order; a wait (host or
+// stream) is for the number recorded when the wait was made, as CUDA specifies.
+// The state is shared with the stream tasks that complete or wait for it, so destroying an
+// event with work pending (which CUDA allows) frees nothing still in use.
+struct EventState {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
+};
+struct CUevent_st {
+  std::shared_ptr<EventState> state;
+};
+
 namespace {
 
 StreamState& DefaultStream() {
@@ -258,6 +278,12 @@ ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t ty
 
 }  // namespace
 
+namespace ddpio::standin {
+
+void Enqueue(cudaStream_t stream, std::function<void()> work) { StateOf(stream).Push(std::move(work)); }
+
+}  // namespace ddpio::standin
+
 // ---- CUDA runtime ----
 
 extern "C" {
@@ -309,7 +335,69 @@ cudaError_t cudaFree(void* ptr) {
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/, cudaStream_t stream) {
-  StateOf(stream).Push([=] { std::memmove(dst, src, bytes); });
+  // A copy takes a while, as a DMA does: work not ordered after it (by its stream or an event)
+  // reads the old bytes, so a missing cudaStreamWaitEvent shows in tests.
+  StateOf(stream).Push([=] {
+    std::this_thread::sleep_for(kCopyLatency);
+    std::memmove(dst, src, bytes);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  StateOf(stream).Push([=] { std::memset(dst, value, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> waited = done->get_future();
+  StateOf(stream).Push([done] { done->set_value(); });
+  waited.wait();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+  *event = new CUevent_st{std::make_shared<EventState>()};
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  std::shared_ptr<EventState> e = event->state;
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    n = ++e->recorded;
+  }
+  StateOf(stream).Push([e, n] {
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (n > e->completed) e->completed = n;
+    }
+    e->cv.notify_all();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  std::shared_ptr<EventState> e = event->state;
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    n = e->recorded;
+  }
+  StateOf(stream).Push([e, n] {
+    std::unique_lock<std::mutex> lock(e->mu);
+    e->cv.wait(lock, [&] { return e->completed >= n; });
+  });
   return cudaSuccess;
 }
 

@@ -3,7 +3,10 @@
 #ifndef DDPIO_BROADCAST_INTERNAL_GROUP_FEEDER_H_
 #define DDPIO_BROADCAST_INTERNAL_GROUP_FEEDER_H_
 
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "ddpio/broadcast/feed_message.h"
@@ -24,6 +27,22 @@ struct GroupFeeder::Member {
 };
 
 namespace internal {
+
+// Buffers of one size in the group communicator's memory (the device's, over NCCL), reused: a
+// buffer handed out returns to the pool when its last reference goes, while the pool lives.
+// Allocates when none is free; the feeder's window and hold limits bound how many are out.
+class DevicePool : public std::enable_shared_from_this<DevicePool> {
+ public:
+  DevicePool(comm::Communicator& comm, size_t bytes) : comm_(comm), bytes_(bytes) {}
+  absl::StatusOr<std::shared_ptr<uint8_t>> Get();
+  size_t bytes() const { return bytes_; }
+
+ private:
+  comm::Communicator& comm_;
+  const size_t bytes_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<uint8_t>> free_;
+};
 
 // The header of a decoded batch: dtype and per-sample shape from the loader's output format
 // (uint8 H,W,C or float32 C,H,W), indices, labels and validity from the batch.

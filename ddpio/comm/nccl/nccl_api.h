@@ -33,6 +33,11 @@ class NcclApi {
   virtual cudaError_t Free(void* ptr) = 0;
   virtual cudaError_t MemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                   cudaStream_t stream) = 0;
+  virtual cudaError_t EventCreateWithFlags(cudaEvent_t* event, unsigned int flags) = 0;
+  virtual cudaError_t EventDestroy(cudaEvent_t event) = 0;
+  virtual cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream) = 0;
+  // Work queued on `stream` after this call waits for the event's last record before it.
+  virtual cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) = 0;
   virtual const char* CudaErrorString(cudaError_t error) = 0;
 
   // NCCL.

@@ -20,6 +20,14 @@ class SystemApi final : public NcclApi {
                           cudaStream_t stream) override {
     return cudaMemcpyAsync(dst, src, bytes, kind, stream);
   }
+  cudaError_t EventCreateWithFlags(cudaEvent_t* event, unsigned int flags) override {
+    return cudaEventCreateWithFlags(event, flags);
+  }
+  cudaError_t EventDestroy(cudaEvent_t event) override { return cudaEventDestroy(event); }
+  cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream) override { return cudaEventRecord(event, stream); }
+  cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) override {
+    return cudaStreamWaitEvent(stream, event, flags);
+  }
   const char* CudaErrorString(cudaError_t error) override { return cudaGetErrorString(error); }
 
   ncclResult_t GetUniqueId(ncclUniqueId* id) override { return ncclGetUniqueId(id); }

@@ -96,6 +96,8 @@ NcclCommunicator::~NcclCommunicator() {
     if (r != ncclSuccess) DDPIO_LOG(WARNING) << "ncclCommDestroy: " << api_.GetErrorString(r);
   }
   if (scratch_ != nullptr) (void)api_.Free(scratch_);
+  if (staged_ != nullptr) (void)api_.EventDestroy(staged_);
+  if (copy_stream_ != nullptr) (void)api_.StreamDestroy(copy_stream_);
   if (stream_ != nullptr) (void)api_.StreamDestroy(stream_);
 }
 
@@ -228,6 +230,60 @@ absl::Status NcclCommunicator::Barrier(std::chrono::milliseconds timeout) {
   return Run("barrier", timeout, [&] {
     return Check("ncclAllReduce", api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
   });
+}
+
+absl::Status NcclCommunicator::SendMany(const std::vector<SendPart>& parts, uint64_t /*tag*/,
+                                        std::chrono::milliseconds timeout) {
+  for (const SendPart& p : parts) {
+    if (p.peer < 0 || p.peer >= size_ || p.peer == rank_) {
+      return absl::InvalidArgumentError(absl::StrCat("send peer ", p.peer));
+    }
+  }
+  return Run("grouped send", timeout, [&]() -> absl::Status {
+    DDPIO_RETURN_IF_ERROR(Check("ncclGroupStart", api_.GroupStart()));
+    absl::Status sent;
+    for (size_t i = 0; i < parts.size() && sent.ok(); ++i) {
+      if (parts[i].bytes > 0) {
+        sent = Check("ncclSend", api_.Send(parts[i].data, parts[i].bytes, ncclUint8, parts[i].peer, comm_, stream_));
+      }
+    }
+    absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
+    return sent.ok() ? ended : sent;
+  });
+}
+
+absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes) {
+  if (!broken_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("staging: communicator unusable after an earlier error (",
+                                                      broken_.message(), ")"));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  if (copy_stream_ == nullptr) {
+    DDPIO_RETURN_IF_ERROR(CheckCuda("cudaStreamCreateWithFlags",
+                                    api_.StreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking)));
+    DDPIO_RETURN_IF_ERROR(
+        CheckCuda("cudaEventCreateWithFlags", api_.EventCreateWithFlags(&staged_, cudaEventDisableTiming)));
+  }
+  DDPIO_RETURN_IF_ERROR(
+      CheckCuda("cudaMemcpyAsync", api_.MemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_)));
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaEventRecord", api_.EventRecord(staged_, copy_stream_)));
+  return CheckCuda("cudaStreamWaitEvent", api_.StreamWaitEvent(stream_, staged_, 0));
+}
+
+absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) {
+  if (bytes == 0) return absl::OkStatus();
+  return Run("copy to the host", timeout, [&] {
+    return CheckCuda("cudaMemcpyAsync", api_.MemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  });
+}
+
+absl::Status NcclCommunicator::Synchronize(std::chrono::milliseconds timeout) {
+  return Run("waiting for the staged copies", timeout, [] { return absl::OkStatus(); });
+}
+
+absl::Status NcclCommunicator::WaitFor(void* event) {
+  if (event == nullptr) return absl::OkStatus();
+  return CheckCuda("cudaStreamWaitEvent", api_.StreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0));
 }
 
 void NcclCommunicator::Abort() { (void)Fail(absl::AbortedError("aborted")); }

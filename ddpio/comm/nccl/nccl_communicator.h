@@ -62,6 +62,17 @@ class NcclCommunicator : public Communicator {
   absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,
                     std::chrono::milliseconds timeout) override;
   absl::Status Barrier(std::chrono::milliseconds timeout) override;
+  // One ncclGroupStart/End around every part's ncclSend.
+  absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag, std::chrono::milliseconds timeout) override;
+  // Host -> device on a copy stream of its own (made at the first call), then an event the
+  // communication stream waits for: the copy of the next batch overlaps the transfer of this one,
+  // and no host thread waits for it.
+  absl::Status StageIn(void* dst, const void* src, size_t bytes) override;
+  // Device -> host on the communication stream, waited for like an operation.
+  absl::Status CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) override;
+  // Waits for the communication stream, which waits for the staged copies.
+  absl::Status Synchronize(std::chrono::milliseconds timeout) override;
+  absl::Status WaitFor(void* event) override;
   void Abort() override;
 
  private:
@@ -88,6 +99,8 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float* scratch_ = nullptr;  // one float on the device, for Barrier
+  cudaStream_t copy_stream_ = nullptr;  // StageIn's, with its event
+  cudaEvent_t staged_ = nullptr;
   absl::Status broken_;
 };
 
