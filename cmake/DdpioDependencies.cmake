@@ -51,7 +51,22 @@ if(DDPIO_HAVE_CUDA AND NOT DDPIO_WITH_NCCL STREQUAL "OFF")
 elseif(DDPIO_WITH_NCCL STREQUAL "ON")
   message(FATAL_ERROR "DDPIO_WITH_NCCL=ON needs the CUDA toolkit (DDPIO_WITH_CUDA)")
 endif()
-message(STATUS "ddpio: CUDA ${DDPIO_HAVE_CUDA}, NCCL ${DDPIO_HAVE_NCCL}")
+# The device trainer's kernels (ddpio/trainer/device_kernels.cu) are compiled by the toolkit's
+# nvcc; with nvcc and cuBLAS the model can live on the device (DDPIO_HAVE_DEVICE_MODEL). Real
+# architectures from Turing on, plus Hopper's PTX for newer GPUs to compile at load time.
+set(DDPIO_HAVE_DEVICE_MODEL OFF)
+if(DDPIO_HAVE_CUDA AND TARGET CUDA::cublas AND CUDAToolkit_NVCC_EXECUTABLE AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}")
+  set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 86-real 90)
+  endif()
+  if(DDPIO_CCACHE AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+    set(CMAKE_CUDA_COMPILER_LAUNCHER ${DDPIO_CCACHE})
+  endif()
+  enable_language(CUDA)
+  set(DDPIO_HAVE_DEVICE_MODEL ON)
+endif()
+message(STATUS "ddpio: CUDA ${DDPIO_HAVE_CUDA}, NCCL ${DDPIO_HAVE_NCCL}, device model ${DDPIO_HAVE_DEVICE_MODEL}")
 
 # The NCCL stand-in tests (tests/nccl_standin) need only the headers nccl.h and
 # cuda_runtime_api.h, not the libraries: found even when DDPIO_WITH_CUDA/NCCL are OFF, so the
@@ -61,6 +76,8 @@ find_path(DDPIO_NCCL_HEADERS nccl.h
                 /usr/local/cuda/include)
 find_path(DDPIO_CUDART_HEADERS cuda_runtime_api.h
           HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDA_HOME}/include /usr/local/cuda/include)
+find_path(DDPIO_CUBLAS_HEADERS cublas_v2.h
+          HINTS ${DDPIO_CUDART_HEADERS} ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDA_HOME}/include /usr/local/cuda/include)
 if(DDPIO_NCCL_HEADERS AND DDPIO_CUDART_HEADERS)
   set(DDPIO_HAVE_NCCL_HEADERS ON)
 else()

@@ -121,6 +121,20 @@ TEST_F(CliTrain, BadArgumentsFailFastAndSayWhat) {
   EXPECT_EQ(hidden.exit_code, 2);
 }
 
+// These machines have no GPU: --device cuda (the model on the device, gradients over NCCL) is
+// refused by every rank before any connection, with the CUDA error and what to use instead.
+TEST_F(CliTrain, DeviceCudaWithoutADeviceFailsOnEveryRankAtOnce) {
+  auto info = RunDdpio({"info"});
+  ASSERT_EQ(info.exit_code, 0);
+  if (info.out.find("GPU path") != std::string::npos) GTEST_SKIP() << "this machine has a CUDA device";
+  auto r = Train(2, {"--device", "cuda", "--payload", "decoded"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("] ddpio train: error: backend nccl needs a usable CUDA device"), std::string::npos) << r.err;
+  auto bad = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--device", "tpu"});
+  EXPECT_EQ(bad.exit_code, 2);  // usage: cpu or cuda
+}
+
 // A validation set whose labels mean other classes is refused before training, naming the first
 // difference: an accuracy over mismatched labels would be silently meaningless.
 TEST_F(CliTrain, AValidationSetWithOtherClassesIsRefused) {

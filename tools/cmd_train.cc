@@ -62,8 +62,16 @@ void AddModelFlags(CLI::App* app, TrainFlags* f) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app->add_option("--bucket-kb", f->bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--matmul", t.matmul, "cpu (OpenBLAS), cuda (cuBLAS) or auto: cuda when a device is usable")
+  app->add_option("--matmul", t.matmul,
+                  "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or auto: cuda when a "
+                  "device is usable")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app->add_option("--device", t.device,
+                  "cpu: the model in host memory, gradients all-reduced over Gloo; cuda: the model resident on each "
+                  "rank's GPU (LOCAL_RANK modulo the devices), gradients all-reduced over NCCL on the device, and "
+                  "with --payload decoded the batches arrive device to device. Without a usable GPU every rank "
+                  "fails at once")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")

@@ -39,7 +39,9 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
-  ro.backend = comm::BackendKind::kGloo;  // parameters and gradients live in host memory
+  // Where parameters and gradients live decides the world's backend: host memory -> Gloo, the
+  // device -> NCCL (which fails here, on every rank, without a usable device).
+  ro.backend = o.train.device == "cuda" ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
   ro.timeout = o.train.timeout;                // every wait honours --timeout
   ro.comm.gloo.timeout = o.train.timeout;
   DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
@@ -53,7 +55,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
   }
   DDPIO_ASSIGN_OR_RETURN(trainer::TrainResult r,
                          trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
-  if (info.rank == 0) DDPIO_LOG(INFO) << "matmul path: " << r.path;
+  if (info.rank == 0) DDPIO_LOG(INFO) << "model path: " << r.path;
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
                    {"group_size", o.train.group_size},

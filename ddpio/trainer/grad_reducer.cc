@@ -4,15 +4,20 @@
 
 namespace ddpio::trainer {
 
-GradReducer::GradReducer(comm::Communicator* comm, std::vector<float>* grads,
-                         const std::vector<LayerRange>& layers, size_t bucket_bytes,
-                         std::chrono::milliseconds timeout)
-    : comm_(comm), grads_(grads), timeout_(timeout), bucket_of_layer_(layers.size()) {
+GradReducer::GradReducer(comm::Communicator* comm, float* grads, const std::vector<LayerRange>& layers,
+                         size_t bucket_bytes, std::chrono::milliseconds timeout,
+                         std::function<void*(int layer)> layer_event)
+    : comm_(comm),
+      grads_(grads),
+      layer_event_(std::move(layer_event)),
+      timeout_(timeout),
+      bucket_of_layer_(layers.size()) {
   // From the last layer back: a bucket closes once it holds bucket_bytes (or at layer 0).
   Bucket open;
   for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
     if (open.layers == 0) open.end = layers[l].end;
     open.begin = layers[l].begin;
+    open.first_layer = l;
     ++open.layers;
     bucket_of_layer_[l] = static_cast<int>(buckets_.size());
     if ((open.end - open.begin) * sizeof(float) >= bucket_bytes || l == 0) {
@@ -72,8 +77,10 @@ void GradReducer::Run() {
     }
     if (st.ok()) {
       const Bucket& bucket = buckets_[b];
-      st = comm_->AllReduce(grads_->data() + bucket.begin, bucket.end - bucket.begin, comm::ReduceOp::kAverage,
-                            timeout_);
+      if (layer_event_) st = comm_->WaitFor(layer_event_(bucket.first_layer));
+      if (st.ok()) {
+        st = comm_->AllReduce(grads_ + bucket.begin, bucket.end - bucket.begin, comm::ReduceOp::kAverage, timeout_);
+      }
     }
     const uint64_t ns = static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count());
     {

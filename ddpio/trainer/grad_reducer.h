@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,8 +28,12 @@ namespace ddpio::trainer {
 
 class GradReducer {
  public:
-  GradReducer(comm::Communicator* comm, std::vector<float>* grads, const std::vector<LayerRange>& layers,
-              size_t bucket_bytes, std::chrono::milliseconds timeout);
+  // `grads` in the communicator's memory. `layer_event` (optional): for a model on a device,
+  // the event recorded after each layer's gradients; a bucket's all-reduce is ordered after the
+  // event of its first layer (the last one backward finishes) on the communicator's stream.
+  GradReducer(comm::Communicator* comm, float* grads, const std::vector<LayerRange>& layers,
+              size_t bucket_bytes, std::chrono::milliseconds timeout,
+              std::function<void*(int layer)> layer_event = {});
   ~GradReducer();
 
   void Begin();                // a new step: no layer ready yet
@@ -42,10 +47,12 @@ class GradReducer {
   struct Bucket {
     size_t begin = 0, end = 0;
     int layers = 0;
+    int first_layer = 0;  // the lowest: backward reports it last
   };
   void Run();
   comm::Communicator* comm_;
-  std::vector<float>* grads_;
+  float* grads_;
+  std::function<void*(int layer)> layer_event_;
   std::chrono::milliseconds timeout_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_layer_;

@@ -12,14 +12,20 @@
 
 namespace ddpio::trainer {
 
-Mlp::Mlp(std::vector<int> sizes, uint64_t seed, MatMul* engine)
-    : sizes_(std::move(sizes)), mm_(engine != nullptr ? engine : &DefaultMatMul()) {
+std::vector<LayerRange> MlpLayers(const std::vector<int>& sizes) {
+  std::vector<LayerRange> layers;
   size_t offset = 0;
-  for (size_t l = 0; l + 1 < sizes_.size(); ++l) {
-    const size_t n = static_cast<size_t>(sizes_[l + 1]) * sizes_[l] + sizes_[l + 1];
-    layers_.push_back({offset, offset + n});
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    const size_t n = static_cast<size_t>(sizes[l + 1]) * sizes[l] + sizes[l + 1];
+    layers.push_back({offset, offset + n});
     offset += n;
   }
+  return layers;
+}
+
+Mlp::Mlp(std::vector<int> sizes, uint64_t seed, MatMul* engine)
+    : sizes_(std::move(sizes)), layers_(MlpLayers(sizes_)), mm_(engine != nullptr ? engine : &DefaultMatMul()) {
+  const size_t offset = layers_.empty() ? 0 : layers_.back().end;
   params_.resize(offset);
   grads_.assign(offset, 0.0f);
   std::mt19937_64 rng(seed);

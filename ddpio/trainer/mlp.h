@@ -21,6 +21,9 @@ struct LayerRange {
   size_t begin = 0, end = 0;  // [begin, end) in the parameter vector: weight then bias
 };
 
+// The parameter vector's layout for `sizes` (weight [out x in] row-major, then bias, per layer).
+std::vector<LayerRange> MlpLayers(const std::vector<int>& sizes);
+
 class Mlp {
  public:
   // sizes = {inputs, hidden..., classes}; parameters initialised like torch.nn.Linear

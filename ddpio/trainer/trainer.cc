@@ -17,6 +17,7 @@
 #include "ddpio/trainer/checkpoint.h"
 #include "ddpio/trainer/grad_reducer.h"
 #include "ddpio/trainer/mlp.h"
+#include "ddpio/trainer/train_model.h"
 
 namespace ddpio::trainer {
 namespace {
@@ -25,55 +26,29 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// uint8 H,W,C -> float, (x / 255 - mean) / std per channel (the consumer-side normalisation).
-class Normalizer {
- public:
-  explicit Normalizer(const loader::LoaderOptions& o) {
-    for (int c = 0; c < 3; ++c) {
-      for (int v = 0; v < 256; ++v) lut_[c][v] = (v / 255.0f - o.mean[c]) / o.stddev[c];
-    }
-  }
-  void Apply(const uint8_t* in, size_t pixels, float* out) const {
-    for (size_t i = 0; i < pixels; ++i) {
-      out[3 * i] = lut_[0][in[3 * i]];
-      out[3 * i + 1] = lut_[1][in[3 * i + 1]];
-      out[3 * i + 2] = lut_[2][in[3 * i + 2]];
-    }
-  }
-
- private:
-  std::array<std::array<float, 256>, 3> lut_{};
-};
-
-bool AllFinite(const std::vector<float>& v) {
-  float sum = 0;  // NaN and infinities survive a sum
-  for (float x : v) sum += x * 0.0f;
-  return std::isfinite(sum);
-}
-
-// Accuracy over every validation sample exactly once: mask padding, sums all-reduced.
-absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, Mlp& model, const Normalizer& norm,
-                                                     comm::Communicator& world,
+// Accuracy over every validation sample exactly once: mask padding, sums all-reduced in the
+// world communicator's memory (the device's over NCCL).
+absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& model, comm::Communicator& world,
                                                      std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(val.StartEpoch(0));
-  std::vector<float> x;
   std::vector<int> predicted;
-  const size_t pixels = static_cast<size_t>(model.inputs()) / 3;
   float sums[2] = {0, 0};  // correct, counted: exact in float up to 2^24 samples
   for (;;) {
     absl::StatusOr<loader::Batch> b = val.Next();
     if (absl::IsOutOfRange(b.status())) break;
     DDPIO_RETURN_IF_ERROR(b.status());
-    x.resize(b->size * model.inputs());
-    for (uint64_t k = 0; k < b->size; ++k) norm.Apply(b->data + k * pixels * 3, pixels, x.data() + k * model.inputs());
-    model.Predict(x.data(), static_cast<int>(b->size), &predicted);
+    DDPIO_RETURN_IF_ERROR(model.Predict(*b, &predicted));
     for (uint64_t k = 0; k < b->size; ++k) {
       if (!b->valid[k]) continue;
       sums[1] += 1;
       if (predicted[k] == b->labels[k]) sums[0] += 1;
     }
   }
-  DDPIO_RETURN_IF_ERROR(world.AllReduce(sums, 2, comm::ReduceOp::kSum, timeout));
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, world.Allocate(sizeof(sums)));
+  float* reduced = reinterpret_cast<float*>(buffer.get());
+  DDPIO_RETURN_IF_ERROR(world.StageIn(reduced, sums, sizeof(sums)));
+  DDPIO_RETURN_IF_ERROR(world.AllReduce(reduced, 2, comm::ReduceOp::kSum, timeout));
+  DDPIO_RETURN_IF_ERROR(world.CopyOut(sums, reduced, sizeof(sums), timeout));
   return std::make_pair(sums[1] > 0 ? static_cast<double>(sums[0]) / sums[1] : 0.0, static_cast<uint64_t>(sums[1]));
 }
 
@@ -85,6 +60,8 @@ absl::StatusOr<PipelineOptions> TrainPipelineOptions(const TrainOptions& o) {
   p.group_size = o.group_size;
   DDPIO_ASSIGN_OR_RETURN(p.layout, comm::ParseLayoutKind(o.layout));
   p.feeder = o.feeder;
+  // A step's micro-batches are held until its work is done (a device reads them asynchronously).
+  p.feeder.loader.held_batches = std::max(p.feeder.loader.held_batches, o.accumulate + 1);
   return p;
 }
 
@@ -110,11 +87,12 @@ class TrainingRun {
   absl::Status Resume();
   // Trains the epochs left; stops early (after checkpointing) at o.stop_after_steps.
   absl::Status Run();
-  TrainResult Result();
+  absl::StatusOr<TrainResult> Result();
 
  private:
   TrainingRun(comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress)
-      : o_(o), world_(job.world()), rank_(job.info().rank), progress_(progress), norm_(o.feeder.loader) {}
+      : o_(o), world_(job.world()), rank_(job.info().rank), progress_(progress) {}
+  absl::Status OpenModel(comm::Job& job);
   // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
   absl::Status RunEpoch(bool* stopped);
   absl::Status CheckLabels(const loader::Batch& b) const;
@@ -129,17 +107,13 @@ class TrainingRun {
   comm::Communicator& world_;
   const int rank_;
   const std::function<void(const std::string&)>& progress_;
-  const Normalizer norm_;
-  std::string path_;  // which matmul engine, and why
-  std::unique_ptr<MatMul> engine_;
   std::unique_ptr<Pipeline> train_, val_;
   uint64_t classes_ = 0;
-  std::unique_ptr<Mlp> model_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<TrainModel> model_;
   std::unique_ptr<GradReducer> reducer_;
   Schedule schedule_;
   uint64_t epoch_ = 0, position_ = 0, step_ = 0;
-  std::vector<float> x_;  // the normalised batch
+  std::vector<std::shared_ptr<void>> holds_;  // this step's micro-batches, until its work is done
   TrainResult result_;
   double wait_s_ = 0, busy_s_ = 0, loss_sum_ = 0, step_loss_ = 0;
   uint64_t samples_ = 0, loss_steps_ = 0;
@@ -150,33 +124,67 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
   if (o.accumulate < 1 || o.epochs < 1 || o.feeder.loader.output != loader::OutputFormat::kUint8Nhwc) {
     return absl::InvalidArgumentError("accumulate and epochs must be positive; the trainer takes uint8 batches");
   }
+  const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
+  if ((o.device == "cuda") != nccl) {
+    return absl::InvalidArgumentError(o.device == "cuda"
+                                          ? "--device cuda trains with the NCCL backend (the job uses gloo)"
+                                          : "the NCCL backend needs the model on the device (--device cuda)");
+  }
+  if (o.device != "cpu" && o.device != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown device '", o.device, "' (cpu or cuda)"));
+  }
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
-  DDPIO_ASSIGN_OR_RETURN(run->engine_, SelectMatMul(o.matmul, o.blas_threads, &run->path_));
   DDPIO_ASSIGN_OR_RETURN(PipelineOptions po, TrainPipelineOptions(o));
   DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, po));
   if (!o.val.empty()) {
     DDPIO_ASSIGN_OR_RETURN(PipelineOptions vo, ValidationPipelineOptions(o));
     DDPIO_ASSIGN_OR_RETURN(run->val_, Pipeline::Open(job, vo));
   }
-  // The class count from rank 0 (a leader: it has the dataset).
-  run->classes_ = run->rank_ == 0 ? run->train_->dataset()->header().classes.size() : 0;
-  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(&run->classes_, sizeof(run->classes_), 0, o.timeout));
-  const int side = o.feeder.loader.augment.size;
-  std::vector<int> sizes = {side * side * 3};
-  sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
-  sizes.push_back(static_cast<int>(run->classes_));
-  run->model_ = std::make_unique<Mlp>(sizes, o.init_seed, run->engine_.get());
-  std::vector<float>& params = run->model_->params();
+  DDPIO_RETURN_IF_ERROR(run->OpenModel(job));
+  TrainModel* model = run->model_.get();
   // Identical initial parameters everywhere: rank 0's.
-  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(params.data(), params.size() * sizeof(float), 0, o.timeout));
-  run->sgd_ = std::make_unique<Sgd>(params.size(), o.momentum, o.weight_decay);
-  run->reducer_ = std::make_unique<GradReducer>(&run->world_, &run->model_->grads(), run->model_->layers(),
-                                                o.bucket_bytes, o.timeout);
+  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(model->params(), model->num_params() * sizeof(float), 0, o.timeout));
+  std::function<void*(int)> events;
+  if (nccl) events = [model](int layer) { return model->layer_event(layer); };
+  run->reducer_ = std::make_unique<GradReducer>(&run->world_, model->grads(), model->layers(), o.bucket_bytes,
+                                                o.timeout, std::move(events));
   DDPIO_ASSIGN_OR_RETURN(uint64_t batches_per_epoch, run->train_->BatchesInEpoch(0));
   run->schedule_ = Schedule{o.lr, o.warmup_steps, 0, o.decay, o.step_size, 0.1};
   run->schedule_.total_steps =
       static_cast<uint64_t>(o.epochs) * ((batches_per_epoch + o.accumulate - 1) / o.accumulate);
   return run;
+}
+
+absl::Status TrainingRun::OpenModel(comm::Job& job) {
+  // The class count from rank 0 (a leader: it has the dataset), through host memory.
+  classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, world_.Allocate(sizeof(classes_)));
+  DDPIO_RETURN_IF_ERROR(world_.StageIn(buffer.get(), &classes_, sizeof(classes_)));
+  DDPIO_RETURN_IF_ERROR(world_.Broadcast(buffer.get(), sizeof(classes_), 0, o_.timeout));
+  DDPIO_RETURN_IF_ERROR(world_.CopyOut(&classes_, buffer.get(), sizeof(classes_), o_.timeout));
+  ModelOptions mo;
+  const int side = o_.feeder.loader.augment.size;
+  mo.sizes = {side * side * 3};
+  mo.sizes.insert(mo.sizes.end(), o_.hidden.begin(), o_.hidden.end());
+  mo.sizes.push_back(static_cast<int>(classes_));
+  mo.init_seed = o_.init_seed;
+  mo.momentum = o_.momentum;
+  mo.weight_decay = o_.weight_decay;
+  for (int c = 0; c < 3; ++c) {
+    mo.mean[c] = o_.feeder.loader.mean[c];
+    mo.stddev[c] = o_.feeder.loader.stddev[c];
+  }
+  if (o_.device == "cuda") {
+    Mlp initial(mo.sizes, mo.init_seed);  // the CPU model's initialisation, bit for bit
+    const int devices = comm::ProbeNcclDevices().devices;
+    DDPIO_ASSIGN_OR_RETURN(model_, MakeDeviceModel(mo, initial.params(),
+                                                   devices > 0 ? job.info().local_rank % devices : 0));
+    return absl::OkStatus();
+  }
+  std::string path;
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine, SelectMatMul(o_.matmul, o_.blas_threads, &path));
+  model_ = MakeCpuModel(mo, std::move(engine), path);
+  return absl::OkStatus();
 }
 
 absl::Status TrainingRun::Resume() {
@@ -188,10 +196,10 @@ absl::Status TrainingRun::Resume() {
     return absl::OkStatus();
   }
   DDPIO_RETURN_IF_ERROR(c.status());
-  if (c->params.size() != model_->params().size()) {
+  if (c->params.size() != model_->num_params()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint in ", o_.checkpoint_dir, " holds ",
                                                       c->params.size(), " parameters, this model has ",
-                                                      model_->params().size()));
+                                                      model_->num_params()));
   }
   if (c->sampler_seed != o_.feeder.sampler.seed || c->augment_seed != o_.feeder.loader.seed ||
       c->dataset_size != train_->dataset_size()) {
@@ -203,9 +211,7 @@ absl::Status TrainingRun::Resume() {
         "checkpoint directory)"));
     return WithSetting(WithSetting(WithSetting(mismatch, "seed"), "data"), "checkpoint_dir");
   }
-  model_->params() = c->params;
-  sgd_->buffers() = c->momentum;
-  sgd_->started() = c->momentum_started;
+  DDPIO_RETURN_IF_ERROR(model_->SetState(c->params, c->momentum, c->momentum_started));
   epoch_ = c->epoch;
   position_ = c->position;
   step_ = c->step;
@@ -219,8 +225,9 @@ absl::Status TrainingRun::Resume() {
 absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
   if (o_.checkpoint_dir.empty()) return absl::OkStatus();
   if (rank_ == 0) {
-    Checkpoint c{epoch,          position,          step_,           o_.feeder.sampler.seed, o_.feeder.loader.seed,
-                 train_->dataset_size(), sgd_->started(), model_->params(), sgd_->buffers()};
+    Checkpoint c{epoch, position, step_, o_.feeder.sampler.seed, o_.feeder.loader.seed, train_->dataset_size(),
+                 false, {}, {}};
+    DDPIO_RETURN_IF_ERROR(model_->GetState(&c.params, &c.momentum, &c.momentum_started));
     DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o_.checkpoint_dir, c));
   }
   return world_.Barrier(o_.timeout);  // nobody runs ahead of a checkpoint that failed
@@ -237,27 +244,26 @@ absl::Status TrainingRun::CheckLabels(const loader::Batch& b) const {
 }
 
 absl::Status TrainingRun::MicroBatch(const loader::Batch& b, double scale, bool last_micro) {
-  const size_t pixels = static_cast<size_t>(model_->inputs()) / 3;
-  x_.resize(b.size * model_->inputs());
-  for (uint64_t k = 0; k < b.size; ++k) norm_.Apply(b.data + k * pixels * 3, pixels, x_.data() + k * model_->inputs());
   if (!last_micro) {  // no_sync: gradients accumulate locally
-    step_loss_ += model_->ForwardBackward(x_.data(), b.labels, static_cast<int>(b.size), scale);
+    model_->ForwardBackward(b, scale, {});
     return absl::OkStatus();
   }
   reducer_->Begin();
-  step_loss_ += model_->ForwardBackward(x_.data(), b.labels, static_cast<int>(b.size), scale,
-                                        [&](int layer) { reducer_->LayerReady(layer); });
+  model_->ForwardBackward(b, scale, [&](int layer) { reducer_->LayerReady(layer); });
   DDPIO_RETURN_IF_ERROR(reducer_->Finish());
-  DDPIO_RETURN_IF_ERROR(engine_->status());
+  DDPIO_ASSIGN_OR_RETURN(step_loss_, model_->TakeLoss());
+  holds_.clear();  // the step's batches have been read
+  DDPIO_RETURN_IF_ERROR(model_->status());
   // The averaged gradients are the same on every rank, so every rank stops at this step.
-  if (!AllFinite(model_->grads())) {
+  DDPIO_ASSIGN_OR_RETURN(bool finite, model_->GradientsFinite());
+  if (!finite) {
     return WithSetting(absl::InvalidArgumentError(absl::StrFormat(
                            "training diverged at epoch %d, step %d: the averaged gradients are not finite "
                            "(loss %g); lower the learning rate or check the data",
                            epoch_, step_, step_loss_)),
                        "learning_rate");
   }
-  sgd_->Step(model_->params(), model_->grads(), schedule_.At(step_));
+  model_->Step(schedule_.At(step_));
   model_->ZeroGrad();
   if (o_.compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.compute_ms));
   ++step_;
@@ -286,11 +292,13 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
   int micro = 0;
   for (uint64_t n = 0;; ++n) {
     const auto t0 = Clock::now();
-    absl::StatusOr<loader::Batch> b = train_->Next();
+    absl::StatusOr<loader::HeldBatch> held = train_->NextHeld();
     const auto t1 = Clock::now();
-    if (absl::IsOutOfRange(b.status())) return absl::OkStatus();
-    DDPIO_RETURN_IF_ERROR(b.status());
+    if (absl::IsOutOfRange(held.status())) return absl::OkStatus();
+    DDPIO_RETURN_IF_ERROR(held.status());
     wait_s_ += Seconds(t1 - t0);
+    holds_.push_back(std::move(held->hold));
+    const loader::Batch* b = &held->batch;
     DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
     const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
     // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
@@ -317,8 +325,8 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
 
 absl::Status TrainingRun::Validate() {
   if (val_ == nullptr) return absl::OkStatus();
-  DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val_, *model_, norm_, world_, o_.timeout));
-  DDPIO_RETURN_IF_ERROR(engine_->status());
+  DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val_, *model_, world_, o_.timeout));
+  DDPIO_RETURN_IF_ERROR(model_->status());
   result_.val_accuracy = acc.first;
   result_.val_samples = acc.second;
   if (rank_ == 0 && progress_) {
@@ -339,13 +347,16 @@ absl::Status TrainingRun::Run() {
   return absl::OkStatus();
 }
 
-TrainResult TrainingRun::Result() {
+absl::StatusOr<TrainResult> TrainingRun::Result() {
   result_.train_loss = loss_steps_ > 0 ? loss_sum_ / loss_steps_ : 0;
   result_.samples_per_s = samples_ / std::max(1e-9, wait_s_ + busy_s_);
   result_.stall_fraction = wait_s_ / std::max(1e-9, wait_s_ + busy_s_);
-  result_.param_checksum = ParamChecksum(model_->params());
-  result_.path = path_;
-  result_.params = model_->params();
+  std::vector<float> momentum;
+  bool started = false;
+  DDPIO_RETURN_IF_ERROR(
+      Annotate(model_->GetState(&result_.params, &momentum, &started), "reading the parameters back"));
+  result_.param_checksum = ParamChecksum(result_.params);
+  result_.path = model_->Describe();
   return result_;
 }
 

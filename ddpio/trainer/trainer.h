@@ -46,6 +46,10 @@ struct TrainOptions {
   int progress_every = 20;       // rank 0 prints a progress line every N steps (0: never)
   int blas_threads = 1;
   std::string matmul = "auto";   // cpu (OpenBLAS), cuda (cuBLAS; error without a device), auto
+  // cpu: the model in host memory, the world on Gloo. cuda: the model resident on this rank's
+  // CUDA device (DeviceMlp), the world on NCCL (the job must use the NCCL backend); --matmul is
+  // then not used.
+  std::string device = "cpu";
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
 };
 
@@ -57,7 +61,7 @@ struct TrainResult {
   double samples_per_s = 0;     // this rank's training samples / training time
   double stall_fraction = 0;    // time waiting for the next batch / step time
   uint64_t param_checksum = 0;
-  std::string path;             // which matmul engine ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
+  std::string path;             // where the model ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
   broadcast::FeederCounters feeder;
   std::vector<float> params;
 };

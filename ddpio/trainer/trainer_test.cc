@@ -12,19 +12,16 @@
 #include "ddpio/comm/communicator_conformance.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
+#include "tests/support/train_runs.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddpio::trainer {
 namespace {
 
-struct RankOut {
-  uint64_t checksum = 0;
-  double val_accuracy = -1;
-  uint64_t val_samples = 0;
-  uint64_t steps = 0;
-  std::vector<float> params;
-};
+using ddpio::testing::RankOut;
+using ddpio::testing::RelativeDifference;
+using ddpio::testing::TrainJob;
 
 TrainOptions Base(const std::string& data, uint64_t global_batch, int world) {
   TrainOptions o;
@@ -42,56 +39,6 @@ TrainOptions Base(const std::string& data, uint64_t global_batch, int world) {
   o.progress_every = 0;
   o.timeout = std::chrono::seconds(30);
   return o;
-}
-
-// Runs `world` ranks training with `o`; returns each rank's outcome (empty params on failure).
-std::vector<RankOut> TrainJob(int world, const TrainOptions& o, const std::string& out, const std::string& name) {
-  comm::RendezvousOptions ro;
-  ro.token = "train";
-  ro.job_id = name;
-  ro.backend = comm::BackendKind::kGloo;
-  const auto codes = comm::testing::RunJob(world, ro, [&](comm::Job& job) {
-    auto r = Train(job, o);
-    if (!r.ok()) {
-      std::fprintf(stderr, "rank %d: %s\n", job.info().rank, r.status().ToString().c_str());
-      return 1;
-    }
-    std::ofstream f(absl::StrCat(out, "/", name, ".", job.info().rank), std::ios::binary);
-    const uint64_t n = r->params.size();
-    f.write(reinterpret_cast<const char*>(&r->param_checksum), 8);
-    f.write(reinterpret_cast<const char*>(&r->val_accuracy), 8);
-    f.write(reinterpret_cast<const char*>(&r->val_samples), 8);
-    f.write(reinterpret_cast<const char*>(&r->steps), 8);
-    f.write(reinterpret_cast<const char*>(&n), 8);
-    f.write(reinterpret_cast<const char*>(r->params.data()), n * sizeof(float));
-    return f.good() ? 0 : 2;
-  });
-  std::vector<RankOut> outs(world);
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(codes[r], 0) << name << " rank " << r;
-    std::ifstream f(absl::StrCat(out, "/", name, ".", r), std::ios::binary);
-    uint64_t n = 0;
-    f.read(reinterpret_cast<char*>(&outs[r].checksum), 8);
-    f.read(reinterpret_cast<char*>(&outs[r].val_accuracy), 8);
-    f.read(reinterpret_cast<char*>(&outs[r].val_samples), 8);
-    f.read(reinterpret_cast<char*>(&outs[r].steps), 8);
-    f.read(reinterpret_cast<char*>(&n), 8);
-    outs[r].params.resize(f ? n : 0);
-    f.read(reinterpret_cast<char*>(outs[r].params.data()), outs[r].params.size() * sizeof(float));
-  }
-  return outs;
-}
-
-// max |a - b| / max |b|.
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  if (a.size() != b.size() || b.empty()) return 1e9;
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
 }
 
 void ExpectSameOnEveryRank(const std::vector<RankOut>& outs, const std::string& what) {

@@ -152,13 +152,16 @@ absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds t
                                                       broken_.message(), ")"));
   }
   if (comm_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
-  absl::Status s = enqueue();
+  // The current device is per thread, and the feeder's and the reducer's threads call too.
+  absl::Status s = CheckCuda("cudaSetDevice", api_.SetDevice(device_));
+  if (s.ok()) s = enqueue();
   if (!s.ok()) return Fail(s);
   return Wait(what, timeout, /*wait_stream=*/true);
 }
 
 absl::StatusOr<std::shared_ptr<uint8_t>> NcclCommunicator::Allocate(size_t bytes) {
   void* p = nullptr;
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
   DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMalloc", api_.Malloc(&p, bytes > 0 ? bytes : 1)));
   NcclApi* api = &api_;
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [api](uint8_t* q) { (void)api->Free(q); });
@@ -258,6 +261,7 @@ absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes)
                                                       broken_.message(), ")"));
   }
   if (bytes == 0) return absl::OkStatus();
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
   if (copy_stream_ == nullptr) {
     DDPIO_RETURN_IF_ERROR(CheckCuda("cudaStreamCreateWithFlags",
                                     api_.StreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking)));
@@ -283,6 +287,7 @@ absl::Status NcclCommunicator::Synchronize(std::chrono::milliseconds timeout) {
 
 absl::Status NcclCommunicator::WaitFor(void* event) {
   if (event == nullptr) return absl::OkStatus();
+  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
   return CheckCuda("cudaStreamWaitEvent", api_.StreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0));
 }
 
