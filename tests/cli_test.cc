@@ -68,6 +68,16 @@ TEST_F(Cli, InfoSaysWhichPathItTook) {
   if (j["path"] == "cpu") {
     EXPECT_FALSE(j["why"].get<std::string>().empty());
   }
+  // Whether `train --device cuda` can work here: only where the CUDA toolkit was compiled in.
+  ASSERT_TRUE(j["device_model_compiled"].is_boolean());
+  if (!j["cuda_compiled"].get<bool>()) {
+    EXPECT_FALSE(j["device_model_compiled"].get<bool>());
+  }
+  RunResult text = RunDdpio({"info"});
+  EXPECT_NE(text.out.find(j["device_model_compiled"].get<bool>() ? "train --device cuda: compiled"
+                                                                 : "train --device cuda: not compiled"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST_F(Cli, ConvertInspectGetRoundTrip) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/accelerator.h"
+#include "ddpio/trainer/train_model.h"
 #include "tools/cli_util.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
@@ -19,11 +20,16 @@ void AddInfoCommand(CLI::App& root, std::vector<Command>* commands) {
                      {"cuda_compiled", info.cuda_compiled},
                      {"nccl_compiled", info.nccl_compiled},
                      {"nccl_version", info.nccl_version},
+                     {"device_model_compiled", trainer::DeviceModelCompiled()},
                      {"cuda_devices", info.cuda_devices},
                      {"path", info.cuda_devices > 0 ? "gpu" : "cpu"},
                      {"why", info.why}});
     } else {
-      std::cout << "ddpio " << kVersion << "\n" << DescribeAccelerator(info) << std::endl;
+      std::cout << "ddpio " << kVersion << "\n"
+                << DescribeAccelerator(info) << "\n"
+                << (trainer::DeviceModelCompiled() ? "train --device cuda: compiled (nvcc kernels, cuBLAS)"
+                                                   : "train --device cuda: not compiled (no nvcc or cuBLAS)")
+                << std::endl;
     }
     return kExitOk;
   }});

@@ -69,4 +69,6 @@ absl::StatusOr<std::unique_ptr<TrainModel>> MakeDeviceModel(const ModelOptions& 
   return std::unique_ptr<TrainModel>(new DeviceModel(*std::move(mlp), options, device));
 }
 
+bool DeviceModelCompiled() { return true; }
+
 }  // namespace ddpio::trainer

@@ -9,4 +9,6 @@ absl::StatusOr<std::unique_ptr<TrainModel>> MakeDeviceModel(const ModelOptions&,
       "train with --device cpu");
 }
 
+bool DeviceModelCompiled() { return false; }
+
 }  // namespace ddpio::trainer

@@ -57,6 +57,8 @@ class TrainModel {
 // The CPU model; products on `engine` (SelectMatMul's), which it keeps.
 std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options, std::unique_ptr<MatMul> engine,
                                          std::string engine_path);
+// Whether this ddpio can put the model on a device (built with nvcc and cuBLAS).
+bool DeviceModelCompiled();
 // The model on this process's CUDA device `device`, initialised with `initial` (an Mlp's
 // parameters for the same options). FailedPrecondition when ddpio was built without the CUDA
 // toolkit's compiler and cuBLAS (device_model_none.cc).

@@ -5,6 +5,8 @@
 // CPU trainer's parameters, also across a stop and resume mid-epoch.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -218,6 +220,29 @@ TEST_F(DeviceTrainer, ResumeMidEpochContinuesExactly) {
     EXPECT_EQ(resumed[r].params, straight[r].params) << "rank " << r;
     EXPECT_EQ(stopped[r].steps + resumed[r].steps, straight[r].steps);
   }
+}
+
+// Rank 0 (a group leader, and a member of every all-reduce) dies after its second step: every
+// other rank's training fails with Unavailable well within the timeout, never hangs.
+TEST_F(DeviceTrainer, AKilledRankIsUnavailableOnTheOthersWithinTheTimeout) {
+  TrainOptions o = Options("cuda");
+  o.epochs = 1000;
+  o.progress_every = 1;  // rank 0's progress callback is where it dies
+  comm::RendezvousOptions ro;
+  ro.token = "train";
+  ro.job_id = "killed";
+  ro.backend = comm::BackendKind::kNccl;
+  const auto codes = comm::testing::RunJob(4, ro, [&](comm::Job& job) -> int {
+    const auto t0 = std::chrono::steady_clock::now();
+    int steps = 0;
+    auto r = Train(job, o, [&](const std::string&) {
+      if (++steps == 2) std::_Exit(42);
+    });
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::fprintf(stderr, "rank %d: %s\n", job.info().rank, r.status().ToString().c_str());
+    std::_Exit(absl::IsUnavailable(r.status()) && took < std::chrono::seconds(15) ? 0 : 12);
+  });
+  EXPECT_EQ(codes, (std::vector<int>{42, 0, 0, 0}));
 }
 
 // --device cuda needs an NCCL job, and an NCCL job needs the model on the device: refused
