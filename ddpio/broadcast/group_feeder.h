@@ -88,7 +88,9 @@ struct FeederOptions {
   int depth = 2;  // messages a leader may be ahead of each peer (and of its own loader)
   // With loader.copy_to_device: this rank's loader stages every batch on the GPU (Batch::
   // device_data) on its own stream. Encoded payload only (decoded batches arrive ready in host
-  // buffers: InvalidArgument). Must outlive the feeder and every batch held from it.
+  // buffers: InvalidArgument). On a device-memory group (NCCL): the leader's loaders decode into
+  // its page-locked memory, from which batches are staged. Must outlive the feeder and every
+  // batch held from it.
   loader::CudaRuntime* cuda = nullptr;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // each send / receive
   FeedLimits limits;

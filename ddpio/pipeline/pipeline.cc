@@ -57,11 +57,19 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
                                     : "nccl in device memory (decoded batches go device to device)");
   }
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_, host_memory));
+  broadcast::FeederOptions feeder = options.feeder;
   if (Reads(p->layout_, info.rank, options)) {
     DDPIO_ASSIGN_OR_RETURN(p->reader_, storage::DatasetReader::Open(options.data, {}));
+    if (nccl && !host_memory) {
+      std::string why;
+      const int devices = comm::ProbeNcclDevices().devices;
+      p->cuda_ = loader::MakeCudaRuntime(&why, devices > 0 ? info.local_rank % devices : 0);
+      if (p->cuda_ == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
+      feeder.cuda = p->cuda_.get();
+    }
   }
   DDPIO_ASSIGN_OR_RETURN(p->feeder_, broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank,
-                                                                    std::move(group), options.feeder));
+                                                                    std::move(group), feeder));
   return p;
 }
 

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/loader/cuda_runtime.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/loader/loader.h"
@@ -117,6 +118,9 @@ class Pipeline {
   comm::Job* job_ = nullptr;
   comm::GroupLayout layout_;
   std::unique_ptr<storage::DatasetReader> reader_;
+  // Over NCCL, the leader's loaders decode into page-locked memory of this runtime, so that
+  // staging a batch on the device is a DMA that overlaps the transfer of the previous one.
+  std::unique_ptr<loader::CudaRuntime> cuda_;
   std::unique_ptr<broadcast::GroupFeeder> feeder_;
 };
 

@@ -344,6 +344,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 
+// Page-locked host memory is host memory.
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int /*flags*/) { return cudaMalloc(ptr, bytes); }
+
+cudaError_t cudaFreeHost(void* ptr) { return cudaFree(ptr); }
+
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
   StateOf(stream).Push([=] { std::memset(dst, value, bytes); });
   return cudaSuccess;
@@ -400,6 +405,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   });
   return cudaSuccess;
 }
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  std::shared_ptr<EventState> e = event->state;
+  std::unique_lock<std::mutex> lock(e->mu);
+  const uint64_t n = e->recorded;
+  e->cv.wait(lock, [&] { return e->completed >= n; });
+  return cudaSuccess;
+}
+
+const char* cudaGetErrorName(cudaError_t error) { return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn"; }
 
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
