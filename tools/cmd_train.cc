@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tools/cli_util.h"
+#include "ddpio/comm/backend.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
 #include "tools/train.h"
@@ -66,12 +67,16 @@ void AddModelFlags(CLI::App* app, TrainFlags* f) {
                   "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or auto: cuda when a "
                   "device is usable")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app->add_option("--device", t.device,
-                  "cpu: the model in host memory, gradients all-reduced over Gloo; cuda: the model resident on each "
-                  "rank's GPU (LOCAL_RANK modulo the devices), gradients all-reduced over NCCL on the device, and "
-                  "with --payload decoded the batches arrive device to device. Without a usable GPU every rank "
-                  "fails at once")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--device", f->options.device,
+                  "cpu (default): the model in host memory, gradients all-reduced over Gloo; cuda: the model "
+                  "resident on each rank's GPU (LOCAL_RANK modulo the devices), gradients all-reduced over NCCL on "
+                  "the device, and with --payload decoded the batches arrive device to device. Without a usable "
+                  "GPU every rank fails at once")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--backend", f->options.backend,
+                  "Instead of --device: gloo (= --device cpu), nccl (= --device cuda) or auto: cuda when a GPU is "
+                  "usable and this build has the device model, else cpu")
+      ->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
   app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")

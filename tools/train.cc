@@ -6,6 +6,7 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/trainer/train_model.h"
 #include "tools/bench_feed.h"
 
 namespace ddpio::tools {
@@ -25,7 +26,25 @@ absl::Status CheckValidationClasses(const std::string& train_path, const std::st
 
 }  // namespace
 
-absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& o) {
+absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device, const std::string& backend,
+                                               const comm::DeviceProbe& probe, bool device_model_compiled) {
+  if (backend.empty()) return device.empty() ? std::string("cpu") : device;
+  DDPIO_ASSIGN_OR_RETURN(comm::BackendKind asked, comm::ParseBackend(backend));
+  if (asked == comm::BackendKind::kAuto && !device_model_compiled) asked = comm::BackendKind::kGloo;
+  DDPIO_ASSIGN_OR_RETURN(comm::BackendChoice choice, comm::ChooseBackend(asked, probe));
+  const std::string chosen = choice.kind == comm::BackendKind::kNccl ? "cuda" : "cpu";
+  if (!device.empty() && device != chosen) {
+    return absl::InvalidArgumentError(absl::StrCat("--backend ", backend, " trains with the model on the ", chosen,
+                                                   ", which contradicts --device ", device,
+                                                   " (gloo goes with cpu, nccl with cuda)"));
+  }
+  return chosen;
+}
+
+absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
+  TrainCliOptions o = cli;
+  DDPIO_ASSIGN_OR_RETURN(o.train.device, ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
+                                                            trainer::DeviceModelCompiled()));
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
   // instead of leaving the others waiting in the rendezvous.

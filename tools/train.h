@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "ddpio/comm/backend.h"
 #include "ddpio/trainer/trainer.h"
 
 namespace ddpio::tools {
@@ -19,7 +20,18 @@ struct TrainCliOptions {
   trainer::TrainOptions train;
   std::string store;  // "" (TCP on rank 0) or "file:DIR"
   std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
+  // --device (cpu, cuda) and --backend (gloo, nccl, auto) as given, "" when not: they decide
+  // train.device together (ResolveTrainDevice).
+  std::string device;
+  std::string backend;
 };
+
+// Where the model lives: --device when given; else --backend's choice (nccl -> cuda, gloo ->
+// cpu, auto -> cuda when a device is usable and the device model compiled in, else cpu); cpu by
+// default. FailedPrecondition for nccl without a usable device (ChooseBackend's message),
+// InvalidArgument when the two flags contradict each other.
+absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device, const std::string& backend,
+                                               const comm::DeviceProbe& probe, bool device_model_compiled);
 
 // This rank's result.
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& options);
