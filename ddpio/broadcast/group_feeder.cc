@@ -96,9 +96,10 @@ int GroupFeeder::stream_rank(int member_rank) const {
 
 absl::Status GroupFeeder::Setup() {
   // Agree on the dataset size and the settings: each rank contributes (size, digest).
+  // (In the group communicator's memory: the device's over NCCL.)
   uint64_t mine[2] = {reader_ != nullptr ? reader_->size() : 0, ConfigDigest(options_, *layout_)};
   std::vector<uint64_t> all(2 * layout_->group_size());
-  DDPIO_RETURN_IF_ERROR(Annotate(group_->AllGather(mine, all.data(), sizeof(mine), options_.timeout),
+  DDPIO_RETURN_IF_ERROR(Annotate(AllGatherHost(*group_, mine, all.data(), sizeof(mine), options_.timeout),
                                  "agreeing on the group feeder's settings"));
   for (int m = 1; m < layout_->group_size(); ++m) {
     if (all[2 * m + 1] != all[1]) {

@@ -40,8 +40,8 @@ absl::Status GroupFeeder::SetupLeader() {
   if (options_.payload == FeedPayload::kDecoded) {
     loader::LoaderOptions lo = options_.loader;
     lo.copy_to_device = false;  // these batches are sent, not trained on here
-    // Over NCCL they are staged on the device: decoded into page-locked memory, when given a
-    // CUDA runtime, the copy is a DMA that overlaps the transfer of the batch before.
+    // Over NCCL they are staged on the device: decoded into page-locked memory (when given a
+    // CUDA runtime), each copy is an asynchronous DMA rather than a driver-staged copy.
     loader::CudaRuntime* pinned = device_ ? options_.cuda : nullptr;
     for (auto& m : members_) {
       DDPIO_ASSIGN_OR_RETURN(m->loader, loader::Loader::Create(reader_, sampler_options_, m->stream, lo, pinned));

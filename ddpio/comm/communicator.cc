@@ -67,4 +67,32 @@ absl::Status Communicator::CopyOut(void* dst, const void* src, size_t bytes, std
   return absl::OkStatus();
 }
 
+absl::Status AllGatherHost(Communicator& comm, const void* in, void* out, size_t bytes,
+                           std::chrono::milliseconds timeout) {
+  if (!comm.device_memory()) return comm.AllGather(in, out, bytes, timeout);
+  const size_t all = bytes * static_cast<size_t>(comm.size());
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, comm.Allocate(bytes + all));
+  DDPIO_RETURN_IF_ERROR(comm.StageIn(buffer.get(), in, bytes));
+  DDPIO_RETURN_IF_ERROR(comm.AllGather(buffer.get(), buffer.get() + bytes, bytes, timeout));
+  return comm.CopyOut(out, buffer.get() + bytes, all, timeout);
+}
+
+absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+  if (!comm.device_memory()) return comm.Broadcast(data, bytes, root, timeout);
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, comm.Allocate(bytes));
+  DDPIO_RETURN_IF_ERROR(comm.StageIn(buffer.get(), data, bytes));
+  DDPIO_RETURN_IF_ERROR(comm.Broadcast(buffer.get(), bytes, root, timeout));
+  return comm.CopyOut(data, buffer.get(), bytes, timeout);
+}
+
+absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, ReduceOp op,
+                           std::chrono::milliseconds timeout) {
+  if (!comm.device_memory()) return comm.AllReduce(data, count, op, timeout);
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, comm.Allocate(count * sizeof(float)));
+  float* device = reinterpret_cast<float*>(buffer.get());
+  DDPIO_RETURN_IF_ERROR(comm.StageIn(device, data, count * sizeof(float)));
+  DDPIO_RETURN_IF_ERROR(comm.AllReduce(device, count, op, timeout));
+  return comm.CopyOut(data, device, count * sizeof(float), timeout);
+}
+
 }  // namespace ddpio::comm

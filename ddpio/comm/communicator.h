@@ -105,6 +105,15 @@ class Communicator {
   virtual void Abort() = 0;
 };
 
+// Collectives on small host buffers whatever memory the communicator wants: through a buffer
+// of its own (Allocate, StageIn, the collective, CopyOut) — for agreeing on settings, counts and
+// sums over an NCCL communicator, whose collectives accept device memory only.
+absl::Status AllGatherHost(Communicator& comm, const void* in, void* out, size_t bytes,
+                           std::chrono::milliseconds timeout);
+absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
+absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, ReduceOp op,
+                           std::chrono::milliseconds timeout);
+
 }  // namespace ddpio::comm
 
 #endif  // DDPIO_COMM_COMMUNICATOR_H_

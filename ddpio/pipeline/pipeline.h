@@ -119,7 +119,8 @@ class Pipeline {
   comm::GroupLayout layout_;
   std::unique_ptr<storage::DatasetReader> reader_;
   // Over NCCL, the leader's loaders decode into page-locked memory of this runtime, so that
-  // staging a batch on the device is a DMA that overlaps the transfer of the previous one.
+  // staging a batch on the device is an asynchronous DMA, not a copy the driver stages through a
+  // bounce buffer while the host waits.
   std::unique_ptr<loader::CudaRuntime> cuda_;
   std::unique_ptr<broadcast::GroupFeeder> feeder_;
 };

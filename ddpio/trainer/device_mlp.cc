@@ -142,6 +142,20 @@ void DeviceMlp::Forward(const uint8_t* pixels, bool pixels_on_device, int batch)
 
 void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch,
                                 double scale, const std::function<void(int layer)>& on_layer_ready) {
+  // Every layer is reported, also after an error: the caller's all-reduces must stay matched
+  // with the other ranks' (and it checks status() once they are done).
+  int next = static_cast<int>(layers_.size()) - 1;
+  auto report_through = [&](int layer) {
+    for (; next >= layer; --next) {
+      if (on_layer_ready) on_layer_ready(next);
+    }
+  };
+  Backward(pixels, pixels_on_device, labels, batch, scale, report_through);
+  report_through(0);
+}
+
+void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch,
+                         double scale, const std::function<void(int layer)>& ready) {
   if (!Reserve(batch)) return;
   if (!Cuda(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
             "cudaMemcpyAsync")) {
@@ -172,7 +186,7 @@ void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, co
       std::swap(delta_, delta_prev_);
     }
     if (!Cuda(cudaEventRecord(events_[l], stream_), "cudaEventRecord")) return;
-    if (on_layer_ready) on_layer_ready(l);
+    ready(l);
   }
 }
 

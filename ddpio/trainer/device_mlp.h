@@ -10,7 +10,9 @@
 //
 // Backward records an event on the model's stream after each layer's gradients and then calls
 // on_layer_ready(l): a gradient all-reduce on another stream waits for layer_event(l) (what
-// GradReducer does with a device communicator) and so overlaps the rest of backward.
+// GradReducer does with a device communicator) and so overlaps the rest of backward. After an
+// error the remaining layers are still reported (without their work), so that every rank's
+// all-reduces stay matched; the caller then finds the error in status().
 //
 // Inputs — the uint8 H,W,C pixels (in device or host memory) and the host labels — are read by
 // work queued on the stream: they must stay valid until the next TakeLoss() or Predict() has
@@ -86,6 +88,9 @@ class DeviceMlp {
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
             float beta, float* c, int ldc);
   void Forward(const uint8_t* pixels, bool pixels_on_device, int batch);
+  // ForwardBackward's work; calls ready(l) after layer l's gradients, stops at an error.
+  void Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch, double scale,
+                const std::function<void(int layer)>& ready);
   absl::Status Wait();
 
   const std::vector<int> sizes_;

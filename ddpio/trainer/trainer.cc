@@ -44,11 +44,7 @@ absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& 
       if (predicted[k] == b->labels[k]) sums[0] += 1;
     }
   }
-  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, world.Allocate(sizeof(sums)));
-  float* reduced = reinterpret_cast<float*>(buffer.get());
-  DDPIO_RETURN_IF_ERROR(world.StageIn(reduced, sums, sizeof(sums)));
-  DDPIO_RETURN_IF_ERROR(world.AllReduce(reduced, 2, comm::ReduceOp::kSum, timeout));
-  DDPIO_RETURN_IF_ERROR(world.CopyOut(sums, reduced, sizeof(sums), timeout));
+  DDPIO_RETURN_IF_ERROR(comm::AllReduceHost(world, sums, 2, comm::ReduceOp::kSum, timeout));
   return std::make_pair(sums[1] > 0 ? static_cast<double>(sums[0]) / sums[1] : 0.0, static_cast<uint64_t>(sums[1]));
 }
 
@@ -109,11 +105,13 @@ class TrainingRun {
   const std::function<void(const std::string&)>& progress_;
   std::unique_ptr<Pipeline> train_, val_;
   uint64_t classes_ = 0;
+  // This step's micro-batches, until the model has read them; destroyed after the model (which
+  // waits for its stream), so a failed step never hands back a buffer the device still reads.
+  std::vector<std::shared_ptr<void>> holds_;
   std::unique_ptr<TrainModel> model_;
   std::unique_ptr<GradReducer> reducer_;
   Schedule schedule_;
   uint64_t epoch_ = 0, position_ = 0, step_ = 0;
-  std::vector<std::shared_ptr<void>> holds_;  // this step's micro-batches, until its work is done
   TrainResult result_;
   double wait_s_ = 0, busy_s_ = 0, loss_sum_ = 0, step_loss_ = 0;
   uint64_t samples_ = 0, loss_steps_ = 0;
@@ -158,10 +156,7 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
 absl::Status TrainingRun::OpenModel(comm::Job& job) {
   // The class count from rank 0 (a leader: it has the dataset), through host memory.
   classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
-  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, world_.Allocate(sizeof(classes_)));
-  DDPIO_RETURN_IF_ERROR(world_.StageIn(buffer.get(), &classes_, sizeof(classes_)));
-  DDPIO_RETURN_IF_ERROR(world_.Broadcast(buffer.get(), sizeof(classes_), 0, o_.timeout));
-  DDPIO_RETURN_IF_ERROR(world_.CopyOut(&classes_, buffer.get(), sizeof(classes_), o_.timeout));
+  DDPIO_RETURN_IF_ERROR(comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.timeout));
   ModelOptions mo;
   const int side = o_.feeder.loader.augment.size;
   mo.sizes = {side * side * 3};

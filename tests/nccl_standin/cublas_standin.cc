@@ -59,6 +59,14 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
                               const float* beta, float* C, int ldc) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  using ddpio::standin::IsDeviceMemory;
+  // Column-major: op(A) is m x k, A itself (transa ? k x m : m x k) with leading dimension lda.
+  const size_t a_cols = transa == CUBLAS_OP_N ? k : m, b_cols = transb == CUBLAS_OP_N ? n : k;
+  if ((m > 0 && k > 0 && !IsDeviceMemory(A, (static_cast<size_t>(a_cols) - 1) * lda * 4 + 4)) ||
+      (k > 0 && n > 0 && !IsDeviceMemory(B, (static_cast<size_t>(b_cols) - 1) * ldb * 4 + 4)) ||
+      (m > 0 && n > 0 && !IsDeviceMemory(C, (static_cast<size_t>(n) - 1) * ldc * 4 + 4))) {
+    return CUBLAS_STATUS_INVALID_VALUE;  // host memory, or operands running past their allocation
+  }
   const float a = *alpha, b = *beta;
   ddpio::standin::Enqueue(handle->stream, [=] {
     cblas_sgemm(CblasColMajor, Op(transa), Op(transb), m, n, k, a, A, lda, B, ldb, b, C, ldc);

@@ -14,6 +14,7 @@
 #include "ddpio/trainer/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/train_runs.h"
@@ -24,6 +25,16 @@ namespace {
 using ddpio::testing::RankOut;
 using ddpio::testing::RelativeDifference;
 using ddpio::testing::TrainJob;
+
+// Runs `body` in a child process: the stand-in's stream threads must not exist in the parent
+// when later tests fork their ranks (ThreadSanitizer refuses threads after a multi-threaded fork).
+void ExpectInAChild(void (*body)()) {
+  const std::vector<int> codes = ddpio::testing::RunForked(1, [&](int) {
+    body();
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  });
+  EXPECT_EQ(codes, std::vector<int>{0}) << "the child's failures are above";
+}
 
 ModelOptions SmallModel() {
   ModelOptions o;
@@ -73,7 +84,7 @@ TestBatch RandomBatch(std::mt19937& rng, int batch, int inputs, int classes) {
 // Three optimizer steps, two micro-batches each (one from host memory, one from the device),
 // then a prediction: losses, layer order, parameters, momentum and predicted classes of the
 // device model equal the CPU model's bit for bit (the stand-ins run the same arithmetic).
-TEST(DeviceModel, ComputesWhatTheCpuModelComputesBitForBit) {
+void ComputesWhatTheCpuModelComputesBitForBit() {
   const ModelOptions o = SmallModel();
   std::string why;
   auto engine = SelectMatMul("cpu", 1, &why);
@@ -126,9 +137,12 @@ TEST(DeviceModel, ComputesWhatTheCpuModelComputesBitForBit) {
   }
   ASSERT_OK((*device)->status());
 }
+TEST(DeviceModel, ComputesWhatTheCpuModelComputesBitForBit) {
+  ExpectInAChild(ComputesWhatTheCpuModelComputesBitForBit);
+}
 
 // A NaN in the parameters makes the device's gradients non-finite, and the device says so.
-TEST(DeviceModel, NonFiniteGradientsAreSeen) {
+void NonFiniteGradientsAreSeen() {
   const ModelOptions o = SmallModel();
   Mlp mlp(o.sizes, o.init_seed);
   std::vector<float> params = mlp.params();
@@ -143,6 +157,32 @@ TEST(DeviceModel, NonFiniteGradientsAreSeen) {
   ASSERT_OK(finite.status());
   EXPECT_FALSE(*finite);
   cudaFree(a.device);
+}
+TEST(DeviceModel, NonFiniteGradientsAreSeen) { ExpectInAChild(NonFiniteGradientsAreSeen); }
+
+// The device runs out of memory for a batch's activations: every layer is still reported (a
+// rank whose all-reduces stopped matching the others' would hang them), nothing more is
+// queued, and the error comes out of TakeLoss naming the allocation.
+void AnAllocationFailureReportsEveryLayerAndTheError() {
+  const ModelOptions o = SmallModel();
+  Mlp mlp(o.sizes, o.init_seed);
+  auto device = MakeDeviceModel(o, mlp.params(), 0);
+  ASSERT_OK(device.status());
+  std::mt19937 rng(2);
+  const TestBatch a = RandomBatch(rng, 64, o.sizes[0], o.sizes.back());
+  ::setenv("DDPIO_NCCL_STANDIN_DEVICE_BYTES", "1", 1);  // nothing more fits
+  std::vector<int> reported;
+  (*device)->ForwardBackward(a.Get(true), 1.0 / 64, [&](int layer) { reported.push_back(layer); });
+  ::unsetenv("DDPIO_NCCL_STANDIN_DEVICE_BYTES");
+  EXPECT_EQ(reported, (std::vector<int>{2, 1, 0}));
+  auto loss = (*device)->TakeLoss();
+  EXPECT_EQ(loss.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(loss.status().message().find("cudaMalloc"), std::string::npos) << loss.status();
+  EXPECT_FALSE((*device)->status().ok());
+  cudaFree(a.device);
+}
+TEST(DeviceModel, AnAllocationFailureReportsEveryLayerAndTheError) {
+  ExpectInAChild(AnAllocationFailureReportsEveryLayerAndTheError);
 }
 
 class DeviceTrainer : public ::testing::Test {

@@ -21,8 +21,11 @@
 //     waiting stream's later work wait for the marker recorded last before the call, so a copy
 //     on one stream really is ordered before a send on another.
 // Environment: DDPIO_NCCL_STANDIN_DEVICES = number of devices (default 1; 0 → cudaErrorNoDevice;
-// "nodriver" → cudaErrorInsufficientDriver).
-// Supported subset: AllReduce of float32 with sum or avg; the data types' sizes below.
+// "nodriver" → cudaErrorInsufficientDriver); DDPIO_NCCL_STANDIN_DEVICE_BYTES = device memory.
+// Supported subset: AllReduce of float32 with sum or avg (avg as NCCL's PreMulSum: each input
+// times float(1/n), then summed); the data types' sizes below. Every buffer handed to a
+// collective, a copy, cuBLAS or a kernel must be what cudaMalloc returned (or lie inside it) on
+// the device side: host memory is refused, as the real libraries would fault on it.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -172,6 +175,20 @@ std::mutex servers_mu;
 std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>* servers =
     new std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>();
 
+// "Device" memory: what cudaMalloc handed out, so that the collectives, copies, cuBLAS and the
+// kernels refuse host memory, on which the real ones would fault.
+std::mutex device_mu;
+std::map<uintptr_t, size_t>* device_ranges = new std::map<uintptr_t, size_t>();
+
+bool IsDevice(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(device_mu);
+  auto it = device_ranges->upper_bound(a);
+  if (it == device_ranges->begin()) return false;
+  --it;
+  return a >= it->first && a + bytes <= it->first + it->second;
+}
+
 int DeviceCount(cudaError_t* err) {
   const char* env = std::getenv("DDPIO_NCCL_STANDIN_DEVICES");
   std::string v = env == nullptr ? "1" : env;
@@ -249,11 +266,19 @@ void StopServer(CommState& state) {
 
 bool Usable(ncclComm_t comm) { return comm != nullptr && comm->state != nullptr; }
 
+// ncclInvalidArgument, with the reason in ncclGetLastError, for a buffer not in device memory.
+ncclResult_t HostPointer(ncclComm_t comm, const char* what) {
+  std::lock_guard<std::mutex> lock(comm->state->mu);
+  comm->state->last_error = std::string("the stand-in: ") + what + " got a pointer that is not device memory";
+  return ncclInvalidArgument;
+}
+
 ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                           cudaStream_t stream) {
   if (!Usable(comm)) return ncclInvalidArgument;
   auto c = comm->state;
   const size_t bytes = count * SizeOf(type);
+  if (bytes > 0 && !IsDevice(buff, bytes)) return HostPointer(comm, send ? "ncclSend" : "ncclRecv");
   if (SizeOf(type) == 0 || peer < 0 || peer >= c->nranks || peer == c->rank) return ncclInvalidArgument;
   const uint64_t seq = send ? c->sent[peer]++ : c->received[peer]++;
   const uint64_t slot = (uint64_t{0xEE} << 56) | seq;
@@ -281,6 +306,8 @@ ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t ty
 namespace ddpio::standin {
 
 void Enqueue(cudaStream_t stream, std::function<void()> work) { StateOf(stream).Push(std::move(work)); }
+
+bool IsDeviceMemory(const void* p, size_t bytes) { return IsDevice(p, bytes); }
 
 }  // namespace ddpio::standin
 
@@ -324,17 +351,39 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return StateOf(stream).Idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
+// DDPIO_NCCL_STANDIN_DEVICE_BYTES: the device's memory; an allocation past it fails as
+// out-of-memory (unset: no limit).
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
-  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (const char* limit = std::getenv("DDPIO_NCCL_STANDIN_DEVICE_BYTES"); limit != nullptr) {
+    size_t used = 0;
+    std::lock_guard<std::mutex> lock(device_mu);
+    for (const auto& [start, size] : *device_ranges) used += size;
+    if (used + bytes > std::strtoull(limit, nullptr, 10)) return cudaErrorMemoryAllocation;
+  }
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  *ptr = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
+  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> lock(device_mu);
+  (*device_ranges)[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(device_mu);
+    if (device_ranges->erase(reinterpret_cast<uintptr_t>(ptr)) == 0) return cudaErrorInvalidValue;
+  }
   std::free(ptr);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (bytes > 0 && (IsDevice(dst, bytes) != to_device || IsDevice(src, bytes) != from_device)) {
+    return cudaErrorInvalidValue;  // a copy whose direction does not match its pointers
+  }
   // A copy takes a while, as a DMA does: work not ordered after it (by its stream or an event)
   // reads the old bytes, so a missing cudaStreamWaitEvent shows in tests.
   StateOf(stream).Push([=] {
@@ -345,11 +394,18 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 // Page-locked host memory is host memory.
-cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int /*flags*/) { return cudaMalloc(ptr, bytes); }
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int /*flags*/) {
+  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
 
-cudaError_t cudaFreeHost(void* ptr) { return cudaFree(ptr); }
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
 
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes > 0 && !IsDevice(dst, bytes)) return cudaErrorInvalidValue;
   StateOf(stream).Push([=] { std::memset(dst, value, bytes); });
   return cudaSuccess;
 }
@@ -532,8 +588,11 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t stream) {
   if (!Usable(comm) || SizeOf(type) == 0 || root < 0 || root >= comm->state->nranks) return ncclInvalidArgument;
   const size_t bytes = count * SizeOf(type);
-  const uint32_t tag = comm->state->next_tag++;
   const bool is_root = comm->state->rank == root;
+  if (bytes > 0 && (!IsDevice(recv, bytes) || (is_root && !IsDevice(send, bytes)))) {
+    return HostPointer(comm, "ncclBroadcast");
+  }
+  const uint32_t tag = comm->state->next_tag++;
   Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     if (is_root && send != recv) std::memmove(recv, send, bytes);
     gloo::BroadcastOptions opts(ctx);
@@ -554,20 +613,24 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     comm->state->last_error = "the stand-in reduces float32 with sum or avg only";
     return ncclInvalidArgument;
   }
+  if (count > 0 && (!IsDevice(send, count * sizeof(float)) || !IsDevice(recv, count * sizeof(float)))) {
+    return HostPointer(comm, "ncclAllReduce");
+  }
   const uint32_t tag = comm->state->next_tag++;
   const int n = comm->state->nranks;
   Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     float* out = static_cast<float*>(recv);
     if (send != recv) std::memmove(out, send, count * sizeof(float));
+    if (op == ncclAvg) {  // NCCL's average is a PreMulSum: every input times float(1/n), then the sum
+      const float inv = 1.0f / static_cast<float>(n);
+      for (size_t i = 0; i < count; ++i) out[i] *= inv;
+    }
     gloo::AllreduceOptions opts(ctx);
     opts.setOutput(out, count);
     opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setTag(tag);
     opts.setTimeout(kGlooTimeout);
     gloo::allreduce(opts);
-    if (op == ncclAvg) {
-      for (size_t i = 0; i < count; ++i) out[i] /= static_cast<float>(n);
-    }
   });
   return ncclSuccess;
 }
@@ -576,8 +639,9 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t stream) {
   if (!Usable(comm) || SizeOf(type) == 0) return ncclInvalidArgument;
   const size_t bytes = count * SizeOf(type);
-  const uint32_t tag = comm->state->next_tag++;
   const int n = comm->state->nranks;
+  if (bytes > 0 && (!IsDevice(send, bytes) || !IsDevice(recv, bytes * n))) return HostPointer(comm, "ncclAllGather");
+  const uint32_t tag = comm->state->next_tag++;
   Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     gloo::AllgatherOptions opts(ctx);
     opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(send)), bytes);

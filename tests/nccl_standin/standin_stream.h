@@ -6,12 +6,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <functional>
 
 namespace ddpio::standin {
 
 // Queues `work` on `stream` (nullptr: the default stream) and returns at once.
 void Enqueue(cudaStream_t stream, std::function<void()> work);
+// Whether [p, p + bytes) lies in one cudaMalloc allocation ("device" memory).
+bool IsDeviceMemory(const void* p, size_t bytes);
 
 }  // namespace ddpio::standin
 

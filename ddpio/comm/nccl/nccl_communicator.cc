@@ -276,6 +276,9 @@ absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes)
 
 absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) {
   if (bytes == 0) return absl::OkStatus();
+  // A copy into pageable memory returns only once it is done: first wait, under the timeout,
+  // for whatever is queued before it, so that a stuck operation cannot block the call itself.
+  DDPIO_RETURN_IF_ERROR(Synchronize(timeout));
   return Run("copy to the host", timeout, [&] {
     return CheckCuda("cudaMemcpyAsync", api_.MemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   });

@@ -65,10 +65,12 @@ class NcclCommunicator : public Communicator {
   // One ncclGroupStart/End around every part's ncclSend.
   absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag, std::chrono::milliseconds timeout) override;
   // Host -> device on a copy stream of its own (made at the first call), then an event the
-  // communication stream waits for: the copy of the next batch overlaps the transfer of this one,
-  // and no host thread waits for it.
+  // communication stream waits for: the host goes on (staging the step's other batches) while the
+  // copy runs, and no host thread waits for it. (Steps do not overlap: every operation is waited
+  // for before the next step is staged.)
   absl::Status StageIn(void* dst, const void* src, size_t bytes) override;
-  // Device -> host on the communication stream, waited for like an operation.
+  // Device -> host on the communication stream, waited for like an operation (after waiting, under
+  // the timeout, for what is queued before it: a copy into pageable memory blocks in the call).
   absl::Status CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) override;
   // Waits for the communication stream, which waits for the staged copies.
   absl::Status Synchronize(std::chrono::milliseconds timeout) override;
