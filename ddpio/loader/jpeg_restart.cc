@@ -175,7 +175,11 @@ int RestartIntervalFor(int mcus_per_row, int target) {
   return 1;
 }
 
-absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval) {
+namespace {
+
+// The coefficient transcode behind AddRestartMarkers and RemoveRestartMarkers: a restart marker
+// every RestartIntervalFor(MCUs per row, target_interval) MCUs, none for target_interval 0.
+absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg, int target_interval) {
   jpeg_decompress_struct src;
   jpeg_compress_struct dst;
   ErrorState err;
@@ -204,7 +208,8 @@ absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t>
   dst.optimize_coding = TRUE;  // lossless either way; optimal tables win back the markers' bytes
   const int mcu_w = src.num_components == 1 ? 8 : 8 * src.max_h_samp_factor;
   const int mcus_per_row = static_cast<int>((src.image_width + mcu_w - 1) / mcu_w);
-  dst.restart_interval = static_cast<unsigned>(RestartIntervalFor(mcus_per_row, target_interval));
+  dst.restart_interval =
+      target_interval == 0 ? 0u : static_cast<unsigned>(RestartIntervalFor(mcus_per_row, target_interval));
   jpeg_write_coefficients(&dst, coefficients);
   jpeg_finish_compress(&dst);
   jpeg_finish_decompress(&src);
@@ -215,15 +220,28 @@ absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t>
   return result;
 }
 
-SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, double y1, int out_size) {
+}  // namespace
+
+absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval) {
+  return Transcode(jpeg, std::max(1, target_interval));
+}
+
+absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8_t> jpeg) { return Transcode(jpeg, 0); }
+
+SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, double y1, int out_size,
+                    bool exact_edges) {
   const double scale = std::max((x1 - x0) / out_size, (y1 - y0) / out_size);
   const int reach = static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;  // the filter's support, and slack
+  // Fancy (triangle) chroma upsampling gives a band's outermost luma column and row other pixels
+  // than the full image's (the band replicates its edge where the image has a neighbour); a
+  // quarter MCU (4 pixels for 4:2:0, 2 for 4:4:4) keeps those out of the filter's reach.
+  const int mx = exact_edges ? l.mcu_width / 4 : 0, my = exact_edges ? l.mcu_height / 4 : 0;
   const int seg_w = l.interval * l.mcu_width;
   SegmentBand b;
-  b.col0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - l.mcu_width) / seg_w;
-  b.col1 = std::min(l.segments_per_row, (static_cast<int>(std::ceil(x1)) + reach + l.mcu_width + seg_w - 1) / seg_w);
-  b.row0 = std::max(0, static_cast<int>(std::floor(y0)) - reach - l.mcu_height) / l.mcu_height;
-  b.row1 = std::min(l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + 2 * l.mcu_height - 1) / l.mcu_height);
+  b.col0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - mx) / seg_w;
+  b.col1 = std::min(l.segments_per_row, (static_cast<int>(std::ceil(x1)) + reach + mx + seg_w - 1) / seg_w);
+  b.row0 = std::max(0, static_cast<int>(std::floor(y0)) - reach - my) / l.mcu_height;
+  b.row1 = std::min(l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + my + l.mcu_height - 1) / l.mcu_height);
   b.whole = b.col0 == 0 && b.col1 == l.segments_per_row && b.row0 == 0 && b.row1 == l.mcu_rows;
   return b;
 }

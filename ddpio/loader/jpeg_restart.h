@@ -62,14 +62,24 @@ int RestartIntervalFor(int mcus_per_row, int target);
 // (EXIF, ICC, comments) are not copied. DataLoss when `jpeg` does not decode.
 absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval);
 
+// The same transcode without restart markers: `jpeg` as an ordinary baseline JPEG (optimised
+// tables, the same pixels). `bench loader` times its full-decode ceiling on these: libjpeg-turbo
+// (2.1.5 here) decodes every MCU of a JPEG that has a restart interval on its slower Huffman path,
+// so the ceiling must not be measured on the restart-marked bytes the loader reads.
+absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8_t> jpeg);
+
 // The band of segments a crop reads: `box` (image pixels) resampled to out_size x out_size, plus
-// the resampling filter's reach and one MCU on every side (chroma upsampling makes a band's edge
-// pixels differ from the full image's), snapped out to whole segments and MCU rows.
+// the resampling filter's reach, snapped out to whole segments and MCU rows. With `exact_edges`
+// one more MCU on every side, so that the pixels the filter reads are the full decode's (chroma
+// upsampling makes a band's edge pixels differ from the full image's); without it (fast mode) the
+// band is up to one segment narrower and two MCU rows shorter, and the filter's outermost taps
+// may read edge pixels whose chroma differs from the full image's by a few levels.
 struct SegmentBand {
   int row0 = 0, row1 = 0, col0 = 0, col1 = 0;
   bool whole = false;  // the band is the whole image: nothing to gain
 };
-SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1, int out_size);
+SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1, int out_size,
+                    bool exact_edges);
 
 // The JPEG made of the segments covering MCU rows [row0, row1) and segment columns [col0, col1)
 // of `jpeg` (laid out as `layout`): pixels [col0 * interval * mcu_width, min(width, col1 * ...))

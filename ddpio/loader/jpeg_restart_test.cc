@@ -2,6 +2,8 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -48,7 +50,7 @@ std::vector<uint8_t> Decode(const std::vector<uint8_t>& jpeg, int* w, int* h, in
   return px;
 }
 
-TEST(JpegRestart, TranscodingIsLosslessAndTilesEveryRow) {
+TEST(JpegRestart, TranscodingIsLosslessTilesEveryRowAndComesBack) {
   struct Case {
     int w, h, subsampling;
     bool progressive;
@@ -68,6 +70,11 @@ TEST(JpegRestart, TranscodingIsLosslessAndTilesEveryRow) {
     EXPECT_EQ(l.mcus_per_row % l.interval, 0);
     EXPECT_LE(l.interval, 4);
     EXPECT_EQ(l.offsets.size(), static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1);
+    // And back: the markers removed, the same pixels (the benchmark's ceiling decodes these).
+    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> plain, RemoveRestartMarkers(segmented));
+    EXPECT_CODE(ReadRestartLayout(plain), kFailedPrecondition);
+    int w2, h2, c2;
+    EXPECT_EQ(Decode(plain, &w2, &h2, &c2), Decode(original, &w0, &h0, &c0)) << c.w << "x" << c.h;
   }
 }
 
@@ -113,6 +120,42 @@ TEST(JpegRestart, SubJpegPixelsAreTheFullImagesAwayFromTheBandEdges) {
   std::vector<uint8_t> sub;
   EXPECT_CODE(BuildSubJpeg(segmented, l, 3, 3, 0, 1, &sub), kInvalidArgument);
   EXPECT_CODE(BuildSubJpeg(segmented, l, 0, l.mcu_rows + 1, 0, 1, &sub), kInvalidArgument);
+}
+
+// The band covers the crop and the filter's reach in both modes; the exact band adds one MCU on
+// every side (chroma upsampling), the fast band does not, so it is never larger and often smaller.
+TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
+  RestartLayout l;
+  l.width = 700, l.height = 525, l.mcu_width = 16, l.mcu_height = 16, l.interval = 4;
+  l.mcus_per_row = 44, l.mcu_rows = 33, l.segments_per_row = 11;
+  const int seg_w = l.interval * l.mcu_width;
+  uint32_t seed = 7;
+  auto next = [&](int n) {
+    seed = seed * 1664525 + 1013904223;
+    return static_cast<int>((seed >> 8) % static_cast<uint32_t>(n));
+  };
+  int smaller = 0;
+  for (int i = 0; i < 500; ++i) {
+    const double x0 = next(600), y0 = next(450);
+    const double x1 = std::min(700, static_cast<int>(x0) + 40 + next(300));
+    const double y1 = std::min(525, static_cast<int>(y0) + 40 + next(300));
+    const SegmentBand fast = BandFor(l, x0, y0, x1, y1, 112, /*exact_edges=*/false);
+    const SegmentBand exact = BandFor(l, x0, y0, x1, y1, 112, /*exact_edges=*/true);
+    const double reach = std::ceil(std::max(1.0, std::max(x1 - x0, y1 - y0) / 112)) + 2;
+    for (const SegmentBand& b : {fast, exact}) {
+      EXPECT_LE(b.col0 * seg_w, std::max(0.0, std::floor(x0) - reach)) << i;
+      EXPECT_GE(std::min(l.width, b.col1 * seg_w), std::min<double>(l.width, std::ceil(x1) + reach)) << i;
+      EXPECT_LE(b.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach)) << i;
+      EXPECT_GE(std::min(l.height, b.row1 * l.mcu_height), std::min<double>(l.height, std::ceil(y1) + reach)) << i;
+    }
+    EXPECT_LE(exact.col0 * seg_w, std::max(0.0, std::floor(x0) - reach - l.mcu_width / 4)) << i;
+    EXPECT_LE(exact.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach - l.mcu_height / 4)) << i;
+    EXPECT_TRUE(exact.col0 <= fast.col0 && fast.col1 <= exact.col1 && exact.row0 <= fast.row0 &&
+                fast.row1 <= exact.row1)
+        << i;
+    smaller += (fast.col1 - fast.col0) * (fast.row1 - fast.row0) < (exact.col1 - exact.col0) * (exact.row1 - exact.row0);
+  }
+  EXPECT_GT(smaller, 100);  // many crops read fewer segments in fast mode (208 of these 500)
 }
 
 TEST(JpegRestart, DamageIsDataLossOrNotSegmented) {

@@ -57,7 +57,7 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
                                             " differs from the JPEG's ", l.width, "x", l.height));
   }
   const Box& b = g.box;
-  const SegmentBand band = BandFor(l, b.x0, b.y0, b.x1, b.y1, s);
+  const SegmentBand band = BandFor(l, b.x0, b.y0, b.x1, b.y1, s, /*exact_edges=*/mode == DecodeMode::kExact);
   if (band.whole) return absl::OkStatus();
   const int seg_w = l.interval * l.mcu_width;
   const int row0 = band.row0, row1 = band.row1, col0 = band.col0, col1 = band.col1;

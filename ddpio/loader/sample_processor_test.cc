@@ -1,6 +1,10 @@
 #include "ddpio/loader/sample_processor.h"
 
+#include <turbojpeg.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
@@ -79,16 +83,23 @@ TEST(SampleProcessor, CorruptAndMismatchedImagesAreDataLoss) {
 
 // With restart markers, exact mode decodes only the crop's segments and stays bit-identical to
 // "full decode, then crop and resize" — for train crops (RandomResizedCrop + flip) and the eval
-// geometry, across image sizes whose MCUs do and do not divide the row, 4:2:0, 4:4:4 and gray.
+// geometry, across image sizes whose MCUs do and do not divide the row, for smooth images and for
+// images with strong chroma detail in every subsampling (where a band too tight for chroma
+// upsampling shows at once), and gray.
 TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
   struct Image {
     int w, h;
     uint64_t seed;
+    int subsampling;  // -1: MakeJpeg's smooth 4:2:0 pattern
   };
   int segment_samples = 0, samples = 0;
-  for (const Image& im : {Image{500, 375, 1}, Image{333, 250, 2}, Image{640, 427, 3}, Image{375, 500, 4},
-                          Image{257, 193, 5}}) {
+  for (const Image& im : {Image{500, 375, 1, -1}, Image{333, 250, 2, -1}, Image{640, 427, 3, -1},
+                          Image{375, 500, 4, -1}, Image{257, 193, 5, -1}, Image{500, 375, 6, TJSAMP_420},
+                          Image{333, 250, 7, TJSAMP_422}, Image{375, 500, 8, TJSAMP_440},
+                          Image{450, 300, 9, TJSAMP_444}, Image{400, 300, 10, TJSAMP_411},
+                          Image{257, 193, 11, TJSAMP_GRAY}}) {
     storage::Record r = JpegRecord(im.w, im.h, im.seed);
+    if (im.subsampling >= 0) r.payload = testing::MakeDetailedJpeg(im.w, im.h, im.seed, im.subsampling);
     ASSERT_OK_AND_ASSIGN(r.payload, AddRestartMarkers(r.payload, 4));
     for (bool train : {true, false}) {
       AugmentOptions o;
@@ -105,8 +116,8 @@ TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
           ASSERT_OK(segments.Process(r.view(), index, epoch, 7, o, DecodeMode::kExact, got.data()));
           ASSERT_OK(whole.Process(r.view(), index, epoch, 7, o, DecodeMode::kExact, want.data()));
           ASSERT_FALSE(whole.last_used_segments());
-          ASSERT_EQ(got, want) << im.w << "x" << im.h << (train ? " train" : " eval") << " epoch " << epoch
-                               << " index " << index;
+          ASSERT_EQ(got, want) << im.w << "x" << im.h << " subsampling " << im.subsampling
+                               << (train ? " train" : " eval") << " epoch " << epoch << " index " << index;
           segment_samples += segments.last_used_segments();
           ++samples;
         }
@@ -114,6 +125,41 @@ TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
     }
   }
   EXPECT_GT(segment_samples, samples / 2);  // most crops leave segments out
+}
+
+// Fast mode from the crop's segments reads a band without the exact band's chroma margin (only
+// the filter's outermost taps can see band-edge chroma): measured against exact mode, it is about
+// as close as fast mode over the whole entropy stream, and most crops take the segment path.
+TEST(SampleProcessor, FastModeFromSegmentsIsAsCloseToExactAsFastModeFromTheWholeStream) {
+  int segment_samples = 0, samples = 0;
+  double from_segments = 0, from_whole = 0;
+  auto mean_diff = [](const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d += std::abs(a[i] - b[i]);
+    return d / static_cast<double>(a.size());
+  };
+  for (uint64_t seed : {11, 12, 13}) {
+    storage::Record r = JpegRecord(640, 427, seed);
+    ASSERT_OK_AND_ASSIGN(r.payload, AddRestartMarkers(r.payload, 4));
+    AugmentOptions o;
+    o.size = 112;
+    SampleProcessor segments, whole;
+    whole.set_segment_decode(false);
+    for (uint64_t index = 0; index < 30; ++index) {
+      std::vector<uint8_t> fast_segments(112 * 112 * 3), fast_whole(112 * 112 * 3), exact(112 * 112 * 3);
+      ASSERT_OK(segments.Process(r.view(), index, 0, 3, o, DecodeMode::kFast, fast_segments.data()));
+      segment_samples += segments.last_used_segments();
+      ASSERT_OK(whole.Process(r.view(), index, 0, 3, o, DecodeMode::kFast, fast_whole.data()));
+      ASSERT_OK(whole.Process(r.view(), index, 0, 3, o, DecodeMode::kExact, exact.data()));
+      from_segments += mean_diff(fast_segments, exact);
+      from_whole += mean_diff(fast_whole, exact);
+      ++samples;
+    }
+  }
+  EXPECT_GT(segment_samples, samples / 2);
+  std::printf("mean |fast - exact|: %.3f from segments, %.3f from the whole stream\n", from_segments / samples,
+              from_whole / samples);
+  EXPECT_LT(from_segments, 1.1 * from_whole);
 }
 
 }  // namespace

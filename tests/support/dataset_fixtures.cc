@@ -76,6 +76,22 @@ std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed) {
   return Compress(rgb, width, height, TJPF_RGB, TJSAMP_420);
 }
 
+std::vector<uint8_t> MakeDetailedJpeg(int width, int height, uint64_t seed, int tj_subsampling) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const int noise = static_cast<int>(state >> 59);  // 0..31
+      p[0] = static_cast<uint8_t>(((x / 3 + y / 5) % 2) * 200 + noise);  // colour edges every few pixels
+      p[1] = static_cast<uint8_t>((x * 255) / width);
+      p[2] = static_cast<uint8_t>(((y / 2) % 2) * 180 + noise);
+    }
+  }
+  return Compress(rgb, width, height, TJPF_RGB, tj_subsampling);
+}
+
 std::vector<uint8_t> MakeJpegBomb(int width, int height) {
   std::vector<uint8_t> jpeg = MakeJpeg(16, 16, 1);
   for (size_t i = 2; i + 9 < jpeg.size(); ++i) {

@@ -35,6 +35,10 @@ std::string SampleKey(uint64_t index);
 // A w x h RGB JPEG (4:2:0, quality 90) of a smooth pattern that depends on `seed`.
 std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed);
 
+// A w x h RGB JPEG (quality 90, TurboJPEG subsampling `tj_subsampling`, e.g. TJSAMP_422) of a
+// pattern with strong chroma detail and noise, where chroma upsampling's edge effects show.
+std::vector<uint8_t> MakeDetailedJpeg(int width, int height, uint64_t seed, int tj_subsampling);
+
 // A JPEG whose frame header (SOF) claims width x height while its data is that of a small image:
 // a decompression bomb a few hundred bytes long.
 std::vector<uint8_t> MakeJpegBomb(int width, int height);
