@@ -69,11 +69,11 @@ absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t>
 absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8_t> jpeg);
 
 // The band of segments a crop reads: `box` (image pixels) resampled to out_size x out_size, plus
-// the resampling filter's reach, snapped out to whole segments and MCU rows. With `exact_edges`
-// one more MCU on every side, so that the pixels the filter reads are the full decode's (chroma
-// upsampling makes a band's edge pixels differ from the full image's); without it (fast mode) the
-// band is up to one segment narrower and two MCU rows shorter, and the filter's outermost taps
-// may read edge pixels whose chroma differs from the full image's by a few levels.
+// the resampling filter's reach (its support and 2 pixels of slack), snapped out to whole segments
+// and MCU rows. With `exact_edges` a quarter MCU more on every side: fancy chroma upsampling makes
+// the band's outermost pixel row and column differ from the full image's, and the filter must read
+// only the full decode's pixels. Without it (fast mode) the band can be one segment column and one
+// MCU row smaller at each edge, and the filter's outermost taps may read such edge pixels.
 struct SegmentBand {
   int row0 = 0, row1 = 0, col0 = 0, col1 = 0;
   bool whole = false;  // the band is the whole image: nothing to gain
