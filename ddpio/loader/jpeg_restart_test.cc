@@ -122,8 +122,8 @@ TEST(JpegRestart, SubJpegPixelsAreTheFullImagesAwayFromTheBandEdges) {
   EXPECT_CODE(BuildSubJpeg(segmented, l, 0, l.mcu_rows + 1, 0, 1, &sub), kInvalidArgument);
 }
 
-// The band covers the crop and the filter's reach in both modes; the exact band adds one MCU on
-// every side (chroma upsampling), the fast band does not, so it is never larger and often smaller.
+// The band covers the crop and the filter's reach in both modes; the exact band adds a quarter MCU
+// on every side (chroma upsampling), the fast band does not, so it is never larger and often smaller.
 TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
   RestartLayout l;
   l.width = 700, l.height = 525, l.mcu_width = 16, l.mcu_height = 16, l.interval = 4;
@@ -150,6 +150,11 @@ TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
     }
     EXPECT_LE(exact.col0 * seg_w, std::max(0.0, std::floor(x0) - reach - l.mcu_width / 4)) << i;
     EXPECT_LE(exact.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach - l.mcu_height / 4)) << i;
+    EXPECT_GE(std::min(l.width, exact.col1 * seg_w), std::min<double>(l.width, std::ceil(x1) + reach + l.mcu_width / 4))
+        << i;
+    EXPECT_GE(std::min(l.height, exact.row1 * l.mcu_height),
+              std::min<double>(l.height, std::ceil(y1) + reach + l.mcu_height / 4))
+        << i;
     EXPECT_TRUE(exact.col0 <= fast.col0 && fast.col1 <= exact.col1 && exact.row0 <= fast.row0 &&
                 fast.row1 <= exact.row1)
         << i;
