@@ -27,16 +27,9 @@
 namespace ddpio::broadcast {
 namespace {
 
-constexpr int kWorld = 4;
-
-struct FeedSetup {
-  std::string data;
-  std::string out;  // directory for each rank's report
-  int group_size = 2;
-  comm::LayoutKind layout = comm::LayoutKind::kContiguous;
-  FeederOptions options;
-  int epochs = 2;
-};
+constexpr int kWorld = ddpio::testing::kFeedWorld;
+using ddpio::testing::FeedSetup;
+using ddpio::testing::JoinFeeder;
 
 FeederOptions SmallOptions() {
   FeederOptions o;
@@ -53,19 +46,6 @@ using ddpio::testing::DescribeBatch;
 using ddpio::testing::ReadFileText;
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-// Joins the group feeder of `s` as this job's rank (the dataset, opened by leaders only, is kept
-// in `*reader`).
-absl::StatusOr<std::unique_ptr<GroupFeeder>> JoinFeeder(comm::Job& job, const FeedSetup& s, const FeederOptions& options,
-                                                        std::unique_ptr<storage::DatasetReader>* reader) {
-  const int rank = job.info().rank;
-  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
-  if (layout.is_leader(rank) || options.readers == FeedReaders::kAll) {
-    DDPIO_ASSIGN_OR_RETURN(*reader, storage::DatasetReader::Open(s.data, {}));
-  }
-  return GroupFeeder::Create(reader->get(), layout, rank, std::move(group), options);
-}
 
 // The child: join, feed `epochs` epochs, write the samples and the counters. Exit code 0 = ran.
 int FeedRank(comm::Job& job, const FeedSetup& s) {

@@ -23,16 +23,9 @@
 namespace ddpio::broadcast {
 namespace {
 
-constexpr int kWorld = 4;
-
-struct FeedSetup {
-  std::string data;
-  std::string out;
-  int group_size = 2;
-  comm::LayoutKind layout = comm::LayoutKind::kContiguous;
-  FeederOptions options;
-  int epochs = 2;
-};
+constexpr int kWorld = ddpio::testing::kFeedWorld;
+using ddpio::testing::FeedSetup;
+using ddpio::testing::JoinFeeder;
 
 FeederOptions Decoded() {
   FeederOptions o;
@@ -48,16 +41,6 @@ FeederOptions Decoded() {
 
 using ddpio::testing::DescribeBatch;
 using ddpio::testing::ReadFileText;
-
-absl::StatusOr<std::unique_ptr<GroupFeeder>> Join(comm::Job& job, const FeedSetup& s,
-                                                  std::unique_ptr<storage::DatasetReader>* reader) {
-  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
-  if (layout.is_leader(job.info().rank)) {
-    DDPIO_ASSIGN_OR_RETURN(*reader, storage::DatasetReader::Open(s.data, {}));
-  }
-  return GroupFeeder::Create(reader->get(), layout, job.info().rank, std::move(group), s.options);
-}
 
 // Runs `body` on 4 ranks over `backend` (nccl: the stand-in with 2 "devices" per host).
 std::vector<int> RunRanks(comm::BackendKind backend, const std::string& job_id, const std::function<int(comm::Job&)>& body) {
@@ -80,7 +63,7 @@ std::vector<int> RunRanks(comm::BackendKind backend, const std::string& job_id, 
 int FeedAndDescribeBatch(comm::Job& job, const FeedSetup& s, const std::string& tag) {
   const int rank = job.info().rank;
   std::unique_ptr<storage::DatasetReader> reader;
-  auto feeder = Join(job, s, &reader);
+  auto feeder = JoinFeeder(job, s, s.options, &reader);
   if (!feeder.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, feeder.status().ToString().c_str());
     return 5;
@@ -166,7 +149,7 @@ TEST(NcclFeederFailures, KilledPeerGivesUnavailableOnTheOthers) {
     auto codes = RunRanks(comm::BackendKind::kNccl, "killed", [&](comm::Job& job) {
       const int rank = job.info().rank;
       std::unique_ptr<storage::DatasetReader> reader;
-      auto feeder = Join(job, s, &reader);
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
       if (!feeder.ok()) return 4;
       ddpio::testing::FeedUntilAPeerDies(**feeder, rank, 2, std::chrono::seconds(15));
     });
@@ -191,7 +174,7 @@ TEST(NcclFeederFailures, ACorruptRecordIsTheLeadersErrorOnEveryMember) {
     s.group_size = 4;
     auto codes = RunRanks(comm::BackendKind::kNccl, "corrupt", [&](comm::Job& job) {
       std::unique_ptr<storage::DatasetReader> reader;
-      auto feeder = Join(job, s, &reader);
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
       if (!feeder.ok()) return 4;
       return ddpio::testing::ExpectDataLossNaming(**feeder, job.info().rank, "0000000000000011");
     });
@@ -213,7 +196,7 @@ TEST(NcclFeederFailures, StopResumeAndShutdownMidEpochStayInStep) {
   auto body = [&](const std::string& tag) {
     return [&, tag](comm::Job& job) {
       std::unique_ptr<storage::DatasetReader> reader;
-      auto feeder = Join(job, s, &reader);
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
       if (!feeder.ok()) return 4;
       std::string samples;
       if (!(*feeder)->StartEpoch(0).ok()) return 5;
@@ -254,7 +237,7 @@ TEST(NcclFeederFailures, EncodedPayloadIsRefusedOnADeviceMemoryGroup) {
   s.options.payload = FeedPayload::kEncoded;
   auto codes = RunRanks(comm::BackendKind::kNccl, "encoded", [&](comm::Job& job) {
     std::unique_ptr<storage::DatasetReader> reader;
-    auto feeder = Join(job, s, &reader);
+    auto feeder = JoinFeeder(job, s, s.options, &reader);
     if (feeder.ok()) return 1;
     std::fprintf(stderr, "rank %d: %s\n", job.info().rank, feeder.status().ToString().c_str());
     return absl::IsInvalidArgument(feeder.status()) &&

@@ -13,9 +13,38 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/comm/rendezvous.h"
 #include "ddpio/common/hash.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::testing {
+
+constexpr int kFeedWorld = 4;  // ranks of every multi-rank feeder test
+
+// One feeder test's job: the dataset, where each rank writes its report, the groups, the options.
+struct FeedSetup {
+  std::string data;
+  std::string out;  // directory for each rank's report
+  int group_size = 2;
+  comm::LayoutKind layout = comm::LayoutKind::kContiguous;
+  broadcast::FeederOptions options;
+  int epochs = 2;
+};
+
+// Joins the group feeder of `s` with `options` as this job's rank (the dataset, opened by the
+// ranks that read, is kept in `*reader`).
+inline absl::StatusOr<std::unique_ptr<broadcast::GroupFeeder>> JoinFeeder(
+    comm::Job& job, const FeedSetup& s, const broadcast::FeederOptions& options,
+    std::unique_ptr<storage::DatasetReader>* reader) {
+  const int rank = job.info().rank;
+  DDPIO_ASSIGN_OR_RETURN(auto layout, comm::GroupLayout::Make(kFeedWorld, s.group_size, s.layout));
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(layout));
+  if (layout.is_leader(rank) || options.readers == broadcast::FeedReaders::kAll) {
+    DDPIO_ASSIGN_OR_RETURN(*reader, storage::DatasetReader::Open(s.data, {}));
+  }
+  return broadcast::GroupFeeder::Create(reader->get(), layout, rank, std::move(group), options);
+}
 
 // One line per sample: epoch, index, label, validity and the FNV-1a of its pixels, read from
 // wherever the feeder put them (Batch::data, or Batch::device_data: host memory under the
