@@ -115,6 +115,17 @@ TEST_F(CliFeed, BackendNcclWithoutADeviceFailsOnEveryRankAtOnce) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("] ddpio bench feed: error: backend nccl"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("use the gloo"), std::string::npos) << r.err;
+  // Every rank decides alone, before any connection: rank 1 of 2 without a rank 0.
+  testing::RunOptions solo;
+  solo.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
+  const auto t1 = std::chrono::steady_clock::now();
+  auto alone = RunDdpio({"bench", "feed", "--data", dir_.Sub("db"), "--group-size", "2", "--payload", "decoded",
+                         "--backend", "nccl", "--timeout", "60"},
+                        solo);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(20));
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.err.find("ddpio bench feed: error: backend nccl"), std::string::npos) << alone.err;
 }
 
 }  // namespace

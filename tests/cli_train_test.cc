@@ -3,6 +3,7 @@
 // tests check what the command promises: every rank ends with the same parameters and the same
 // validation accuracy over every validation sample once, only leaders read, the model learns,
 // a stopped job resumes to the same parameters, and bad arguments fail fast and clearly.
+#include <chrono>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -137,6 +138,16 @@ TEST_F(CliTrain, DeviceCudaWithoutADeviceFailsOnEveryRankAtOnce) {
   EXPECT_NE(backend.exit_code, 0);
   EXPECT_FALSE(backend.timed_out);
   EXPECT_NE(backend.err.find("] ddpio train: error: backend nccl"), std::string::npos) << backend.err;
+  // Every rank decides alone, before any connection: rank 1 of 2 started without a rank 0 (launch
+  // stops the other ranks once one fails, so only a rank on its own shows that it does not wait).
+  testing::RunOptions solo;
+  solo.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto alone = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--backend", "nccl", "--timeout", "60"}, solo);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));  // not the timeout
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.err.find("ddpio train: error: backend nccl"), std::string::npos) << alone.err;
   auto bad = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--device", "tpu"});
   EXPECT_EQ(bad.exit_code, 2);  // usage: cpu or cuda
 }

@@ -103,12 +103,17 @@ class TrainingRun {
   comm::Communicator& world_;
   const int rank_;
   const std::function<void(const std::string&)>& progress_;
-  std::unique_ptr<Pipeline> train_, val_;
-  uint64_t classes_ = 0;
-  // This step's micro-batches, until the model has read them; destroyed after the model (which
-  // waits for its stream), so a failed step never hands back a buffer the device still reads.
+  // Destroyed in reverse: the reducer's thread first (an all-reduce in flight ends or times out);
+  // then the pipelines, whose feeders stop (a peer's posted NCCL receive ends or is aborted) before
+  // the model frees device memory — cudaFree waits for the whole device, which a receive from a
+  // dead leader would hold until the feeder's timeout, or for ever were the feeder's own polling
+  // stuck behind that cudaFree; then the model, which waits for its stream; and last this step's
+  // micro-batches, kept until the model has read them, so a failed step never hands back a buffer
+  // the device still reads (a hold outlives its pipeline: loader.h's HeldBatch).
   std::vector<std::shared_ptr<void>> holds_;
   std::unique_ptr<TrainModel> model_;
+  std::unique_ptr<Pipeline> train_, val_;
+  uint64_t classes_ = 0;
   std::unique_ptr<GradReducer> reducer_;
   Schedule schedule_;
   uint64_t epoch_ = 0, position_ = 0, step_ = 0;

@@ -1,7 +1,9 @@
 // Test-only stand-in for ddpio's device kernels (ddpio/trainer/device_kernels.h): each "launch"
 // queues the kernel's loop on the stream's thread, in order with the copies, products and
 // collectives queued there (standin_stream.h), and runs the same per-element code the kernels
-// run (device_math.h). Never installed, never linked into ddpio.
+// run (device_math.h). Like the real wrappers, each returns cudaGetLastError() after its launch,
+// so a "not ready" a query left on the calling thread (nccl_standin.cc) fails the launch here as it
+// would on a GPU. Never installed, never linked into ddpio.
 #include <cmath>
 
 #include "ddpio/trainer/device_kernels.h"
@@ -32,7 +34,7 @@ cudaError_t ddpio_normalize_hwc(const uint8_t* in, float* out, size_t values, fl
     const float mean[3] = {mean0, mean1, mean2}, stddev[3] = {std0, std1, std2};
     for (size_t i = 0; i < values; ++i) out[i] = dm::Normalize(in[i], mean[i % 3], stddev[i % 3]);
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_fill_rows(float* out, const float* row, int rows, int cols, cudaStream_t stream) {
@@ -40,7 +42,7 @@ cudaError_t ddpio_fill_rows(float* out, const float* row, int rows, int cols, cu
   Enqueue(stream, [=] {
     for (size_t i = 0; i < static_cast<size_t>(rows) * cols; ++i) out[i] = row[i % cols];
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_relu(float* x, size_t n, cudaStream_t stream) {
@@ -48,7 +50,7 @@ cudaError_t ddpio_relu(float* x, size_t n, cudaStream_t stream) {
   Enqueue(stream, [=] {
     for (size_t i = 0; i < n; ++i) x[i] = dm::Relu(x[i]);
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_softmax_xent(const float* logits, const int32_t* labels, int batch, int classes, double scale,
@@ -62,7 +64,7 @@ cudaError_t ddpio_softmax_xent(const float* logits, const int32_t* labels, int b
       loss[i] = dm::SoftmaxXentRow(logits + i * classes, labels[i], classes, scale, delta + i * classes);
     }
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_add_column_sums(const float* d, int rows, int cols, float* out, cudaStream_t stream) {
@@ -70,7 +72,7 @@ cudaError_t ddpio_add_column_sums(const float* d, int rows, int cols, float* out
   Enqueue(stream, [=] {
     for (int c = 0; c < cols; ++c) out[c] = dm::ColumnSum(d, rows, cols, c, out[c]);
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_relu_mask(float* delta, const float* act, size_t n, cudaStream_t stream) {
@@ -80,7 +82,7 @@ cudaError_t ddpio_relu_mask(float* delta, const float* act, size_t n, cudaStream
       if (act[i] <= 0.0f) delta[i] = 0.0f;
     }
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_sgd(float* params, const float* grads, float* buf, size_t n, float momentum, float weight_decay,
@@ -89,7 +91,7 @@ cudaError_t ddpio_sgd(float* params, const float* grads, float* buf, size_t n, f
   Enqueue(stream, [=] {
     for (size_t i = 0; i < n; ++i) dm::SgdElement(params + i, grads[i], buf + i, momentum, weight_decay, lr, started);
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_argmax_rows(const float* z, int rows, int cols, int32_t* out, cudaStream_t stream) {
@@ -97,7 +99,7 @@ cudaError_t ddpio_argmax_rows(const float* z, int rows, int cols, int32_t* out, 
   Enqueue(stream, [=] {
     for (size_t i = 0; i < static_cast<size_t>(rows); ++i) out[i] = dm::ArgmaxRow(z + i * cols, cols);
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 cudaError_t ddpio_count_nonfinite(const float* x, size_t n, uint32_t* count, cudaStream_t stream) {
@@ -105,7 +107,7 @@ cudaError_t ddpio_count_nonfinite(const float* x, size_t n, uint32_t* count, cud
   Enqueue(stream, [=] {
     for (size_t i = 0; i < n; ++i) *count += std::isfinite(x[i]) ? 0 : 1;
   });
-  return cudaSuccess;
+  return cudaGetLastError();  // as device_kernels.cu: the thread's last error after the launch
 }
 
 }  // extern "C"

@@ -30,6 +30,7 @@ class MockNcclApi : public NcclApi {
   MOCK_METHOD(cudaError_t, StreamCreateWithFlags, (cudaStream_t*, unsigned int), (override));
   MOCK_METHOD(cudaError_t, StreamDestroy, (cudaStream_t), (override));
   MOCK_METHOD(cudaError_t, StreamQuery, (cudaStream_t), (override));
+  MOCK_METHOD(cudaError_t, CudaGetLastError, (), (override));
   MOCK_METHOD(cudaError_t, Malloc, (void**, size_t), (override));
   MOCK_METHOD(cudaError_t, Free, (void*), (override));
   MOCK_METHOD(cudaError_t, MemcpyAsync, (void*, const void*, size_t, cudaMemcpyKind, cudaStream_t), (override));
@@ -181,8 +182,11 @@ TEST_F(NcclCommunicatorTest, AllReduceAverageIsEnqueuedOnTheStreamAndWaitedFor) 
   {
     InSequence seq;
     EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclAvg, kComm, kStream)).WillOnce(Return(ncclSuccess));
-    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorNotReady)).WillOnce(Return(cudaErrorNotReady))
-        .WillOnce(Return(cudaSuccess)).RetiresOnSaturation();
+    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
+    EXPECT_CALL(api_, CudaGetLastError()).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
+    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
+    EXPECT_CALL(api_, CudaGetLastError()).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
+    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaSuccess)).RetiresOnSaturation();
   }
   EXPECT_OK(c->AllReduce(data, 8, ReduceOp::kAverage, milliseconds(1000)));
   EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclSum, kComm, kStream)).WillOnce(Return(ncclSuccess));

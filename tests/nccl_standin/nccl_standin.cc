@@ -49,6 +49,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ddpio/comm/internal/gloo_store.h"
@@ -301,6 +302,11 @@ ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t ty
   return ncclGroupEnd();
 }
 
+// The calling thread's last error. The real runtime may leave cudaErrorNotReady there after a
+// query (PyTorch clears it for that reason); the stand-in always does, so that code which does not
+// clear it fails its next checked kernel launch (kernels_standin.cc) here as it could on a GPU.
+thread_local cudaError_t last_error = cudaSuccess;
+
 }  // namespace
 
 namespace ddpio::standin {
@@ -348,8 +354,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return StateOf(stream).Idle() ? cudaSuccess : cudaErrorNotReady;
+  if (StateOf(stream).Idle()) return cudaSuccess;
+  last_error = cudaErrorNotReady;
+  return cudaErrorNotReady;
 }
+
+cudaError_t cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
+
+cudaError_t cudaPeekAtLastError() { return last_error; }
 
 // DDPIO_NCCL_STANDIN_DEVICE_BYTES: the device's memory; an allocation past it fails as
 // out-of-memory (unset: no limit).

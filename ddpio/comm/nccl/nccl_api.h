@@ -29,6 +29,10 @@ class NcclApi {
   virtual cudaError_t StreamDestroy(cudaStream_t stream) = 0;
   // cudaSuccess when all work queued on `stream` has finished, cudaErrorNotReady while it runs.
   virtual cudaError_t StreamQuery(cudaStream_t stream) = 0;
+  // cudaGetLastError: returns and clears the calling thread's last CUDA error. A query that says
+  // cudaErrorNotReady may leave that code there (PyTorch clears it for this reason), and the next
+  // kernel launch checked with cudaGetLastError would report it as its own failure.
+  virtual cudaError_t CudaGetLastError() = 0;
   virtual cudaError_t Malloc(void** ptr, size_t bytes) = 0;
   virtual cudaError_t Free(void* ptr) = 0;
   virtual cudaError_t MemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,

@@ -14,6 +14,7 @@ class SystemApi final : public NcclApi {
   }
   cudaError_t StreamDestroy(cudaStream_t stream) override { return cudaStreamDestroy(stream); }
   cudaError_t StreamQuery(cudaStream_t stream) override { return cudaStreamQuery(stream); }
+  cudaError_t CudaGetLastError() override { return cudaGetLastError(); }
   cudaError_t Malloc(void** ptr, size_t bytes) override { return cudaMalloc(ptr, bytes); }
   cudaError_t Free(void* ptr) override { return cudaFree(ptr); }
   cudaError_t MemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,

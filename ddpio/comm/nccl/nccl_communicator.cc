@@ -135,6 +135,9 @@ absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds 
       cudaError_t q = api_.StreamQuery(stream_);
       if (q == cudaSuccess) return absl::OkStatus();
       if (q != cudaErrorNotReady) return Fail(CheckCuda(what, q));
+      // "Not ready" is an answer, not an error: clear it from this thread's last error, where the
+      // next kernel launch (checked with cudaGetLastError) would take it for its own failure.
+      (void)api_.CudaGetLastError();
     }
     if (Clock::now() >= deadline) {
       return Fail(absl::DeadlineExceededError(absl::StrCat(
