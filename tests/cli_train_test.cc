@@ -93,6 +93,48 @@ TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
   EXPECT_NE(reseeded.err.find("sampler seed 0"), std::string::npos) << reseeded.err;
 }
 
+// `ddpio checkpoint` (the first-GPU checklist's comparison): the same run twice agrees bit for
+// bit; another seed is beyond the tolerance; another point of training is not comparable; the
+// checksum it prints is the one train printed; a missing checkpoint is a clear error.
+TEST_F(CliTrain, CheckpointComparesTwoRunsParameters) {
+  const std::string a = dir_->Sub("cmp-a"), b = dir_->Sub("cmp-b"), c = dir_->Sub("cmp-c"), d = dir_->Sub("cmp-d");
+  auto run_a = Train(2, {"--epochs", "1", "--checkpoint-dir", a, "--stop-after-steps", "2"});
+  ASSERT_EQ(run_a.exit_code, 0) << run_a.err;
+  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", b, "--stop-after-steps", "2"}).exit_code, 0);
+  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", c, "--stop-after-steps", "3"}).exit_code, 0);
+  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", d, "--stop-after-steps", "2", "--seed", "9"}).exit_code, 0);
+
+  auto alone = RunDdpio({"checkpoint", a, "--json"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  const auto info = nlohmann::json::parse(alone.out);
+  EXPECT_EQ(info["step"], 2);
+  EXPECT_EQ(info["param_checksum"], RankLines(run_a.out)[0]["param_checksum"]);
+
+  auto same = RunDdpio({"checkpoint", a, "--compare", b});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("(bit for bit the same)"), std::string::npos) << same.out;
+
+  auto reseeded = RunDdpio({"checkpoint", a, "--compare", d, "--json"});
+  EXPECT_EQ(reseeded.exit_code, 1) << reseeded.out << reseeded.err;
+  const auto r = nlohmann::json::parse(reseeded.out);
+  EXPECT_TRUE(r["same_point"].get<bool>());
+  EXPECT_GT(r["differing"].get<uint64_t>(), 0u);
+  EXPECT_GT(r["max_relative"].get<double>(), 1e-5);
+  EXPECT_FALSE(r["within"].get<bool>());
+  // The same difference passes a tolerance above it.
+  const std::string loose = std::to_string(r["max_relative"].get<double>() * 2);
+  EXPECT_EQ(RunDdpio({"checkpoint", a, "--compare", d, "--tolerance", loose}).exit_code, 0);
+
+  auto later = RunDdpio({"checkpoint", a, "--compare", c});
+  EXPECT_EQ(later.exit_code, 1);
+  EXPECT_NE(later.out.find("not the same point of training"), std::string::npos) << later.out;
+
+  auto missing = RunDdpio({"checkpoint", dir_->Sub("no-such-ckpt")});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("ddpio checkpoint: error: no checkpoint at"), std::string::npos) << missing.err;
+  EXPECT_EQ(RunDdpio({"checkpoint"}).exit_code, 2);  // usage: the directory is required
+}
+
 // Without a launcher the command is one rank: no token, no port to set.
 TEST_F(CliTrain, AloneItIsOneRank) {
   auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--epochs", "1", "--batch-size", "16",

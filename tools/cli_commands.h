@@ -22,6 +22,7 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // samp
 void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage|sampler
 void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);  // launch
 void AddTrainCommand(CLI::App& root, std::vector<Command>* commands);   // train
+void AddCheckpointCommand(CLI::App& root, std::vector<Command>* commands);  // checkpoint
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
 
 }  // namespace ddpio::tools

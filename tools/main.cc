@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   AddSamplerCommand(app, &commands);
   AddBenchCommands(app, &commands);
   AddTrainCommand(app, &commands);
+  AddCheckpointCommand(app, &commands);
   AddLaunchCommand(app, &commands);
   AddInfoCommand(app, &commands);
   try {

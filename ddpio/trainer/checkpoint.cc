@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -112,6 +115,26 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir) {
   r.LeAll(n, &c.params);
   r.LeAll(n, &c.momentum);
   return c;
+}
+
+absl::StatusOr<ParamDifference> CompareParams(const Checkpoint& a, const Checkpoint& b) {
+  if (a.params.size() != b.params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoints hold ", a.params.size(), " and ", b.params.size(),
+                                                   " parameters: not the same model"));
+  }
+  ParamDifference d;
+  d.count = a.params.size();
+  double scale = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    const float x = a.params[i], y = b.params[i];
+    if (std::isfinite(y)) scale = std::max(scale, std::fabs(static_cast<double>(y)));
+    if (std::memcmp(&x, &y, sizeof(float)) == 0) continue;
+    ++d.differing;
+    const double diff = std::fabs(static_cast<double>(x) - static_cast<double>(y));
+    d.max_abs = std::max(d.max_abs, std::isfinite(diff) ? diff : std::numeric_limits<double>::infinity());
+  }
+  d.max_relative = d.max_abs == 0 ? 0 : scale > 0 ? d.max_abs / scale : std::numeric_limits<double>::infinity();
+  return d;
 }
 
 }  // namespace ddpio::trainer

@@ -40,6 +40,17 @@ std::string CheckpointPath(const std::string& dir);
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c);
 // NotFound when there is none; DataLoss when it is truncated or damaged.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir);
+// How far two checkpoints' parameters are apart — the same run on the device and on the CPU,
+// say. max_relative is max|a - b| / max|b| (the trainer tests' measure; docs/GPU.md's ≤ 1e-5).
+struct ParamDifference {
+  uint64_t count = 0;      // parameters compared
+  uint64_t differing = 0;  // not bit for bit the same
+  double max_abs = 0;      // over the differing ones; +inf when one of them is not finite
+  double max_relative = 0;
+};
+// InvalidArgument naming both counts when the checkpoints hold different numbers of parameters.
+absl::StatusOr<ParamDifference> CompareParams(const Checkpoint& a, const Checkpoint& b);
+
 // Removes what a writer killed mid-write left in `dir` (its temporary file); the checkpoint
 // itself is untouched. Call it from the one rank that writes checkpoints, before it writes.
 void RemoveStaleCheckpointTemp(const std::string& dir);

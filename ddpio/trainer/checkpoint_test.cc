@@ -1,7 +1,9 @@
 #include "ddpio/trainer/checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -111,6 +113,28 @@ TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
   EXPECT_FALSE(WriteCheckpoint(dir.path().string(), next).ok());
   ASSERT_OK_AND_ASSIGN(Checkpoint old, ReadCheckpoint(dir.path().string()));
   EXPECT_EQ(old.step, 77u);
+}
+
+TEST(CompareParams, MeasuresTheLargestDifferenceAgainstTheLargestParameter) {
+  Checkpoint a = Sample(), b = Sample();  // params {1.5, -2.25, 3.0}
+  ASSERT_OK_AND_ASSIGN(ParamDifference same, CompareParams(a, b));
+  EXPECT_EQ(same.count, 3u);
+  EXPECT_EQ(same.differing, 0u);
+  EXPECT_EQ(same.max_relative, 0.0);
+  a.params[1] = -2.25f + 0.0006f;  // |diff| 0.0006 of max |b| 3.0: 2e-4
+  a.params[0] = 1.5f + 0.0003f;
+  ASSERT_OK_AND_ASSIGN(ParamDifference d, CompareParams(a, b));
+  EXPECT_EQ(d.differing, 2u);
+  EXPECT_NEAR(d.max_abs, 0.0006, 1e-7);
+  EXPECT_NEAR(d.max_relative, 0.0002, 1e-7);
+  // -0 and +0 are equal numbers but not the same bits; a NaN makes the difference infinite.
+  b.params = {0.0f, 1.0f, 1.0f};
+  a.params = {-0.0f, 1.0f, std::numeric_limits<float>::quiet_NaN()};
+  ASSERT_OK_AND_ASSIGN(ParamDifference n, CompareParams(a, b));
+  EXPECT_EQ(n.differing, 2u);
+  EXPECT_TRUE(std::isinf(n.max_relative));
+  a.params.pop_back();
+  EXPECT_CODE(CompareParams(a, b), kInvalidArgument);
 }
 
 }  // namespace
