@@ -44,6 +44,7 @@ absl::StatusOr<SourceListing> ListDataset(const storage::DatasetReader& dataset)
   for (uint64_t i = 0; i < dataset.size(); ++i) {
     DDPIO_ASSIGN_OR_RETURN(storage::RecordView r, txn.Get(i));
     listing.entries.push_back({std::string(r.source_name), r.label});
+    DDPIO_RETURN_IF_ERROR(txn.CheckMapped());  // the name was copied out of the map after Get
     if (i % 4096 == 4095) txn.Reset();  // do not pin the pages of a whole scan
   }
   return listing;

@@ -83,6 +83,9 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool deco
     // decode it", for every stored type.
     s.status = processor->DecodeWhole(*view, pixels);
   }
+  // The digest and the decode read the map after Get: a page that faulted meanwhile read as zeros,
+  // and the real cause (the file changed under us) outranks any symptom.
+  if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) s.status = mapped;
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <cstring>
 #include <utility>
@@ -36,6 +37,10 @@ struct SharedEnv {
   ~SharedEnv() {
     if (map_begin != 0) UnguardMappedRegion(reinterpret_cast<const void*>(map_begin));
   }
+  // Whether a bus error has hit the map (see map_guard.h); *offset is then the byte of the
+  // first. One fence and one atomic load: checked after every read of the map.
+  bool Faulted(uint64_t* offset) const { return fault != nullptr && fault->Faulted(offset); }
+
   EnvPtr env;
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
@@ -43,7 +48,61 @@ struct SharedEnv {
   // The file's bytes in the memory map: every value LMDB hands out must lie inside them (a
   // damaged page can point anywhere; checked before a byte of it is read).
   uintptr_t map_begin = 0, map_end = 0;
+  // The map's bus-error record (null: unguarded), and the file as it was opened, to tell a file
+  // cut short under the process from a corrupt one when a read of the map faults.
+  const MapFault* fault = nullptr;
+  std::string data_file;
+  dev_t opened_dev = 0;
+  ino_t opened_ino = 0;
+  uint64_t opened_bytes = 0;
+  // Why the map faulted, worked out at the first report and kept: the file may change again
+  // (be restored, say) while the map keeps its zeroed pages. Written once under cause_once.
+  mutable std::once_flag cause_once;
+  mutable std::string cause;
 };
+
+// Why the page at `offset` could not be read, from the file now against the file at open.
+std::string MapFaultCause(const SharedEnv& env, uint64_t offset) {
+  int fd = -1;
+  struct stat now;
+  const bool have_size = mdb_env_get_fd(env.env.get(), &fd) == MDB_SUCCESS && ::fstat(fd, &now) == 0;
+  const uint64_t bytes = have_size ? static_cast<uint64_t>(now.st_size) : 0;
+  if (have_size && bytes < env.opened_bytes) {
+    return absl::StrCat("the file was truncated or replaced under the running process (", bytes, " bytes now, ",
+                        env.opened_bytes, " when it was opened)");
+  }
+  struct stat named;
+  if (::stat(env.data_file.c_str(), &named) != 0 || named.st_dev != env.opened_dev ||
+      named.st_ino != env.opened_ino) {
+    return "the file was truncated or replaced under the running process (its path names another file now, or none)";
+  }
+  if (!have_size || offset >= bytes) {
+    return absl::StrCat("LMDB followed a page past the end of the file (", bytes,
+                        " bytes): the file is corrupt (e.g. pages overwritten or swapped)");
+  }
+  // Inside a file that is whole: the kernel could not read the page.
+  return "the file is whole but reading the page failed: its storage failed (an I/O error; the kernel log may "
+         "say more)";
+}
+
+// Cold: after a fault only.
+absl::Status MapFaultError(const SharedEnv& env, uint64_t offset, const std::string& what) {
+  std::call_once(env.cause_once, [&] { env.cause = MapFaultCause(env, offset); });
+  return absl::DataLossError(absl::StrCat(
+      what, what.empty() ? "" : ": ", "dataset file ", env.data_file,
+      " became unreadable while mapped (bus error at byte ", offset, "): ", env.cause,
+      ". Every later read of it in this process fails too; check the file (`ddpio inspect --verify` checks every "
+      "record), restore it and restart"));
+}
+
+// OK unless a bus error has hit env's map; then DataLoss as MapFaultError. `what` is built only
+// then.
+template <typename What>
+absl::Status CheckMapped(const SharedEnv& env, What what) {
+  uint64_t offset = 0;
+  if (!env.Faulted(&offset)) return absl::OkStatus();
+  return MapFaultError(env, offset, what());
+}
 
 // DataLoss unless the value lies inside the file's mapped bytes.
 absl::Status CheckInsideMap(const SharedEnv& env, const MDB_val& v, const std::string& what) {
@@ -98,11 +157,18 @@ absl::StatusOr<internal::EnvPtr> OpenEnvWithFlags(const std::string& path, unsig
 absl::StatusOr<std::optional<std::string>> GetMeta(const internal::SharedEnv& env, MDB_txn* txn,
                                                    const char* key) {
   MDB_val k = ToVal(key, std::strlen(key)), v;
-  int rc = mdb_get(txn, env.meta, &k, &v);
-  if (rc == MDB_NOTFOUND) return std::optional<std::string>();
-  DDPIO_RETURN_IF_ERROR(LmdbError(rc, absl::StrCat("reading metadata '", key, "'")));
-  DDPIO_RETURN_IF_ERROR(internal::CheckInsideMap(env, v, absl::StrCat("metadata '", key, "'")));
-  return std::optional<std::string>(std::string(static_cast<const char*>(v.mv_data), v.mv_size));
+  const int rc = mdb_get(txn, env.meta, &k, &v);
+  absl::Status st;
+  std::optional<std::string> value;
+  if (rc != MDB_NOTFOUND) {
+    st = LmdbError(rc, absl::StrCat("reading metadata '", key, "'"));
+    if (st.ok()) st = internal::CheckInsideMap(env, v, absl::StrCat("metadata '", key, "'"));
+    if (st.ok()) value.emplace(static_cast<const char*>(v.mv_data), v.mv_size);
+  }
+  // A fault while LMDB looked or the value was copied: zeros, whatever LMDB made of them.
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, [&] { return absl::StrCat("reading metadata '", key, "'"); }));
+  if (!st.ok()) return st;
+  return value;
 }
 
 absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::string& path,
@@ -144,6 +210,7 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
           "dataset ", path, " is already open in this process with other reader options "
           "(LMDB allows one environment per process; open it once and share the reader)"));
     }
+    DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*existing, [&] { return absl::StrCat("opening ", path); }));
     return existing;
   }
   auto shared = std::make_shared<internal::SharedEnv>();
@@ -162,13 +229,24 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   if (!env.ok()) return env.status();
   shared->env = std::move(env).value();
   shared->flags = flags;
+  shared->data_file = data_file;
+  shared->opened_dev = st.st_dev;
+  shared->opened_ino = st.st_ino;
+  shared->opened_bytes = static_cast<uint64_t>(st.st_size);
+  int fd = -1;
+  struct stat mapped_file;  // the file LMDB opened, should data_file have changed since the stat above
+  if (mdb_env_get_fd(shared->env.get(), &fd) == MDB_SUCCESS && ::fstat(fd, &mapped_file) == 0) {
+    shared->opened_dev = mapped_file.st_dev;
+    shared->opened_ino = mapped_file.st_ino;
+    shared->opened_bytes = static_cast<uint64_t>(mapped_file.st_size);
+  }
   // Where LMDB mapped the file: every value it hands out must lie in its first needed_bytes.
   const void* map = nullptr;
   size_t mapped = 0;
   if (internal::FindFileMapping(st.st_dev, st.st_ino, &map, &mapped)) {
     shared->map_begin = reinterpret_cast<uintptr_t>(map);
     shared->map_end = shared->map_begin + std::min<uint64_t>(layout.needed_bytes, mapped);
-    internal::GuardMappedRegion(map, mapped, data_file);
+    shared->fault = internal::GuardMappedRegion(map, mapped, data_file);
   } else {
     DDPIO_LOG(WARNING) << "dataset " << path << ": cannot find its memory map in /proc/self/maps; reading it "
                        << "without the bounds and bus-error guards";
@@ -178,6 +256,7 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   DDPIO_RETURN_IF_ERROR(txn.Begin(shared->env.get(), MDB_RDONLY, absl::StrCat("opening ", path)));
   for (auto [name, dbi] : {std::pair{kSamplesDb, &shared->samples}, std::pair{kMetaDb, &shared->meta}}) {
     int drc = mdb_dbi_open(txn.get(), name, 0, dbi);
+    DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*shared, [&] { return absl::StrCat("opening ", path); }));
     if (drc == MDB_NOTFOUND) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, " is an LMDB database but not a ddpio dataset (no '", name,
@@ -202,7 +281,18 @@ struct ReadTxn::Impl {
   Txn txn;
   bool reset = false;
   std::vector<std::optional<ReadTxn>> shards;  // sharded: begun on first use
+  // Sharded: the shards read since the last Reset (whose views may be alive), each once.
+  std::vector<size_t> touched;
+  std::vector<char> is_touched;
 };
+
+namespace {
+
+std::string RecordName(uint64_t index, const std::string& path) {
+  return absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") of ", path);
+}
+
+}  // namespace
 
 // Sharded datasets: the shard holding global `index`, its transaction (begun on first use) and
 // the index within the shard.
@@ -214,6 +304,11 @@ absl::StatusOr<ReadTxn*> DatasetReader::ShardTxn(ReadTxn::Impl& impl, uint64_t i
   if (!impl.shards[k].has_value()) {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, shards_[k]->BeginRead());
     impl.shards[k].emplace(std::move(txn));
+    impl.is_touched.resize(impl.shards.size(), 0);
+  }
+  if (!impl.is_touched[k]) {
+    impl.is_touched[k] = 1;
+    impl.touched.push_back(k);
   }
   *local = index - shard_starts_[k];
   return &*impl.shards[k];
@@ -229,6 +324,8 @@ void ReadTxn::Reset() {
   for (auto& shard : impl_->shards) {
     if (shard.has_value()) shard->Reset();
   }
+  for (size_t k : impl_->touched) impl_->is_touched[k] = 0;
+  impl_->touched.clear();
   if (impl_->txn.active() && !impl_->reset) {
     impl_->txn.Reset();
     impl_->reset = true;
@@ -250,35 +347,56 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
     if (!view.ok()) return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
     return view;
   }
+  const internal::SharedEnv& env = *impl_->env;
+  auto name = [&] { return RecordName(index, reader.path()); };
+  // Poisoned by an earlier bus error: its pages may be zeros now, never to be read as records.
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, name));
   if (impl_->reset) {
     DDPIO_RETURN_IF_ERROR(impl_->txn.Renew("renewing read transaction"));
     impl_->reset = false;
   }
   IndexKey key = EncodeIndexKey(index);
   MDB_val k = ToVal(key.data(), key.size()), v;
-  int rc = mdb_get(impl_->txn.get(), impl_->env->samples, &k, &v);
-  if (rc == MDB_NOTFOUND) {
-    return absl::DataLossError(absl::StrCat("record ", index, " (key ", IndexKeyHex(index),
-                                            ") is missing from ", reader.path()));
-  }
-  DDPIO_RETURN_IF_ERROR(LmdbError(rc, absl::StrCat("reading record ", index, " (key ",
-                                                   IndexKeyHex(index), ") of ", reader.path())));
-  DDPIO_RETURN_IF_ERROR(internal::CheckInsideMap(
-      *impl_->env, v, absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") of ", reader.path())));
+  const int rc = mdb_get(impl_->txn.get(), env.samples, &k, &v);
+  absl::Status st;
   RecordView view;
-  if (stored != nullptr) *stored = internal::FromVal(v);
-  absl::Status decoded = DecodeRecord(internal::FromVal(v), impl_->verify, &view);
-  if (!decoded.ok()) {
-    return Annotate(decoded, absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") of ",
+  if (rc == MDB_NOTFOUND) {
+    st = absl::DataLossError(absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") is missing from ",
                                           reader.path()));
+  } else if (rc != MDB_SUCCESS) {
+    st = LmdbError(rc, absl::StrCat("reading ", name()));
+  } else {
+    st = internal::CheckInsideMap(env, v, name());
+    if (st.ok()) {
+      if (stored != nullptr) *stored = internal::FromVal(v);
+      st = DecodeRecord(internal::FromVal(v), impl_->verify, &view);  // with verify, the CRC reads every byte
+      if (!st.ok()) st = Annotate(st, name());
+    }
   }
+  // After LMDB walked its pages and the checksum read the record: a page that faulted read as
+  // zeros, and whatever LMDB or the decoder made of them (MDB_CORRUPTED, a missing key, a bad
+  // checksum, or a record) gives way to the fault.
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, name));
+  if (!st.ok()) return st;
   return view;
+}
+
+absl::Status ReadTxn::CheckMapped() const {
+  if (impl_ == nullptr) return absl::OkStatus();  // nothing read, nothing to check
+  if (!impl_->shards.empty()) {
+    for (size_t k : impl_->touched) DDPIO_RETURN_IF_ERROR(impl_->shards[k]->CheckMapped());
+    return absl::OkStatus();
+  }
+  return internal::CheckMapped(*impl_->env, [] { return std::string(); });
 }
 
 absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Prefetch on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (!impl_->shards.empty()) return PrefetchShards(indices);
+  const internal::SharedEnv& env = *impl_->env;
+  auto name = [&] { return absl::StrCat("prefetching records of ", reader.path()); };
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, name));
   if (impl_->reset) {
     DDPIO_RETURN_IF_ERROR(impl_->txn.Renew("renewing read transaction"));
     impl_->reset = false;
@@ -298,6 +416,8 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
     const uintptr_t begin = reinterpret_cast<uintptr_t>(v.mv_data);
     ranges.emplace_back(begin & ~(page - 1), (begin + v.mv_size + page - 1) & ~(page - 1));
   }
+  // LMDB walked the tree's pages for every key: one that faulted read as zeros.
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, name));
   std::sort(ranges.begin(), ranges.end());
   uint64_t hinted = 0;
   for (size_t i = 0; i < ranges.size();) {
@@ -384,7 +504,9 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   if (!completion.ok()) return Annotate(completion.status(), path);
   reader->completion_ = *completion;
   MDB_stat ms;
-  DDPIO_RETURN_IF_ERROR(LmdbError(mdb_stat(txn.get(), reader->env_->samples, &ms), "mdb_stat"));
+  const int rc = mdb_stat(txn.get(), reader->env_->samples, &ms);
+  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*reader->env_, [&] { return absl::StrCat("opening ", path); }));
+  DDPIO_RETURN_IF_ERROR(LmdbError(rc, "mdb_stat"));
   if (ms.ms_entries != reader->completion_.sample_count) {
     return absl::DataLossError(absl::StrCat("dataset ", path, " holds ", ms.ms_entries,
                                             " records but its completion marker says ",
@@ -410,7 +532,11 @@ absl::StatusOr<ReadTxn> DatasetReader::BeginRead() const {
 absl::StatusOr<Record> DatasetReader::ReadCopy(uint64_t index) const {
   DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, BeginRead());
   DDPIO_ASSIGN_OR_RETURN(RecordView view, txn.Get(index));
-  return Record::FromView(view);
+  Record copy = Record::FromView(view);
+  // The copy read the map again: a page lost since Get verified it read as zeros.
+  absl::Status mapped = txn.CheckMapped();
+  if (!mapped.ok()) return Annotate(mapped, RecordName(index, path_));
+  return copy;
 }
 
 }  // namespace ddpio::storage

@@ -15,6 +15,14 @@
 //   DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
 //   DDPIO_ASSIGN_OR_RETURN(RecordView r, txn.Get(17));   // r.payload valid until txn.Reset()
 //
+// A file that becomes unreadable while mapped (truncated or replaced under the process, a corrupt
+// file that sends LMDB past its end, failing storage) raises a bus error on the next read of its
+// pages; the process does not die of it: the pages read as zeros, and every read of that file
+// from then on — Get, Prefetch, CheckMapped, ReadCopy, Open — returns DataLoss naming the file,
+// the byte and the likely cause (storage/internal/map_guard.h). Zeros are never returned as a
+// record: a caller that keeps using a view after Get (decoding it, copying it) calls
+// ReadTxn::CheckMapped after that use.
+//
 // A sharded dataset (a folder with kShardManifest and one dataset per shard, written by
 // `ddpio convert --shards K`) opens the same way and reads as one: one index space, shard k
 // holding the indices after those of shards 0..k-1, so the order is the unsharded order.
@@ -71,17 +79,26 @@ class ReadTxn {
 
   // A view of record `index`. Its source_name and payload point into the memory map and stay
   // valid until this ReadTxn is Reset, moved from or destroyed. InvalidArgument when index >=
-  // size(); DataLoss for a missing, truncated or corrupt record, naming index, key and dataset.
-  // With `stored`, also the record's bytes as stored (what DecodeRecord parses; the group feeder
-  // sends them as they are), valid as long as the view.
+  // size(); DataLoss for a missing, truncated or corrupt record, naming index, key and dataset,
+  // and for any record of a file whose map has had a bus error (then naming the file, the byte
+  // and the cause). With `stored`, also the record's bytes as stored (what DecodeRecord parses;
+  // the group feeder sends them as they are), valid as long as the view.
   absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr);
+
+  // OK unless a bus error has hit the dataset's map (sharded: the map of a shard this transaction
+  // read since it was begun or last Reset): then DataLoss as Get's, without the record (the
+  // caller knows which it used). Views from Get are read again by whoever uses them later
+  // (decode, copy), and a page lost meanwhile reads as zeros: call this after the use and before
+  // trusting its result. One atomic load per file.
+  absl::Status CheckMapped() const;
 
   // Asks the OS to start reading these records now (MADV_WILLNEED over each record's pages, in
   // file order, adjacent ranges merged), so the Gets that follow find them in the page cache.
   // Without it a cold record is faulted in one page (4 KiB) at a time — on network or throttled
   // storage one IO per page instead of one per record, and one IO in flight per reading thread.
   // Returns the bytes hinted (page-rounded); costs a lookup per record when they are cached.
-  // InvalidArgument for an index >= size(); a missing record is left to Get to report.
+  // InvalidArgument for an index >= size(); DataLoss after a bus error in the map, as Get's; a
+  // missing record is left to Get to report.
   absl::StatusOr<uint64_t> Prefetch(absl::Span<const uint64_t> indices);
 
   // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
