@@ -89,8 +89,10 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       "convert", "Convert an ImageFolder, a list file, an ImageNet validation folder or a Caffe LMDB into a ddpio dataset");
   app->footer(
       "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, sorted\n"
-      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs keep their bytes; other\n"
-      "formats are stored as the RGB pixels Pillow's convert('RGB') gives.\n"
+      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs are re-written losslessly\n"
+      "with restart markers (every 4 MCUs; checked pixel for pixel), so the loader decodes only a crop's\n"
+      "segments; --restart-interval 0 keeps their bytes. Other formats are stored as the RGB pixels\n"
+      "Pillow's convert('RGB') gives.\n"
       "Examples:\n"
       "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
       "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out /data/val.lmdb\n"

@@ -44,8 +44,9 @@ absl::Status CheckRaw(const SourceItem& item) {
   return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels);
 }
 
-// JPEGs keep their bytes (validated by a full decode unless `full_decode` is off); every other
-// format torchvision reads is decoded as Pillow's convert("RGB") would and stored raw.
+// JPEGs keep their bytes here (validated by a full decode unless `full_decode` is off; the
+// restart-marker transcode below may then re-write them losslessly); every other format
+// torchvision reads is decoded as Pillow's convert("RGB") would and stored raw.
 absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage::Record* r, std::string* stored_as) {
   r->original_width = static_cast<uint32_t>(item.original_width);
   r->original_height = static_cast<uint32_t>(item.original_height);

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "ddpio/broadcast/internal/group_feeder.h"
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/hash.h"
@@ -41,22 +44,120 @@ sampler::SamplerOptions StreamSamplerOptions(const sampler::SamplerOptions& worl
 
 namespace {
 
-// Everything the members of a group must agree on, as one number (FNV-1a of a description).
-uint64_t ConfigDigest(const FeederOptions& o, const comm::GroupLayout& layout) {
+// Everything the members of a group must agree on, by name, in a fixed order.
+std::vector<std::pair<std::string, std::string>> FeederSettings(const FeederOptions& o,
+                                                                const comm::GroupLayout& layout) {
   const loader::LoaderOptions& l = o.loader;
-  const std::string text = absl::StrCat(
-      FeedModeName(o.mode), "|", FeedPayloadName(o.payload), "|", FeedReadersName(o.readers), "|",
-      FeedRelayName(o.relay), "|", layout.world_size(), "|", layout.group_size(), "|",
-      comm::LayoutKindName(layout.kind()), "|", o.sampler.shuffle, "|", o.sampler.seed, "|",
-      sampler::PaddingName(o.sampler.padding), "|", static_cast<int>(o.sampler.permutation), "|", l.batch_size, "|",
-      l.drop_last, "|", static_cast<int>(l.output), "|", l.mean[0], ",", l.mean[1], ",", l.mean[2], "|", l.stddev[0],
-      ",", l.stddev[1], ",", l.stddev[2], "|", l.augment.size, "|", l.augment.train, "|", l.augment.scale_min, "|",
-      l.augment.scale_max, "|", l.augment.ratio_min, "|", l.augment.ratio_max, "|", l.augment.flip_probability, "|",
-      l.augment.resize_size, "|", l.seed, "|", loader::DecodeModeName(l.decode), "|", static_cast<int>(l.bad_samples));
-  return Fnv1a64(text);
+  const loader::AugmentOptions& a = l.augment;
+  auto triple = [](const std::array<float, 3>& v) { return absl::StrCat(v[0], ",", v[1], ",", v[2]); };
+  return {
+      {"mode", FeedModeName(o.mode)},
+      {"payload", FeedPayloadName(o.payload)},
+      {"readers", FeedReadersName(o.readers)},
+      {"relay", FeedRelayName(o.relay)},
+      {"world_size", absl::StrCat(layout.world_size())},
+      {"group_size", absl::StrCat(layout.group_size())},
+      {"layout", comm::LayoutKindName(layout.kind())},
+      {"shuffle", absl::StrCat(o.sampler.shuffle)},
+      {"seed", absl::StrCat(o.sampler.seed)},
+      {"padding", sampler::PaddingName(o.sampler.padding)},
+      {"permutation", sampler::PermutationKindName(o.sampler.permutation)},
+      {"batch_size", absl::StrCat(l.batch_size)},
+      {"drop_last", absl::StrCat(l.drop_last)},
+      {"output", absl::StrCat(static_cast<int>(l.output))},
+      {"mean", triple(l.mean)},
+      {"std", triple(l.stddev)},
+      {"image_size", absl::StrCat(a.out_height(), "x", a.out_width())},
+      {"train", absl::StrCat(a.train)},
+      {"scale", absl::StrCat(a.scale_min, ",", a.scale_max)},
+      {"ratio", absl::StrCat(a.ratio_min, ",", a.ratio_max)},
+      {"flip", absl::StrCat(a.flip_probability)},
+      {"resize_size", absl::StrCat(a.resize_size)},
+      {"augment_seed", absl::StrCat(l.seed)},
+      {"decode", loader::DecodeModeName(l.decode)},
+      {"bad_samples", absl::StrCat(static_cast<int>(l.bad_samples))},
+  };
+}
+
+// One member's side of the agreement: its settings, its dataset (identity or why it could not be
+// opened) and the path it named, as lines "name=value" (values C-escaped).
+std::string DescribeMember(const FeederOptions& o, const comm::GroupLayout& layout) {
+  std::string text = absl::StrCat("dataset_path=", absl::CEscape(o.dataset.path), "\n");
+  absl::StrAppend(&text, "dataset_error=", absl::CEscape(o.dataset.error), "\n");
+  absl::StrAppend(&text, "dataset=", absl::CEscape(o.dataset.identity), "\n");
+  for (const auto& [name, value] : FeederSettings(o, layout)) {
+    absl::StrAppend(&text, name, "=", absl::CEscape(value), "\n");
+  }
+  return text;
+}
+
+std::vector<std::pair<std::string, std::string>> ParseMember(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    std::string value;
+    if (eq == absl::string_view::npos || !absl::CUnescape(line.substr(eq + 1), &value)) continue;
+    fields.emplace_back(std::string(line.substr(0, eq)), std::move(value));
+  }
+  return fields;
+}
+
+std::string FieldOf(const std::vector<std::pair<std::string, std::string>>& fields, const std::string& name) {
+  for (const auto& [n, v] : fields) {
+    if (n == name) return v;
+  }
+  return "";
 }
 
 }  // namespace
+
+absl::Status internal::CheckGroupAgreement(const std::vector<std::string>& described, const std::vector<int>& ranks) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> members;
+  for (const std::string& d : described) members.push_back(ParseMember(d));
+  // A member that could not open its dataset: every member says who and why (the code is that
+  // member's own: NotFound for a missing dataset, and so on).
+  for (size_t m = 0; m < members.size(); ++m) {
+    const std::string error = FieldOf(members[m], "dataset_error");
+    if (error.empty()) continue;
+    const std::string path = FieldOf(members[m], "dataset_path");
+    const absl::StatusCode code = static_cast<absl::StatusCode>(std::atoi(error.c_str()));
+    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
+                        absl::StrCat(m == 0 ? "the group leader" : absl::StrCat("group member ", m), " (rank ",
+                                     ranks[m], ") cannot open its dataset \"", path, "\": ",
+                                     error.substr(std::min(error.size(), error.find(' ') + 1))));
+  }
+  const auto& leader = members[0];
+  for (size_t m = 1; m < members.size(); ++m) {
+    std::vector<std::string> differences;
+    bool dataset_differs = false;
+    for (const auto& [name, value] : leader) {
+      if (name == "dataset_path" || name == "dataset_error") continue;
+      const std::string theirs = FieldOf(members[m], name);
+      if (theirs == value) continue;
+      if (name == "dataset") {
+        dataset_differs = !value.empty() && !theirs.empty();
+        continue;
+      }
+      differences.push_back(absl::StrCat(name, " ", theirs, " (the leader: ", value, ")"));
+    }
+    if (!dataset_differs && differences.empty()) continue;
+    std::string message = absl::StrCat("group member ", m, " (rank ", ranks[m], ") and its leader (rank ", ranks[0],
+                                       ") disagree: ");
+    if (dataset_differs) {
+      absl::StrAppend(&message, "it opened the dataset \"", FieldOf(members[m], "dataset_path"), "\" (",
+                      FieldOf(members[m], "dataset"), "), the leader \"", FieldOf(leader, "dataset_path"), "\" (",
+                      FieldOf(leader, "dataset"), ")", differences.empty() ? "" : "; ");
+    }
+    if (!differences.empty()) absl::StrAppend(&message, "its settings differ: ", absl::StrJoin(differences, ", "));
+    absl::StrAppend(&message,
+                    ". Every member of a group must name the same dataset (a copy at another path is fine) with the "
+                    "same settings; if every rank passes the same ones, the ranks created their loaders (pipelines) "
+                    "in different orders: create them in the same order on every rank");
+    return absl::InvalidArgumentError(message);
+  }
+  return absl::OkStatus();
+}
+
 
 absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::DatasetReader* reader,
                                                                  const comm::GroupLayout& layout, int rank,
@@ -72,11 +173,6 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
                                                    layout.group_size()));
   }
   const bool reads = layout.is_leader(rank) || options.readers == FeedReaders::kAll;
-  if (reads && reader == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
-                                                   layout.is_leader(rank) ? " leads its group" : " reads for itself",
-                                                   " and needs the dataset"));
-  }
   if (options.read_ahead < 0) return absl::InvalidArgumentError("feeder read-ahead must not be negative");
   if (options.depth < 1) return absl::InvalidArgumentError("feeder depth must be at least 1");
   auto f = std::unique_ptr<GroupFeeder>(new GroupFeeder());
@@ -86,6 +182,12 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
   f->local_rank_ = layout.local_group_rank(rank);
   f->group_ = std::move(group);
   f->options_ = options;
+  DDPIO_RETURN_IF_ERROR(f->Agree());
+  if (reads && reader == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
+                                                   layout.is_leader(rank) ? " leads its group" : " reads for itself",
+                                                   " and needs the dataset"));
+  }
   DDPIO_RETURN_IF_ERROR(f->Setup());
   return f;
 }
@@ -94,22 +196,28 @@ int GroupFeeder::stream_rank(int member_rank) const {
   return options_.mode == FeedMode::kShard ? member_rank : layout_->group_rank(member_rank);
 }
 
-absl::Status GroupFeeder::Setup() {
-  // Agree on the dataset size and the settings: each rank contributes (size, digest).
-  // (In the group communicator's memory: the device's over NCCL.)
-  uint64_t mine[2] = {reader_ != nullptr ? reader_->size() : 0, ConfigDigest(options_, *layout_)};
-  std::vector<uint64_t> all(2 * layout_->group_size());
-  DDPIO_RETURN_IF_ERROR(Annotate(AllGatherHost(*group_, mine, all.data(), sizeof(mine), options_.timeout),
-                                 "agreeing on the group feeder's settings"));
-  for (int m = 1; m < layout_->group_size(); ++m) {
-    if (all[2 * m + 1] != all[1]) {
-      return absl::InvalidArgumentError(absl::StrCat("the feeder settings of group member ", m, " (rank ",
-                                                     layout_->members(rank_)[m],
-                                                     ") differ from the leader's: every member must use the same "
-                                                     "mode, payload, sampler and loader settings"));
-    }
+absl::Status GroupFeeder::Agree() {
+  // Every member describes its settings and its dataset; every member checks all of them, so a
+  // disagreement fails the whole group at once, each member naming the same culprit. The
+  // dataset's size comes from the leader (in the group communicator's memory: the device's over
+  // NCCL).
+  const std::chrono::milliseconds timeout = options_.timeout;
+  if (options_.dataset.identity.empty() && options_.dataset.error.empty() && reader_ != nullptr) {
+    options_.dataset.identity = storage::DatasetIdentity(reader_->header(), reader_->completion());
+    options_.dataset.path = reader_->path();
   }
-  dataset_size_ = all[0];
+  absl::StatusOr<std::vector<std::string>> described =
+      comm::AllGatherStrings(*group_, DescribeMember(options_, *layout_), timeout);
+  if (!described.ok()) return Annotate(described.status(), "agreeing on the group feeder's settings");
+  DDPIO_RETURN_IF_ERROR(internal::CheckGroupAgreement(*described, layout_->members(rank_)));
+  uint64_t size = reader_ != nullptr ? reader_->size() : 0;
+  DDPIO_RETURN_IF_ERROR(Annotate(comm::BroadcastHost(*group_, &size, sizeof(size), 0, timeout),
+                                 "agreeing on the dataset's size"));
+  dataset_size_ = size;
+  return absl::OkStatus();
+}
+
+absl::Status GroupFeeder::Setup() {
   device_ = group_->device_memory();
   sampler::SamplerOptions s = options_.sampler;
   s.dataset_size = dataset_size_;
@@ -129,7 +237,8 @@ absl::Status GroupFeeder::Setup() {
         "copies to the GPU need the encoded payload: decoded batches arrive ready in host buffers");
   }
   decoded_held_ = std::make_shared<loader::HoldGate>(options_.loader.held_batches);
-  const size_t pixels = static_cast<size_t>(options_.loader.augment.size) * options_.loader.augment.size * 3;
+  const size_t pixels =
+      static_cast<size_t>(options_.loader.augment.out_width()) * options_.loader.augment.out_height() * 3;
   sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   if (device_) DDPIO_RETURN_IF_ERROR(SetupDevice());
   if (options_.payload == FeedPayload::kEncoded) {
@@ -273,7 +382,12 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
 
 absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
-  DDPIO_RETURN_IF_ERROR(decoded_held_->Acquire(options_.loader.held_timeout, window_->name()));
+  // Past the held limit with HeldOverflow::kCopy (host buffers only): the batch goes out as a copy.
+  const bool may_copy = options_.loader.held_overflow == loader::LoaderOptions::HeldOverflow::kCopy && !device_;
+  absl::Status gate = decoded_held_->Acquire(may_copy ? std::chrono::milliseconds(0) : options_.loader.held_timeout,
+                                             window_->name());
+  if (!gate.ok() && !(may_copy && loader::IsHeldLimit(gate))) return gate;
+  const bool copy = !gate.ok();
   absl::StatusOr<FeedItem> taken = window_->Take(delivered_, stop_);
   absl::Status st = taken.status();
   if (st.ok()) {
@@ -281,8 +395,23 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
                                 options_.loader, window_->name());
   }
   if (!st.ok()) {
-    decoded_held_->Release();
+    if (!copy) decoded_held_->Release();
     return st;
+  }
+  if (copy) {
+    loader::Batch view;
+    view.epoch = taken->header.epoch;
+    view.step = delivered_;
+    view.size = taken->header.count();
+    view.data = taken->payload.data();
+    view.bytes = taken->payload.size();
+    view.labels = taken->header.labels.data();
+    view.indices = taken->header.indices.data();
+    view.valid = taken->header.valid.data();
+    loader::HeldBatch copied = loader::CopyBatch(view);
+    window_->Recycle(std::move(taken->payload));
+    ++copied_total_;
+    return copied;
   }
   // The hold owns the received message; dropping it gives the buffer back to the window (while
   // the feeder lives) and the hold back to the gate.
@@ -336,8 +465,10 @@ FeederCounters GroupFeeder::counters() const {
   c.loader_wait_ns = loader_wait_ns_;
   c.batches = batches_total_;
   c.images = images_total_;
+  c.batches_copied = copied_total_;
   if (loader_ != nullptr) {
     loader::LoaderStats ls = loader_->stats();
+    c.batches_copied += ls.copied;
     c.bad_samples = ls.bad_samples;
     c.skipped = std::move(ls.skipped);
   }

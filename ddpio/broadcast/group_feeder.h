@@ -94,6 +94,15 @@ struct FeederOptions {
   loader::CudaRuntime* cuda = nullptr;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // each send / receive
   FeedLimits limits;
+  // The dataset this member named, compared across the group at creation (a member that names
+  // another dataset, or cannot open its own, fails the whole group naming it). Empty identity
+  // on a rank that reads: taken from its reader; empty on a peer: not compared.
+  struct Dataset {
+    std::string path;
+    std::string identity;  // storage::DatasetIdentity of what `path` holds
+    std::string error;     // why it could not be opened: "<absl::StatusCode number> <message>"
+  };
+  Dataset dataset;
 };
 
 // Per-rank counters, cumulative over epochs.
@@ -108,6 +117,7 @@ struct FeederCounters {
   uint64_t loader_wait_ns = 0;   // the consumer blocked in Next()
   uint64_t batches = 0;          // handed to the consumer
   uint64_t images = 0;           // samples in them
+  uint64_t batches_copied = 0;   // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
   uint64_t bad_samples = 0;      // decoded on this rank and skipped (bad_samples = kSkip)
   std::vector<loader::SkippedSample> skipped;  // the first 100 of them
 };
@@ -161,6 +171,7 @@ class GroupFeeder {
  private:
   struct Member;  // a member as the leader serves it
   GroupFeeder() = default;
+  absl::Status Agree();
   absl::Status Setup();
   absl::Status SetupLeader();
   void StopRun();
@@ -242,7 +253,7 @@ class GroupFeeder {
   // Counters written by the feeder thread, read by counters().
   std::atomic<uint64_t> records_read_{0}, bytes_read_{0}, bytes_sent_{0}, bytes_received_{0};
   std::atomic<uint64_t> messages_sent_{0}, messages_received_{0}, network_wait_ns_{0};
-  uint64_t loader_wait_ns_ = 0, batches_total_ = 0, images_total_ = 0;
+  uint64_t loader_wait_ns_ = 0, batches_total_ = 0, images_total_ = 0, copied_total_ = 0;
 };
 
 }  // namespace ddpio::broadcast

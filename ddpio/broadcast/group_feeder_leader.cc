@@ -179,8 +179,11 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
       absl::Span<const uint8_t> stored;
       absl::StatusOr<storage::RecordView> record = txn.Get(index, &stored);
       if (!record.ok()) {
+        // A bus error in the map ends the run whatever the policy: every later read fails too.
+        const bool map_lost = !txn.CheckMapped().ok();
         txn.Reset();
-        if (!absl::IsDataLoss(record.status()) || options_.loader.bad_samples == loader::BadSamplePolicy::kFail) {
+        if (map_lost || !absl::IsDataLoss(record.status()) ||
+            options_.loader.bad_samples == loader::BadSamplePolicy::kFail) {
           return record.status();
         }
         // skip: an empty record; the member's loader substitutes it and flags it invalid.
@@ -195,6 +198,13 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
       h.labels.push_back(record->label);
       h.sizes.push_back(stored.size());
       payload.insert(payload.end(), stored.begin(), stored.end());
+      // The copy read the map again: a page lost since Get (the file cut short under the job)
+      // read as zeros, which must not be sent as the record.
+      if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) {
+        txn.Reset();
+        return Annotate(mapped, absl::StrCat("record ", index, " (key ", storage::IndexKeyHex(index), ") of ",
+                                             reader_->path()));
+      }
     }
     txn.Reset();  // do not pin old pages between steps
     h.payload_bytes = payload.size();
@@ -243,13 +253,14 @@ namespace internal {
 FeedHeader DecodedHeader(const loader::Batch& batch, const loader::LoaderOptions& options) {
   FeedHeader h;
   h.payload = PayloadKind::kDecoded;
-  const uint64_t side = static_cast<uint64_t>(options.augment.size);
+  const uint64_t w = static_cast<uint64_t>(options.augment.out_width());
+  const uint64_t ht = static_cast<uint64_t>(options.augment.out_height());
   if (options.output == loader::OutputFormat::kUint8Nhwc) {
     h.dtype = DType::kUint8;
-    h.sample_shape = {side, side, 3};
+    h.sample_shape = {ht, w, 3};
   } else {
     h.dtype = DType::kFloat32;
-    h.sample_shape = {3, side, side};
+    h.sample_shape = {3, ht, w};
   }
   h.indices.assign(batch.indices, batch.indices + batch.size);
   h.labels.assign(batch.labels, batch.labels + batch.size);

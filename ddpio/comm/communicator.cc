@@ -95,4 +95,24 @@ absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, Reduce
   return comm.CopyOut(data, device, count * sizeof(float), timeout);
 }
 
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& mine,
+                                                          std::chrono::milliseconds timeout, size_t max_bytes) {
+  const size_t n = static_cast<size_t>(comm.size());
+  const uint64_t length = mine.size();
+  std::vector<uint64_t> lengths(n);
+  DDPIO_RETURN_IF_ERROR(AllGatherHost(comm, &length, lengths.data(), sizeof(length), timeout));
+  const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (longest > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a text of ", longest, " bytes to share among the ranks; at most ",
+                                                   max_bytes, " are allowed"));
+  }
+  std::vector<std::string> all(n);
+  if (longest == 0) return all;
+  std::vector<char> in(longest, '\0'), out(longest * n);
+  std::copy(mine.begin(), mine.end(), in.begin());
+  DDPIO_RETURN_IF_ERROR(AllGatherHost(comm, in.data(), out.data(), longest, timeout));
+  for (size_t r = 0; r < n; ++r) all[r].assign(out.data() + r * longest, lengths[r]);
+  return all;
+}
+
 }  // namespace ddpio::comm

@@ -113,6 +113,12 @@ absl::Status AllGatherHost(Communicator& comm, const void* in, void* out, size_t
 absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
 absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, ReduceOp op,
                            std::chrono::milliseconds timeout);
+// Every rank's `mine` (any length up to `max_bytes`), in rank order: two all-gathers (the lengths,
+// then the texts padded to the longest). InvalidArgument when `mine` is longer than `max_bytes`
+// (checked on every rank after the lengths are known, so all fail together).
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& mine,
+                                                          std::chrono::milliseconds timeout,
+                                                          size_t max_bytes = size_t{1} << 20);
 
 }  // namespace ddpio::comm
 

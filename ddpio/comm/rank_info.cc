@@ -162,7 +162,8 @@ absl::Status ResolveCounts(const MergedCounts& m, RankInfo* info) {
     return absl::InvalidArgumentError(absl::StrCat(
         c.rank.has_value() ? "a rank (from " + m.rank_from + ") without a world size"
                            : "a world size (from " + m.world_from + ") without a rank",
-        "; set both"));
+        ": a launcher (`ddpio launch`, torchrun, srun, mpirun) sets both for every rank it starts; set both, "
+        "start the job with a launcher, or unset it to run alone"));
   }
   info->rank = c.rank.value_or(0);
   info->world_size = c.world.value_or(1);

@@ -19,6 +19,26 @@ TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
   return limits;
 }
 
+// A rank of a world of several with no store to meet the others through: the usual cause is a
+// launcher's variables without the launcher (WORLD_SIZE exported in a shell, a process started
+// by hand inside an allocation). Say what was found and how jobs are started.
+absl::Status NoLauncherStore(const RankInfo& info) {
+  const std::string from = info.source == "flags"      ? "the command line"
+                           : info.source == "torchrun" ? "RANK/WORLD_SIZE in the environment"
+                           : info.source.empty()       ? "the caller"
+                                                       : absl::StrCat(info.source, "'s environment variables");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this process is rank ", info.rank, " of ", info.world_size, " according to ", from,
+      ", but no launcher serves a rendezvous store for it (DDPIO_STORE_TOKEN is not set): start every rank "
+      "with a launcher (`ddpio launch --nproc-per-node N -- PROGRAM`, `torchrun --nproc_per_node N ...`, srun or "
+      "mpirun, with DDPIO_STORE_TOKEN set to the same secret on every rank for the last two), or from "
+      "Python call torch.distributed.init_process_group() first; to run alone, ",
+      info.source == "flags"    ? "drop --rank/--world-size"
+      : info.source == "slurm"  ? "unset SLURM_PROCID/SLURM_NTASKS"
+      : info.source == "openmpi" ? "unset OMPI_COMM_WORLD_*"
+                                 : "unset RANK and WORLD_SIZE"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
@@ -49,7 +69,10 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   job->options_ = options;
   std::shared_ptr<Store> base;
   std::string where = absl::StrCat("tcp://", info.master_addr, ":", info.master_port);
-  if (options.store.rfind("file:", 0) == 0) {
+  if (options.external_store != nullptr) {
+    base = options.external_store;
+    where = options.external_store_name;
+  } else if (options.store.rfind("file:", 0) == 0) {
     DDPIO_ASSIGN_OR_RETURN(auto fs, FileStore::Open(options.store.substr(5)));
     base = std::move(fs);
     where = options.store;
@@ -71,11 +94,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     base = std::move(client);
     where = absl::StrCat("private tcp://127.0.0.1:", job->server_->port());
   } else {
-    if (options.token.empty()) {
-      return absl::InvalidArgumentError(
-          "DDPIO_STORE_TOKEN is not set: the rendezvous store serves only clients that present the "
-          "job's token (`ddpio launch` sets one)");
-    }
+    if (options.token.empty()) return NoLauncherStore(info);
     if (info.rank == 0) {
       DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
     }

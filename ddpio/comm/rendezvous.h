@@ -26,6 +26,11 @@ namespace ddpio::comm {
 struct RendezvousOptions {
   // "" (default): the TCP store hosted by rank 0; "file:DIR": a FileStore in DIR.
   std::string store;
+  // A store the caller already shares with every rank (e.g. torch.distributed's, reached through
+  // Python): used instead of `store`, under the job's prefix; `external_store_name` says what it
+  // is in the log.
+  std::shared_ptr<Store> external_store;
+  std::string external_store_name;
   // Every wait of the rendezvous and of leaving the job (the store's replies included). Commands
   // pass their --timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};

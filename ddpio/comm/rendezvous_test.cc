@@ -42,7 +42,7 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
   RendezvousOptions no_token;
   no_token.token = "";
   const Environment empty;
-  EXPECT_CODE(Job::Join(plain, no_token, empty), kInvalidArgument);
+  EXPECT_CODE(Job::Join(plain, no_token, empty), kFailedPrecondition);  // no launcher's store
   // Started alone (no launcher's environment): a private store, no token needed.
   ASSERT_OK_AND_ASSIGN(RankInfo lone, DiscoverRank({}));
   ASSERT_OK_AND_ASSIGN(auto alone, Job::Join(lone, no_token, empty));
@@ -69,7 +69,11 @@ TEST(Rendezvous, ReadsTheEnvironmentItIsGiven) {
   solo.master_port = ddpio::testing::FreeLoopbackPort();
   RendezvousOptions o;
   o.backend = BackendKind::kGloo;
-  EXPECT_CODE(Job::Join(solo, o, Environment{}), kInvalidArgument);  // no DDPIO_STORE_TOKEN
+  // No DDPIO_STORE_TOKEN: what is wrong (no launcher's store) and how jobs are started.
+  auto untokened = Job::Join(solo, o, Environment{});
+  EXPECT_CODE(untokened, kFailedPrecondition);
+  EXPECT_THAT(untokened.status().message(), ::testing::HasSubstr("according to the command line"));
+  EXPECT_THAT(untokened.status().message(), ::testing::HasSubstr("ddpio launch --nproc-per-node"));
   {
     ASSERT_OK_AND_ASSIGN(auto job, Job::Join(solo, o, Environment{{"DDPIO_STORE_TOKEN", "t"}}));
     EXPECT_OK(job->world().Barrier(std::chrono::seconds(5)));
@@ -95,7 +99,10 @@ TEST(Rendezvous, BackendChoiceOnAMachineWithoutADevice) {
   auto refused = Job::Join(solo, o);
   EXPECT_CODE(refused, kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("nccl"));
-  auto codes = RunJob(2, RendezvousOptions{.token = "tok", .job_id = "auto"}, [](Job& job) {
+  RendezvousOptions automatic;
+  automatic.token = "tok";
+  automatic.job_id = "auto";
+  auto codes = RunJob(2, automatic, [](Job& job) {
     return job.backend().kind == BackendKind::kGloo && job.world().backend() == "gloo" ? JobWorldAndGroups(job) : 50;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));

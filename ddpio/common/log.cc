@@ -23,6 +23,7 @@ LogLevel LevelFromEnv() {
 }
 
 std::atomic<int> g_rank{-1};
+std::atomic<LogSink> g_sink{nullptr};
 std::atomic<int> g_level{static_cast<int>(LevelFromEnv())};
 
 const char* Basename(const char* file) {
@@ -39,10 +40,12 @@ const char* Basename(const char* file) {
 void SetLogRank(int rank) { g_rank.store(rank); }
 void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+void SetLogSink(LogSink sink) { g_sink.store(sink); }
 
 namespace internal {
 
-LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {
+  if (g_sink.load() != nullptr) return;  // the sink gets the parts, not the prefixed line
   static constexpr char kLetters[] = {'D', 'I', 'W', 'E'};
   timeval tv;
   gettimeofday(&tv, nullptr);
@@ -63,6 +66,11 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
 }
 
 LogMessage::~LogMessage() {
+  if (LogSink sink = g_sink.load(); sink != nullptr) {
+    const std::string where = std::string(Basename(file_)) + ":" + std::to_string(line_);
+    sink(level_, where.c_str(), g_rank.load(), stream_.str());
+    return;
+  }
   stream_ << '\n';
   std::string text = stream_.str();
   // One write per line: lines from concurrent threads and processes stay whole.

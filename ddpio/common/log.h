@@ -11,6 +11,7 @@
 #define DDPIO_COMMON_LOG_H_
 
 #include <sstream>
+#include <string>
 
 namespace ddpio {
 
@@ -20,6 +21,13 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 void SetLogRank(int rank);
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
+
+// Where lines go instead of stderr (the Python package hands them to Python's `logging`): called
+// on the logging thread with the level, "module/file.cc:line", the rank (-1 unknown) and the
+// message without prefix or newline. Must not block for long or log itself. nullptr restores
+// stderr. Set it before threads log (a sink is not removed under a thread calling it).
+using LogSink = void (*)(LogLevel level, const char* where, int rank, const std::string& message);
+void SetLogSink(LogSink sink);
 
 namespace internal {
 // Turns `stream << ...` into void so both branches of DDPIO_LOG's ?: have one type.
@@ -37,6 +45,8 @@ class LogMessage {
 
  private:
   LogLevel level_;
+  const char* file_;
+  int line_;
   std::ostringstream stream_;
 };
 }  // namespace internal

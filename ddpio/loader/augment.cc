@@ -86,7 +86,8 @@ SampleGeometry PlanSample(int width, int height, const AugmentOptions& o, uint64
     return g;
   }
   // Resize(r): the shorter side becomes r, the longer int(r * long / short) (torchvision).
-  const int r = o.resize_size > 0 ? o.resize_size : o.size * 256 / 224;
+  const int cw = o.out_width(), ch = o.out_height();
+  const int r = o.resize_size > 0 ? o.resize_size : std::max(cw, ch) * 256 / 224;
   int new_w, new_h;
   if (width <= height) {
     new_w = r;
@@ -95,10 +96,10 @@ SampleGeometry PlanSample(int width, int height, const AugmentOptions& o, uint64
     new_h = r;
     new_w = static_cast<int>(static_cast<int64_t>(r) * width / height);
   }
-  // CenterCrop(size): top = round((new_h - size) / 2), left likewise (torchvision).
-  const int top = PyRound((new_h - o.size) / 2.0), left = PyRound((new_w - o.size) / 2.0);
+  // CenterCrop((h, w)): top = round((new_h - h) / 2), left = round((new_w - w) / 2) (torchvision).
+  const int top = PyRound((new_h - ch) / 2.0), left = PyRound((new_w - cw) / 2.0);
   const double sx = static_cast<double>(width) / new_w, sy = static_cast<double>(height) / new_h;
-  g.box = {left * sx, top * sy, (left + o.size) * sx, (top + o.size) * sy};
+  g.box = {left * sx, top * sy, (left + cw) * sx, (top + ch) * sy};
   // A crop larger than the resized image would pad in torchvision; clamp to the image instead.
   g.box.x0 = std::max(0.0, g.box.x0);
   g.box.y0 = std::max(0.0, g.box.y0);

@@ -18,13 +18,17 @@ namespace ddpio::loader {
 
 struct AugmentOptions {
   bool train = true;
-  int size = 224;                  // output side (square)
+  int size = 224;                  // output width, and height unless `height` is set
+  int height = 0;                  // output height; 0: `size` (square)
   double scale_min = 0.08;         // RandomResizedCrop scale range
   double scale_max = 1.0;
   double ratio_min = 3.0 / 4.0;    // RandomResizedCrop aspect-ratio range
   double ratio_max = 4.0 / 3.0;
   double flip_probability = 0.5;   // 0 disables the flip
-  int resize_size = 0;             // evaluation: shorter side before the crop; 0 = size * 256 / 224
+  int resize_size = 0;             // evaluation: shorter side before the crop; 0 = max side * 256 / 224
+
+  int out_width() const { return size; }
+  int out_height() const { return height > 0 ? height : size; }
 };
 
 // Crop (top i, left j, height h, width w) in source pixels, as torchvision's get_params returns.

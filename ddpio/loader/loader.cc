@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside the sampler's world of ",
                                                    sampler_options.num_replicas));
   }
-  if (options.batch_size == 0 || options.augment.size <= 0 || options.prefetch < 1) {
+  if (options.batch_size == 0 || options.augment.size <= 0 || options.augment.height < 0 || options.prefetch < 1) {
     return absl::InvalidArgumentError("batch size, output size and prefetch must be positive");
   }
   auto loader = std::unique_ptr<Loader>(new Loader());
@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
   int workers = options.workers > 0 ? options.workers
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   loader->options_.workers = workers;
-  const size_t pixels = static_cast<size_t>(options.augment.size) * options.augment.size * 3;
+  const size_t pixels = static_cast<size_t>(options.augment.out_width()) * options.augment.out_height() * 3;
   loader->sample_bytes_ = options.output == OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) {
@@ -128,6 +128,9 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
     }
   }
   if (options.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (options.held_overflow == LoaderOptions::HeldOverflow::kCopy && options.copy_to_device) {
+    return absl::InvalidArgumentError("held_overflow copy cannot be combined with copy_to_device");
+  }
   if (options.copy_to_device && cuda != nullptr) {
     DDPIO_ASSIGN_OR_RETURN(loader->stream_, cuda->CreateStream());
   }
@@ -135,7 +138,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
   // Next(); up to held_batches with NextHeld(), allocated when first needed).
   loader->window_ = static_cast<uint64_t>(std::max(options.prefetch, workers));
   auto pool = std::make_shared<SlotPool>(options.held_batches);
-  const size_t bound = loader->window_ + static_cast<size_t>(options.held_batches);
+  // (+1: with HeldOverflow::kCopy the consumer takes one more slot while it copies it.)
+  const size_t bound = loader->window_ + static_cast<size_t>(options.held_batches) + 1;
   pool->slots.resize(bound);
   pool->is_held.resize(bound, 0);
   for (uint64_t i = 0; i <= loader->window_; ++i) {
@@ -301,7 +305,7 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
   }
   if (as_float) {
     const auto t2 = Clock::now();
-    const size_t plane = static_cast<size_t>(options_.augment.size) * options_.augment.size;
+    const size_t plane = static_cast<size_t>(options_.augment.out_width()) * options_.augment.out_height();
     float* f = reinterpret_cast<float*>(out);
     const uint8_t* p = w.hwc.data();
     for (size_t i = 0; i < plane; ++i) {
@@ -354,6 +358,15 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
       w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
     }
     st = FillSample(slot, k, index, plan_->IsPadding(rank_, j), std::move(record), w);
+    if (sourced == nullptr) {
+      // The decode read the record from the map again; a page lost since Get (the file cut short
+      // under the job) read as zeros. A bus error in the map ends the run whatever the bad-sample
+      // policy: the file is gone, not one sample, and every later read of it fails too.
+      absl::Status mapped = w.txn->CheckMapped();
+      if (!mapped.ok()) {
+        st = Annotate(mapped, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ", where_));
+      }
+    }
   }
   if (w.txn.has_value()) w.txn->Reset();  // do not pin old pages between batches
   if (st.ok() && stream_ != nullptr) {
@@ -378,17 +391,36 @@ absl::StatusOr<HeldBatch> Loader::NextHeld() {
   if (pipeline_ == nullptr) return absl::FailedPreconditionError("Next() before StartEpoch()");
   if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
   SlotPool& pool = *pool_;
-  DDPIO_RETURN_IF_ERROR(pool.gate.Acquire(options_.held_timeout, where_));
+  const bool may_copy = options_.held_overflow == LoaderOptions::HeldOverflow::kCopy;
+  absl::Status gate = pool.gate.Acquire(may_copy ? std::chrono::milliseconds(0) : options_.held_timeout, where_);
+  if (!gate.ok() && !(may_copy && IsHeldLimit(gate))) return gate;
+  const bool copy = !gate.ok();  // every hold is taken: this batch goes out as a copy
   const auto t0 = Clock::now();
   std::optional<absl::StatusOr<int>> r = pipeline_->map.Next();
   wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
   if (!r.has_value() || !r->ok()) {
-    pool.gate.Release();
+    if (!copy) pool.gate.Release();
     if (!r.has_value()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
     return r->status();
   }
   const int s = **r;
   Slot& slot = *pool.slots[s];
+  if (copy) {
+    Batch view;
+    view.epoch = plan_->epoch();
+    view.step = delivered_++;
+    view.size = slot.size;
+    view.data = slot.data.data();
+    view.bytes = slot.size * sample_bytes_;
+    view.labels = slot.labels.data();
+    view.indices = slot.indices.data();
+    view.valid = slot.valid.data();
+    HeldBatch copied = CopyBatch(view);
+    ReturnSlot(s);
+    ++batches_total_;
+    ++copied_total_;
+    return copied;
+  }
   {
     std::lock_guard<std::mutex> lock(pool.mu);
     pool.is_held[s] = 1;
@@ -410,6 +442,30 @@ absl::StatusOr<HeldBatch> Loader::NextHeld() {
   return held;
 }
 
+HeldBatch CopyBatch(const Batch& batch) {
+  struct Owned {
+    std::vector<uint8_t> data;
+    std::vector<int32_t> labels;
+    std::vector<uint64_t> indices;
+    std::vector<uint8_t> valid;
+  };
+  auto owned = std::make_shared<Owned>();
+  const size_t n = static_cast<size_t>(batch.size);
+  owned->data.assign(batch.data, batch.data + batch.bytes);
+  owned->labels.assign(batch.labels, batch.labels + n);
+  owned->indices.assign(batch.indices, batch.indices + n);
+  owned->valid.assign(batch.valid, batch.valid + n);
+  HeldBatch held;
+  held.batch = batch;
+  held.batch.data = owned->data.data();
+  held.batch.labels = owned->labels.data();
+  held.batch.indices = owned->indices.data();
+  held.batch.valid = owned->valid.data();
+  held.batch.device_data = nullptr;
+  held.hold = std::move(owned);
+  return held;
+}
+
 LoaderStats Loader::stats() const {
   LoaderStats st;
   for (const auto& w : workers_) {
@@ -422,6 +478,7 @@ LoaderStats Loader::stats() const {
     st.payload_bytes += w->payload_bytes;
   }
   st.batches = batches_total_;
+  st.copied = copied_total_;
   st.wait_ns = wait_ns_;
   st.workers = static_cast<int>(workers_.size());
   {

@@ -82,6 +82,13 @@ struct LoaderOptions {
   // NextHeld() with held_batches batches already held waits this long for one to be released
   // (by another thread), then fails ResourceExhausted — a slot is never reused while held.
   std::chrono::milliseconds held_timeout{std::chrono::seconds(10)};
+  // What NextHeld() does with held_batches batches already held. kWait (default): waits
+  // held_timeout as above. kCopy: hands out a copy of the next batch in memory of its own (plain,
+  // not page-locked; no device copy) and reuses the slot at once, so a consumer that keeps every
+  // batch (Python's list(loader)) never stalls — memory then grows with what it keeps, as for
+  // any list. Not with copy_to_device (InvalidArgument).
+  enum class HeldOverflow { kWait, kCopy };
+  HeldOverflow held_overflow = HeldOverflow::kWait;
 };
 
 // One batch. From Next(): valid until the next Next(), StartEpoch() or the loader's destruction.
@@ -106,6 +113,10 @@ struct HeldBatch {
   std::shared_ptr<void> hold;
 };
 
+// A copy of `batch` (its data, labels, indices and valid flags) in memory the returned hold owns:
+// what NextHeld hands out past the held limit with HeldOverflow::kCopy. No device data.
+HeldBatch CopyBatch(const Batch& batch);
+
 struct SkippedSample {
   uint64_t index = 0;
   std::string reason;
@@ -123,6 +134,7 @@ struct LoaderStats {
   HostMemoryKind memory = HostMemoryKind::kPlain;
   uint64_t slot_allocations = 0;       // host buffers ever allocated (grows only with NextHeld)
   int held = 0;                        // batches the consumer holds now
+  uint64_t copied = 0;                 // batches handed out as copies (HeldOverflow::kCopy)
 };
 
 class Loader {
@@ -219,6 +231,7 @@ class Loader {
   std::atomic<bool> stop_{false};
   uint64_t wait_ns_ = 0;
   uint64_t batches_total_ = 0;
+  uint64_t copied_total_ = 0;
 
   mutable std::mutex mu_;  // guards skipped_
   std::vector<SkippedSample> skipped_;

@@ -35,9 +35,9 @@ absl::Status CheckGeometry(const storage::RecordView& record) {
 
 }  // namespace
 
-absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box, int out_size,
+absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box, int out_w, int out_h,
                                          DecodeMode mode, bool full, DecodedRegion* region) {
-  DDPIO_RETURN_IF_ERROR(decoder_.Decode(record.payload, box, out_size, out_size, mode == DecodeMode::kFast, full,
+  DDPIO_RETURN_IF_ERROR(decoder_.Decode(record.payload, box, out_w, out_h, mode == DecodeMode::kFast, full,
                                         /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region));
   if (static_cast<uint32_t>(region->image_width) != record.width ||
       static_cast<uint32_t>(region->image_height) != record.height) {
@@ -49,15 +49,16 @@ absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, cons
 }
 
 absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record, const RestartLayout& l,
-                                              const SampleGeometry& g, int s, DecodeMode mode, uint8_t* out,
-                                              bool* used) {
+                                              const SampleGeometry& g, int ow, int oh, DecodeMode mode,
+                                              uint8_t* out, bool* used) {
   *used = false;
   if (static_cast<uint32_t>(l.width) != record.width || static_cast<uint32_t>(l.height) != record.height) {
     return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
                                             " differs from the JPEG's ", l.width, "x", l.height));
   }
   const Box& b = g.box;
-  const SegmentBand band = BandFor(l, b.x0, b.y0, b.x1, b.y1, s, /*exact_edges=*/mode == DecodeMode::kExact);
+  const SegmentBand band =
+      BandFor(l, b.x0, b.y0, b.x1, b.y1, std::max(ow, oh), /*exact_edges=*/mode == DecodeMode::kExact);
   if (band.whole) return absl::OkStatus();
   const int seg_w = l.interval * l.mcu_width;
   const int row0 = band.row0, row1 = band.row1, col0 = band.col0, col1 = band.col1;
@@ -66,7 +67,7 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
   const int sw = std::min(l.width, col1 * seg_w) - ox, sh = std::min(l.height, row1 * l.mcu_height) - oy;
   const Box local{b.x0 - ox, b.y0 - oy, b.x1 - ox, b.y1 - oy};
   DecodedRegion region;
-  DDPIO_RETURN_IF_ERROR(decoder_.Decode(sub_, local, s, s, mode == DecodeMode::kFast,
+  DDPIO_RETURN_IF_ERROR(decoder_.Decode(sub_, local, ow, oh, mode == DecodeMode::kFast,
                                         /*full=*/mode == DecodeMode::kExact,
                                         /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, &region));
   if (region.image_width != sw || region.image_height != sh) {
@@ -76,13 +77,13 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
   last_scale_denom_ = region.scale_denom;
   if (mode == DecodeMode::kExact) {
     // The full image's weights over the band: bit-identical to resampling the full decode.
-    if (!resampler_.ResizeWindow(pixels_.data(), sw, sh, sw * 3, 3, ox, oy, l.width, l.height, b, out, s, s, s * 3,
-                                 g.flip)) {
+    if (!resampler_.ResizeWindow(pixels_.data(), sw, sh, sw * 3, 3, ox, oy, l.width, l.height, b, out, ow, oh,
+                                 ow * 3, g.flip)) {
       return absl::OkStatus();  // cannot happen with the reach above; the full path is the answer
     }
   } else {
-    resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box, out, s, s,
-                      s * 3, g.flip);
+    resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box, out, ow, oh,
+                      ow * 3, g.flip);
   }
   *used = true;
   return absl::OkStatus();
@@ -96,8 +97,8 @@ absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record, std
   }
   const Box all{0, 0, static_cast<double>(record.width), static_cast<double>(record.height)};
   DecodedRegion region;
-  DDPIO_RETURN_IF_ERROR(DecodeJpeg(record, all, static_cast<int>(std::max(record.width, record.height)),
-                                   DecodeMode::kExact, /*full=*/true, &region));
+  const int side = static_cast<int>(std::max(record.width, record.height));
+  DDPIO_RETURN_IF_ERROR(DecodeJpeg(record, all, side, side, DecodeMode::kExact, /*full=*/true, &region));
   rgb->assign(pixels_.begin(), pixels_.begin() + static_cast<size_t>(region.width) * region.height * 3);
   return absl::OkStatus();
 }
@@ -110,11 +111,11 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
   const auto t0 = Clock::now();
   const SampleGeometry g = PlanSample(static_cast<int>(record.width),
                                       static_cast<int>(record.height), augment, seed, epoch, index);
-  const int s = augment.size;
+  const int ow = augment.out_width(), oh = augment.out_height();
   if (record.type == storage::ContentType::kRawUint8) {
     resampler_.Resize(record.payload.data(), static_cast<int>(record.width),
                       static_cast<int>(record.height), static_cast<int>(record.width) * 3, 3, g.box,
-                      out, s, s, s * 3, g.flip);
+                      out, ow, oh, ow * 3, g.flip);
     nanos_.augment += static_cast<uint64_t>((Clock::now() - t0).count());
     return absl::OkStatus();
   }
@@ -127,7 +128,7 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
     if (!layout.ok() && !record.segment_offsets.empty()) return layout.status();
     if (layout.ok()) {
       bool used = false;
-      absl::Status st = ProcessSegments(record, *layout, g, s, mode, out, &used);
+      absl::Status st = ProcessSegments(record, *layout, g, ow, oh, mode, out, &used);
       if (used || !st.ok()) {
         const auto t1 = Clock::now();
         nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
@@ -137,13 +138,13 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
     }
   }
   DecodedRegion region;
-  absl::Status decoded = DecodeJpeg(record, g.box, s, mode, /*full=*/mode == DecodeMode::kExact, &region);
+  absl::Status decoded = DecodeJpeg(record, g.box, ow, oh, mode, /*full=*/mode == DecodeMode::kExact, &region);
   const auto t1 = Clock::now();
   nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
   if (!decoded.ok()) return decoded;
   last_scale_denom_ = region.scale_denom;
   resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box,
-                    out, s, s, s * 3, g.flip);
+                    out, ow, oh, ow * 3, g.flip);
   nanos_.augment += static_cast<uint64_t>((Clock::now() - t1).count());
   return absl::OkStatus();
 }

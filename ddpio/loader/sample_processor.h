@@ -65,13 +65,13 @@ class SampleProcessor {
 
  private:
   // Decodes `record`'s JPEG (whole when `full`) and checks the JPEG's size against the record's.
-  absl::Status DecodeJpeg(const storage::RecordView& record, const Box& box, int out_size, DecodeMode mode,
-                          bool full, DecodedRegion* region);
+  absl::Status DecodeJpeg(const storage::RecordView& record, const Box& box, int out_w, int out_h,
+                          DecodeMode mode, bool full, DecodedRegion* region);
 
   // The segment path of Process for a JPEG laid out as `layout`; *used false (nothing written)
   // when the crop needs the whole image anyway.
   absl::Status ProcessSegments(const storage::RecordView& record, const RestartLayout& layout,
-                               const SampleGeometry& g, int size, DecodeMode mode, uint8_t* out, bool* used);
+                               const SampleGeometry& g, int out_w, int out_h, DecodeMode mode, uint8_t* out, bool* used);
 
   RegionDecoder decoder_;
   std::vector<uint8_t> sub_;  // the last sub-JPEG

@@ -58,18 +58,41 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
   }
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_, host_memory));
   broadcast::FeederOptions feeder = options.feeder;
+  // Every member opens (peers: identifies) the dataset it names, and the group compares them in
+  // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
+  // group naming it, instead of silently training on its leader's data.
+  feeder.dataset.path = options.data;
+  absl::Status opened = absl::OkStatus();
   if (Reads(p->layout_, info.rank, options)) {
-    DDPIO_ASSIGN_OR_RETURN(p->reader_, storage::DatasetReader::Open(options.data, {}));
-    if (nccl && !host_memory) {
-      std::string why;
-      const int devices = comm::ProbeNcclDevices().devices;
-      p->cuda_ = loader::MakeCudaRuntime(&why, devices > 0 ? info.local_rank % devices : 0);
-      if (p->cuda_ == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
-      feeder.cuda = p->cuda_.get();
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader = storage::DatasetReader::Open(options.data, {});
+    if (reader.ok()) {
+      p->reader_ = *std::move(reader);
+      feeder.dataset.identity = storage::DatasetIdentity(p->reader_->header(), p->reader_->completion());
+    } else {
+      opened = reader.status();
+    }
+  } else {
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> peek = storage::DatasetReader::Open(options.data, {});
+    if (peek.ok()) {
+      feeder.dataset.identity = storage::DatasetIdentity((*peek)->header(), (*peek)->completion());
+    } else {
+      opened = peek.status();
     }
   }
-  DDPIO_ASSIGN_OR_RETURN(p->feeder_, broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank,
-                                                                    std::move(group), feeder));
+  if (!opened.ok()) {
+    feeder.dataset.error = absl::StrCat(static_cast<int>(opened.code()), " ", opened.message());
+  }
+  if (p->reader_ != nullptr && nccl && !host_memory) {
+    std::string why;
+    const int devices = comm::ProbeNcclDevices().devices;
+    p->cuda_ = loader::MakeCudaRuntime(&why, devices > 0 ? info.local_rank % devices : 0);
+    if (p->cuda_ == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
+    feeder.cuda = p->cuda_.get();
+  }
+  absl::StatusOr<std::unique_ptr<broadcast::GroupFeeder>> created =
+      broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank, std::move(group), feeder);
+  if (!opened.ok()) return opened;  // this rank's own error says most (the others name this rank)
+  DDPIO_ASSIGN_OR_RETURN(p->feeder_, std::move(created));
   return p;
 }
 

@@ -112,7 +112,7 @@ absl::StatusOr<EpochPlan> DistributedSampler::Plan(uint64_t epoch, uint64_t star
 void DistributedSampler::SetEpoch(uint64_t epoch) { epoch_ = epoch; }
 
 absl::StatusOr<EpochPlan> DistributedSampler::NextPlan(uint64_t start) {
-  if (options_.shuffle && last_planned_epoch_ == epoch_ && start == 0 && !warned_) {
+  if (options_.shuffle && options_.warn_repeated_epoch && last_planned_epoch_ == epoch_ && start == 0 && !warned_) {
     warned_ = true;
     DDPIO_LOG(WARNING) << "sampler: epoch " << epoch_
                        << " is being iterated again with the same shuffle; call SetEpoch(epoch) "

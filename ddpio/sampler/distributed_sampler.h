@@ -64,6 +64,9 @@ struct SamplerOptions {
   uint64_t seed = 0;            // PyTorch seeds its generator with seed + epoch
   Padding padding = Padding::kPad;
   PermutationKind permutation = PermutationKind::kTorch;
+  // Log a warning when a shuffled epoch is planned twice in a row from its start (a forgotten
+  // SetEpoch). Off where the caller warns in its own words (Python's loader names set_epoch).
+  bool warn_repeated_epoch = true;
 };
 
 // One rank's indices for one epoch (from a plan's start on).

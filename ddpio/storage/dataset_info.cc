@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/hash.h"
 
 namespace ddpio::storage {
 
@@ -115,6 +116,12 @@ absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::
         " (both must list the same classes in the same order)"));
   }
   return absl::OkStatus();
+}
+
+std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion) {
+  const uint64_t digest = Fnv1a64(EncodeCompletion(completion), Fnv1a64(EncodeHeader(header) + "\n"));
+  return absl::StrCat(kFormatName, " v", header.format_version, ", ", completion.sample_count, " records, ",
+                      header.classes.size(), " classes, digest ", absl::Hex(digest, absl::kZeroPad16));
 }
 
 }  // namespace ddpio::storage

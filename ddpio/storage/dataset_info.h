@@ -57,6 +57,12 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view json);
 std::string EncodeCompletion(const DatasetCompletion& completion);
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view json);
 
+// What identifies a dataset's content for agreeing across ranks that each opened their own copy:
+// "ddpio-lmdb v1, 1000 records, 10 classes, digest 0123456789abcdef", the digest an FNV-1a of the
+// header and completion as stored (so a copy of a dataset is identical, another conversion is
+// not). The path is not part of it: copies on different hosts may live at different paths.
+std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion);
+
 // OK when `val` names the same classes as `train`, in the same order (labels mean the same
 // thing); otherwise InvalidArgument naming the first label that differs, or the counts, and how
 // to convert the validation set so it matches.

@@ -5,9 +5,11 @@
     data = ddpio.Dataset("/data/train.lmdb")                            # (jpeg_bytes, label)
     loader = ddpio.Loader("/data/train.lmdb", batch_size=256)           # batches as torch tensors
 
-Importing ddpio does not import torch. The command-line tools are `python3 -m ddpio ...`.
+Importing ddpio does not import torch. The command-line tools are `python3 -m ddpio ...`. The C++
+core logs through Python's logging (logger "ddpio"; DDPIO_LOG_LEVEL chooses what it produces).
 """
 from ddpio._ddpio import __version__
+from ddpio import _logging  # the core's log lines go to logging.getLogger("ddpio")
 from ddpio.dataset import Dataset
 from ddpio.errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError,
                           DeadlineExceededError, Error, FailedPreconditionError, InternalError,

@@ -13,9 +13,12 @@ import numbers
 import os
 import sys
 import threading
+import warnings
 import weakref
 
 from ddpio import _ddpio
+from ddpio.errors import FailedPreconditionError
+from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation
 
 _CHOICES = {
     "decode": ("fast", "exact"),
@@ -28,14 +31,15 @@ _CHOICES = {
     "padding": ("pad", "drop", "none", "mask"),
     "bad_samples": ("fail", "skip"),
     "arrays": ("torch", "numpy"),
+    "permutation": ("torch", "torch-legacy", "feistel"),
 }
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+DEFAULT_HELD_MEMORY = 1 << 30  # bytes of batches the loop may keep zero-copy (held_memory)
 
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
-# The torch store the job was joined through: referenced until ddpio has left the job, so that
-# rank 0's store server (torch's, in this process) does not go with destroy_process_group()
-# while the other ranks still count themselves out through it.
-_joined_through = []
 
 
 def _close_all():
@@ -44,33 +48,29 @@ def _close_all():
     for loader in loaders:
         loader.close()
     _ddpio.leave_job()
-    _joined_through.clear()
 
 
 atexit.register(_close_all)
 
 
 def _torch_group():
-    """The rank, world size and store of torch.distributed's process group, when one is
-    initialised (never imports torch), so the loader joins the job through torch's own store —
-    under torchrun's c10d rendezvous (--standalone) the launcher serves no store of its own."""
+    """Rank, world size and store of torch.distributed's process group when one is initialised
+    (torch is never imported here: without it imported no group exists). The loader joins the job
+    through that store whatever the init method — env://, tcp://, file:// — so it is the same job
+    with the same ranks as torch's. A group whose store cannot be reached is an error, never a
+    silent fallback to a world of one."""
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
-    try:
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return {}
-        store = dist.distributed_c10d._get_default_store()
-        while hasattr(store, "underlying_store"):  # PrefixStore
-            store = store.underlying_store
-        host, port = getattr(store, "host", None), getattr(store, "port", None)
-        if not host or not port:
-            return {}
-        if not _joined_through:
-            _joined_through.append(store)
-        return dict(torch_rank=dist.get_rank(), torch_world_size=dist.get_world_size(),
-                    torch_store_host=str(host), torch_store_port=int(port))
-    except (AttributeError, RuntimeError):
+    if dist is None or not dist.is_available() or not dist.is_initialized():
         return {}
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        rank, world = dist.get_rank(), dist.get_world_size()
+    except (AttributeError, RuntimeError) as e:
+        raise FailedPreconditionError(
+            f"torch.distributed is initialised but ddpio cannot reach its store ({e}); the loader would not "
+            "know its rank") from None
+    return dict(torch_rank=int(rank), torch_world_size=int(world), torch_store=store)
 
 
 def _check_launcher(group):
@@ -80,7 +80,6 @@ def _check_launcher(group):
     if (group or "TORCHELASTIC_RUN_ID" not in env or env.get("DDPIO_STORE_TOKEN")
             or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"):
         return
-    from ddpio.errors import FailedPreconditionError
     raise FailedPreconditionError(
         "under torchrun's c10d rendezvous (--standalone or --rdzv-backend c10d) there is no launcher "
         "store to join: call torch.distributed.init_process_group() before creating the ddpio.Loader "
@@ -88,11 +87,12 @@ def _check_launcher(group):
         "and no --rdzv-backend (its agent store), or set DDPIO_STORE_TOKEN")
 
 
-def _positive_int(name, value, minimum=1):
+def _int(name, value, minimum=1, maximum=None):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"in [{minimum}, {maximum}]" if maximum is not None else f"at least {minimum}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
     return int(value)
 
 
@@ -112,127 +112,265 @@ def _triple(name, value):
     return t
 
 
+def _size_pair(name, value):
+    """(height, width) from an int or a pair, as torchvision's size arguments."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value, value)
+    try:
+        h, w = value
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an int or (height, width), got {value!r}") from None
+    return _int(f"{name} height", h, 1, 8192), _int(f"{name} width", w, 1, 8192)
+
+
+def _normalization(normalize):
+    """(mean, std) for output="float": None → [0, 1] as torchvision's ToTensor; "imagenet"; or a
+    (mean, std) pair of triples."""
+    if normalize is None:
+        return (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    if isinstance(normalize, str):
+        if normalize != "imagenet":
+            raise ValueError(f"normalize must be None, 'imagenet' or (mean, std), got {normalize!r}")
+        return IMAGENET_MEAN, IMAGENET_STD
+    try:
+        mean, std = normalize
+    except (TypeError, ValueError):
+        raise ValueError(f"normalize must be None, 'imagenet' or (mean, std), got {normalize!r}") from None
+    mean, std = _triple("normalize mean", mean), _triple("normalize std", std)
+    if any(s == 0 for s in std):
+        raise ValueError(f"normalize std must not contain 0, got {std}")
+    return mean, std
+
+
+_GEOMETRY = ("RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop")
+
+
+def _augment(augment):
+    """The geometry a torchvision transform (or a Compose, or a list) asks for, read from the
+    objects' attributes (torchvision is not imported): {"train", "size", "scale", "ratio", "flip",
+    "resize"}; keys absent when the transforms do not say. Anything but the four geometric
+    transforms is a ValueError that says where such a transform runs instead."""
+    if augment is None:
+        return {}
+    items = getattr(augment, "transforms", augment)
+    if not isinstance(items, (list, tuple)):
+        items = [items]
+    out = {}
+    for t in items:
+        kind = type(t).__name__
+        if kind not in _GEOMETRY:
+            raise ValueError(
+                f"augment: {kind} is not applied by ddpio.Loader, which runs RandomResizedCrop, "
+                "RandomHorizontalFlip, Resize and CenterCrop in C++; give the output type with output= and "
+                "normalize=, and run other transforms on each batch (on the GPU: see docs/PYTHON.md, "
+                "'Transforms on the batch')")
+        interpolation = str(getattr(t, "interpolation", "bilinear")).lower()
+        if kind in ("RandomResizedCrop", "Resize") and "bilinear" not in interpolation:
+            raise ValueError(f"augment: {kind} with interpolation {interpolation}: ddpio resamples bilinearly "
+                             "(antialiased, as torchvision on PIL images)")
+        if kind == "RandomResizedCrop":
+            out.update(train=True, size=_size_pair("RandomResizedCrop size", t.size),
+                       scale=tuple(float(v) for v in t.scale), ratio=tuple(float(v) for v in t.ratio))
+        elif kind == "RandomHorizontalFlip":
+            out["flip"] = float(t.p)
+        elif kind == "Resize":
+            size = t.size
+            if isinstance(size, (list, tuple)):
+                if len(size) != 1:
+                    raise ValueError("augment: Resize((h, w)) stretches the image; ddpio resizes the shorter "
+                                     "side (Resize(int)) then center-crops")
+                size = size[0]
+            out.update(train=False, resize=_int("Resize size", size, 1, 16384))
+        else:  # CenterCrop
+            out.update(train=False, size=_size_pair("CenterCrop size", t.size))
+    if out.get("train") is False and "scale" in out:
+        raise ValueError("augment mixes RandomResizedCrop (training) with Resize/CenterCrop (evaluation)")
+    return out
+
+
 class Loader:
-    """Iterates this rank's batches of a converted dataset, epoch by epoch.
+    """Iterates this rank's batches of a converted dataset, epoch by epoch — torch's DataLoader over
+    a DistributedSampler, in C++.
 
     Each batch is a dict: ``images`` (N, 3, H, W) — uint8 as stored (channels-last in memory: the
-    view of the loader's buffer) or float32 normalised with ``mean``/``std`` —, ``labels``
-    (int64), ``indices`` (int64, the dataset indices), ``valid`` (bool: False for the sampler's
-    padding with ``padding="mask"`` and for skipped bad samples), ``epoch`` and ``step``.
+    view of the loader's buffer) or float32 —, ``labels`` (int64), ``indices`` (int64, the dataset
+    indices), ``valid`` (bool: False for the sampler's padding with ``padding="mask"`` and for
+    skipped bad samples), ``epoch`` and ``step``.
 
     Arguments (docs/PYTHON.md has the whole table):
-      path: the dataset (``ddpio convert``). batch_size: samples per batch (per rank).
-      image_size: output side. train: RandomResizedCrop + flip (True) or Resize + CenterCrop.
-      workers: decoding threads (0: every core). decode: "fast" (DCT-scaled, crop region only)
-        or "exact" (the pixels of a full decode, then crop + resize: torchvision's within 1 level).
-      output: "uint8" or "float".
-      seed: the sampler's and the augmentation's seed (as DistributedSampler's ``seed``).
-      shuffle: default ``train``. drop_last: drop a short last batch. padding: the sampler's
-        "pad" (torch's default), "drop" (torch's drop_last=True), "none" or "mask".
+      path: the dataset (``ddpio convert``). batch_size: samples per batch (per rank; default 1).
+      shuffle: default ``train``. num_workers (or workers): decoding threads (0: every core).
+      image_size: output size, an int or (height, width). train: RandomResizedCrop + flip (True) or
+        Resize + CenterCrop. augment: torchvision's RandomResizedCrop / RandomHorizontalFlip /
+        Resize / CenterCrop objects (or a Compose of them), whose parameters are used.
+      decode: "fast" (only the crop's region) or "exact" (torchvision's pixels, within 1 level).
+      output: "uint8" or "float"; normalize (float only): None ([0, 1], as ToTensor), "imagenet" or
+        (mean, std).
+      seed: the sampler's and the augmentation's seed (as DistributedSampler's; negatives too).
+      drop_last: drop a short last batch (DataLoader's). padding: the sampler's "pad" (torch's
+        default), "drop" (DistributedSampler's drop_last=True), "none" or "mask".
+      permutation: None (the installed torch's order), "torch", "torch-legacy" or "feistel".
       group_size: ranks per group; only each group's leader reads the dataset and sends its
-        peers their data (mode "shard": each rank's DistributedSampler share; "replicate":
-        the group's batches to every member; payload "encoded" or "decoded").
-      device: None or "cpu" (host tensors), or a CUDA device: the loader copies each batch's
-        images to its own buffer on that GPU on its own stream, and hands the batch out once the
-        copy is done; the tensors are on the device (images view the loader's device buffer).
-      held_batches: batches the loop may keep at once (default 4, at least 2: a for loop keeps the
-        previous batch bound to its variable while the next is fetched); one more waits
-        ``held_timeout`` seconds for a release, then raises ResourceExhaustedError.
+        peers their data (mode "shard" / "replicate"; payload "encoded" / "decoded"). Every member
+        names its dataset; a member naming another one (or a missing one) fails the group.
+      device: None or "cpu" (host tensors), or a CUDA device the loader copies each batch to.
+      held_memory: bytes of batches the loop may keep zero-copy beyond the two a for loop holds
+        itself (default 1 GiB); batches kept beyond it are handed out as copies — the loop never
+        stalls on what it keeps.
+      pin_memory, persistent_workers: accepted for torch's sake (slots are always page-locked;
+        the workers always persist).
       arrays: "torch" (default) or "numpy" (torch is then never imported).
-    Under torchrun (or Slurm, Open MPI) the loader joins the job through the launcher's store;
-    every rank must create its loaders in the same order.
+    Under torch.distributed (any init method) or a launcher (torchrun, Slurm, Open MPI) the loader
+    joins the job; every rank must create its loaders in the same order. Not for torch DataLoader
+    workers (it decodes in its own threads): iterate it directly.
     """
 
-    def __init__(self, path, batch_size, image_size=224, train=True, workers=0, decode="fast",
-                 output="uint8", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), seed=0,
-                 group_size=1, mode="shard", payload="encoded", device=None, shuffle=None,
-                 drop_last=False, padding="pad", prefetch=2, held_batches=4, held_timeout=10.0,
-                 layout="contiguous", readers="leader", relay="chain", timeout=120.0,
-                 bad_samples="fail", resize_size=0, arrays="torch"):
+    def __init__(self, path, batch_size=1, shuffle=None, *, num_workers=None, workers=None, image_size=None,
+                 train=None, augment=None, decode="fast", output="uint8", normalize=None, seed=0,
+                 drop_last=False, padding="pad", permutation=None, group_size=1, mode="shard",
+                 payload="encoded", layout="contiguous", readers="leader", relay="chain", device=None,
+                 prefetch=2, held_memory=DEFAULT_HELD_MEMORY, held_timeout=10.0, timeout=120.0,
+                 bad_samples="fail", resize_size=0, arrays="torch", pin_memory=True, persistent_workers=False):
         self._pipe = None
+        self._pid = os.getpid()
         choices = dict(decode=decode, output=output, mode=mode, payload=payload, readers=readers,
-                       relay=relay, layout=layout, padding=padding, bad_samples=bad_samples,
-                       arrays=arrays)
+                       relay=relay, layout=layout, padding=padding, bad_samples=bad_samples, arrays=arrays)
         for name, value in choices.items():
             if value not in _CHOICES[name]:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, _CHOICES[name]))}, got {value!r}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
-            raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-        std = _triple("std", std)
-        if any(s == 0 for s in std):
-            raise ValueError(f"std must not contain 0, got {std}")
+        if permutation is not None and permutation not in _CHOICES["permutation"]:
+            raise ValueError(f"permutation must be None or one of "
+                             f"{', '.join(map(repr, _CHOICES['permutation']))}, got {permutation!r}")
+        if num_workers is not None and workers is not None and num_workers != workers:
+            raise ValueError(f"num_workers={num_workers!r} and workers={workers!r}: give one of them")
+        threads = num_workers if num_workers is not None else (workers if workers is not None else 0)
+        seed = _int("seed", seed, *_SEED_RANGE)
+        geometry = _augment(augment)
+        if train is not None and "train" in geometry and bool(train) != geometry["train"]:
+            raise ValueError(f"train={train!r} contradicts augment (a {'training' if geometry['train'] else 'evaluation'} "
+                             "transform)")
+        train = geometry.get("train", True if train is None else bool(train))
+        if image_size is not None and "size" in geometry and _size_pair("image_size", image_size) != geometry["size"]:
+            raise ValueError(f"image_size={image_size!r} contradicts augment's size {geometry['size']}")
+        height, width = geometry.get("size") or _size_pair("image_size", 224 if image_size is None else image_size)
+        if output == "uint8" and normalize is not None:
+            raise ValueError("normalize applies to output='float' (uint8 batches are the stored pixels)")
+        mean, std = _normalization(normalize)
+        scale, ratio = geometry.get("scale", (0.08, 1.0)), geometry.get("ratio", (3 / 4, 4 / 3))
+        if not 0 < scale[0] <= scale[1] <= 1 or not 0 < ratio[0] <= ratio[1]:
+            raise ValueError(f"RandomResizedCrop scale {scale} / ratio {ratio} out of range")
+        self.batch_size = _int("batch_size", batch_size)
+        self.drop_last = bool(drop_last)
+        self.num_workers = _int("num_workers", threads, 0)
+        self.pin_memory = bool(pin_memory)
+        self.persistent_workers = bool(persistent_workers)
+        self.shuffle = bool(train if shuffle is None else shuffle)
+        self.seed = seed
+        self.padding = padding
+        self._float = output == "float"
+        batch_bytes = self.batch_size * height * width * 3 * (4 if self._float else 1)
+        held_memory = _int("held_memory", held_memory, 0)
         options = dict(
-            batch_size=_positive_int("batch_size", batch_size),
-            image_size=_positive_int("image_size", image_size),
-            resize_size=_positive_int("resize_size", resize_size, 0),
-            workers=_positive_int("workers", workers, 0),
-            prefetch=_positive_int("prefetch", prefetch),
-            held_batches=_positive_int("held_batches", held_batches, 2),
-            held_timeout=_seconds("held_timeout", held_timeout),
-            group_size=_positive_int("group_size", group_size),
-            timeout=_seconds("timeout", timeout),
-            train=bool(train), shuffle=bool(train if shuffle is None else shuffle),
-            drop_last=bool(drop_last), seed=int(seed), mean=_triple("mean", mean), std=std,
+            batch_size=self.batch_size, image_width=width, image_height=height,
+            resize_size=geometry.get("resize", _int("resize_size", resize_size, 0)),
+            scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0], ratio_max=ratio[1],
+            flip=geometry.get("flip", 0.5), workers=self.num_workers,
+            prefetch=_int("prefetch", prefetch), held_batches=2 + held_memory // batch_bytes,
+            held_timeout=_seconds("held_timeout", held_timeout), group_size=_int("group_size", group_size),
+            timeout=_seconds("timeout", timeout), train=train, shuffle=self.shuffle, drop_last=self.drop_last,
+            seed=seed % (1 << 64), mean=mean, std=std,
             **{k: v for k, v in choices.items() if k != "arrays"})
-        if options["image_size"] > 8192:
-            raise ValueError(f"image_size must be at most 8192, got {image_size}")
+        self._held_batches = options["held_batches"]
         self._torch = None
+        self._device = None
         if arrays == "torch":
-            try:
-                import torch
-            except ImportError as e:
-                raise ImportError("ddpio.Loader(arrays='torch') needs PyTorch (python3-torch); "
-                                  "pass arrays='numpy' for numpy arrays") from e
-            self._torch = torch
-            self._device = None
-            if device is not None:
-                self._device = torch.device(device)
-                if self._device.type == "cuda":
-                    index = self._device.index
-                    if index is None:
-                        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
-                    self._device = torch.device("cuda", index)
-                    options["device_index"] = index
-                elif self._device.type == "cpu":
-                    self._device = None
-                else:
-                    raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device!r}")
-            if self._device is None and torch.cuda.is_available():
-                options["pin_device"] = torch.cuda.current_device()  # slots CUDA knows as pinned
+            self._setup_torch(device, options)
         elif device is not None:
             raise ValueError("device needs arrays='torch'")
+        options["copy_beyond_held"] = self._device is None  # a kept batch past held_memory: a copy
         self.path = os.path.abspath(os.fsdecode(path))
-        self.batch_size = options["batch_size"]
-        self._float = output == "float"
+        self._options_mode = mode
         self._epoch = 0
         self._start = 0
+        self._generation = 0      # iterators started; an iterator works while it is the newest
+        self._finished = None     # the epoch whose last pass ran from its start to its end
+        self._warned_copy = False
+        self._dataset = None
+        self._sampler = None
         group = _torch_group()
         _check_launcher(group)
         options.update(group)
+        if permutation is None:
+            # The installed torch's order for this dataset's size. A dataset that does not open is
+            # left to the pipeline, which reports it to the whole group.
+            try:
+                size = len(_ddpio.Dataset(os.fsencode(self.path)))
+            except Exception:
+                size = 0
+            options["permutation"] = default_permutation(size)
+        else:
+            options["permutation"] = permutation
+        self._permutation = options["permutation"]
         self._pipe = _ddpio.Pipeline(self.path, options)
         with _live_lock:
             _live.add(self)
 
+    def _setup_torch(self, device, options):
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("ddpio.Loader(arrays='torch') needs PyTorch (python3-torch); "
+                              "pass arrays='numpy' for numpy arrays") from e
+        self._torch = torch
+        if device is not None:
+            self._device = torch.device(device)
+            if self._device.type == "cuda":
+                index = self._device.index
+                if index is None:
+                    index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+                self._device = torch.device("cuda", index)
+                options["device_index"] = index
+            elif self._device.type == "cpu":
+                self._device = None
+            else:
+                raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device!r}")
+        if self._device is None and torch.cuda.is_available():
+            options["pin_device"] = torch.cuda.current_device()  # slots CUDA knows as pinned
+
     # --- the epoch -----------------------------------------------------------------------------
     def set_epoch(self, epoch):
-        """The epoch the next iteration runs (shuffling and augmentation are seeded by it)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not 0 <= epoch < 2**64:
-            raise ValueError(f"epoch must be an integer in [0, 2**64), got {epoch!r}")
-        self._epoch = int(epoch)
+        """The epoch the next iteration runs (shuffling and augmentation are seeded by
+        seed + epoch, as torch's DistributedSampler; any integer, negatives too)."""
+        self._epoch = _int("epoch", epoch, -(1 << 63), (1 << 64) - 1)
         self._start = 0
+        if self._sampler is not None:
+            self._sampler.set_epoch(self._epoch)
+
+    @property
+    def epoch(self):
+        return self._epoch
 
     def __len__(self):
-        """Batches this rank gets in the whole current epoch."""
-        return self._open().batches_in_epoch(self._epoch)
+        """Batches this rank gets in the whole current epoch (torch's len(DataLoader))."""
+        return self._open().batches_in_epoch(self._epoch % (1 << 64))
 
     def __iter__(self):
+        """A new pass over the current epoch (from a loaded state's position, once). A loader runs
+        one pass at a time: an older iterator still in use afterwards raises RuntimeError instead of
+        drawing from the new pass."""
         pipe = self._open()
+        check_seed_sum(self.seed, self._epoch)
+        if self.shuffle and self._start == 0 and self._finished == self._epoch:
+            warnings.warn(f"ddpio.Loader: epoch {self._epoch} is iterated again with the same shuffle; call "
+                          "loader.set_epoch(epoch) before each epoch (as with DistributedSampler.set_epoch), or "
+                          "every epoch sees the same order", stacklevel=2)
         start, self._start = self._start, 0
-        pipe.start_epoch(self._epoch, start)
-        return _Epoch(self, pipe)
+        pipe.start_epoch(self._epoch % (1 << 64), start)
+        self._generation += 1
+        return _Epoch(self, pipe, self._generation, self._epoch, start)
 
-    def _batch(self, item):
-        host_images, labels, indices, valid, epoch, step, device = item
+    def _batch(self, item, epoch):
+        host_images, labels, indices, valid, _, step, device = item
         images = host_images if self._float else host_images.transpose(0, 3, 1, 2)  # NHWC memory as NCHW
         batch = {"images": images, "labels": labels, "indices": indices, "valid": valid,
                  "epoch": epoch, "step": step}
@@ -247,14 +385,51 @@ class Loader:
     def _on_device(self, batch, host_images, address):
         """The batch on the GPU: images are the loader's device buffer (staged by its own stream,
         complete when handed out), kept alive — with the slot — by the host array they belong to;
-        the small arrays are copied (blocking: they view the slot, which must not be released
-        under an asynchronous copy)."""
+        the small arrays are copied."""
         torch = self._torch
         typestr = "<f4" if self._float else "|u1"  # float n,3,H,W or uint8 n,H,W,3: as the host array
         images = torch.as_tensor(_DeviceArray(address, host_images.shape, typestr, host_images), device=self._device)
         batch["images"] = images if self._float else images.permute(0, 3, 1, 2)
         for key in ("labels", "indices", "valid"):
             batch[key] = batch[key].to(self._device)
+
+    def _note_copies(self):
+        """Once per loader: say (through warnings) that the loop keeps more than held_memory."""
+        if self._warned_copy or self._device is not None:
+            return
+        if self._pipe.counters()["batches_copied"]:
+            self._warned_copy = True
+            warnings.warn(
+                f"ddpio.Loader: the loop keeps more than {self._held_batches} batches (held_memory); further "
+                "batches are handed out as copies in ordinary memory. Raise held_memory to keep them "
+                "zero-copy, or keep less (clone() what you need)", stacklevel=3)
+
+    # --- torch's attributes --------------------------------------------------------------------
+    @property
+    def dataset(self):
+        """The records as a ddpio.Dataset (opened on first use)."""
+        if self._dataset is None:
+            from ddpio.dataset import Dataset
+            self._dataset = Dataset(self.path)
+        return self._dataset
+
+    @property
+    def sampler(self):
+        """A ddpio.DistributedSampler giving this rank's order (shard: its share of the world;
+        replicate: its group's share), following set_epoch."""
+        if self._sampler is None:
+            from ddpio.sampler import DistributedSampler
+            pipe = self._open()
+            replicate = pipe.group_size > 1 and self._mode() == "replicate"
+            self._sampler = DistributedSampler(
+                int(pipe.dataset_size), num_replicas=pipe.num_groups if replicate else pipe.world_size,
+                rank=pipe.group_rank if replicate else pipe.rank, shuffle=self.shuffle, seed=self.seed,
+                padding=self.padding, permutation=self._permutation)
+            self._sampler.set_epoch(self._epoch)
+        return self._sampler
+
+    def _mode(self):
+        return self._options_mode
 
     # --- resume ----------------------------------------------------------------------------------
     def state_dict(self):
@@ -283,7 +458,7 @@ class Loader:
     def counters(self):
         """This rank's counters since the loader was made: records_read and bytes_read (0 on a
         group's peers), bytes_sent, bytes_received, messages_sent/received, network_wait_s,
-        loader_wait_s (the loop waiting for a batch), batches, images."""
+        loader_wait_s (the loop waiting for a batch), batches, images, batches_copied."""
         return self._open().counters()
 
     @property
@@ -304,7 +479,7 @@ class Loader:
 
     def close(self):
         """Stops the loader's threads now (batches still held stay valid)."""
-        if self._pipe is not None:
+        if self._pipe is not None and self._pid == os.getpid():
             self._pipe.close()
 
     def __enter__(self):
@@ -316,7 +491,21 @@ class Loader:
     def _open(self):
         if self._pipe is None:
             raise ValueError("the loader was not constructed")
+        if self._pid != os.getpid():
+            raise RuntimeError(
+                f"this ddpio.Loader was made in process {self._pid} and is used in process {os.getpid()}, a "
+                "forked child (a torch DataLoader worker?). A ddpio.Loader decodes in its own C++ threads "
+                "(num_workers of them): iterate it directly in the training process instead of wrapping it "
+                "in a torch DataLoader; to use torch's DataLoader, give it ddpio.Dataset and "
+                "ddpio.DistributedSampler")
         return self._pipe
+
+    def __reduce__(self):
+        raise TypeError(
+            "a ddpio.Loader cannot be pickled or sent to another process (a torch DataLoader with "
+            "multiprocessing workers does that): it decodes in its own C++ threads (num_workers of them), so "
+            "iterate it directly in the training process; to use torch's DataLoader, give it ddpio.Dataset "
+            "and ddpio.DistributedSampler")
 
     def __repr__(self):
         return f"ddpio.Loader({self.path!r}, batch_size={self.batch_size})"
@@ -334,19 +523,38 @@ class _DeviceArray:
 
 class _Epoch:
     """One pass over an epoch. Not a generator: it keeps no reference to the batch it handed out
-    (a generator's frame would, holding one more batch), and an error — e.g. too many batches
-    held — leaves it usable: the next call continues where it stood."""
+    (a generator's frame would, holding one more batch), and an error leaves it usable: the next
+    call continues where it stood."""
 
-    def __init__(self, loader, pipe):
+    def __init__(self, loader, pipe, generation, epoch, start):
         self._loader = loader
         self._pipe = pipe
+        self._generation = generation
+        self._epoch = epoch
+        self._from_start = start == 0
+        self._done = False
 
     def __iter__(self):
         return self
 
+    def __len__(self):
+        return len(self._loader)
+
     def __next__(self):
         loader = self._loader
+        if self._done:
+            raise StopIteration
+        if loader._generation != self._generation:
+            raise RuntimeError(
+                "this iterator of a ddpio.Loader was superseded by a later iter(loader): a loader runs one "
+                "pass at a time, and a new pass started; finish (or drop) an iterator before starting the next")
+        loader._open()
         item = self._pipe.next()
         if item is None:
+            self._done = True
+            if self._from_start:
+                loader._finished = self._epoch
             raise StopIteration
-        return loader._batch(item)
+        batch = loader._batch(item, self._epoch)
+        loader._note_copies()
+        return batch

@@ -30,6 +30,53 @@ def _job_world():
 
 _MAX_INT64 = (1 << 63) - 1
 _MAX_REPLICAS = (1 << 31) - 1
+_SEED_RANGE = (-(1 << 63), (1 << 64) - 1)  # what torch's Generator.manual_seed accepts
+
+# From this size on, torch 2.6 and later draw randperm with another algorithm than torch <= 2.5
+# (docs/SAMPLER.md, "Large datasets"); below it both give the same order.
+LARGE_RANDPERM = 0xFFFFFFFF // 20
+
+
+def _torch_version():
+    """(major, minor) of the installed torch, read from its package metadata (torch is not
+    imported), or None when torch is not installed."""
+    torch = sys.modules.get("torch")
+    text = getattr(torch, "__version__", None) if torch is not None else None
+    if text is None:
+        try:
+            import importlib.metadata
+            text = importlib.metadata.version("torch")
+        except Exception:  # not installed (PackageNotFoundError), or no metadata
+            return None
+    parts = []
+    for piece in str(text).split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit()) or "0"
+        parts.append(int(digits))
+    return tuple(parts + [0] * (2 - len(parts)))
+
+
+def default_permutation(size):
+    """The permutation that gives the installed torch's DistributedSampler order for a dataset of
+    `size` samples: "torch" below LARGE_RANDPERM (every torch agrees there); above it "torch" for
+    torch >= 2.6 and "torch-legacy" for older. Without torch installed, a dataset that large is a
+    ValueError asking to choose: ddpio does not guess which torch the order must match."""
+    if size < LARGE_RANDPERM:
+        return "torch"
+    version = _torch_version()
+    if version is None:
+        raise ValueError(
+            f"a dataset of {size} samples (>= {LARGE_RANDPERM}) is shuffled differently by torch >= 2.6 and "
+            "torch <= 2.5, and torch is not installed to tell which to match: pass permutation='torch' "
+            "(torch >= 2.6), 'torch-legacy' (torch <= 2.5) or 'feistel' (O(1) memory, not torch's order)")
+    return "torch" if version >= (2, 6) else "torch-legacy"
+
+
+def check_seed_sum(seed, epoch):
+    """torch seeds its generator with seed + epoch and fails on a sum outside manual_seed's range
+    with this error; so does ddpio (instead of wrapping around)."""
+    if not _SEED_RANGE[0] <= seed + epoch <= _SEED_RANGE[1]:
+        raise RuntimeError(f"Overflow when unpacking long: seed + epoch = {seed} + {epoch} is outside "
+                           f"[{_SEED_RANGE[0]}, {_SEED_RANGE[1]}], the range torch's generator takes")
 
 
 def _int_arg(name, value, low, high=_MAX_INT64):
@@ -56,15 +103,16 @@ class DistributedSampler:
         (default: "drop" if drop_last else "pad", torch's behaviour). "none" duplicates nothing
         and drops nothing (ranks may get one sample less); "mask" is "pad" with the padded
         duplicates flagged in stream(), so evaluation can leave them out.
-      permutation="torch" | "torch-legacy" | "feistel": torch's randperm (current or <= 1.13 for
-        datasets of 2^32/20 samples and more) or an O(1)-memory permutation.
+      permutation=None | "torch" | "torch-legacy" | "feistel": torch's randperm as torch >= 2.6 or
+        <= 2.5 draws it for datasets of 2^32/20 samples and more (they agree below), or an
+        O(1)-memory permutation. None (default): the installed torch's (default_permutation).
       stream(): (indices, padding) numpy arrays of this rank's epoch.
       state_dict(samples_seen=None) / load_state_dict(state): resume mid-epoch, also with another
         num_replicas (elastic): the remaining samples of the epoch go to the new ranks once each.
     """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False,
-                 padding=None, permutation="torch"):
+                 padding=None, permutation=None):
         if num_replicas is None or rank is None:
             world, job_rank = _job_world()
             num_replicas = world if num_replicas is None else num_replicas
@@ -79,15 +127,17 @@ class DistributedSampler:
             raise ValueError(f"padding must be one of {', '.join(_PADDINGS)}, not {padding!r}")
         if drop_last and padding != "drop":
             raise ValueError(f"drop_last=True contradicts padding={padding!r}: give one of them")
-        if permutation not in _PERMUTATIONS:
-            raise ValueError(f"permutation must be one of {', '.join(_PERMUTATIONS)}, not {permutation!r}")
+        if permutation is not None and permutation not in _PERMUTATIONS:
+            raise ValueError(f"permutation must be None or one of {', '.join(_PERMUTATIONS)}, not {permutation!r}")
         self.dataset = dataset
         self.dataset_size = _int_arg("the dataset size", self._length(), 0)
+        if permutation is None:
+            permutation = default_permutation(self.dataset_size)
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
         self.shuffle = bool(shuffle)
-        self.seed = _int_arg("seed", seed, -(1 << 63), (1 << 64) - 1)  # torch's manual_seed range
+        self.seed = _int_arg("seed", seed, *_SEED_RANGE)  # torch's manual_seed range
         self.drop_last = padding == "drop"
         self.padding = padding
         self.permutation = permutation
@@ -137,23 +187,29 @@ class DistributedSampler:
         """(indices, padding): this rank's indices for the epoch (from a resumed position on) as an
         int64 numpy array, and which of them are padding (duplicates added to even out ranks).
         Needs numpy."""
+        check_seed_sum(self.seed, self.epoch)
         return self._current_plan().stream(self.rank)
 
     def __iter__(self):
+        check_seed_sum(self.seed, self.epoch)
         size = self._length()
         if size != self.dataset_size:
             raise ValueError(f"the dataset had {self.dataset_size} samples when this sampler was made and has "
                              f"{size} now: make a new sampler")
         plan = self._current_plan()
-        indices = plan.indices(self.rank)
         self._iter_plan = plan
         self._handed_out = 0
-        return self._hand_out((self.epoch, self._start), indices)
+        return self._hand_out((self.epoch, self._start), plan)
 
-    def _hand_out(self, position, indices):
-        for index in indices:
-            self._handed_out += 1
-            yield index
+    def _hand_out(self, position, plan):
+        # In chunks: an epoch of 10^8 samples must not become one Python list before the first.
+        begin, total = 0, plan.num_samples(self.rank)
+        while begin < total:
+            chunk = plan.indices(self.rank, begin, 1 << 16)
+            begin += len(chunk)
+            for index in chunk:
+                self._handed_out += 1
+                yield index
         if (self.epoch, self._start) == position:
             self._start = 0  # a resumed position is used once; the next pass is the whole epoch
 

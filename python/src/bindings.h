@@ -10,6 +10,7 @@ void BindSampler(pybind11::module_& m);
 void BindDataset(pybind11::module_& m);
 void BindComm(pybind11::module_& m);
 void BindPipeline(pybind11::module_& m);
+void BindLog(pybind11::module_& m);
 
 }  // namespace ddpio::python
 

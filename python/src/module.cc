@@ -11,4 +11,5 @@ PYBIND11_MODULE(_ddpio, m) {
   ddpio::python::BindDataset(m);
   ddpio::python::BindComm(m);
   ddpio::python::BindPipeline(m);
+  ddpio::python::BindLog(m);
 }

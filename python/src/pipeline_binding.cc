@@ -12,6 +12,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/cuda_runtime.h"
 #include "ddpio/pipeline/pipeline.h"
+#include "python_store.h"
 #include "status.h"
 
 namespace ddpio::python {
@@ -35,38 +38,49 @@ namespace {
 
 std::mutex job_mu;
 std::shared_ptr<comm::Job> shared_job;  // guarded by job_mu
+pid_t job_pid = 0;                      // the process that joined it; guarded by job_mu
 
 // A process group torch.distributed runs (ddpio/loader.py finds it): ddpio joins through its
-// store, a PyTorch TCPStore, instead of serving one.
+// store, whatever the init method (a TCPStore, a FileStore, ...), reached through Python.
 struct TorchGroup {
   int rank = -1, world_size = 0;
-  std::string store_host;
-  int store_port = 0;
+  std::shared_ptr<comm::Store> store;  // PythonStore over torch's default store
 };
 
 // Holds no Python state: called without the GIL.
 absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(const comm::RendezvousOptions& rendezvous,
                                                      const TorchGroup& torch) {
   std::lock_guard<std::mutex> lock(job_mu);
+  if (shared_job != nullptr && job_pid != ::getpid()) {
+    new std::shared_ptr<comm::Job>(std::move(shared_job));  // a forked child: the parent's job, not ours
+    shared_job = nullptr;
+  }
   if (shared_job == nullptr) {
     DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
+    comm::RendezvousOptions ro = rendezvous;
     if (torch.rank >= 0) {
-      if (info.source != "single process" && (info.rank != torch.rank || info.world_size != torch.world_size)) {
+      // The launcher's variables and torch's process group must describe the same job. A world
+      // of one from a Slurm or Open MPI task is a single task spawning its own processes
+      // (mp.spawn inside an allocation): torch's group is then the job.
+      const bool spawned_in_task = info.world_size == 1 && (info.source == "slurm" || info.source == "openmpi");
+      if (info.source != "single process" && !spawned_in_task &&
+          (info.rank != torch.rank || info.world_size != torch.world_size)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "torch.distributed is rank ", torch.rank, " of ", torch.world_size, " but the launcher (", info.source,
-            ") says rank ", info.rank, " of ", info.world_size));
+            ") says rank ", info.rank, " of ", info.world_size,
+            ": the process group and the environment must describe the same job"));
       }
       info.rank = torch.rank;
       info.world_size = torch.world_size;
-      if (info.source == "single process") info.source = "torch.distributed";
-      info.master_addr = torch.store_host;
-      info.master_port = torch.store_port;
-      info.agent_store = true;  // a PyTorch TCPStore: join as its client
+      info.source = "torch.distributed";
+      info.agent_store = false;
+      ro.external_store = std::make_shared<comm::PrefixStore>("ddpio", torch.store);
+      ro.external_store_name = "torch.distributed's store";
     }
-    comm::RendezvousOptions ro = rendezvous;
     if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // host memory
     DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, comm::Job::Join(info, ro));
     shared_job = std::move(job);
+    job_pid = ::getpid();
   }
   return shared_job;
 }
@@ -124,8 +138,10 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   PipelineOptions p;
   torch->rank = Take<int>(o, "torch_rank", -1);
   torch->world_size = Take<int>(o, "torch_world_size", 0);
-  torch->store_host = Take<std::string>(o, "torch_store_host", "");
-  torch->store_port = Take<int>(o, "torch_store_port", 0);
+  if (o.contains("torch_store")) {
+    torch->store = std::make_shared<PythonStore>(o["torch_store"], "torch.distributed's store");
+    o.attr("pop")("torch_store");
+  }
   p.data = data;
   p.group_size = Take<int>(o, "group_size", 1);
   p.layout = TakeEnum(o, "layout", comm::LayoutKind::kContiguous, &comm::ParseLayoutKind);
@@ -141,6 +157,8 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   f.sampler.shuffle = Take<bool>(o, "shuffle", true);
   f.sampler.seed = Take<uint64_t>(o, "seed", 0);
   f.sampler.padding = TakeEnum(o, "padding", f.sampler.padding, &sampler::ParsePadding);
+  f.sampler.permutation = TakeEnum(o, "permutation", f.sampler.permutation, &sampler::ParsePermutationKind);
+  f.sampler.warn_repeated_epoch = false;  // ddpio.Loader warns itself, naming set_epoch
   loader::LoaderOptions& l = f.loader;
   l.seed = f.sampler.seed;
   l.batch_size = Take<uint64_t>(o, "batch_size", l.batch_size);
@@ -154,6 +172,7 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   l.bad_samples = TakeEnum(o, "bad_samples", l.bad_samples, &loader::ParseBadSamplePolicy);
   l.held_batches = Take<int>(o, "held_batches", l.held_batches);
   l.held_timeout = Millis(Take<double>(o, "held_timeout", 10.0));
+  if (Take<bool>(o, "copy_beyond_held", false)) l.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
   const int device = Take<int>(o, "device_index", -1);
   const int pin = Take<int>(o, "pin_device", -1);
   if (device < 0 && pin >= 0) {
@@ -169,7 +188,8 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
   }
   loader::AugmentOptions& a = l.augment;
   a.train = Take<bool>(o, "train", a.train);
-  a.size = Take<int>(o, "image_size", a.size);
+  a.size = Take<int>(o, "image_width", a.size);
+  a.height = Take<int>(o, "image_height", a.height);
   a.resize_size = Take<int>(o, "resize_size", a.resize_size);
   a.scale_min = Take<double>(o, "scale_min", a.scale_min);
   a.scale_max = Take<double>(o, "scale_max", a.scale_max);
@@ -195,7 +215,8 @@ class PyPipeline {
     TorchGroup torch;
     PipelineOptions o = MakeOptions(data, std::move(options), &rendezvous, &torch);
     output_ = o.feeder.loader.output;
-    size_ = o.feeder.loader.augment.size;
+    width_ = o.feeder.loader.augment.out_width();
+    height_ = o.feeder.loader.augment.out_height();
     absl::StatusOr<std::unique_ptr<Pipeline>> p;
     {
       py::gil_scoped_release release;
@@ -212,6 +233,14 @@ class PyPipeline {
     pipeline_ = ValueOrThrow(std::move(p));
   }
   ~PyPipeline() {
+    if (::getpid() != pid_) {
+      // A forked child (a DataLoader worker that got a copy): the threads and connections belong
+      // to the parent. Tearing them down here would join threads that do not exist in this
+      // process and talk on the parent's sockets — leave them alone.
+      (void)pipeline_.release();
+      new std::shared_ptr<comm::Job>(std::move(job_));
+      return;
+    }
     py::gil_scoped_release release;
     pipeline_.reset();  // joins the loader's threads
   }
@@ -236,17 +265,23 @@ class PyPipeline {
   py::object Next() {
     absl::StatusOr<loader::HeldBatch> held = Call([](Pipeline& p) { return p.NextHeld(); });
     if (absl::IsOutOfRange(held.status())) return py::none();
-    loader::HeldBatch h = ValueOrThrow(std::move(held));
-    const loader::Batch& b = h.batch;
-    auto* keep = new std::shared_ptr<void>(std::move(h.hold));
+    loader::HeldBatch taken = ValueOrThrow(std::move(held));
+    const loader::Batch& b = taken.batch;
+    auto* keep = new std::shared_ptr<void>(std::move(taken.hold));
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
-    const auto n = static_cast<py::ssize_t>(b.size), s = static_cast<py::ssize_t>(size_);
-    py::array images = output_ == loader::OutputFormat::kUint8Nhwc ? View<uint8_t>(b.data, {n, s, s, 3}, base)
-                                                                    : View<float>(b.data, {n, 3, s, s}, base);
-    py::array_t<int64_t> labels(n);
-    for (py::ssize_t i = 0; i < n; ++i) labels.mutable_at(i) = b.labels[i];
-    py::array indices = View<int64_t>(b.indices, {n}, base);
-    py::array valid = View<bool>(b.valid, {n}, base);
+    const auto n = static_cast<py::ssize_t>(b.size), w = static_cast<py::ssize_t>(width_),
+               h = static_cast<py::ssize_t>(height_);
+    py::array images = output_ == loader::OutputFormat::kUint8Nhwc ? View<uint8_t>(b.data, {n, h, w, 3}, base)
+                                                                    : View<float>(b.data, {n, 3, h, w}, base);
+    // Labels, indices and valid flags are copies (bytes per batch): keeping them — a list of a
+    // run's indices, a metric — never pins the slot; only the images view it.
+    py::array_t<int64_t> labels(n), indices(n);
+    py::array_t<bool> valid(n);
+    for (py::ssize_t i = 0; i < n; ++i) {
+      labels.mutable_at(i) = b.labels[i];
+      indices.mutable_at(i) = static_cast<int64_t>(b.indices[i]);
+      valid.mutable_at(i) = b.valid[i] != 0;
+    }
     py::object device = py::none();
     if (b.device_data != nullptr) device = py::int_(reinterpret_cast<uintptr_t>(b.device_data));
     return py::make_tuple(images, labels, indices, valid, b.epoch, b.step, device);
@@ -265,6 +300,7 @@ class PyPipeline {
     d["loader_wait_s"] = c.loader_wait_ns / 1e9;
     d["batches"] = c.batches;
     d["images"] = c.images;
+    d["batches_copied"] = c.batches_copied;
     return d;
   }
 
@@ -282,11 +318,12 @@ class PyPipeline {
   }
 
  private:
+  const pid_t pid_ = ::getpid();  // the process whose threads run the pipeline
   mutable std::mutex mu_;  // one call into the pipeline at a time (Call)
   std::shared_ptr<comm::Job> job_;  // outlives the pipeline (declared first)
   std::unique_ptr<Pipeline> pipeline_;
   loader::OutputFormat output_ = loader::OutputFormat::kUint8Nhwc;
-  int size_ = 0;
+  int width_ = 0, height_ = 0;
 };
 
 }  // namespace
@@ -307,6 +344,10 @@ void BindPipeline(py::module_& m) {
       .def_property_readonly("world_size", [](PyPipeline& p) { return p.info().world_size; })
       .def_property_readonly("group_size",
                              [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_size(); }); })
+      .def_property_readonly(
+          "group_rank", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_rank(q.rank()); }); })
+      .def_property_readonly("num_groups",
+                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_ws(); }); })
       .def("mark_failed", [](PyPipeline& p) {
         p.Call([](Pipeline& q) {
           q.MarkFailed();
@@ -321,6 +362,10 @@ void BindPipeline(py::module_& m) {
         {
           std::lock_guard<std::mutex> lock(job_mu);
           job.swap(shared_job);
+        }
+        if (job != nullptr && job_pid != ::getpid()) {
+          new std::shared_ptr<comm::Job>(std::move(job));  // a forked child: the parent's job
+          return;
         }
         py::gil_scoped_release release;
         job.reset();  // leaves now unless a pipeline still uses it

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,13 +75,16 @@ void BindSampler(py::module_& m) {
       .def("consumed_after", &sampler::EpochPlan::ConsumedAfter, py::arg("steps"))
       .def(
           "indices",
-          [](const sampler::EpochPlan& p, int rank) {
+          [](const sampler::EpochPlan& p, int rank, uint64_t begin, uint64_t count) {
             CheckRank(p, rank);
-            std::vector<uint64_t> out(p.NumSamples(rank));
-            for (uint64_t j = 0; j < out.size(); ++j) out[j] = p.IndexAt(rank, j);
+            const uint64_t n = p.NumSamples(rank);
+            const uint64_t end = begin >= n ? begin : begin + std::min(count, n - begin);
+            std::vector<uint64_t> out(end > begin ? end - begin : 0);
+            for (uint64_t j = 0; j < out.size(); ++j) out[j] = p.IndexAt(rank, begin + j);
             return out;
           },
-          py::arg("rank"), "the rank's indices in this plan, as a list (no numpy needed)")
+          py::arg("rank"), py::arg("begin") = 0, py::arg("count") = UINT64_MAX,
+          "the rank's indices [begin, begin + count) in this plan, as a list (no numpy needed)")
       .def("stream", &Stream, py::arg("rank"),
            "(indices int64 array, padding bool array) of the rank's samples in this plan");
   m.def("make_plan", &MakePlan, py::arg("size"), py::arg("num_replicas"), py::arg("shuffle"), py::arg("seed"),

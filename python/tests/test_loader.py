@@ -98,7 +98,7 @@ def test_eval_exact_decode_agrees_with_torchvision_resize_and_center_crop(datase
 
 # --- lifetimes -----------------------------------------------------------------------------------
 def test_kept_batches_never_change_while_later_batches_arrive(dataset):
-    loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=2, workers=2, held_batches=8)
+    loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=2, workers=2)
     batches_per_epoch = len(loader)
     assert batches_per_epoch == 6
     kept, clones = [], []
@@ -108,8 +108,8 @@ def test_kept_batches_never_change_while_later_batches_arrive(dataset):
     assert len(kept) == batches_per_epoch
     kept_slots = [b["images"].data_ptr() for b in kept]
     assert len(set(kept_slots)) == len(kept), f"kept batches share memory: {kept_slots}"
-    # A whole further epoch arrives while the first one's batches are all still held (the loop
-    # itself holds 2: held_batches = 6 + 2); none of them lands in a kept batch's memory.
+    # A whole further epoch arrives while the first one's batches are all still held (within
+    # held_memory, so zero-copy); none of them lands in a kept batch's memory.
     loader.set_epoch(1)
     later_slots = set()
     for batch in loader:
@@ -121,43 +121,71 @@ def test_kept_batches_never_change_while_later_batches_arrive(dataset):
     assert len({tuple(c["indices"].tolist()) for c in clones}) == len(clones)  # six different batches
 
 
-def test_holding_more_than_held_batches_raises_resource_exhausted_naming_it(dataset):
-    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4, held_batches=2, held_timeout=0.2)
-    it = iter(loader)
-    kept = [next(it), next(it)]
-    clones = [b["images"].clone() for b in kept]
-    with pytest.raises(ddpio.ResourceExhaustedError, match="held_batches") as raised:
-        next(it)
-    assert "held_batches = 2" in str(raised.value), str(raised.value)
-    for batch, clone in zip(kept, clones):
-        assert torch.equal(batch["images"], clone)  # never a silent reuse
-
-
-def test_iteration_continues_with_the_next_batch_after_a_held_batch_is_released(dataset):
+def test_keeping_more_than_held_memory_hands_out_copies_and_never_stalls(dataset):
     expected = epoch_indices(ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4), 0)
     assert len(expected) == 11
-    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4, held_batches=2, held_timeout=0.2)
+    # held_memory of one byte: only the loop's own two zero-copy holds; every batch kept beyond
+    # them is a copy in memory of its own, handed out at once (no held_timeout wait), one warning.
+    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4, held_memory=1, held_timeout=60)
+    with pytest.warns(UserWarning, match="held_memory"):
+        kept = list(loader)
+    assert [b["indices"].tolist() for b in kept] == expected
+    assert loader.counters()["batches_copied"] == len(expected) - 2
+    slots = {b["images"].data_ptr() for b in kept}
+    assert len(slots) == len(kept), "a copy shares memory with a kept batch"
+    clones = [b["images"].clone() for b in kept]
+    loader.set_epoch(1)
+    for _ in loader:  # a whole further epoch while every batch of the first is kept
+        pass
+    for step, (batch, clone) in enumerate(zip(kept, clones)):
+        assert torch.equal(batch["images"], clone), f"kept batch {step} changed"
+
+
+def test_after_a_kept_batch_is_released_batches_are_zero_copy_again(dataset):
+    expected = epoch_indices(ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4), 0)
+    one_batch = 2 * 32 * 32 * 3
+    # held_memory of one batch: three zero-copy holds (the loop's own two, and one kept).
+    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=4, held_memory=one_batch)
     it = iter(loader)
-    kept = [next(it), next(it)]
-    assert [b["indices"].tolist() for b in kept] == expected[:2]
-    with pytest.raises(ddpio.ResourceExhaustedError):
-        next(it)
-    del kept[0]
+    kept = [next(it), next(it), next(it)]
+    assert loader.counters()["batches_copied"] == 0
+    with pytest.warns(UserWarning, match="held_memory"):
+        fourth = next(it)  # every hold taken: a copy
+    assert loader.counters()["batches_copied"] == 1
+    assert fourth["images"].data_ptr() not in {b["images"].data_ptr() for b in kept}
+    del kept[:2], fourth
     gc.collect()
-    # The refused request consumed nothing: the same iterator goes on with batch 2, then the rest.
-    third = next(it, None)
-    assert third is not None, "the epoch ended after ResourceExhaustedError instead of continuing"
-    assert third["indices"].tolist() == expected[2]
-    del kept, third
-    assert [b["indices"].tolist() for b in it] == expected[3:]
+    rest = [b["indices"].tolist() for b in it]  # one batch kept, the loop's two: no further copies
+    assert loader.counters()["batches_copied"] == 1
+    assert [kept[0]["indices"].tolist()] + rest == expected[2:3] + expected[4:]
+
+
+def test_keeping_every_batchs_indices_labels_and_valid_never_pins_a_slot(dataset):
+    # The loop of a script that logs what it trained on: the small arrays are copies, so keeping
+    # them for the whole run costs no slot (no copies of images either, no stall).
+    ds = ddpio.Dataset(dataset)
+    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=8, held_memory=1, held_timeout=60)
+    indices, labels, valid = [], [], []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            indices.append(batch["indices"])
+            labels.append(batch["labels"])
+            valid.append(batch["valid"])
+        order = torch.cat(indices[-11:]).tolist()
+        assert sorted(order) == sorted(torch_order(len(ds), epoch, 8))
+    assert loader.counters()["batches_copied"] == 0
+    assert [ds[i][1] for i in torch.cat(indices).tolist()] == torch.cat(labels).tolist()
+    assert bool(torch.cat(valid).all())
 
 
 def test_unheld_batches_reuse_the_slot_pool(dataset):
-    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=6, workers=1, prefetch=1, held_batches=2)
+    loader = ddpio.Loader(dataset, batch_size=2, image_size=32, seed=6, workers=1, prefetch=1, held_memory=1)
     slots = [batch["images"].data_ptr() for batch in loader]
     assert len(slots) == 11
-    # Zero-copy from a bounded pool: at most max(prefetch, workers) + held_batches slots ever.
+    # Zero-copy from a bounded pool: at most max(prefetch, workers) + 2 slots (the fewest holds).
     assert len(set(slots)) <= 1 + 2, slots
+    assert loader.counters()["batches_copied"] == 0
 
 
 def test_a_batch_stays_valid_after_close_and_after_the_loader_is_gone(dataset):
@@ -184,7 +212,7 @@ def test_a_batch_stays_valid_after_close_and_after_the_loader_is_gone(dataset):
 
 
 def test_a_view_of_the_images_alone_keeps_its_slot(dataset):
-    loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=12, workers=2, held_batches=3)
+    loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=12, workers=2)
     it = iter(loader)
     batch = next(it)
     slot = batch["images"].data_ptr()
@@ -203,14 +231,14 @@ def test_a_view_of_the_images_alone_keeps_its_slot(dataset):
 def test_float_output_is_the_uint8_output_normalised(dataset):
     options = dict(batch_size=4, image_size=32, seed=21, workers=2)  # train: random crops and flips
     as_uint8 = ddpio.Loader(dataset, **options)
-    as_float = ddpio.Loader(dataset, output="float", **options)
+    as_float = ddpio.Loader(dataset, output="float", normalize="imagenet", **options)
     mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
     for epoch in (0, 1):
         as_uint8.set_epoch(epoch)
         as_float.set_epoch(epoch)
         pairs = 0
-        # Compared as they come (a list would hold them all, beyond held_batches).
+        # Compared as they come.
         for u, f in itertools.zip_longest(as_uint8, as_float):
             assert u is not None and f is not None, f"epoch {epoch}: the loaders' lengths differ"
             pairs += 1
@@ -257,11 +285,13 @@ def test_a_new_loader_resumes_the_epoch_from_state_dict(dataset):
     ("decode", "slow"),
     ("image_size", -1),
     ("workers", -1),
-    ("held_batches", 0),
-    ("mean", (0.5, 0.5)),
+    ("held_memory", -1),
+    ("normalize", (0.5, 0.5)),
+    ("num_workers", -1),
+    ("permutation", "random"),
 ])
 def test_an_invalid_argument_is_a_value_error_naming_it(dataset, argument, value):
-    options = dict(batch_size=4)
+    options = dict(batch_size=4, output="float")
     options[argument] = value
     with pytest.raises(ValueError, match=argument):
         ddpio.Loader(dataset, **options)
@@ -338,7 +368,7 @@ def test_threads_sharing_one_epoch_get_every_batch_once(dataset_96px):
     # pipeline are serialised, so each batch goes to exactly one thread and none is lost.
     import collections
     import threading
-    loader = ddpio.Loader(dataset_96px, batch_size=4, image_size=32, held_batches=16, workers=2)
+    loader = ddpio.Loader(dataset_96px, batch_size=4, image_size=32, workers=2)
     want = len(loader)
     for epoch in range(3):
         loader.set_epoch(epoch)

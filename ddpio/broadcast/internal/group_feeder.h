@@ -28,6 +28,12 @@ struct GroupFeeder::Member {
 
 namespace internal {
 
+// The group's agreement, given every member's description (in group order; `ranks` their
+// global ranks): OK when every member names the same dataset content (when both say) and the
+// same settings; the error of a member that could not open its dataset (its own code) or
+// InvalidArgument naming the member, the paths and the settings that differ.
+absl::Status CheckGroupAgreement(const std::vector<std::string>& described, const std::vector<int>& ranks);
+
 // Buffers of one size in the group communicator's memory (the device's, over NCCL), reused: a
 // buffer handed out returns to the pool when its last reference goes, while the pool lives.
 // Allocates when none is free; the feeder's window and hold limits bound how many are out.
