@@ -174,11 +174,13 @@ def main(argv=None):
                 line += f", torch {torch_rates[-1]:.0f}"
             log(line + f" images/s; python / c++ {python_rates[-1] / cpp_rates[-1]:.2f}")
         images = loader.dataset_size
+        copied = loader.counters()["batches_copied"]
         loader.close()
 
     report = {"data": args.data, "workers": args.workers, "batch_size": args.batch_size,
               "image_size": args.image_size, "images": images,
-              "python": summary(python_rates), "python_waiting": summary(waits), "cpp": summary(cpp_rates)}
+              "python": summary(python_rates), "python_waiting": summary(waits), "cpp": summary(cpp_rates),
+              "python_batches_copied": copied}
     if ceilings:
         report["ceiling"] = summary(ceilings)
     if torch_rates:
@@ -197,6 +199,7 @@ def main(argv=None):
         print(f"  python / torch   = {ratio(report, 'python_vs_torch', python_rates, torch_rates)}")
     if ceilings and len(ceilings) == len(python_rates):
         print(f"  python / ceiling = {ratio(report, 'python_vs_ceiling', python_rates, ceilings)}")
+    print(f"  batches the Python loop got as copies: {copied} (0: every batch zero-copy)")
     print(f"  the Python loop waited for batches {report['python_waiting']['median']:.0%} of its epoch "
           f"(median; {report['python_waiting']['min']:.0%}-{report['python_waiting']['max']:.0%})")
     if args.json:
