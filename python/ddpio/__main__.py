@@ -1,8 +1,9 @@
 """python3 -m ddpio ...: the ddpio program (convert, inspect, bench, train, launch, ...).
 
-Runs, in this order: $DDPIO_PROGRAM; the program installed with this package (bin/ddpio in the
-prefix it was installed into); `ddpio` on PATH. Arguments, exit code and signals are the
-program's own (this process becomes it)."""
+Runs, in this order: $DDPIO_PROGRAM; the program installed with this package (bin/ddpio inside
+the package, from the wheel of `pip install .`; else bin/ddpio in the prefix it was installed
+into); `ddpio` on PATH. Arguments, exit code and signals are the program's own (this process
+becomes it)."""
 import os
 import shutil
 import sys
@@ -13,9 +14,11 @@ def find_program():
     if explicit:
         return explicit
     here = os.path.dirname(os.path.abspath(__file__))
-    # <prefix>/lib/python3.X/dist-packages/ddpio -> <prefix>/bin/ddpio (cmake --install, the
-    # .deb); <build>/python/ddpio -> <build>/tools/ddpio (the build tree, PYTHONPATH=<build>/python).
-    for up in ("../../../../bin/ddpio", "../../tools/ddpio"):
+    # <package>/bin/ddpio (the wheel of `pip install .`: setup.py puts the program inside the
+    # package, wherever pip installs it); <prefix>/lib/python3.X/dist-packages/ddpio ->
+    # <prefix>/bin/ddpio (cmake --install, the .deb); <build>/python/ddpio -> <build>/tools/ddpio
+    # (the build tree, PYTHONPATH=<build>/python).
+    for up in ("bin/ddpio", "../../../../bin/ddpio", "../../tools/ddpio"):
         candidate = os.path.normpath(os.path.join(here, up))
         if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
             return candidate
