@@ -7,6 +7,8 @@ pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 # ddpio convert: PNG, WebP, BMP, TIFF, PPM/PGM decoding (tools/image_decode.h)
 pkg_check_modules(GraphicsMagick REQUIRED IMPORTED_TARGET GraphicsMagick)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+# Object stores (storage/s3/): libcurl signs S3 requests itself (CURLOPT_AWS_SIGV4, >= 7.75).
+find_package(CURL 7.75 REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 
 # CRC32C (record checksums): Intel ISA-L, chosen by benchmark (docs/PERFORMANCE.md).

@@ -12,6 +12,7 @@ PACKAGES=(
   libgraphicsmagick1-dev          # convert: PNG, WebP, BMP, TIFF, PPM/PGM sources (one library, fuzzed upstream)
   libisal-dev                     # CRC32C record checksums (Intel ISA-L)
   nlohmann-json3-dev              # metadata and --json output
+  libcurl4-openssl-dev            # object stores: S3 over HTTP, SigV4 signed by libcurl
   libcli11-dev                    # the ddpio command line
   libgloo-dev                     # CPU collectives over TCP (Gloo)
   libopenblas-dev                 # the trainer's matrix products (chosen over Eigen by measurement)

@@ -147,6 +147,44 @@ TEST_F(CliHostile, FifosAndDevicesNamedLikePhotosAreSkippedNotReadForever) {
   EXPECT_NE(stop.err.find("not a regular file"), std::string::npos) << stop.err;
 }
 
+// Files named on the command line that are FIFOs, devices or absurdly large: refused at once,
+// naming the file and what it is, never read forever or whole.
+TEST_F(CliHostile, SpecialFilesAsCheckpointsAndLabelFilesAreRefusedNotReadForever) {
+  const std::string ckpt = dir_.Sub("ckpt");
+  fs::create_directories(ckpt);
+  ASSERT_EQ(::mkfifo((ckpt + "/checkpoint.bin").c_str(), 0644), 0);
+  RunResult fifo = RunDdpio({"checkpoint", ckpt}, {std::chrono::seconds(30)});
+  ExpectNoCrash(fifo, "checkpoint FIFO");
+  EXPECT_EQ(fifo.exit_code, 1);
+  EXPECT_NE(fifo.err.find("is a FIFO, not a regular file"), std::string::npos) << fifo.err;
+  fs::remove(ckpt + "/checkpoint.bin");
+  fs::create_symlink("/dev/zero", ckpt + "/checkpoint.bin");
+  RunResult zero = RunDdpio({"checkpoint", ckpt}, {std::chrono::seconds(30)});
+  ExpectNoCrash(zero, "checkpoint /dev/zero");
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_NE(zero.err.find("character device"), std::string::npos) << zero.err;
+  fs::remove(ckpt + "/checkpoint.bin");
+  { std::ofstream sparse(ckpt + "/checkpoint.bin"); }
+  ASSERT_EQ(::truncate((ckpt + "/checkpoint.bin").c_str(), int64_t{20} << 30), 0);  // 20 GiB, nothing on disk
+  RunResult huge = RunDdpio({"checkpoint", ckpt}, {std::chrono::seconds(30)});
+  ExpectNoCrash(huge, "checkpoint 20 GiB");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("21474836480 bytes"), std::string::npos) << huge.err;
+  const std::string root = Folder("src");
+  ASSERT_EQ(::mkfifo(dir_.Sub("labels.csv").c_str(), 0644), 0);
+  RunResult labels = RunDdpio({"convert", "--src", root, "--out", dir_.Sub("val"), "--val-labels", dir_.Sub("labels.csv")},
+                              {std::chrono::seconds(30)});
+  ExpectNoCrash(labels, "--val-labels FIFO");
+  EXPECT_EQ(labels.exit_code, 1) << labels.err;
+  EXPECT_NE(labels.err.find("is a FIFO"), std::string::npos) << labels.err;
+  ASSERT_EQ(::mkfifo(dir_.Sub("list.txt").c_str(), 0644), 0);
+  RunResult list = RunDdpio({"convert", "--list", dir_.Sub("list.txt"), "--root", root, "--out", dir_.Sub("l")},
+                            {std::chrono::seconds(30)});
+  ExpectNoCrash(list, "--list FIFO");
+  EXPECT_EQ(list.exit_code, 1) << list.err;
+  EXPECT_NE(list.err.find("is a FIFO"), std::string::npos) << list.err;
+}
+
 TEST_F(CliHostile, AMangledResumeEntryIsAClearError) {
   const std::string root = Folder("src");
   ASSERT_OK_AND_ASSIGN(tools::SourceListing listing, tools::ListImageFolder(root));

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <sstream>
@@ -24,8 +25,9 @@ using testing::RunDdpio;
 using testing::RunResult;
 
 // Two launchers, as on two nodes (here both on loopback), started apart with only the token in
-// common: they name the same job on their own and their ranks form one world of 4.
-TEST(Launch, TwoNodesAgreeOnTheJobWithoutTalking) {
+// common: they name the same job on their own (the job id is derived, not exchanged) and their
+// ranks form one world of 4.
+TEST(Launch, TwoNodesNameTheSameJobOnTheirOwn) {
   const std::string port = std::to_string(testing::FreeLoopbackPort());
   testing::RunOptions o;
   o.env["DDPIO_STORE_TOKEN"] = "two-node-secret";
@@ -49,6 +51,80 @@ TEST(Launch, TwoNodesAgreeOnTheJobWithoutTalking) {
   ASSERT_NE(job, std::string::npos) << first.err;
   const std::string name = first.err.substr(job, first.err.find(' ', job + 11) - job);
   EXPECT_NE(second.err.find(name), std::string::npos) << name << "\n" << second.err;
+}
+
+// Two nodes told different things: node 0 --nproc-per-node 2, node 1 --nproc-per-node 3. Their
+// ranks used to meet in the Gloo mesh with different world sizes and fail there ("Gloo enforce
+// failure"). The launchers compare what each node was told before any rank starts: both say
+// which node has which count, start nothing, and exit 2.
+TEST(Launch, NodesToldDifferentProcessCountsFailBeforeAnyRankStarts) {
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  testing::RunOptions o;
+  o.env["DDPIO_STORE_TOKEN"] = "mismatch-secret";
+  auto node = [&](int n, int nproc) {
+    return RunDdpio({"launch", "--nnodes", "2", "--node-rank", std::to_string(n), "--nproc-per-node",
+                     std::to_string(nproc), "--master-port", port, "--", testing::DdpioBin(), "bench", "comm", "--size",
+                     "4096", "--repeat", "1"},
+                    o);
+  };
+  RunResult second;
+  std::thread t([&] { second = node(1, 3); });
+  RunResult first = node(0, 2);
+  t.join();
+  for (const RunResult* r : {&first, &second}) {
+    EXPECT_EQ(r->exit_code, 2) << r->err;
+    EXPECT_NE(r->err.find("node 0 has --nnodes 2 --nproc-per-node 2"), std::string::npos) << r->err;
+    EXPECT_NE(r->err.find("node 1 has --nnodes 2 --nproc-per-node 3"), std::string::npos) << r->err;
+    EXPECT_EQ(r->err.find("[rank "), std::string::npos) << "a rank was started:\n" << r->err;
+    EXPECT_EQ(r->err.find("ddpio launch: started"), std::string::npos) << r->err;
+  }
+}
+
+// Two launchers that both claim --node-rank 1 of a 3-node job: the second is refused at once, and
+// node 0 (which waits for node 2, started only once the refusal is in) fails the whole job
+// instead of starting it with a node missing. Nothing starts.
+TEST(Launch, TwoLaunchersClaimingOneNodeRankAreRefused) {
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  testing::RunOptions o;
+  o.env["DDPIO_STORE_TOKEN"] = "twice-secret";
+  auto node = [&](int n) {
+    return RunDdpio({"launch", "--nnodes", "3", "--node-rank", std::to_string(n), "--nproc-per-node", "1",
+                     "--master-port", port, "--join-timeout", "60", "--", "/bin/echo", "rank started"},
+                    o);
+  };
+  RunResult zero, a, b, two;
+  std::atomic<int> claimers_done{0};
+  std::thread t0([&] { zero = node(0); });
+  std::thread ta([&] { a = node(1); ++claimers_done; });
+  std::thread tb([&] { b = node(1); ++claimers_done; });
+  while (claimers_done == 0) std::this_thread::yield();  // the refused claimer has finished
+  two = node(2);
+  t0.join();
+  ta.join();
+  tb.join();
+  const int refused = (a.err.find("--node-rank 1 is already taken") != std::string::npos) +
+                      (b.err.find("--node-rank 1 is already taken") != std::string::npos);
+  EXPECT_EQ(refused, 1) << a.err << "\n----\n" << b.err;
+  for (const RunResult* r : {&zero, &a, &b, &two}) {
+    EXPECT_EQ(r->exit_code, 2) << r->err;
+    EXPECT_EQ(r->out.find("rank started"), std::string::npos) << r->out;
+  }
+  EXPECT_NE(zero.err.find("--node-rank 1 was claimed by 2 launchers"), std::string::npos) << zero.err;
+  EXPECT_NE(two.err.find("--node-rank 1 was claimed by 2 launchers"), std::string::npos) << two.err;
+}
+
+// A node whose node 0 never comes gives up after --join-timeout, saying where it looked.
+TEST(Launch, ANodeWithoutNodeZeroGivesUpAfterTheJoinTimeout) {
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  testing::RunOptions o;
+  o.env["DDPIO_STORE_TOKEN"] = "alone-secret";
+  RunResult r = RunDdpio({"launch", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1", "--master-port",
+                          port, "--join-timeout", "1", "--", "/bin/true"},
+                         o);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("node 0's launcher"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:" + port), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[rank "), std::string::npos) << r.err;
 }
 
 TEST(Launch, GivesEveryRankTorchrunsEnvironmentAndPrefixesItsLines) {

@@ -1,9 +1,15 @@
 #include "tools/bench_feed.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/pipeline/pipeline.h"
@@ -13,6 +19,284 @@
 namespace ddpio::tools {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The peer of `rank` in round `round` of a round-robin tournament over `n` ranks (the circle
+// method: n - 1 rounds for even n, n for odd n, each round a perfect matching), or -1 when it
+// sits the round out.
+int Partner(int rank, int round, int n) {
+  const int m = n % 2 == 0 ? n : n + 1;  // odd: a bye, rank m - 1, that nobody is
+  int p;
+  if (rank == m - 1) {
+    p = round;
+  } else if (rank == round) {
+    p = m - 1;
+  } else {
+    p = ((2 * round - rank) % (m - 1) + (m - 1)) % (m - 1);
+  }
+  return p < n ? p : -1;
+}
+
+// Keeps every rank of the job in touch while the groups feed on their own. A group's feeder
+// talks only inside its group, so a rank lost in another group used to go unnoticed until the
+// final barrier — the rest fed on for as long as their epochs lasted (`train` needs nothing like
+// it: its gradient all-reduce spans the world at every step). A thread exchanges a 16-byte beat
+// with every other rank every `interval` on a Gloo communicator of its own (host memory, whatever
+// the job's backend): the beat is a round-robin tournament of pairwise exchanges (lower rank
+// sends first), so blocking sends never wait on each other in a cycle, and a failed exchange
+// names its peer. A peer whose connection closed, or that does not answer within the timeout,
+// ends the watch with an error naming it and its group; the feeding loop looks between
+// batches. Each beat carries whether its sender has finished feeding; the watch ends on the
+// first beat in which every rank has — the same beat everywhere, every rank having heard from
+// every other — so it is the job's final barrier as well. Cost per beat: n - 1 exchanges of 16
+// bytes per rank, one Gloo mesh more.
+class WorldWatch {
+ public:
+  // `store_on_rank0`: the job's store lives in rank 0's process (ddpio's TCP store, not a file
+  // store or torchrun's agent), so losing it means losing rank 0.
+  static absl::StatusOr<std::unique_ptr<WorldWatch>> Start(comm::Job& job, bool store_on_rank0,
+                                                           const comm::GroupLayout& feeding,
+                                                           std::chrono::milliseconds timeout) {
+    DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout everyone,
+                           comm::GroupLayout::Make(job.info().world_size, job.info().world_size,
+                                                   comm::LayoutKind::kContiguous));
+    DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm, job.Group(everyone, /*host_memory=*/true));
+    auto watch =
+        std::unique_ptr<WorldWatch>(new WorldWatch(std::move(comm), job.store(), store_on_rank0, feeding, timeout));
+    watch->thread_ = std::thread([w = watch.get()] { w->Run(); });
+    return watch;
+  }
+  ~WorldWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // a beat in flight ends within the timeout (a peer answering or not)
+  }
+  WorldWatch(const WorldWatch&) = delete;
+  WorldWatch& operator=(const WorldWatch&) = delete;
+
+  // OK while every rank answers; the error naming the lost rank once one did not.
+  absl::Status status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+  // The feeder failed with `error`: was a rank lost (a leader leaving because of a loss elsewhere
+  // cuts its group's feed; a dead member cuts it too)? Unless the watch knows already, one more
+  // beat, at once, finds out (at most one beat: the timeout when a peer is stalled). The job's
+  // first loss leads the message when there is one; the feeder's error alone otherwise.
+  absl::Status Explain(const absl::Status& error) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (status_.ok()) {
+      const uint64_t after = started_ + 1;  // a beat that begins after the failure
+      hurry_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return ended_ || completed_ >= after; });
+    }
+    if (status_.ok()) return error;
+    return absl::Status(status_.code(), absl::StrCat(status_.message(), "; this rank's feeder failed too: ",
+                                                     error.message()));
+  }
+
+  // This rank has fed everything: keeps answering until every rank has (OK) or one is lost.
+  absl::Status Finish() {
+    std::unique_lock<std::mutex> lock(mu_);
+    finished_ = true;
+    hurry_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return ended_; });
+    return status_;
+  }
+
+ private:
+  struct Beat {
+    uint64_t number;
+    uint8_t finished;
+    uint8_t pad[7];
+  };
+  static constexpr uint64_t kTagBase = uint64_t{0x57A7} << 40;
+
+  WorldWatch(std::unique_ptr<comm::Communicator> comm, std::shared_ptr<comm::Store> store, bool store_on_rank0,
+             const comm::GroupLayout& feeding, std::chrono::milliseconds timeout)
+      : comm_(std::move(comm)),
+        store_(std::move(store)),
+        store_on_rank0_(store_on_rank0),
+        feeding_(feeding),
+        timeout_(timeout),
+        interval_(std::min<std::chrono::milliseconds>(std::chrono::seconds(1), timeout / 4)) {}
+
+  void Run() {
+    for (uint64_t n = 0;; ++n) {
+      bool finished;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, n == 0 ? std::chrono::milliseconds(0) : interval_, [&] { return stop_ || hurry_; });
+        if (stop_) return;
+        hurry_ = false;
+        finished = finished_;
+        ++started_;
+      }
+      bool all_finished = false;
+      int lost = -1;
+      absl::Status st = Exchange(n, finished, &all_finished, &lost);
+      if (!st.ok()) st = Attribute(lost, st);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++completed_;
+      if (!st.ok() || all_finished) {
+        status_ = st;
+        ended_ = true;
+        cv_.notify_all();
+        return;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  // Beat `n` with every other rank; *all_finished when every rank said it has finished. On an
+  // error, *lost is the peer of the failed exchange.
+  absl::Status Exchange(uint64_t n, bool finished, bool* all_finished, int* lost) {
+    const int rank = comm_->rank(), size = comm_->size();
+    const int rounds = size % 2 == 0 ? size - 1 : size;
+    // Each round may wait a little longer than the one before (at most 2 s more in all): when a
+    // rank stalls, the rank blocked on it is in an earlier round than anyone blocked on that rank
+    // in turn, so it times out — and reports the stalled rank — first.
+    const auto step = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(2000) / rounds,
+                                                            std::chrono::milliseconds(1), std::chrono::milliseconds(200));
+    const auto start = Clock::now();
+    Beat out{};
+    out.number = n;
+    out.finished = finished ? 1 : 0;
+    int finished_ranks = finished ? 1 : 0;
+    for (int round = 0; round < rounds; ++round) {
+      const int peer = Partner(rank, round, size);
+      if (peer < 0) continue;
+      const auto deadline = start + timeout_ + round * step;
+      const auto left = [&] {
+        return std::max(std::chrono::milliseconds(1),
+                        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      };
+      Beat in{};
+      absl::Status st;
+      if (rank < peer) {
+        st = comm_->Send(&out, sizeof(out), peer, kTagBase + n, left());
+        if (st.ok()) st = comm_->Recv(&in, sizeof(in), peer, kTagBase + n, left());
+      } else {
+        st = comm_->Recv(&in, sizeof(in), peer, kTagBase + n, left());
+        if (st.ok()) st = comm_->Send(&out, sizeof(out), peer, kTagBase + n, left());
+      }
+      if (st.ok() && in.number != n) {
+        st = absl::DataLossError(absl::StrCat("its heartbeat ", in.number, " came when ", n, " was due"));
+      }
+      if (!st.ok()) {
+        *lost = peer;
+        return st;
+      }
+      finished_ranks += in.finished ? 1 : 0;
+    }
+    *all_finished = finished_ranks == size;
+    return absl::OkStatus();
+  }
+
+  // What this rank saw: `peer` lost, `why` the exchange that failed.
+  absl::Status Lost(int peer, const absl::Status& why) const {
+    const std::string what =
+        absl::IsDeadlineExceeded(why) ? absl::StrCat("no heartbeat from it within --timeout ", timeout_.count() / 1000.0, " s")
+        : absl::IsUnavailable(why)    ? std::string("its connection closed")
+                                      : std::string("its heartbeat was wrong");
+    return absl::Status(why.code(), absl::StrCat("the job lost rank ", peer, " (group ", feeding_.group_rank(peer),
+                                                 "): ", what, " (", why.message(), ")"));
+  }
+
+  // Which rank the job lost first. This rank may have lost a rank that left because of an
+  // earlier loss (its group's feed was cut, or its own watch lost someone), so the ranks agree
+  // through the job's store: the first loss reported there is the one every rank names. A rank
+  // reports before it leaves, so a rank that left because of a loss is reported only after that
+  // loss — and a rank that saw a peer's connection close first gives that peer kCloseGrace to
+  // report what made it leave (a Gloo timeout closes a rank's connections before it can report).
+  // The first report thus names a rank that died, stalled or failed on its own. When the store
+  // is rank 0's and has gone, rank 0 is lost; when it does not answer within twice the beat
+  // interval, rank 0 is stalled. The report runs on a thread of its own, left behind if the
+  // store never answers (the process is leaving).
+  absl::Status Attribute(int peer, const absl::Status& why) {
+    static constexpr auto kCloseGrace = std::chrono::milliseconds(500);
+    const absl::Status own = Lost(peer, why);
+    const std::string mine = absl::StrCat(own.message(), ", first seen by rank ", comm_->rank());
+    struct Answer {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;   // guarded by mu
+      std::string first;   // guarded by mu: the first loss reported
+      absl::Status store;  // guarded by mu: the store's error, if it failed
+    };
+    auto answer = std::make_shared<Answer>();
+    const bool closed = absl::IsUnavailable(why);
+    std::thread([store = store_, answer, mine, closed, patience = interval_] {
+      absl::StatusOr<std::string> first = absl::NotFoundError("");
+      if (closed) first = store->Get("watch/first-loss", kCloseGrace);
+      if (!first.ok() && !absl::IsUnavailable(first.status())) {
+        absl::StatusOr<int64_t> order = store->Add("watch/losses", 1);
+        if (!order.ok()) {
+          first = order.status();
+        } else if (*order == 1) {
+          absl::Status set = store->Set("watch/first-loss", mine);
+          first = set.ok() ? absl::StatusOr<std::string>(mine) : set;
+        } else {
+          first = store->Get("watch/first-loss", patience);
+        }
+      }
+      std::lock_guard<std::mutex> lock(answer->mu);
+      if (first.ok()) answer->first = *first;
+      answer->store = first.status();
+      answer->done = true;
+      answer->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(answer->mu);
+    answer->cv.wait_for(lock, kCloseGrace + 2 * interval_, [&] { return answer->done; });
+    const std::string also = absl::StrCat("this rank then lost rank ", peer, " (group ", feeding_.group_rank(peer),
+                                          ") as well (", why.message(), ")");
+    if (answer->done && !answer->first.empty()) {
+      if (answer->first == mine) return own;
+      if (absl::StartsWith(answer->first, absl::StrCat("the job lost rank ", peer, " ("))) {
+        return absl::Status(own.code(), answer->first);  // the same loss, seen first elsewhere
+      }
+      return absl::Status(own.code(), absl::StrCat(answer->first, "; ", also));
+    }
+    if (!store_on_rank0_ || peer == 0) return own;
+    if (answer->done && absl::IsUnavailable(answer->store)) {
+      return absl::UnavailableError(absl::StrCat("the job lost rank 0 (group ", feeding_.group_rank(0),
+                                                 "): the rendezvous store it serves is gone (",
+                                                 answer->store.message(), "); ", also));
+    }
+    if (!answer->done) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the job lost rank 0 (group ", feeding_.group_rank(0), "): the rendezvous store it serves did not answer within ",
+          std::chrono::duration<double>(kCloseGrace + 2 * interval_).count(), " s; ", also));
+    }
+    return own;
+  }
+
+  // Constant after Start.
+  const std::unique_ptr<comm::Communicator> comm_;  // used by the thread only
+  const std::shared_ptr<comm::Store> store_;          // the job's (thread-safe)
+  const bool store_on_rank0_;                         // served by rank 0's process (ddpio's TCP store)
+  const comm::GroupLayout feeding_;
+  const std::chrono::milliseconds timeout_, interval_;
+  std::thread thread_;  // set once, in Start
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;      // guarded by mu_
+  bool hurry_ = false;     // guarded by mu_: beat now, not after the interval
+  bool finished_ = false;  // guarded by mu_: this rank has fed everything
+  bool ended_ = false;     // guarded by mu_: the thread has returned its verdict
+  uint64_t started_ = 0, completed_ = 0;  // guarded by mu_: beats
+  absl::Status status_;    // guarded by mu_
+};
+
+}  // namespace
 
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
@@ -39,6 +323,13 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   comm::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> feeder, Pipeline::Open(*job, po));
   const bool leader = feeder->is_leader();
+  // Groups do not talk to each other while they feed: the watch ends the job everywhere when a
+  // rank is lost anywhere (one group: its own feeder sees every loss).
+  std::unique_ptr<WorldWatch> watch;
+  if (feeder->layout().group_ws() > 1) {
+    DDPIO_ASSIGN_OR_RETURN(watch, WorldWatch::Start(*job, /*store_on_rank0=*/o.store.empty() && !info.agent_store,
+                                                    feeder->layout(), o.feeder.timeout));
+  }
   // Where the batches arrive: device memory when the group moves decoded batches over NCCL.
   const bool device = job->backend().kind == comm::BackendKind::kNccl &&
                       o.feeder.payload == broadcast::FeedPayload::kDecoded;
@@ -53,15 +344,18 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                     << ", " << feeder->dataset_size()
                     << " samples, " << o.epochs << " epoch(s)";
   }
+  // A feeder error caused by a rank lost elsewhere is reported as that loss.
+  auto failed = [&](const absl::Status& st) { return watch != nullptr ? watch->Explain(st) : st; };
   uint64_t valid = 0;
   const auto t0 = Clock::now();
   const auto wall0 = std::chrono::system_clock::now();  // ranks' spans line up across processes
   for (int e = 0; e < o.epochs; ++e) {
-    DDPIO_RETURN_IF_ERROR(feeder->StartEpoch(e));
+    if (absl::Status st = feeder->StartEpoch(e); !st.ok()) return failed(st);
     for (;;) {
+      if (watch != nullptr) DDPIO_RETURN_IF_ERROR(watch->status());
       absl::StatusOr<loader::Batch> b = feeder->Next();
       if (absl::IsOutOfRange(b.status())) break;
-      DDPIO_RETURN_IF_ERROR(b.status());
+      if (!b.ok()) return failed(b.status());
       for (uint64_t k = 0; k < b->size; ++k) {
         valid += b->valid[k];
         if (indices.is_open()) indices << b->indices[k] << '\n';
@@ -79,6 +373,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   }
   const broadcast::FeederCounters c = feeder->counters();
   feeder.reset();
+  if (watch != nullptr) DDPIO_RETURN_IF_ERROR(watch->Finish());  // every rank has fed everything
+  watch.reset();
   DDPIO_RETURN_IF_ERROR(job->world().Barrier(o.feeder.timeout));
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},

@@ -3,6 +3,10 @@
 // result: images/s taken by its consumer, records and bytes it read from storage, bytes it sent
 // and received, and the time its threads waited on the network and its consumer on the feeder.
 // group_size 1 is every rank reading for itself: the baseline the other figures compare to.
+// Groups do not talk to each other while they feed, so with more than one group a world
+// heartbeat (every min(1 s, --timeout / 4), on a Gloo mesh of its own) ends the job on every
+// rank within --timeout when a rank is lost anywhere, naming it and its group — as `train`'s
+// per-step gradient all-reduce does — and its last beat is the job's final barrier.
 #ifndef DDPIO_TOOLS_BENCH_FEED_H_
 #define DDPIO_TOOLS_BENCH_FEED_H_
 

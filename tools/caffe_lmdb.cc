@@ -17,6 +17,15 @@ absl::StatusOr<SourceListing> ListCaffeLmdb(const storage::LmdbFile& lmdb) {
   int32_t max_label = -1;
   DDPIO_RETURN_IF_ERROR(
       lmdb.ForEach([&](std::string_view key, absl::Span<const uint8_t> value) -> absl::Status {
+        // A DUPSORT database holds several values under one key, listed one after the other; the
+        // reader looks records up by key and would get the first every time: two samples with
+        // the same pixels, one image lost. Refuse instead of mislabelling.
+        if (!listing.entries.empty() && listing.entries.back().relative == key) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "key '", std::string(key), "' of ", lmdb.path(),
+              " holds more than one Datum (a database with duplicate keys): ddpio converts one Datum per key; "
+              "write the LMDB with unique keys"));
+        }
         CaffeDatum datum;
         absl::Status parsed = ParseCaffeDatum(value, &datum);
         if (!parsed.ok())

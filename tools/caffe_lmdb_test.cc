@@ -20,7 +20,7 @@ namespace {
 
 // Writes key -> value pairs into a fresh LMDB directory, as Caffe's convert_imageset does.
 void WriteLmdb(const std::string& dir,
-               const std::vector<std::pair<std::string, std::string>>& entries) {
+               const std::vector<std::pair<std::string, std::string>>& entries, unsigned db_flags = 0) {
   std::filesystem::create_directories(dir);
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
@@ -29,7 +29,7 @@ void WriteLmdb(const std::string& dir,
   MDB_txn* txn = nullptr;
   ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
   MDB_dbi dbi;
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, db_flags, &dbi), 0);
   for (const auto& [k, v] : entries) {
     MDB_val key{k.size(), const_cast<char*>(k.data())}, val{v.size(), const_cast<char*>(v.data())};
     ASSERT_EQ(mdb_put(txn, dbi, &key, &val, 0), 0);
@@ -118,6 +118,23 @@ TEST(CaffeLmdb, ADatumThatDoesNotParseIsNamedByItsKey) {
   EXPECT_CODE(listing, kDataLoss);
   EXPECT_NE(listing.status().message().find("00000001_bad"), std::string::npos) << listing.status();
   EXPECT_CODE(storage::LmdbFile::Open(dir.Sub("missing")), kNotFound);
+}
+
+// A database with duplicate keys (MDB_DUPSORT) holds two Datums under one key; the reader looks
+// up by key and would store the first twice (one image lost, one duplicated). Refused, naming
+// the key.
+TEST(CaffeLmdb, DuplicateKeysAreRefusedNamingTheKey) {
+  testing::TempDir dir;
+  WriteLmdb(dir.Sub("caffe"),
+            {{"00000000", EncodeCaffeDatum(1, 1, 1, "a", 0, false)},
+             {"00000001", EncodeCaffeDatum(1, 1, 1, "b", 1, false)},
+             {"00000001", EncodeCaffeDatum(1, 1, 1, "c", 2, false)}},
+            MDB_DUPSORT);
+  ASSERT_OK_AND_ASSIGN(auto lmdb, storage::LmdbFile::Open(dir.Sub("caffe")));
+  auto listing = ListCaffeLmdb(*lmdb);
+  EXPECT_CODE(listing, kInvalidArgument);
+  EXPECT_NE(listing.status().message().find("key '00000001'"), std::string::npos) << listing.status();
+  EXPECT_NE(listing.status().message().find("more than one Datum"), std::string::npos) << listing.status();
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ constexpr std::pair<std::string_view, std::string_view> kSettingFlags[] = {
     {"resume_conversion", "`ddpio convert --resume` with the same arguments"},
     {"backend", "--backend"},
     {"advertise_addr", "--advertise-addr"},
+    {"max_decode_bytes", "--max-decode-mb"},
 };
 
 std::string HowToSet(const absl::Status& status) {

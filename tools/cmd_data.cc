@@ -110,6 +110,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto quiet = std::make_shared<bool>(false);
   auto header_only = std::make_shared<bool>(false);
   auto map_mb = std::make_shared<uint64_t>(1024);
+  auto decode_mb = std::make_shared<uint64_t>(kDefaultMaxDecodeBytes >> 20);
   auto from = std::make_shared<std::string>("imagefolder");
   auto val_labels = std::make_shared<std::string>();
   auto synsets = std::make_shared<std::string>();
@@ -154,6 +155,11 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_flag("--single-file", o->writer.single_file, "Write one LMDB file instead of a directory");
   app->add_option("--batch-records", o->writer.batch_records, "Records per committed transaction")
       ->capture_default_str()->check(CLI::Range(1, 100000000));
+  app->add_option("--max-decode-mb", *decode_mb,
+                  "Most memory, in MiB, one thread may use to decode a PNG, TIFF, BMP, WebP or PPM image (estimated "
+                  "from its header before decoding); larger images are refused (skip them with --skip-invalid). Peak "
+                  "decoding memory is about --threads x N")
+      ->capture_default_str()->check(CLI::Range(16, 1 << 20));
   app->add_option("--map-size-mb", *map_mb, "Initial LMDB map size in MiB (grows automatically)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
   AddJsonFlag(app, json.get());
@@ -166,6 +172,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     o->progress = !*quiet;
     o->full_decode = !*header_only;
     o->writer.initial_map_size = *map_mb << 20;
+    o->max_decode_bytes = *decode_mb << 20;
     if (*from == "caffe-lmdb" && (src->empty() || !val_labels->empty())) {
       return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
     }

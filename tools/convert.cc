@@ -34,6 +34,7 @@ struct Decoders {
   std::vector<uint8_t> pixels;
   std::unique_ptr<Shrinker> shrinker;  // with --max-side
   int restart_interval = 0;            // --restart-interval: MCUs per segment, 0: none added
+  ImageDecodeOptions image;            // non-JPEG images: pixel limit and memory budget
 };
 
 absl::Status CheckRaw(const SourceItem& item) {
@@ -41,7 +42,7 @@ absl::Status CheckRaw(const SourceItem& item) {
     return absl::DataLossError(absl::StrCat("raw pixels of ", item.bytes.size(), " bytes are not ", item.raw_width,
                                             "x", item.raw_height, "x3"));
   }
-  return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels);
+  return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels, "raw image");
 }
 
 // JPEGs keep their bytes here (validated by a full decode unless `full_decode` is off; the
@@ -75,7 +76,7 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
     return absl::DataLossError(absl::StrCat(loader::DescribeNonJpeg(item.bytes),
                                             "; ddpio reads JPEG, PNG, WebP, BMP, TIFF, PPM and PGM images"));
   }
-  DDPIO_ASSIGN_OR_RETURN(DecodedImage image, DecodeImage(item.bytes, loader::kDefaultMaxImagePixels));
+  DDPIO_ASSIGN_OR_RETURN(DecodedImage image, DecodeImage(item.bytes, d->image));
   r->type = storage::ContentType::kRawUint8;
   r->width = static_cast<uint32_t>(image.width);
   r->height = static_cast<uint32_t>(image.height);
@@ -206,9 +207,12 @@ storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOpti
   header.source_path = listing.described;
   header.source_files = listing.entries.size();
   header.source_fingerprint = ConvertFingerprint(listing, o);
-  // Records shrunk by --max-side carry their original geometry, segmented JPEGs their segment
-  // offsets (record layout 2).
-  if (o.shrink.max_side > 0 || o.restart_interval > 0) header.format_version = 2;
+  // Format 3: every record bound to its key and dataset (record layout 3, which also carries the
+  // extensions: original geometry of --max-side, segment offsets of restart markers).
+  header.format_version = storage::kBoundRecordsFormatVersion;
+  header.shard_index = o.shard_index;
+  header.shard_count = o.shard_count;
+  header.dataset_fingerprint = o.dataset_fingerprint;
   header.tool_version = kVersion;
   return header;
 }
@@ -247,6 +251,7 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
   for (auto& d : decoders) {
     DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
     d.emplace(Decoders{std::move(decoder), {}, nullptr, o.restart_interval});
+    d->image.max_decode_bytes = o.max_decode_bytes;
     if (o.shrink.max_side > 0) {
       DDPIO_ASSIGN_OR_RETURN(d->shrinker, Shrinker::Create(o.shrink));
     }
@@ -274,9 +279,11 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
       if (!o.skip_invalid || !Skippable(bad)) {
         // Keep everything before the bad file: after fixing it, --resume continues from here.
         DDPIO_RETURN_IF_ERROR(commit(i));
-        return absl::Status(bad.code(), absl::StrCat(bad.message(), " (source entry ", i,
-                                                     "; fix or remove the file, or pass --skip-invalid; "
-                                                     "--resume continues)"));
+        absl::Status stop(bad.code(), absl::StrCat(bad.message(), " (source entry ", i,
+                                                   "; fix or remove the file, or pass --skip-invalid; --resume continues)"));
+        // Keep the error's payloads: the setting it names (e.g. max_decode_bytes) becomes the flag.
+        bad.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { stop.SetPayload(url, payload); });
+        return stop;
       }
       summary->skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
       DDPIO_LOG(WARNING) << "skipping " << bad.message();

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "ddpio/storage/dataset_writer.h"
 #include "tools/convert_sources.h"
+#include "tools/image_decode.h"
 #include "tools/image_shrink.h"
 #include "tools/source_reader.h"
 
@@ -44,6 +45,10 @@ struct ConvertOptions {
   bool full_decode = true;    // validate by decoding every image (false: header only)
   bool progress = true;
   ShrinkOptions shrink;  // --max-side, --quality
+  // Most memory one thread may spend decoding a non-JPEG image (tools/image_decode.h); larger
+  // images are refused (DataLoss, skippable). Default 1 GiB: a 60 MP TIFF, a 75 MP PNG. The
+  // conversion's decoding memory is at most threads x this.
+  uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;
   // Restart markers every N MCUs (rounded down to a divisor of the MCUs in a row), so the loader
   // decodes only a crop's segments (loader/jpeg_restart.h); 0 keeps JPEG bytes as they are.
   // The default, 4, is the measured choice (docs/PERFORMANCE.md).
@@ -52,6 +57,11 @@ struct ConvertOptions {
   // parallel (threads shared out among them) into out/shard-k-of-K, then the manifest written
   // (storage/shards.h). Reads as one dataset in the same order as an unsharded conversion.
   int shards = 1;
+  // Set by the sharded conversion for each of its parts: the part's place and the whole
+  // dataset's fingerprint, written into the part's header (format 3: a shard knows its place).
+  uint64_t shard_index = 0;
+  uint64_t shard_count = 0;
+  std::string dataset_fingerprint;
   std::atomic<uint64_t>* entries_done = nullptr;  // if set, advanced as entries are done
   storage::WriterOptions writer;
   ConvertObserver* observer = nullptr;  // not owned; may be null

@@ -111,6 +111,9 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing,
       ConvertOptions so = o;
       so.out = o.out + "/" + storage::ShardName(s, k);
       so.shards = 1;
+      so.shard_index = s;
+      so.shard_count = k;
+      so.dataset_fingerprint = fingerprint;
       so.threads = std::max(1, all / static_cast<int>(k));
       so.progress = false;
       so.observer = nullptr;
@@ -150,7 +153,7 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing,
     }
     const std::string shard = storage::ShardName(s, k);
     DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.out + "/" + shard));
-    manifest.shards.push_back({shard, reader->size()});
+    manifest.shards.push_back({shard, reader->size(), storage::ContentDigest(reader->header(), reader->completion())});
     summary.records += reader->size();
   }
   DDPIO_RETURN_IF_ERROR(WriteFileAtomically(o.out + "/" + storage::kShardManifest,

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 
@@ -113,6 +114,8 @@ absl::StatusOr<SourceListing> ListImageFolder(const std::string& root) {
 }
 
 absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const std::string& root) {
+  // A regular file only (a FIFO would block the read forever); then read as a stream of lines.
+  DDPIO_RETURN_IF_ERROR(OpenRegularFile(list_path, "list file").status());
   std::ifstream in(list_path);
   if (!in) return ErrnoToStatus(errno, absl::StrCat("list file ", list_path));
   SourceListing listing;

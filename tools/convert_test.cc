@@ -193,7 +193,7 @@ TEST_F(ConverterTest, MaxSideShrinksOnlyLargerImagesAndRecordsTheirSize) {
   ASSERT_OK_AND_ASSIGN(ConvertSummary s, Convert(listing, o));
   ASSERT_EQ(s.records, 90u);
   ASSERT_OK_AND_ASSIGN(auto reader, storage::DatasetReader::Open(dir_.Sub("small")));
-  EXPECT_EQ(reader->header().format_version, 2);
+  EXPECT_EQ(reader->header().format_version, 3);
   ASSERT_OK_AND_ASSIGN(auto txn, reader->BeginRead());
   ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
   loader::SampleProcessor decoder;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::tools {
 namespace fs = std::filesystem;
@@ -27,6 +28,38 @@ absl::Status RemoveOld(const std::string& replaced) {
   fs::remove_all(replaced, ec);
   if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("removing the old dataset ", replaced));
   return absl::OkStatus();
+}
+
+// Whether `upgraded` is a complete upgrade of `original`: it opens (complete: the completion
+// marker is there), holds every record of the original but those the upgrade skipped, and each
+// of its records keeps its original's label and source name (what an upgrade preserves). OK, or
+// why not — checked before anything is renamed or removed.
+absl::Status CheckUpgradeOf(const std::string& upgraded, const std::string& original) {
+  DDPIO_ASSIGN_OR_RETURN(auto up, storage::DatasetReader::Open(upgraded));
+  DDPIO_ASSIGN_OR_RETURN(auto old, storage::DatasetReader::Open(original));
+  DDPIO_ASSIGN_OR_RETURN(SourceListing before, ListDataset(*old));
+  DDPIO_ASSIGN_OR_RETURN(SourceListing after, ListDataset(*up));
+  if (after.entries.size() + up->completion().skipped != before.entries.size()) {
+    return absl::DataLossError(absl::StrCat(upgraded, " holds ", after.entries.size(), " records and skipped ",
+                                            up->completion().skipped, " of the ", before.entries.size(), " of ",
+                                            original));
+  }
+  if (up->completion().skipped == 0) {
+    for (size_t i = 0; i < before.entries.size(); ++i) {
+      if (before.entries[i].relative != after.entries[i].relative || before.entries[i].label != after.entries[i].label) {
+        return absl::DataLossError(absl::StrCat("record ", i, " of ", upgraded, " is not record ", i, " of ", original,
+                                                " (", after.entries[i].relative, " vs ", before.entries[i].relative,
+                                                ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// LMDB's lock file of a single-file dataset, left beside it under its old name by a rename.
+void RemoveLockOf(const std::string& single_file) {
+  std::error_code ec;
+  fs::remove(single_file + "-lock", ec);
 }
 
 }  // namespace
@@ -87,10 +120,21 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
   const bool have_path = fs::exists(path, ec), have_upgrading = fs::exists(upgrading, ec),
              have_replaced = fs::exists(replaced, ec);
   if (!have_path && have_replaced && have_upgrading) {
-    // The last run stopped between the two renames: its new dataset was complete.
+    // The last run stopped between the two renames, or someone moved things by hand: the new copy
+    // replaces the original only if it is a complete upgrade of it — checked before any rename.
+    if (absl::Status complete = CheckUpgradeOf(upgrading, replaced); !complete.ok()) {
+      // The original goes back where it belongs (the only rename that cannot lose anything); the
+      // incomplete copy stays for --resume.
+      DDPIO_RETURN_IF_ERROR(Rename(replaced, path));
+      return absl::FailedPreconditionError(absl::StrCat(
+          upgrading, " is not a complete upgrade of ", path, " (", complete.message(), "); the original, found at ",
+          replaced, ", is back at ", path, " and nothing was removed: run the upgrade again with --resume"));
+    }
     DDPIO_LOG(INFO) << "finishing the interrupted swap of " << upgrading << " into " << path;
     DDPIO_RETURN_IF_ERROR(Rename(upgrading, path));
+    RemoveLockOf(upgrading);
     DDPIO_RETURN_IF_ERROR(RemoveOld(replaced));
+    RemoveLockOf(replaced);
     ConvertSummary done;
     done.already_complete = true;
     return done;
@@ -117,14 +161,12 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
     o.writer.single_file = fs::is_regular_file(path, ec);
     DDPIO_ASSIGN_OR_RETURN(summary, Convert(*listing, o));
   }
-  DDPIO_ASSIGN_OR_RETURN(auto check, storage::DatasetReader::Open(upgrading));
-  if (check->size() + summary.skipped.size() != listing->entries.size()) {
-    return absl::DataLossError(absl::StrCat(upgrading, " holds ", check->size(), " records for the ",
-                                            listing->entries.size(), " of ", path, "; not swapped in"));
+  if (absl::Status complete = CheckUpgradeOf(upgrading, path); !complete.ok()) {
+    return Annotate(complete, absl::StrCat(upgrading, " not swapped in"));
   }
-  check.reset();
   DDPIO_RETURN_IF_ERROR(Rename(path, replaced));
   DDPIO_RETURN_IF_ERROR(Rename(upgrading, path));
+  RemoveLockOf(upgrading);  // a single-file dataset's lock file keeps the name it was made under
   DDPIO_RETURN_IF_ERROR(RemoveOld(replaced));
   return summary;
 }

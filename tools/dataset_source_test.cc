@@ -1,11 +1,17 @@
 #include "tools/dataset_source.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/sample_processor.h"
 #include "gtest/gtest.h"
 #include "tests/support/crashing_conversion.h"
+#include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "tools/inspect.h"
@@ -142,6 +148,84 @@ TEST_F(DatasetSourceTest, ASwapInterruptedBetweenItsRenamesIsFinishedByTheNextRu
   EXPECT_TRUE(s.already_complete);
   EXPECT_FALSE(fs::exists(ReplacedPath(db)));
   EXPECT_EQ(SegmentedRecords(db), 36);
+}
+
+// An incomplete .upgrading beside the original moved to .replaced (a hand move, or a crash of an
+// older build) must never be swapped in: the original goes back, nothing is removed, and the
+// upgrade can be resumed.
+TEST_F(DatasetSourceTest, AnIncompleteUpgradeIsNeverSwappedInAndTheOriginalComesBack) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_OK(Convert(listing_, Options(db)).status());
+  ConvertOptions o = Options("");
+  o.restart_interval = 4;
+  SourceListing upgraded;
+  ASSERT_EQ(testing::RunCrashingAfterCommit(o, 2,
+                                            [&](const ConvertOptions& with_crash) {
+                                              return UpgradeInPlace(db, with_crash, &upgraded).ok();
+                                            }),
+            testing::kInjectedCrash);
+  ASSERT_TRUE(fs::exists(UpgradingPath(db)));
+  fs::rename(db, ReplacedPath(db));
+  auto refused = UpgradeInPlace(db, o, &upgraded);
+  EXPECT_CODE(refused, kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("not a complete upgrade"), std::string::npos) << refused.status();
+  EXPECT_FALSE(fs::exists(ReplacedPath(db)));
+  ASSERT_TRUE(fs::exists(db));
+  EXPECT_TRUE(fs::exists(UpgradingPath(db)));
+  ExpectSameSamples(db, db);  // the original, complete and readable
+  EXPECT_EQ(SegmentedRecords(db), 0);
+  o.resume = true;
+  ASSERT_OK(UpgradeInPlace(db, o, &upgraded).status());
+  EXPECT_EQ(SegmentedRecords(db), 36);
+}
+
+TEST_F(DatasetSourceTest, ASingleFileUpgradeLeavesNoLockFileBehind) {
+  const std::string db = dir_.Sub("single.lmdb");
+  ConvertOptions first = Options(db);
+  first.writer.single_file = true;
+  ASSERT_OK(Convert(listing_, first).status());
+  ConvertOptions o = Options("");
+  o.restart_interval = 4;
+  SourceListing upgraded;
+  ASSERT_OK(UpgradeInPlace(db, o, &upgraded).status());
+  EXPECT_EQ(SegmentedRecords(db), 36);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_.path())) names.push_back(e.path().filename().string());
+  for (const std::string& n : names) {
+    EXPECT_EQ(n.find(".upgrading"), std::string::npos) << n;
+    EXPECT_EQ(n.find(".replaced"), std::string::npos) << n;
+  }
+}
+
+// Two conversions writing one output at once: the second is refused at once, saying why, instead
+// of failing later on a key the first wrote.
+TEST_F(DatasetSourceTest, ASecondWriterOfADatasetIsRefusedSayingAnotherIsWriting) {
+  const std::string db = dir_.Sub("db");
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto writer = storage::DatasetWriter::Create(db, testing::MakeHeader(), {});
+    const char ok = writer.ok() ? 1 : 0;
+    (void)!::write(ready[1], &ok, 1);
+    char wait = 0;
+    (void)!::read(done[0], &wait, 1);  // holds the writer until the parent has tried
+    std::_Exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1);
+  auto second = storage::DatasetWriter::Resume(db, testing::MakeHeader(), {});
+  const char go = 1;
+  (void)!::write(done[1], &go, 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_CODE(second, kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("another process is writing"), std::string::npos) << second.status();
+  // Once the first is gone, the dataset can be resumed.
+  EXPECT_OK(storage::DatasetWriter::Resume(db, testing::MakeHeader(), {}).status());
 }
 
 TEST_F(DatasetSourceTest, AMissingDatasetIsNotFoundAndNothingIsCreated) {

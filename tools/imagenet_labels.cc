@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::tools {
@@ -53,8 +54,11 @@ class LineReader {
  public:
   // NotFound (or another errno code) when `path` cannot be opened; `what` names the file's role.
   static absl::StatusOr<LineReader> Open(const std::string& path, std::string_view what) {
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    // A regular file only: a FIFO given as a label file would block the read forever.
+    DDPIO_ASSIGN_OR_RETURN(Fd fd, OpenRegularFile(path, std::string(what)));
+    std::unique_ptr<FILE, FileCloser> f(::fdopen(fd.get(), "rb"));
     if (f == nullptr) return ErrnoToStatus(errno, absl::StrCat(std::string(what), " ", path));
+    fd.release();  // the FILE owns it now
     return LineReader(std::move(f), path);
   }
 

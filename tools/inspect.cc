@@ -52,7 +52,28 @@ uint32_t RecordDigest(const storage::RecordView& v) {
   return storage::Crc32c(v.payload.data(), v.payload.size(), crc);
 }
 
-Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool decode,
+// The loader trusts recorded segment offsets after checking the bytes at each (an RSTn marker
+// before every segment): offsets pointing at the wrong markers would pass that and cut the wrong
+// segments. Verification holds them to the JPEG itself: they must be exactly the restart markers a
+// scan of the entropy-coded data finds.
+absl::Status CheckSegmentOffsets(const storage::RecordView& view) {
+  absl::StatusOr<loader::RestartLayout> recorded = loader::RestartLayoutFromOffsets(view.payload, view.segment_offsets);
+  if (!recorded.ok()) return Annotate(recorded.status(), "the recorded restart segment offsets");
+  absl::StatusOr<loader::RestartLayout> scanned = loader::ReadRestartLayout(view.payload);
+  if (!scanned.ok()) return Annotate(scanned.status(), "the JPEG's restart segments");
+  if (scanned->offsets != recorded->offsets) {
+    size_t i = 0;
+    while (i < scanned->offsets.size() && i < recorded->offsets.size() && scanned->offsets[i] == recorded->offsets[i]) ++i;
+    return absl::DataLossError(absl::StrCat(
+        "the recorded restart segment offsets are not the JPEG's: segment ", i, " starts at byte ",
+        i < scanned->offsets.size() ? absl::StrCat(scanned->offsets[i]) : "(none)", ", the record says ",
+        i < recorded->offsets.size() ? absl::StrCat(recorded->offsets[i]) : "(none)",
+        " (the loader would decode the wrong segments)"));
+  }
+  return absl::OkStatus();
+}
+
+Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool verify, bool decode,
                 loader::SampleProcessor* processor, std::vector<uint8_t>* pixels) {
   Scanned s;
   auto view = txn.Get(index);
@@ -78,7 +99,8 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool deco
                        : loader::RestartLayoutFromOffsets(view->payload, view->segment_offsets).status())
                       .ok();
   }
-  if (decode) {
+  if (verify && s.jpeg && !view->segment_offsets.empty()) s.status = CheckSegmentOffsets(*view);
+  if (decode && s.status.ok()) {
     // The loader's own decode path, whole image at full size: "verified" means "the loader can
     // decode it", for every stored type.
     s.status = processor->DecodeWhole(*view, pixels);
@@ -130,7 +152,7 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   {
     OrderedParallelMap<Scanned> map(0, reader->size(), threads, 64 * static_cast<uint64_t>(threads),
                                     [&](uint64_t i, int w) {
-                                      return ScanOne(*txns[w], i, classes, o.decode,
+                                      return ScanOne(*txns[w], i, classes, ro.verify_checksums, o.decode,
                                                      decoders[w].get(), &pixels[w]);
                                     });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
@@ -166,6 +188,8 @@ nlohmann::json InspectJson(const InspectReport& r) {
   for (const auto& b : r.bad) bad.push_back({{"index", b.index}, {"key", b.key}, {"reason", b.reason}});
   return {{"path", r.path},
           {"format_version", r.header.format_version},
+          {"record_protection", storage::RecordProtection(r.header)},
+          {"records_bound", storage::RecordsBound(r.header)},
           {"records", r.completion.sample_count},
           {"classes", classes},
           {"payload_bytes", r.completion.payload_bytes},
@@ -197,6 +221,7 @@ std::string InspectText(const InspectReport& r) {
   absl::StrAppendFormat(&out, "format        ddpio-lmdb version %d, made by ddpio %s from %s %s\n",
                         r.header.format_version, r.header.tool_version, r.header.source_kind,
                         r.header.source_path);
+  absl::StrAppendFormat(&out, "protection    %s\n", storage::RecordProtection(r.header));
   absl::StrAppendFormat(&out, "records       %d (%d skipped at conversion)\n",
                         r.completion.sample_count, r.completion.skipped);
   absl::StrAppendFormat(&out, "size          %s of payload, %s on disk\n",
@@ -222,7 +247,8 @@ std::string InspectText(const InspectReport& r) {
   if (r.verified) {
     absl::StrAppendFormat(&out, "verify        %s: %d bad record(s) of %d%s\n",
                           r.bad.empty() ? "OK" : "FAILED", r.bad.size(), r.completion.sample_count,
-                          r.decoded ? " (checksums and the loader's full decode)" : " (checksums)");
+                          r.decoded ? " (checksums, segment offsets and the loader's full decode)"
+                                    : " (checksums and segment offsets)");
   }
   for (const auto& b : r.bad) {
     absl::StrAppendFormat(&out, "  bad record %d (key %s): %s\n", b.index, b.key, b.reason);

@@ -13,8 +13,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ddpio/comm/rank_info.h"
 #include "ddpio/comm/tcp.h"
 #include "ddpio/comm/tcp_store.h"
@@ -73,6 +76,141 @@ absl::StatusOr<JobIdentity> ResolveIdentity(const LaunchOptions& o, const comm::
                                                                                  id.port))))
                         : comm::RandomToken(8);
   return id;
+}
+
+// What a node's launcher was told, as every launcher words it.
+std::string Shape(int nnodes, int nproc_per_node) {
+  return absl::StrCat("--nnodes ", nnodes, " --nproc-per-node ", nproc_per_node);
+}
+
+// Node 0's answer: "o" and its own shape when every node agrees, else "i" (disagreement:
+// InvalidArgument) or "d" (a node never came: DeadlineExceeded) and the message.
+absl::Status VerdictStatus(const std::string& verdict, int node_rank) {
+  const std::string text = verdict.substr(std::min<size_t>(verdict.size(), 1));
+  const std::string where = absl::StrCat(" (this is node ", node_rank, "; no rank was started)");
+  if (!verdict.empty() && verdict[0] == 'o') return absl::OkStatus();
+  if (!verdict.empty() && verdict[0] == 'd') return absl::DeadlineExceededError(text + where);
+  return absl::InvalidArgumentError(text + where);
+}
+
+// Node 0: waits for every node's claim and shape, compares them with its own, answers.
+absl::StatusOr<std::string> Decide(comm::Store& store, const LaunchOptions& o, const std::string& keys,
+                                   Clock::time_point deadline) {
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  const std::string mine = Shape(o.nnodes, o.nproc_per_node);
+  std::vector<std::string> differ, claimed_twice, missing;
+  for (int n = 0; n < o.nnodes; ++n) {
+    absl::StatusOr<std::string> shape = store.Get(absl::StrCat(keys, "node/", n), left());
+    if (absl::IsDeadlineExceeded(shape.status())) {
+      missing.push_back(std::to_string(n));
+      continue;
+    }
+    DDPIO_RETURN_IF_ERROR(shape.status());
+    if (*shape != mine) differ.push_back(absl::StrCat("node ", n, " has ", *shape));
+  }
+  // Once every node is in, a node rank claimed twice before the last node came is seen here; a
+  // later second claimer finds the rank taken (or node 0 gone) and starts nothing itself.
+  for (int n = 0; n < o.nnodes; ++n) {
+    DDPIO_ASSIGN_OR_RETURN(int64_t claims, store.Add(absl::StrCat(keys, "claims/", n), 0));
+    if (claims > 1) claimed_twice.push_back(absl::StrCat("--node-rank ", n, " was claimed by ", claims, " launchers"));
+  }
+  if (!claimed_twice.empty()) {
+    return absl::StrCat("i", absl::StrJoin(claimed_twice, "; "),
+                        ": every node's launcher needs its own --node-rank in [0, --nnodes)");
+  }
+  if (!differ.empty()) {
+    constexpr size_t kShown = 8;  // a job of many nodes: the first few are enough to see the mistake
+    const size_t more = differ.size() > kShown ? differ.size() - kShown : 0;
+    differ.resize(std::min(differ.size(), kShown));
+    return absl::StrCat("ithe nodes' launchers disagree: node 0 has ", mine, ", ", absl::StrJoin(differ, ", "),
+                        more > 0 ? absl::StrCat(" (and ", more, " more)") : "",
+                        ": start every node with the same --nnodes and --nproc-per-node");
+  }
+  if (!missing.empty()) {
+    return absl::StrCat("dthe launcher of node(s) ", absl::StrJoin(missing, ", "), " did not come within ",
+                        o.join_timeout.count(), " s (--join-timeout)");
+  }
+  return "o" + mine;
+}
+
+// Before any rank starts, the launchers of a multi-node job meet on the master port (launch.h).
+absl::Status AgreeAcrossNodes(const LaunchOptions& o, const JobIdentity& id) {
+  const std::string token = id.token + "/launchers";  // a rank's hello is refused here, never served
+  const std::string where = absl::StrCat(o.master_addr, ":", id.port);
+  const std::string keys = absl::StrCat("launch/", id.job, "/");
+  const auto deadline = Clock::now() + o.join_timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  std::unique_ptr<comm::TcpStoreServer> server;
+  if (o.node_rank == 0) {
+    auto started = comm::TcpStoreServer::Start(o.master_addr, id.port, token);
+    if (!started.ok()) {
+      return Annotate(started.status(), absl::StrCat("node 0's launcher serving the other nodes' launchers on ", where,
+                                                     " (is another launcher of node 0 running, or the port taken?)"));
+    }
+    server = std::move(started).value();
+  }
+  auto connected = comm::TcpStoreClient::Connect(o.master_addr, id.port, token, o.join_timeout);
+  if (absl::IsPermissionDenied(connected.status())) {
+    return absl::InvalidArgumentError(absl::StrCat("node 0's launcher at ", where,
+                                                   " refused this node: DDPIO_STORE_TOKEN must be the same on every node"));
+  }
+  if (!connected.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no word from node 0's launcher at ", where, " within ", o.join_timeout.count(),
+        " s (--join-timeout): start `ddpio launch --node-rank 0` there with the same --master-addr, --master-port and "
+        "DDPIO_STORE_TOKEN (", connected.status().message(), ")"));
+  }
+  std::unique_ptr<comm::TcpStoreClient> store = std::move(connected).value();
+  const std::string me = std::to_string(o.node_rank);
+  DDPIO_ASSIGN_OR_RETURN(int64_t claims, store->Add(keys + "claims/" + me, 1));
+  if (claims > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank, " is already taken by another launcher of ",
+                                                   "this job (met at ", where, "): every node needs its own --node-rank"));
+  }
+  DDPIO_RETURN_IF_ERROR(store->Set(keys + "node/" + me, Shape(o.nnodes, o.nproc_per_node)));
+  std::string verdict;
+  if (o.node_rank == 0) {
+    DDPIO_ASSIGN_OR_RETURN(verdict, Decide(*store, o, keys, deadline));
+    DDPIO_RETURN_IF_ERROR(store->Set(keys + "verdict", verdict));
+    // Every node that came has read the answer before the store goes (it would otherwise see
+    // its connection closed instead of the reason).
+    for (int n = 1; n < o.nnodes; ++n) {
+      if (store->Check({keys + "node/" + std::to_string(n)}).value_or(false)) {
+        (void)store->Wait({keys + "read/" + std::to_string(n)}, left());
+      }
+    }
+    store.reset();
+    server.reset();  // no longer listening: rank 0 can serve the job's store on this port
+    return VerdictStatus(verdict, 0);
+  }
+  absl::StatusOr<std::string> answer = store->Get(keys + "verdict", left());
+  if (!answer.ok()) {
+    return absl::Status(answer.status().code(),
+                        absl::StrCat("node 0's launcher at ", where, " did not answer within --join-timeout ",
+                                     o.join_timeout.count(), " s: ", answer.status().message()));
+  }
+  verdict = *answer;
+  DDPIO_RETURN_IF_ERROR(store->Set(keys + "read/" + me, "1"));
+  if (verdict.empty() || verdict[0] != 'o') return VerdictStatus(verdict, o.node_rank);
+  if (verdict.substr(1) != Shape(o.nnodes, o.nproc_per_node)) {  // a node rank node 0 does not count
+    return absl::InvalidArgumentError(absl::StrCat("the nodes' launchers disagree: node 0 has ", verdict.substr(1),
+                                                   ", node ", o.node_rank, " has ", Shape(o.nnodes, o.nproc_per_node),
+                                                   " (this is node ", o.node_rank, "; no rank was started)"));
+  }
+  // Start the ranks once node 0's launcher has stopped listening: a rank of this node must meet
+  // rank 0's store on that port, never the launchers' (it closes this connection as it goes).
+  absl::Status gone = store->Wait({keys + "never-set"}, left());
+  if (gone.ok() || absl::IsDeadlineExceeded(gone)) {
+    return absl::DeadlineExceededError(absl::StrCat("node 0's launcher at ", where, " agreed but did not give up ",
+                                                    "the master port within --join-timeout ", o.join_timeout.count(), " s"));
+  }
+  return absl::OkStatus();
 }
 
 // The launcher's environment plus torchrun's variables for one rank.
@@ -385,6 +523,8 @@ int Supervisor::Report() const {
 absl::StatusOr<int> Launch(const LaunchOptions& o) {
   DDPIO_RETURN_IF_ERROR(CheckOptions(o));
   DDPIO_ASSIGN_OR_RETURN(JobIdentity id, ResolveIdentity(o, comm::CurrentEnvironment()));
+  // Before the signal mask: Ctrl-C while the nodes meet ends the launcher at once (no rank yet).
+  if (o.nnodes > 1) DDPIO_RETURN_IF_ERROR(AgreeAcrossNodes(o, id));
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<SignalFd> signals, SignalFd::Open());
   Supervisor ranks(o, *signals);
   DDPIO_RETURN_IF_ERROR(ranks.Start(id));

@@ -55,7 +55,8 @@ absl::Status CheckPrefix(const uint8_t* prefix, const FeedLimits& limits, const 
   if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from ", from));
   // The largest header the limits allow.
   const uint64_t max_header =
-      std::min(header_room, kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8) * uint64_t{limits.max_samples} + 8);
+      std::min(header_room,
+               kFixedBytes + 8 * uint64_t{limits.max_ndim} + (8 + 4 + 1 + 8 + 8 + 8) * uint64_t{limits.max_samples} + 8);
   if (*header_bytes < kFixedBytes + 8 || *header_bytes > max_header) {
     return Bad(absl::StrCat("header of ", *header_bytes, " bytes from ", from, " (at most ", max_header, " fit)"));
   }
@@ -115,7 +116,8 @@ absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits) {
   if (h.end_of_epoch && (n != 0 || h.payload_bytes != 0 || h.error)) return Bad("end-of-epoch message with samples");
   if (h.error) {
     if (n != 0 || h.payload != PayloadKind::kEncoded || h.dtype != DType::kBytes || !h.sample_shape.empty() ||
-        !h.sizes.empty() || h.payload_bytes < 4 || h.payload_bytes > kMaxErrorBytes) {
+        !h.sizes.empty() || !h.salts.empty() || !h.keys.empty() || h.has_crc || h.payload_bytes < 4 ||
+        h.payload_bytes > kMaxErrorBytes) {
       return Bad(absl::StrCat("error message with samples, a shape or a payload of ", h.payload_bytes, " bytes"));
     }
     return absl::OkStatus();
@@ -126,6 +128,10 @@ absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits) {
   if (h.payload == PayloadKind::kEncoded) {
     if (h.dtype != DType::kBytes || !h.sample_shape.empty()) return Bad("encoded records with a dtype or a shape");
     if (h.sizes.size() != n) return Bad(absl::StrCat(n, " samples but ", h.sizes.size(), " sizes"));
+    if (h.salts.size() != h.keys.size() || (!h.salts.empty() && h.salts.size() != n)) {
+      return Bad(absl::StrCat(n, " samples but ", h.salts.size(), " salts and ", h.keys.size(), " keys"));
+    }
+    if (h.has_crc) return Bad("encoded records with a payload checksum (each record carries its own)");
     uint64_t sum = 0;
     for (size_t i = 0; i < n; ++i) {
       if (h.sizes[i] > limits.max_sample_bytes) {
@@ -139,7 +145,9 @@ absl::Status ValidateFeedHeader(const FeedHeader& h, const FeedLimits& limits) {
     }
   } else if (h.payload == PayloadKind::kDecoded) {
     if (DTypeSize(h.dtype) == 0 || h.dtype == DType::kBytes) return Bad("decoded batch without a tensor dtype");
-    if (!h.sizes.empty()) return Bad("decoded batch with per-sample sizes");
+    if (!h.sizes.empty() || !h.salts.empty() || !h.keys.empty()) {
+      return Bad("decoded batch with per-sample sizes or bindings");
+    }
     if (h.sample_shape.size() > limits.max_ndim) {
       return Bad(absl::StrCat(h.sample_shape.size(), " dimensions, more than the limit of ", limits.max_ndim));
     }
@@ -166,18 +174,20 @@ absl::StatusOr<std::string> EncodeFeedHeader(const FeedHeader& h) {
   w.Put<uint16_t>(FeedHeader::kVersion);
   w.Put<uint8_t>(static_cast<uint8_t>(h.payload));
   w.Put<uint8_t>(static_cast<uint8_t>(h.dtype));
-  w.Put<uint8_t>((h.end_of_epoch ? 1 : 0) | (h.error ? 2 : 0));
+  w.Put<uint8_t>((h.end_of_epoch ? 1 : 0) | (h.error ? 2 : 0) | (h.has_crc ? 4 : 0) | (h.salts.empty() ? 0 : 8));
   w.Put<uint8_t>(static_cast<uint8_t>(h.sample_shape.size()));
   w.Put<uint16_t>(0);
   w.Put<uint64_t>(h.epoch);
   w.Put<uint64_t>(h.step);
   w.Put<uint32_t>(static_cast<uint32_t>(h.count()));
-  w.Put<uint32_t>(0);
+  w.Put<uint32_t>(h.payload_crc);
   w.PutAll(h.sample_shape);
   w.PutAll(h.indices);
   w.PutAll(h.labels);
   w.PutAll(h.valid);
   w.PutAll(h.sizes);
+  w.PutAll(h.salts);
+  w.PutAll(h.keys);
   w.Put<uint64_t>(h.payload_bytes);
   return w.take();
 }
@@ -187,15 +197,15 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
   FeedHeader h;
   uint16_t version = 0, reserved16 = 0;
   uint8_t payload = 0, dtype = 0, flags = 0, ndim = 0;
-  uint32_t count = 0, reserved32 = 0;
+  uint32_t count = 0;
   if (!r.Get(&version) || !r.Get(&payload) || !r.Get(&dtype) || !r.Get(&flags) || !r.Get(&ndim) ||
-      !r.Get(&reserved16) || !r.Get(&h.epoch) || !r.Get(&h.step) || !r.Get(&count) || !r.Get(&reserved32)) {
+      !r.Get(&reserved16) || !r.Get(&h.epoch) || !r.Get(&h.step) || !r.Get(&count) || !r.Get(&h.payload_crc)) {
     return Bad(absl::StrCat("header of ", bytes.size(), " bytes is shorter than the fixed part (", kFixedBytes, ")"));
   }
   if (version != FeedHeader::kVersion) {
     return Bad(absl::StrCat("format version ", version, " (this ddpio speaks ", FeedHeader::kVersion, ")"));
   }
-  if (payload > 1 || dtype > 2 || (flags & ~3u) != 0 || reserved16 != 0 || reserved32 != 0) {
+  if (payload > 1 || dtype > 2 || (flags & ~15u) != 0 || reserved16 != 0 || ((flags & 4) == 0 && h.payload_crc != 0)) {
     return Bad("unknown payload kind, dtype, flag or reserved bits");
   }
   if (count > limits.max_samples) return Bad(absl::StrCat(count, " samples, more than the limit of ", limits.max_samples));
@@ -204,9 +214,12 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
   h.dtype = static_cast<DType>(dtype);
   h.end_of_epoch = (flags & 1) != 0;
   h.error = (flags & 2) != 0;
+  h.has_crc = (flags & 4) != 0;
   const bool encoded = h.payload == PayloadKind::kEncoded;
+  const size_t bound = (flags & 8) != 0 ? count : 0;
   if (!r.GetAll(ndim, &h.sample_shape) || !r.GetAll(count, &h.indices) || !r.GetAll(count, &h.labels) ||
-      !r.GetAll(count, &h.valid) || (encoded && !r.GetAll(count, &h.sizes)) || !r.Get(&h.payload_bytes)) {
+      !r.GetAll(count, &h.valid) || (encoded && !r.GetAll(count, &h.sizes)) ||
+      !r.GetAll(bound, &h.salts) || !r.GetAll(bound, &h.keys) || !r.Get(&h.payload_bytes)) {
     return Bad(absl::StrCat("header of ", bytes.size(), " bytes is truncated for ", count, " samples"));
   }
   if (r.left() != 0) return Bad(absl::StrCat(r.left(), " unexpected bytes after the header"));

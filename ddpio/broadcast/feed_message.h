@@ -43,7 +43,9 @@ struct FeedLimits {
 };
 
 struct FeedHeader {
-  static constexpr uint16_t kVersion = 1;
+  // Version 2: encoded records carry their bindings (salt and key, storage/record.h), decoded
+  // batches the CRC32C of their payload.
+  static constexpr uint16_t kVersion = 2;
   PayloadKind payload = PayloadKind::kEncoded;
   DType dtype = DType::kBytes;
   bool end_of_epoch = false;
@@ -55,6 +57,13 @@ struct FeedHeader {
   std::vector<int32_t> labels;
   std::vector<uint8_t> valid;
   std::vector<uint64_t> sizes;  // encoded only
+  // Encoded only: each record's binding (its file's salt and its key there), so the receiver
+  // checks a format-3 record's checksum as the reader did; 0, 0 for a record that is not bound.
+  std::vector<uint64_t> salts, keys;
+  // Decoded only, when has_crc: the CRC32C of the payload, checked on receipt (a batch damaged on
+  // the way is DataLoss, never trained on). Not for payloads in device memory.
+  bool has_crc = false;
+  uint32_t payload_crc = 0;
   uint64_t payload_bytes = 0;
 
   size_t count() const { return indices.size(); }

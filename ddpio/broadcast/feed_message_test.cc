@@ -138,10 +138,10 @@ TEST(FeedMessage, DamagedBytesAreDataLossNeverACrash) {
   }
   EXPECT_CODE(DecodeFeedHeader(good + "x", {}), kDataLoss);
   std::string version = good;
-  version[0] = 2;
+  version[0] = 3;
   auto v = DecodeFeedHeader(version, {});
   EXPECT_CODE(v, kDataLoss);
-  EXPECT_THAT(v.status().message(), HasSubstr("format version 2"));
+  EXPECT_THAT(v.status().message(), HasSubstr("format version 3"));
   // A count of 4 billion in a 100-byte header: refused by the limit, nothing allocated.
   std::string huge = good;
   const uint32_t count = 0xFFFFFFF0u;

@@ -115,8 +115,10 @@ absl::StatusOr<std::unique_ptr<loader::SourcedBatch>> ToSourcedBatch(FeedItem it
   batch->indices = std::move(item.header.indices);
   batch->bytes = std::move(item.payload);
   size_t offset = 0;
-  for (uint64_t size : item.header.sizes) {  // sizes add up to the payload (validated on receipt)
+  for (size_t i = 0; i < item.header.sizes.size(); ++i) {  // sizes add up to the payload (validated on receipt)
+    const uint64_t size = item.header.sizes[i];
     batch->records.emplace_back(batch->bytes.data() + offset, size);
+    if (!item.header.salts.empty()) batch->bindings.push_back({item.header.salts[i], item.header.keys[i], false});
     offset += size;
   }
   return batch;

@@ -14,6 +14,7 @@
 #include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/checksum.h"
 
 namespace ddpio::broadcast {
 
@@ -393,6 +394,16 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   if (st.ok()) {
     st = internal::CheckDecoded(taken->header, *plan_, stream_rank(rank_), delivered_, batches_[delivered_],
                                 options_.loader, window_->name());
+  }
+  if (st.ok() && taken->header.has_crc && taken->device == nullptr) {
+    // The batch as its leader decoded it, or DataLoss: a batch damaged on the way is never trained on.
+    const uint32_t crc = storage::Crc32c(taken->payload.data(), taken->payload.size());
+    if (crc != taken->header.payload_crc) {
+      st = absl::DataLossError(absl::StrCat("decoded batch ", delivered_, " of epoch ", taken->header.epoch, " from ",
+                                            window_->name(), " is damaged: its payload's CRC32C is ",
+                                            absl::Hex(crc, absl::kZeroPad8), ", the sender's ",
+                                            absl::Hex(taken->header.payload_crc, absl::kZeroPad8)));
+    }
   }
   if (!st.ok()) {
     if (!copy) decoded_held_->Release();

@@ -8,6 +8,7 @@
 #include "ddpio/broadcast/internal/group_feeder.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/checksum.h"
 
 namespace ddpio::broadcast {
 
@@ -177,7 +178,8 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
       ReadAhead(txn);
       ++copied_;
       absl::Span<const uint8_t> stored;
-      absl::StatusOr<storage::RecordView> record = txn.Get(index, &stored);
+      storage::RecordBinding binding;
+      absl::StatusOr<storage::RecordView> record = txn.Get(index, &stored, &binding);
       if (!record.ok()) {
         // A bus error in the map ends the run whatever the policy: every later read fails too.
         const bool map_lost = !txn.CheckMapped().ok();
@@ -190,6 +192,8 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
         DDPIO_LOG(WARNING) << "group feeder: skipping " << record.status().message();
         h.labels.push_back(-1);
         h.sizes.push_back(0);
+        h.salts.push_back(0);
+        h.keys.push_back(0);
         h.valid.back() = 0;
         continue;
       }
@@ -197,6 +201,8 @@ absl::Status GroupFeeder::SendEncodedStep(uint64_t epoch, uint64_t step, storage
       bytes_read_ += stored.size();
       h.labels.push_back(record->label);
       h.sizes.push_back(stored.size());
+      h.salts.push_back(binding.salt);
+      h.keys.push_back(binding.key);
       payload.insert(payload.end(), stored.begin(), stored.end());
       // The copy read the map again: a page lost since Get (the file cut short under the job)
       // read as zeros, which must not be sent as the record.
@@ -266,6 +272,10 @@ FeedHeader DecodedHeader(const loader::Batch& batch, const loader::LoaderOptions
   h.labels.assign(batch.labels, batch.labels + batch.size);
   h.valid.assign(batch.valid, batch.valid + batch.size);
   h.payload_bytes = batch.bytes;
+  if (batch.data != nullptr) {  // decoded in host memory: checked on receipt
+    h.has_crc = true;
+    h.payload_crc = storage::Crc32c(batch.data, batch.bytes);
+  }
   return h;
 }
 

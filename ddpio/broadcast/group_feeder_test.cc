@@ -327,6 +327,97 @@ TEST(GroupFeeder, UndecodableRecordIsTheLeadersErrorOnEveryMember) {
   EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
 }
 
+// A group communicator that damages what it receives: one byte of the first chunked receive at
+// least `min_bytes` long (a decoded batch's payload) is flipped, as a bad NIC or a buggy relay
+// would. Everything else goes through unchanged.
+class DamagingCommunicator : public comm::Communicator {
+ public:
+  DamagingCommunicator(std::unique_ptr<comm::Communicator> inner, size_t min_bytes)
+      : inner_(std::move(inner)), min_bytes_(min_bytes) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string backend() const override { return inner_->backend(); }
+  absl::Status Broadcast(void* d, size_t n, int root, std::chrono::milliseconds t) override {
+    return inner_->Broadcast(d, n, root, t);
+  }
+  absl::Status Scatter(const std::vector<const void*>& parts, void* out, size_t n, int root,
+                       std::chrono::milliseconds t) override {
+    return inner_->Scatter(parts, out, n, root, t);
+  }
+  absl::Status AllReduce(float* d, size_t n, comm::ReduceOp op, std::chrono::milliseconds t) override {
+    return inner_->AllReduce(d, n, op, t);
+  }
+  absl::Status AllGather(const void* in, void* out, size_t n, std::chrono::milliseconds t) override {
+    return inner_->AllGather(in, out, n, t);
+  }
+  absl::Status Send(const void* d, size_t n, int peer, uint64_t tag, std::chrono::milliseconds t) override {
+    return inner_->Send(d, n, peer, tag, t);
+  }
+  absl::Status Recv(void* d, size_t n, int peer, uint64_t tag, std::chrono::milliseconds t) override {
+    return inner_->Recv(d, n, peer, tag, t);
+  }
+  absl::Status Barrier(std::chrono::milliseconds t) override { return inner_->Barrier(t); }
+  absl::Status SendChunked(const void* d, size_t n, size_t chunk, int peer, uint64_t tag,
+                           std::chrono::milliseconds t) override {
+    return inner_->SendChunked(d, n, chunk, peer, tag, t);
+  }
+  absl::Status RecvChunked(void* d, size_t n, size_t chunk, int peer, uint64_t tag,
+                           std::chrono::milliseconds t) override {
+    DDPIO_RETURN_IF_ERROR(inner_->RecvChunked(d, n, chunk, peer, tag, t));
+    if (!damaged_ && n >= min_bytes_) {
+      static_cast<uint8_t*>(d)[n / 2] ^= 0x10;
+      damaged_ = true;
+    }
+    return absl::OkStatus();
+  }
+  void Abort() override { inner_->Abort(); }
+
+ private:
+  std::unique_ptr<comm::Communicator> inner_;
+  const size_t min_bytes_;
+  bool damaged_ = false;
+};
+
+// A decoded batch damaged between leader and peer is DataLoss on the peer, naming the batch and
+// its sender — never trained on (decoded payloads carry their CRC32C).
+TEST(GroupFeeder, ADecodedBatchDamagedOnTheWayIsDataLoss) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
+  s.options = SmallOptions();
+  s.options.payload = FeedPayload::kDecoded;
+  s.group_size = 2;
+  auto codes = RunFeed(s, "damaged", [&](comm::Job& job) {
+    const int rank = job.info().rank;
+    auto layout = comm::GroupLayout::Make(ddpio::testing::kFeedWorld, s.group_size, s.layout);
+    if (!layout.ok()) return 4;
+    auto group = job.Group(*layout);
+    if (!group.ok()) return 4;
+    std::unique_ptr<storage::DatasetReader> reader;
+    if (layout->is_leader(rank)) {
+      auto opened = storage::DatasetReader::Open(s.data, {});
+      if (!opened.ok()) return 4;
+      reader = *std::move(opened);
+    }
+    const size_t sample = static_cast<size_t>(s.options.loader.augment.size) * s.options.loader.augment.size * 3;
+    auto damaging = std::make_unique<DamagingCommunicator>(*std::move(group), sample);
+    auto feeder = GroupFeeder::Create(reader.get(), *layout, rank, std::move(damaging), s.options);
+    if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 5;
+    for (;;) {
+      auto b = (*feeder)->Next();
+      if (b.ok()) continue;
+      if (absl::IsOutOfRange(b.status())) return layout->is_leader(rank) ? 0 : 10;  // a peer must not get here
+      std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
+      // The leader learns of its peer's refusal as a lost peer.
+      if (layout->is_leader(rank)) return absl::IsUnavailable(b.status()) ? 0 : 12;
+      const bool named = b.status().message().find("is damaged: its payload's CRC32C") != absl::string_view::npos;
+      return absl::IsDataLoss(b.status()) && named && !layout->is_leader(rank) ? 0 : 11;
+    }
+  });
+  EXPECT_EQ(codes, std::vector<int>(ddpio::testing::kFeedWorld, 0));
+}
+
 // A peer killed mid-epoch: the rest of the group stop with Unavailable well within the timeout.
 TEST(GroupFeeder, KilledPeerStopsTheGroupCleanly) {
   ddpio::testing::TempDir dir;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
 
-extern char** environ;
 
 namespace ddpio::comm {
 namespace {
@@ -42,16 +41,6 @@ absl::Status Merge(std::optional<int> value, const std::string& where, const cha
 
 }  // namespace
 
-Environment CurrentEnvironment() {
-  Environment env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   // The first comma at bracket depth 0 ends the first entry.
   size_t end = 0;
@@ -79,10 +68,6 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   return first.substr(0, open) + head + first.substr(close + 1);
 }
 
-std::string EnvValue(const Environment& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
 
 namespace {
 

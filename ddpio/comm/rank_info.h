@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ddpio/common/environment.h"
 
 namespace ddpio::comm {
 
@@ -39,12 +40,9 @@ struct RankFlags {
   std::optional<std::string> master_addr;
 };
 
-using Environment = std::map<std::string, std::string>;
-
-// This process's environment.
-Environment CurrentEnvironment();
-// The variable's value; "" when unset.
-std::string EnvValue(const Environment& env, const std::string& name);
+using ddpio::CurrentEnvironment;
+using ddpio::Environment;
+using ddpio::EnvValue;
 
 absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags = {});
 

@@ -1,10 +1,16 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -136,12 +142,14 @@ TEST(TcpStore, MalformedAndOversizedMessagesAreRejectedWithoutCrashing) {
   EXPECT_CODE(c->Set("big", std::string(100, 'x')), kInvalidArgument);
 }
 
-// Connections the server may not hold: more unauthenticated ones than it allows evict the
-// oldest (which a silent flood cannot turn into a lock-out), and a rank still gets in.
+// Connections the server may not hold: with 4 places before the hello, 20 silent connections
+// opened at once leave at most 4 waiting (the newcomers are closed: the first four still have
+// their grace), and a rank still gets in.
 TEST(TcpStore, SilentConnectionsCannotLockOutARank) {
   TcpStoreLimits limits;
   limits.max_unauthenticated = 4;
   ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken, limits));
+  EXPECT_EQ(server->unauthenticated_places(), 4);
   const auto deadline = internal::Clock::now() + std::chrono::seconds(5);
   std::vector<internal::Fd> silent;
   for (int i = 0; i < 20; ++i) {
@@ -160,6 +168,209 @@ TEST(TcpStore, SilentConnectionsCannotLockOutARank) {
   const uint8_t announce[4] = {0x00, 0x00, 0x00, 0x10};  // 256 MiB
   ASSERT_OK(internal::WriteAll(big->get(), announce, 4, deadline));
   EXPECT_CODE(internal::ReadFrame(big->get(), 16, deadline), kUnavailable);  // closed, no reply
+}
+
+// No order of arrival pushes a connection out before its grace: a slow client connects first and
+// says nothing yet; ten newcomers find every place taken and are closed (not the slow client, as
+// "evict the oldest" did); then the slow client's hello is served. By default the places are a
+// quarter of the descriptor limit.
+TEST(TcpStore, AConnectionKeepsItsPlaceForItsGraceWhateverArrivesAfterIt) {
+  TcpStoreLimits limits;
+  limits.max_unauthenticated = 1;
+  limits.hello_grace = std::chrono::seconds(60);  // longer than the test: no timing involved
+  limits.hello_timeout = std::chrono::seconds(120);
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken, limits));
+  const auto deadline = internal::Clock::now() + std::chrono::seconds(20);
+  ASSERT_OK_AND_ASSIGN(internal::Fd slow, internal::Connect("127.0.0.1", server->port(), deadline));
+  while (server->open_connections() < 1) std::this_thread::yield();  // accepted and waiting
+  std::vector<internal::Fd> newcomers;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK_AND_ASSIGN(internal::Fd fd, internal::Connect("127.0.0.1", server->port(), deadline));
+    newcomers.push_back(std::move(fd));
+  }
+  while (server->rejected() < 10) std::this_thread::yield();  // all ten accepted and turned away
+  ASSERT_OK(internal::WriteFrame(slow.get(), std::string("DDPS1") + kToken, deadline));
+  ASSERT_OK_AND_ASSIGN(std::string answer, internal::ReadFrame(slow.get(), 16, deadline));
+  EXPECT_EQ(answer, std::string(1, '\0'));
+  EXPECT_EQ(server->authenticated_connections(), 1);
+  for (auto& fd : newcomers) EXPECT_CODE(internal::ReadFrame(fd.get(), 16, deadline), kUnavailable);
+
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_OK_AND_ASSIGN(auto by_default, TcpStoreServer::Start("127.0.0.1", 0, kToken));
+  EXPECT_EQ(by_default->unauthenticated_places(),
+            lim.rlim_cur == RLIM_INFINITY ? 4096 : std::clamp<int>(static_cast<int>(lim.rlim_cur / 4), 64, 4096));
+}
+
+// A non-blocking loopback connection to `port` (its connect may still be in progress), or -1.
+int OpenTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Holds up to `per_thread` connections to `port` open, opening a new one for every one the server
+// closes, until `stop`. One in three sends half a length prefix and nothing more; the others say
+// nothing at all. `opened` counts every connection made.
+void HoldConnections(int port, int per_thread, const std::atomic<bool>& stop, std::atomic<uint64_t>& opened) {
+  std::deque<int> held;
+  std::vector<pollfd> fds;
+  while (!stop) {
+    while (static_cast<int>(held.size()) < per_thread && !stop) {
+      const int fd = OpenTo(port);
+      if (fd < 0) break;
+      if (++opened % 3 == 0) (void)!::send(fd, "\x10\x00", 2, MSG_NOSIGNAL);
+      held.push_back(fd);
+    }
+    fds.clear();
+    for (int fd : held) fds.push_back({fd, POLLIN | POLLRDHUP, 0});
+    ::poll(fds.data(), fds.size(), 2);  // what the server closed, renewed on the next pass
+    held.clear();
+    for (const pollfd& p : fds) {
+      if (p.revents != 0) {
+        ::close(p.fd);
+      } else {
+        held.push_back(p.fd);
+      }
+    }
+  }
+  for (int fd : held) ::close(fd);
+}
+
+// Eight threads hold 300 connections each to the store's port and renew every one the server
+// drops, for as long as twenty ranks take to connect one after another: every rank gets in and is
+// served. With a fixed number of places for connections that have not said hello and the oldest
+// evicted for a newcomer, a flood like this evicted ranks before their hello was read (6 of 43
+// job starts failed), and a rank whose connection was closed did not try again.
+void RanksGetInDuringAFlood(const TcpStoreLimits& limits) {
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken, limits));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> opened{0};
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 8; ++t) {
+    flood.emplace_back([&] { HoldConnections(server->port(), 300, stop, opened); });
+  }
+  while (opened < 2400) std::this_thread::yield();  // the flood is up before the first rank comes
+  int failed = 0;
+  std::string first_error;
+  for (int rank = 0; rank < 20; ++rank) {
+    auto c = TcpStoreClient::Connect("127.0.0.1", server->port(), kToken, milliseconds(20000));
+    absl::Status st = c.ok() ? (*c)->Set("rank/" + std::to_string(rank), "in") : c.status();
+    if (!st.ok() && failed++ == 0) first_error = std::string(st.message());
+  }
+  const uint64_t flood_connections = opened;
+  stop = true;
+  for (auto& t : flood) t.join();
+  EXPECT_EQ(failed, 0) << "ranks locked out by the flood; the first: " << first_error;
+  EXPECT_GE(flood_connections, 2400u);
+  auto check = Client(server->port());
+  ASSERT_NE(check, nullptr);
+  ASSERT_OK_AND_ASSIGN(bool all, check->Check({"rank/0", "rank/19"}));
+  EXPECT_TRUE(all);
+}
+
+TEST(TcpStore, AFloodOfHeldConnectionsCannotLockOutRanks) { RanksGetInDuringAFlood(TcpStoreLimits{}); }
+
+// The same with room for only 16 connections before their hello: the flood overflows it all the
+// time, and the ranks still get in.
+TEST(TcpStore, AFloodOverflowingThePendingPlacesCannotLockOutRanks) {
+  TcpStoreLimits limits;
+  limits.max_unauthenticated = 16;
+  RanksGetInDuringAFlood(limits);
+}
+
+// A rank's connection closed by the store before its hello was answered (a store shedding a
+// flood, a store restarting): the client connects again, with backoff, until its deadline.
+TEST(TcpStore, AClientWhoseConnectionIsClosedBeforeTheHelloTriesAgain) {
+  int port = 0;
+  ASSERT_OK_AND_ASSIGN(internal::Fd listener, internal::Listen("127.0.0.1", 0, &port));
+  std::string hello;
+  std::thread store([&] {
+    const auto deadline = internal::Clock::now() + std::chrono::seconds(20);
+    auto accept = [&] {  // -1 once the deadline passes (the client gave up)
+      pollfd p{listener.get(), POLLIN, 0};
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - internal::Clock::now()).count();
+      return left > 0 && ::poll(&p, 1, static_cast<int>(left)) == 1 ? ::accept(listener.get(), nullptr, nullptr) : -1;
+    };
+    for (int i = 0; i < 3; ++i) ::close(accept());  // closed before the hello is answered
+    internal::Fd fd(accept());
+    hello = internal::ReadFrame(fd.get(), 4096, deadline).value_or("");
+    (void)internal::WriteFrame(fd.get(), std::string(1, '\0'), deadline);  // accepted
+    if (internal::ReadFrame(fd.get(), 4096, deadline).ok()) {                // the SET
+      (void)internal::WriteFrame(fd.get(), std::string(1, '\0'), deadline);
+    }
+  });
+  auto c = TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(20000));
+  EXPECT_OK(c);
+  if (c.ok()) {
+    EXPECT_OK((*c)->Set("after", "three closed connections"));
+  }
+  store.join();
+  EXPECT_EQ(hello, std::string("DDPS1") + kToken);
+}
+
+// Rank 0's memory: by default the store holds at most 256 MiB of keys and values. The hostile
+// tester's client grew rank 0 by 2 GB with 30 SETs of 64 MiB; here the fifth 60 MiB value is
+// refused, with an error naming the store and the limit, and the client is served afterwards.
+TEST(TcpStore, ByDefaultTheStoreHoldsAtMost256MiBOfKeysAndValues) {
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken));
+  auto c = Client(server->port());
+  ASSERT_NE(c, nullptr);
+  const std::string value(size_t{60} << 20, 'x');
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 6 && refused.ok(); ++i) {
+    refused = c->Set("blob/" + std::to_string(i), value);
+    if (refused.ok()) ++stored;
+  }
+  EXPECT_EQ(stored, 4);  // 4 x 60 MiB fit in 256 MiB, a fifth does not
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("127.0.0.1:" + std::to_string(server->port())), absl::string_view::npos) << refused;
+  EXPECT_NE(refused.message().find("268435456"), absl::string_view::npos) << refused;
+  EXPECT_OK(c->Set("small", "still served"));
+  ASSERT_OK_AND_ASSIGN(std::string small, c->Get("small", milliseconds(1000)));
+  EXPECT_EQ(small, "still served");
+}
+
+// The byte limit, small: values are refused once keys + values would pass it, the refusal names
+// the store and the limit and leaves the connection usable, overwriting a key counts its new
+// size only, and counters count too.
+TEST(TcpStore, TheStoreRefusesToGrowPastItsByteLimit) {
+  TcpStoreLimits limits;
+  limits.max_store_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken, limits));
+  auto c = Client(server->port());
+  ASSERT_NE(c, nullptr);
+  const std::string value(300 << 10, 'v');
+  for (const char* key : {"k0", "k1", "k2"}) ASSERT_OK(c->Set(key, value));  // 900 KiB + keys
+  EXPECT_EQ(server->stored_bytes(), 3 * (2 + value.size()));
+  absl::Status full = c->Set("k3", value);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("store at 127.0.0.1:" + std::to_string(server->port())), absl::string_view::npos)
+      << full;
+  EXPECT_NE(full.message().find("limit of 1048576 bytes"), absl::string_view::npos) << full;
+  EXPECT_NE(full.message().find("'k3'"), absl::string_view::npos) << full;
+  ASSERT_OK_AND_ASSIGN(bool k3, c->Check({"k3"}));
+  EXPECT_FALSE(k3);  // nothing of it stored
+  ASSERT_OK(c->Set("k0", "small"));  // overwriting frees what the old value held...
+  ASSERT_OK(c->Set("k3", value));    // ...so this fits now
+  ASSERT_OK_AND_ASSIGN(std::string k0, c->Get("k0", milliseconds(1000)));
+  EXPECT_EQ(k0, "small");
+  EXPECT_LE(server->stored_bytes(), limits.max_store_bytes);
+  // A counter whose key would not fit is refused the same way, and keeps no value.
+  const std::string fill(limits.max_store_bytes - server->stored_bytes() - 4, 'f');
+  ASSERT_OK(c->Set("f", fill));  // 3 bytes short of the limit now
+  EXPECT_CODE(c->Add("counter-with-a-long-name", 1), kResourceExhausted);
+  ASSERT_OK_AND_ASSIGN(bool counter, c->Check({"counter-with-a-long-name"}));
+  EXPECT_FALSE(counter);
+  EXPECT_LE(server->stored_bytes(), limits.max_store_bytes);
 }
 
 // Out of file descriptors, the server pauses accepting instead of spinning on a listener it

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +34,31 @@ std::string RandomToken(int bytes) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// Backoff between attempts whose connection was closed before the hello was answered: from
+// kFirstPause doubling to kMaxPause, each pause drawn uniformly from its upper half, so that
+// ranks turned away together do not come back together.
+constexpr auto kFirstPause = std::chrono::milliseconds(20);
+constexpr auto kMaxPause = std::chrono::milliseconds(1000);
+// A connection made at the last moment still gets this long for the store's answer to its hello.
+constexpr auto kHelloPatience = std::chrono::seconds(2);
+
+// One attempt: the hello on a connected socket and its answer. OK, PermissionDenied (wrong
+// token), or the error that ended the attempt (closed, reset, no answer in time).
+absl::Status Hello(int fd, const std::string& token, Clock::time_point deadline, const std::string& where) {
+  DDPIO_RETURN_IF_ERROR(internal::WriteFrame(fd, std::string(kStoreHello) + token, deadline));
+  DDPIO_ASSIGN_OR_RETURN(std::string answer, internal::ReadFrame(fd, 16, deadline));
+  if (answer.empty()) return absl::DataLossError("empty answer to the hello");
+  if (answer[0] != static_cast<char>(kStoreOk)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("store at ", where, " refused this job's token (DDPIO_STORE_TOKEN differs?)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
     const std::string& host, int port, const std::string& token, std::chrono::milliseconds connect_timeout,
     const TcpStoreLimits& limits) {
@@ -40,17 +66,35 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(
   client->where_ = absl::StrCat(host, ":", port);
   client->limits_ = limits;
   const auto deadline = Clock::now() + connect_timeout;
-  DDPIO_ASSIGN_OR_RETURN(client->fd_, internal::ConnectRetrying(host, port, connect_timeout, "rendezvous store"));
-  DDPIO_RETURN_IF_ERROR(internal::WriteFrame(client->fd_.get(), std::string(kStoreHello) + token, deadline));
-  auto answer = internal::ReadFrame(client->fd_.get(), 16, deadline + std::chrono::seconds(5));
-  if (!answer.ok() || answer->empty()) {
-    return absl::UnavailableError(absl::StrCat("store at ", client->where_, " closed the connection during the hello"));
+  std::minstd_rand jitter(std::random_device{}());
+  auto pause = std::chrono::duration_cast<std::chrono::microseconds>(kFirstPause);
+  absl::Status last;
+  for (int attempt = 1;; ++attempt) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    absl::StatusOr<Fd> fd = internal::ConnectRetrying(host, port, std::max(left, std::chrono::milliseconds(1)),
+                                                      "rendezvous store");
+    if (!fd.ok() && attempt == 1) return fd.status();  // nobody listening all along
+    if (fd.ok()) {
+      last = Hello(fd->get(), token, std::max(deadline, Clock::now() + kHelloPatience), client->where_);
+      if (last.ok()) {
+        client->fd_ = std::move(fd).value();
+        return client;
+      }
+      if (absl::IsPermissionDenied(last)) return last;
+    } else {
+      last = fd.status();
+    }
+    // Closed before the hello was answered: a store shedding a flood of connections, or one
+    // that is restarting. Try again until the deadline.
+    const auto sleep = pause / 2 + std::chrono::microseconds(jitter() % (pause.count() / 2 + 1));
+    if (Clock::now() + sleep >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "store at ", client->where_, " did not take this rank's hello within ", connect_timeout.count(), " ms (",
+          attempt, " connection(s) closed or failed before the hello was answered; the last: ", last.message(), ")"));
+    }
+    std::this_thread::sleep_for(sleep);
+    pause = std::min<std::chrono::microseconds>(pause * 2, kMaxPause);
   }
-  if ((*answer)[0] != static_cast<char>(kStoreOk)) {
-    return absl::PermissionDeniedError(absl::StrCat("store at ", client->where_,
-                                                    " refused this job's token (DDPIO_STORE_TOKEN differs?)"));
-  }
-  return client;
 }
 
 absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request, std::chrono::milliseconds wait) {
@@ -65,12 +109,15 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request, std
   auto reply = internal::ReadFrame(fd_.get(), limits_.max_message, deadline);
   if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("store at ", where_));
   if (reply->empty()) return absl::DataLossError(absl::StrCat("empty reply from the store at ", where_));
-  if ((*reply)[0] == static_cast<char>(kStoreError)) {
+  if ((*reply)[0] == static_cast<char>(kStoreError) || (*reply)[0] == static_cast<char>(kStoreFull)) {
     WireReader r(*reply);
-    uint8_t tag;
+    uint8_t tag = kStoreError;
     std::string message;
     r.U8(&tag);
     r.Str(&message);
+    if (tag == kStoreFull) {  // refused for room; the connection is still good
+      return absl::ResourceExhaustedError(absl::StrCat("store at ", where_, " is full: ", message));
+    }
     return absl::InvalidArgumentError(absl::StrCat("store at ", where_, " rejected the request: ", message));
   }
   return reply;

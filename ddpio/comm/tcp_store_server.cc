@@ -2,6 +2,7 @@
 // (tcp_store.h says what it bounds and why).
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ struct TcpStoreServer::Conn {
   int fd = -1;
   uint64_t seq = 0;                  // order of acceptance
   bool authed = false;
+  Clock::time_point accepted_at;     // hello_grace counts from here
   Clock::time_point hello_deadline;  // unauthenticated only
   std::string in;                    // bytes received, not yet processed
   std::string out;                   // bytes to send
@@ -59,6 +61,20 @@ std::string ErrorReply(const std::string& message) {
   return err;
 }
 
+// What max_unauthenticated = 0 means: a quarter of the descriptors this process may open,
+// between 64 and 4096.
+int DefaultUnauthenticatedPlaces() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 4096;
+  return static_cast<int>(std::clamp<rlim_t>(lim.rlim_cur / 4, 64, 4096));
+}
+
+std::string Shown(const std::string& key) {  // a key in a message: printable, not too long
+  std::string s;
+  for (char ch : key.substr(0, 120)) s.push_back(ch >= 0x20 && ch < 0x7f ? ch : '?');
+  return key.size() > 120 ? s + "..." : s;
+}
+
 uint32_t FrameLength(const std::string& in) {
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << (8 * i);
@@ -77,6 +93,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   auto server = std::unique_ptr<TcpStoreServer>(new TcpStoreServer());
   server->token_ = token;
   server->limits_ = limits;
+  server->unauth_places_ = std::max(1, limits.max_unauthenticated > 0 ? limits.max_unauthenticated
+                                                                       : DefaultUnauthenticatedPlaces());
   DDPIO_ASSIGN_OR_RETURN(server->listener_, internal::Listen(addr, port, &server->port_));
   ::fcntl(server->listener_.get(), F_SETFL, ::fcntl(server->listener_.get(), F_GETFL) | O_NONBLOCK);
   server->epoll_ = internal::Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -100,6 +118,7 @@ TcpStoreServer::~TcpStoreServer() {
     (void)unused;
   }
   if (loop_.joinable()) loop_.join();
+  listener_.reset();  // first: whoever sees its connection closed finds nobody listening
   for (auto& [fd, c] : conns_) ::close(fd);
   conns_.clear();
   for (int fd : wake_pipe_) {
@@ -116,11 +135,12 @@ void TcpStoreServer::Loop() {
       return;
     }
     const auto now = Clock::now();
+    bool accept = false;
     for (int i = 0; i < std::max(n, 0) && !stopping_; ++i) {
       const int fd = events[i].data.fd;
       if (fd == wake_pipe_[0]) continue;
       if (fd == listener_.get()) {
-        Accept(now);
+        accept = true;  // after the connections already open: their hellos first
         continue;
       }
       auto it = conns_.find(fd);
@@ -129,6 +149,7 @@ void TcpStoreServer::Loop() {
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) Read(c, now);
       if (!c.dead && (events[i].events & EPOLLOUT)) Flush(c);
     }
+    if (accept && !stopping_) Accept(now);
     Expire(Clock::now());
     graveyard_.clear();  // nothing refers to a dropped connection past its turn
   }
@@ -150,20 +171,17 @@ void TcpStoreServer::Accept(Clock::time_point now) {
       }
       return;  // EAGAIN: nothing more waiting
     }
+    while (static_cast<int>(conns_.size()) >= limits_.max_connections && FreePlace(now, -1)) {
+    }
     if (static_cast<int>(conns_.size()) >= limits_.max_connections) {
       ++rejected_;
       ::close(fd);
       continue;
     }
-    // Too many connections that have not said hello: the oldest of them goes. A rank says its
-    // hello at once, so only a flood of silent or slow connections loses its place.
-    if (static_cast<int>(unauth_.size()) >= limits_.max_unauthenticated && !unauth_.empty()) {
-      ++rejected_;
-      Drop(unauth_.begin()->second);
-    }
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->seq = ++accepted_;
+    c->accepted_at = now;
     c->hello_deadline = now + limits_.hello_timeout;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -172,10 +190,33 @@ void TcpStoreServer::Accept(Clock::time_point now) {
       ::close(fd);
       continue;
     }
+    Conn& conn = *c;
     unauth_[c->seq] = fd;
     conns_[fd] = std::move(c);
     ++open_;
+    // A rank sends its hello as soon as it is connected: it is usually here already, and then
+    // the rank is served now, however many other connections are waiting for theirs.
+    Read(conn, now);
+    // Every place before the hello taken: the connection waiting longest gives way if it had its
+    // grace; if not, this one goes (its client, if it is a rank, connects again).
+    while (!conn.dead && !conn.authed && static_cast<int>(unauth_.size()) > unauth_places_) {
+      if (!FreePlace(now, conn.fd)) {
+        ++rejected_;
+        Drop(conn.fd);
+      }
+    }
   }
+}
+
+bool TcpStoreServer::FreePlace(Clock::time_point now, int keep) {
+  if (unauth_.empty() || unauth_.begin()->second == keep) return false;
+  Conn& old = *conns_.at(unauth_.begin()->second);  // the one waiting longest
+  Read(old, now);                                    // its hello may be here, not yet seen
+  if (old.dead || old.authed) return true;           // its place is free now
+  if (now - old.accepted_at < limits_.hello_grace) return false;  // it still has its grace
+  ++rejected_;
+  Drop(old.fd);
+  return true;
 }
 
 void TcpStoreServer::Read(Conn& c, Clock::time_point now) {
@@ -257,8 +298,7 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
   } else if (op == kStoreSet) {
     if (!r.Str(&key) || !r.Str(&value) || !r.done()) {
       malformed = "malformed SET";
-    } else {
-      data_[key] = std::move(value);
+    } else if (Store(c, key, std::move(value))) {
       Send(c, reply);
       WakeWaiters(now);
     }
@@ -309,8 +349,7 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
       if (it != data_.end()) v = std::strtoll(it->second.c_str(), nullptr, 10);
       if (__builtin_add_overflow(v, delta, &v)) {
         malformed = "ADD overflows the 64-bit counter";  // the counter keeps its value
-      } else {
-        data_[key] = std::to_string(v);
+      } else if (Store(c, key, std::to_string(v))) {
         PutI64(&reply, v);
         Send(c, reply);
         WakeWaiters(now);
@@ -326,6 +365,29 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
     Flush(c);
     return false;
   }
+  return true;
+}
+
+bool TcpStoreServer::Store(Conn& c, const std::string& key, std::string value) {
+  auto it = data_.find(key);
+  const size_t before = it == data_.end() ? 0 : key.size() + it->second.size();
+  const size_t after = stored_bytes_ - before + key.size() + value.size();
+  if (after > limits_.max_store_bytes) {
+    std::string full(1, static_cast<char>(kStoreFull));
+    PutStr(&full, absl::StrCat("storing key '", Shown(key), "' (", key.size() + value.size(),
+                               " bytes with its value) would take the store to ", after,
+                               " bytes of keys and values, past its limit of ", limits_.max_store_bytes,
+                               " bytes (TcpStoreLimits::max_store_bytes); it holds ", stored_bytes_, " now"));
+    Send(c, std::move(full));  // refused; the connection stays open
+    return false;
+  }
+  if (it == data_.end()) {
+    data_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+  stored_bytes_ = after;
+  stored_bytes_seen_ = after;
   return true;
 }
 
@@ -359,16 +421,14 @@ void TcpStoreServer::Expire(Clock::time_point now) {
     ev.data.fd = listener_.get();
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
   }
-  std::vector<int> silent, timed_out;
-  for (const auto& [seq, fd] : unauth_) {
-    if (now >= conns_.at(fd)->hello_deadline) silent.push_back(fd);
+  // unauth_ is in order of acceptance, hence of hello deadline: the expired ones come first.
+  while (!unauth_.empty() && now >= conns_.at(unauth_.begin()->second)->hello_deadline) {
+    ++rejected_;
+    Drop(unauth_.begin()->second);
   }
+  std::vector<int> timed_out;
   for (int fd : waiting_) {
     if (now >= conns_.at(fd)->wait_deadline) timed_out.push_back(fd);
-  }
-  for (int fd : silent) {
-    ++rejected_;
-    Drop(fd);
   }
   for (int fd : timed_out) {
     auto it = conns_.find(fd);
@@ -389,7 +449,7 @@ void TcpStoreServer::Expire(Clock::time_point now) {
 int TcpStoreServer::NextTimeoutMs(Clock::time_point now) const {
   Clock::time_point next = Clock::time_point::max();
   if (accept_paused_until_ != Clock::time_point{}) next = accept_paused_until_;
-  for (const auto& [seq, fd] : unauth_) next = std::min(next, conns_.at(fd)->hello_deadline);
+  if (!unauth_.empty()) next = std::min(next, conns_.at(unauth_.begin()->second)->hello_deadline);  // the earliest
   for (int fd : waiting_) next = std::min(next, conns_.at(fd)->wait_deadline);
   if (next == Clock::time_point::max()) return -1;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;

@@ -5,6 +5,7 @@
 #include <turbojpeg.h>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::loader {
 
@@ -28,12 +29,17 @@ void JpegDecoder::HandleCloser::operator()(void* handle) const {
   if (handle != nullptr) tjDestroy(handle);
 }
 
-absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels) {
+absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels,
+                              absl::string_view format) {
   const uint64_t pixels = static_cast<uint64_t>(std::max<int64_t>(width, 0)) * static_cast<uint64_t>(std::max<int64_t>(height, 0));
   if (pixels > max_pixels) {
-    return absl::DataLossError(absl::StrCat("the JPEG declares ", width, "x", height, " = ", pixels,
-                                            " pixels, more than the limit of ", max_pixels,
-                                            " (a decompression bomb, or raise the limit)"));
+    return WithSetting(
+        absl::DataLossError(absl::StrCat(
+            "the ", format, " declares ", width, "x", height, " = ", pixels,
+            " pixels, more than the limit of ", max_pixels,
+            " (a decompression bomb? the limit is the decoder's max_pixels setting, ",
+            kDefaultMaxImagePixels, " by default)")),
+        "max_pixels");
   }
   return absl::OkStatus();
 }

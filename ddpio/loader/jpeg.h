@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace ddpio::loader {
@@ -30,9 +31,11 @@ struct JpegInfo {
 // size against its limit before allocating anything.
 inline constexpr uint64_t kDefaultMaxImagePixels = 100'000'000;
 
-// DataLoss "the JPEG declares WxH = N pixels, more than the limit of M" when width * height >
-// max_pixels.
-absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels);
+// DataLoss "the <format> declares WxH = N pixels, more than the limit of M" when width * height >
+// max_pixels, naming the setting (status_macros.h WithSetting "max_pixels"). `format` names the
+// file's format: "JPEG", "PNG", ...
+absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels,
+                              absl::string_view format = "JPEG");
 
 // True when `bytes` starts with the JPEG SOI marker followed by another marker (FF D8 FF).
 bool LooksLikeJpeg(absl::Span<const uint8_t> bytes);

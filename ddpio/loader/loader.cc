@@ -264,7 +264,8 @@ absl::StatusOr<storage::RecordView> Loader::Sourced(const SourcedBatch& batch, u
   const std::string what = absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") from ", where_);
   if (batch.records[k].empty()) return absl::DataLossError(absl::StrCat(what, ": unreadable at the source"));
   storage::RecordView view;
-  absl::Status st = storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view);
+  const storage::RecordBinding* binding = k < batch.bindings.size() ? &batch.bindings[k] : nullptr;
+  absl::Status st = storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view, binding);
   if (!st.ok()) return Annotate(st, what);
   return view;
 }

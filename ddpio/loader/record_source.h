@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ddpio/storage/record.h"
 
 namespace ddpio::loader {
 
@@ -27,6 +28,9 @@ struct SourcedBatch {
   // Stored bytes of each record, pointing into `bytes`; empty when the source could not read
   // that record (it was skipped under the `skip` policy: the loader treats it as a bad sample).
   std::vector<absl::Span<const uint8_t>> records;
+  // What each record is bound to (storage/record.h), to check a bound record's checksum as the
+  // reader did; parallel to `records` (or empty: the records are unbound).
+  std::vector<storage::RecordBinding> bindings;
   std::vector<uint8_t> bytes;
 };
 

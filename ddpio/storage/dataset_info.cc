@@ -1,6 +1,7 @@
 #include "ddpio/storage/dataset_info.h"
 
 #include <algorithm>
+#include <random>
 
 #include "ddpio/storage/internal/json_fields.h"
 
@@ -23,6 +24,10 @@ std::string EncodeHeader(const DatasetHeader& h) {
                         {"fingerprint", h.source_fingerprint},
                         {"files", h.source_files}}},
             {"tool_version", h.tool_version}};
+  if (!h.id.empty()) j["id"] = h.id;
+  if (h.shard_count > 0) {
+    j["shard"] = {{"index", h.shard_index}, {"count", h.shard_count}, {"dataset_fingerprint", h.dataset_fingerprint}};
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
 }
 
@@ -54,6 +59,15 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
       return absl::DataLossError("dataset metadata: source files is not a count");
     }
     h.tool_version = j.at("tool_version").get<std::string>();
+    if (j.contains("id")) h.id = j.at("id").get<std::string>();
+    if (j.contains("shard")) {
+      const json& sh = j.at("shard");
+      if (!internal::GetU64(sh, "index", &h.shard_index) || !internal::GetU64(sh, "count", &h.shard_count) ||
+          h.shard_count == 0 || h.shard_index >= h.shard_count) {
+        return absl::DataLossError("dataset metadata: the shard's index and count are not a place in a dataset");
+      }
+      h.dataset_fingerprint = sh.at("dataset_fingerprint").get<std::string>();
+    }
     return h;
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat("dataset metadata is malformed: ", e.what()));
@@ -118,10 +132,33 @@ absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::
   return absl::OkStatus();
 }
 
-std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion) {
+uint64_t RecordSalt(const DatasetHeader& header) {
+  return Fnv1a64(absl::StrCat(kFormatName, "|", header.id, "|", header.source_fingerprint, "|", header.shard_index,
+                              "/", header.shard_count));
+}
+
+std::string NewDatasetId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(random(), absl::kZeroPad8));
+  return id;
+}
+
+std::string RecordProtection(const DatasetHeader& header) {
+  if (RecordsBound(header)) return "CRC32C per record, bound to its key and its dataset (format 3)";
+  return absl::StrCat("CRC32C per record, not bound to its key (format ", header.format_version,
+                      "): a record moved, swapped or copied from another dataset passes; "
+                      "`ddpio convert --from dataset --src DB` upgrades it");
+}
+
+std::string ContentDigest(const DatasetHeader& header, const DatasetCompletion& completion) {
   const uint64_t digest = Fnv1a64(EncodeCompletion(completion), Fnv1a64(EncodeHeader(header) + "\n"));
+  return absl::StrCat(absl::Hex(digest, absl::kZeroPad16));
+}
+
+std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion) {
   return absl::StrCat(kFormatName, " v", header.format_version, ", ", completion.sample_count, " records, ",
-                      header.classes.size(), " classes, digest ", absl::Hex(digest, absl::kZeroPad16));
+                      header.classes.size(), " classes, digest ", ContentDigest(header, completion));
 }
 
 }  // namespace ddpio::storage

@@ -22,8 +22,11 @@ namespace ddpio::storage {
 inline constexpr char kFormatName[] = "ddpio-lmdb";
 // Version 1: every record in layout 1. Version 2: records may use layout 2 (record.h; written
 // by `convert --max-side`), so a build that reads only version 1 refuses the dataset up front.
+// Version 3 (written by every conversion since): every record in layout 3, its checksum bound to
+// its key and to the dataset (RecordSalt), and a shard's header names its place in its dataset.
 inline constexpr int kFormatVersion = 1;
-inline constexpr int kMaxFormatVersion = 2;
+inline constexpr int kBoundRecordsFormatVersion = 3;
+inline constexpr int kMaxFormatVersion = 3;
 
 // LMDB names.
 inline constexpr char kSamplesDb[] = "samples";
@@ -33,14 +36,34 @@ inline constexpr char kCompleteKey[] = "complete";
 
 // Written at creation.
 struct DatasetHeader {
-  int format_version = kFormatVersion;
+  int format_version = kBoundRecordsFormatVersion;
   std::vector<std::string> classes;  // label i is classes[i]
   std::string source_kind;           // "imagefolder", "list" or "api"
   std::string source_path;           // what the user pointed at
   std::string source_fingerprint;    // digest of the source listing and conversion options
   uint64_t source_files = 0;         // entries in the source listing
   std::string tool_version;          // ddpio version that created the dataset
+  // Version 3: 32 random hex digits drawn when the dataset is created (kept by a resume), so two
+  // conversions — even of the same files — are two datasets, and a copy is the same one.
+  std::string id;
+  // A shard of a sharded dataset (version 3; shard_count 0: not a shard): its place, and the
+  // fingerprint of the whole dataset it belongs to (the manifest's source_fingerprint).
+  uint64_t shard_index = 0;
+  uint64_t shard_count = 0;
+  std::string dataset_fingerprint;
 };
+
+// Whether records of a dataset with this header are bound to their keys (version 3).
+inline bool RecordsBound(const DatasetHeader& header) {
+  return header.format_version >= kBoundRecordsFormatVersion;
+}
+// The salt a version-3 dataset's records are bound with (record.h, RecordBinding): FNV-1a of the
+// dataset's id, its source fingerprint and the shard's place, so every conversion and every shard
+// of one has its own, and a resumed conversion keeps its own.
+uint64_t RecordSalt(const DatasetHeader& header);
+// What a reader says about a dataset's record protection (inspect): "records bound to their keys
+// and dataset (format 3)" or why older datasets are protected less, and how to upgrade.
+std::string RecordProtection(const DatasetHeader& header);
 
 // Written last.
 struct DatasetCompletion {
@@ -50,6 +73,8 @@ struct DatasetCompletion {
 };
 
 std::string EncodeHeader(const DatasetHeader& header);
+// A new dataset id: 32 hex digits from the system's random source.
+std::string NewDatasetId();
 // DataLoss when the JSON is malformed or misses a field; FailedPrecondition when it names
 // another format or a version this build does not read.
 absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view json);
@@ -62,6 +87,9 @@ absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view json);
 // header and completion as stored (so a copy of a dataset is identical, another conversion is
 // not). The path is not part of it: copies on different hosts may live at different paths.
 std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion);
+// The digest in it: 16 hex digits of FNV-1a over the header and completion as stored (what a
+// shard manifest records for each shard).
+std::string ContentDigest(const DatasetHeader& header, const DatasetCompletion& completion);
 
 // OK when `val` names the same classes as `train`, in the same order (labels mean the same
 // thing); otherwise InvalidArgument naming the first label that differs, or the counts, and how

@@ -53,7 +53,7 @@ TEST(DatasetInfo, CountsThatDoNotFitAreDataLoss) {
   DatasetHeader h;
   h.classes = {"a"};
   std::string text = EncodeHeader(h);
-  const std::string version = "\"format_version\":1";
+  const std::string version = "\"format_version\":3";
   ASSERT_NE(text.find(version), std::string::npos) << text;
   text.replace(text.find(version), version.size(), "\"format_version\":1e300");
   EXPECT_CODE(DecodeHeader(text), kDataLoss) << text;

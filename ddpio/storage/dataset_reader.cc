@@ -332,7 +332,7 @@ void ReadTxn::Reset() {
   }
 }
 
-absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t>* stored) {
+absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t>* stored, RecordBinding* binding) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Get on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (index >= reader.size()) {
@@ -343,7 +343,7 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
     size_t k = 0;
     uint64_t local = 0;
     DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
-    absl::StatusOr<RecordView> view = shard->Get(local, stored);
+    absl::StatusOr<RecordView> view = shard->Get(local, stored, binding);
     if (!view.ok()) return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
     return view;
   }
@@ -369,7 +369,12 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
     st = internal::CheckInsideMap(env, v, name());
     if (st.ok()) {
       if (stored != nullptr) *stored = internal::FromVal(v);
-      st = DecodeRecord(internal::FromVal(v), impl_->verify, &view);  // with verify, the CRC reads every byte
+      RecordBinding bound = reader.binding_;
+      bound.key = index;
+      if (binding != nullptr) *binding = bound;
+      // With verify, the CRC reads every byte; in a format-3 dataset it also proves the record is
+      // this key's of this file.
+      st = DecodeRecord(internal::FromVal(v), impl_->verify, &view, &bound);
       if (!st.ok()) st = Annotate(st, name());
     }
   }
@@ -493,6 +498,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   auto header = DecodeHeader(*header_text);
   if (!header.ok()) return Annotate(header.status(), path);
   reader->header_ = std::move(header).value();
+  reader->binding_.salt = RecordSalt(reader->header_);
+  reader->binding_.required = RecordsBound(reader->header_);
   DDPIO_ASSIGN_OR_RETURN(auto complete_text, GetMeta(*reader->env_, txn.get(), kCompleteKey));
   if (!complete_text.has_value()) {
     return WithSetting(absl::FailedPreconditionError(absl::StrCat(

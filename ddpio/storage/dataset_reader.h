@@ -83,7 +83,11 @@ class ReadTxn {
   // and for any record of a file whose map has had a bus error (then naming the file, the byte
   // and the cause). With `stored`, also the record's bytes as stored (what DecodeRecord parses;
   // the group feeder sends them as they are), valid as long as the view.
-  absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr);
+  // With `binding`, also what the record is bound to (record.h: its file's salt and its key in
+  // that file — for a shard, the key within the shard), so that a copy of `stored` sent elsewhere
+  // can be checked there.
+  absl::StatusOr<RecordView> Get(uint64_t index, absl::Span<const uint8_t>* stored = nullptr,
+                                 RecordBinding* binding = nullptr);
 
   // OK unless a bus error has hit the dataset's map (sharded: the map of a shard this transaction
   // read since it was begun or last Reset): then DataLoss as Get's, without the record (the
@@ -164,6 +168,8 @@ class DatasetReader {
   DatasetCompletion completion_;
   uint64_t file_bytes_ = 0;
   std::string data_file_;
+  // Format 3: records are bound to their keys with this salt (RecordSalt of the header).
+  RecordBinding binding_;
   // Sharded: a reader per shard and the first global index of each (env_ is then null).
   std::vector<std::unique_ptr<DatasetReader>> shards_;
   std::vector<uint64_t> shard_starts_;

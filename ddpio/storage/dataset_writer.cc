@@ -2,6 +2,8 @@
 
 #include "ddpio/storage/dataset_reader.h"  // kShardManifest
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/fd.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/json_fields.h"
@@ -27,6 +30,7 @@ constexpr char kWriterKey[] = "writer";  // {"records": n, "payload_bytes": b} p
 }  // namespace
 
 struct DatasetWriter::Lmdb {
+  Fd writing;  // flock'ed LMDB lock file: this process writes the dataset (declared first: released last)
   internal::EnvPtr env;
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
@@ -100,6 +104,21 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
       LmdbError(mdb_env_set_mapsize(raw, options.initial_map_size), "mdb_env_set_mapsize"));
   DDPIO_RETURN_IF_ERROR(
       LmdbError(mdb_env_open(raw, path.c_str(), flags, 0644), absl::StrCat("opening ", path)));
+  // One writer per dataset for the writer's whole life, not only per transaction (LMDB's own
+  // lock): two conversions resuming one output would each append after the same committed record,
+  // and the second fail on a key the first wrote. flock on LMDB's lock file is separate from LMDB's
+  // fcntl locks on it; it ends with the process, so a crashed writer never leaves it behind.
+  const std::string lock_file = options.single_file ? path + "-lock" : path + "/lock.mdb";
+  lmdb->writing.reset(::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (lmdb->writing.valid() && ::flock(lmdb->writing.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another process is writing ", path,
+          " (a conversion of it is running): wait for it to finish, or stop it and resume; two writers "
+          "cannot share one dataset"));
+    }
+    return ErrnoToStatus(errno, absl::StrCat("locking ", lock_file));
+  }
   Txn txn;
   DDPIO_RETURN_IF_ERROR(txn.Begin(raw, 0, absl::StrCat("opening ", path)));
   DDPIO_RETURN_IF_ERROR(LmdbError(mdb_dbi_open(txn.get(), kSamplesDb, MDB_CREATE, &lmdb->samples),
@@ -123,9 +142,13 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(
                        "resume");
   }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, options, /*create=*/true));
+  DatasetHeader stored = header;
+  if (RecordsBound(stored) && stored.id.empty()) stored.id = NewDatasetId();
   // The header is committed at once: an interrupted conversion can then be resumed (and is
   // recognisably a ddpio dataset) even if it never got to its first batch.
-  writer->pending_meta_.emplace_back(kDatasetKey, EncodeHeader(header));
+  writer->pending_meta_.emplace_back(kDatasetKey, EncodeHeader(stored));
+  writer->bound_ = RecordsBound(stored);
+  writer->salt_ = RecordSalt(stored);
   DDPIO_RETURN_IF_ERROR(writer->Commit());
   return writer;
 }
@@ -152,8 +175,11 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   // A finished dataset made by another ddpio version from the same source is still the same
   // dataset; one from another source or with other options is not, finished or not.
   DatasetHeader same = header;
-  if (complete.has_value() && stored.has_value()) {
-    if (auto decoded = DecodeHeader(*stored); decoded.ok()) same.tool_version = decoded->tool_version;
+  if (stored.has_value()) {
+    if (auto decoded = DecodeHeader(*stored); decoded.ok()) {
+      if (complete.has_value()) same.tool_version = decoded->tool_version;
+      same.id = decoded->id;  // drawn when it was created: the resumed dataset is that one
+    }
   }
   if (!stored.has_value() || *stored != EncodeHeader(same)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -182,13 +208,16 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
                                             " records but its progress entry says ",
                                             writer->committed_));
   }
+  writer->bound_ = RecordsBound(same);
+  writer->salt_ = RecordSalt(same);
   DDPIO_LOG(INFO) << "resuming " << path << " after " << writer->committed_ << " records";
   return writer;
 }
 
 absl::Status DatasetWriter::Append(const RecordView& record) {
   if (finished_) return absl::FailedPreconditionError("Append after Finish");
-  DDPIO_RETURN_IF_ERROR(EncodeRecord(record, &scratch_));
+  const RecordBinding binding{salt_, record_count(), true};
+  DDPIO_RETURN_IF_ERROR(EncodeRecord(record, &scratch_, bound_ ? &binding : nullptr));
   arena_.append(scratch_);
   pending_.push_back(scratch_.size());
   pending_payload_bytes_ += record.payload.size();

@@ -67,7 +67,8 @@ class DatasetWriter {
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
-  // Buffers one record under index record_count(). InvalidArgument from the record codec.
+  // Buffers one record under index record_count() — in a format-3 dataset bound to that key
+  // (record.h, RecordBinding). InvalidArgument from the record codec.
   absl::Status Append(const RecordView& record);
   // Buffers a metadata entry written with the next commit. Keys "dataset", "complete" and
   // "writer" are reserved (InvalidArgument).
@@ -114,6 +115,9 @@ class DatasetWriter {
   uint64_t pending_payload_bytes_ = 0;
   std::vector<std::pair<std::string, std::string>> pending_meta_;
   std::string scratch_;
+  // Format 3: each record bound to its key with this salt (RecordSalt of the header).
+  bool bound_ = false;
+  uint64_t salt_ = 0;
 };
 
 }  // namespace ddpio::storage

@@ -140,13 +140,29 @@ absl::StatusOr<std::string> ImageFileBytes(const RecordView& r) {
   return file;
 }
 
-size_t EncodedRecordSize(const RecordView& record) {
+size_t EncodedRecordSize(const RecordView& record, bool bound) {
   const size_t ext = ExtensionSize(record);
-  return (ext > 0 ? kRecordHeaderSizeExtended + ext : kRecordHeaderSize) + record.source_name.size() +
+  return (ext > 0 || bound ? kRecordHeaderSizeExtended + ext : kRecordHeaderSize) + record.source_name.size() +
          record.payload.size();
 }
 
-absl::Status EncodeRecord(const RecordView& record, std::string* out) {
+namespace {
+
+// The CRC32C a layout 3 record's checksum starts from.
+uint32_t BindingCrc(const RecordBinding& b) {
+  uint8_t bytes[16];
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<uint8_t>(b.salt >> (8 * i));
+    bytes[8 + i] = static_cast<uint8_t>(b.key >> (8 * i));
+  }
+  return Crc32c(bytes, sizeof(bytes));
+}
+
+}  // namespace
+
+uint8_t RecordLayoutOf(absl::Span<const uint8_t> bytes) { return bytes.size() > kOffVersion ? bytes[kOffVersion] : 0; }
+
+absl::Status EncodeRecord(const RecordView& record, std::string* out, const RecordBinding* binding) {
   if (record.source_name.size() > kMaxSourceNameSize) {
     return absl::InvalidArgumentError(absl::StrCat("source name of ", record.source_name.size(),
                                                    " bytes is longer than ", kMaxSourceNameSize));
@@ -155,11 +171,13 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out) {
     return absl::InvalidArgumentError(
         absl::StrCat("payload of ", record.payload.size(), " bytes is 4 GiB or more"));
   }
-  out->resize(EncodedRecordSize(record));
+  const bool bound = binding != nullptr;
+  out->resize(EncodedRecordSize(record, bound));
   auto* p = reinterpret_cast<uint8_t*>(out->data());
   const size_t ext = ExtensionSize(record);
-  const size_t header = ext > 0 ? kRecordHeaderSizeExtended : kRecordHeaderSize;
-  p[kOffVersion] = ext > 0 ? kRecordLayoutVersionExtended : kRecordLayoutVersion;
+  const bool extended = ext > 0 || bound;
+  const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
+  p[kOffVersion] = bound ? kRecordLayoutVersionBound : ext > 0 ? kRecordLayoutVersionExtended : kRecordLayoutVersion;
   p[kOffType] = static_cast<uint8_t>(record.type);
   Put16(p + kOffChannels, record.channels);
   Put32(p + kOffHeight, record.height);
@@ -168,32 +186,39 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out) {
   Put16(p + kOffNameLen, static_cast<uint16_t>(record.source_name.size()));
   Put16(p + kOffReserved, 0);
   Put32(p + kOffPayloadLen, static_cast<uint32_t>(record.payload.size()));
-  if (ext > 0) Put32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
+  if (extended) Put32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
   std::memcpy(p + header, record.source_name.data(), record.source_name.size());
   PutExtensions(record, p + header + record.source_name.size());
   if (!record.payload.empty()) {
     std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(), record.payload.size());
   }
-  Put32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion));
+  Put32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion, bound ? BindingCrc(*binding) : 0));
   return absl::OkStatus();
 }
 
-absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
-                          RecordView* out) {
+absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum, RecordView* out,
+                          const RecordBinding* binding) {
   if (bytes.size() < kRecordHeaderSize) {
     return absl::DataLossError(absl::StrCat("truncated record: ", bytes.size(),
                                             " bytes, shorter than the ", kRecordHeaderSize,
                                             "-byte header"));
   }
   const uint8_t* p = bytes.data();
-  const bool extended = p[kOffVersion] == kRecordLayoutVersionExtended;
-  if (p[kOffVersion] != kRecordLayoutVersion && !extended) {
-    return absl::DataLossError(
-        absl::StrCat("unknown record layout version ", static_cast<int>(p[kOffVersion])));
+  const uint8_t layout = p[kOffVersion];
+  const bool bound = layout == kRecordLayoutVersionBound;
+  const bool extended = layout == kRecordLayoutVersionExtended || bound;
+  if (layout != kRecordLayoutVersion && !extended) {
+    return absl::DataLossError(absl::StrCat("unknown record layout version ", static_cast<int>(layout)));
+  }
+  if (!bound && binding != nullptr && binding->required) {
+    return absl::DataLossError(absl::StrCat(
+        "a record of layout ", static_cast<int>(layout),
+        " (not bound to its key) in a dataset whose records are bound: a record from another dataset was put here"));
   }
   if (extended && bytes.size() < kRecordHeaderSizeExtended) {
     return absl::DataLossError(absl::StrCat("truncated record: ", bytes.size(), " bytes, shorter than the ",
-                                            kRecordHeaderSizeExtended, "-byte header of layout 2"));
+                                            kRecordHeaderSizeExtended, "-byte header of layout ",
+                                            static_cast<int>(layout)));
   }
   const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
   const size_t ext_len = extended ? Get32(p + kOffExtensionLen) : 0;
@@ -210,11 +235,23 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
         bytes.size(), " bytes stored, header says ", expected));
   }
   if (verify_checksum) {
-    uint32_t stored = Get32(p + kOffCrc);
-    uint32_t computed = Crc32c(p + kOffVersion, bytes.size() - kOffVersion);
+    if (bound && binding == nullptr) {
+      return absl::FailedPreconditionError("a bound record (layout 3) checked without its binding");
+    }
+    const uint32_t stored = Get32(p + kOffCrc);
+    const uint32_t computed = Crc32c(p + kOffVersion, bytes.size() - kOffVersion, bound ? BindingCrc(*binding) : 0);
     if (stored != computed) {
-      return absl::DataLossError(absl::StrFormat(
-          "checksum mismatch: stored crc32c %08x, computed %08x", stored, computed));
+      if (bound && Crc32c(p + kOffVersion, bytes.size() - kOffVersion, 0) == stored) {
+        return absl::DataLossError("checksum mismatch: the record was checksummed without a binding");
+      }
+      if (bound) {
+        return absl::DataLossError(absl::StrFormat(
+            "checksum mismatch: stored crc32c %08x, computed %08x for key %d of this dataset: the record is damaged, "
+            "or is another key's or another dataset's record (moved, swapped or copied here)",
+            stored, computed, binding->key));
+      }
+      return absl::DataLossError(
+          absl::StrFormat("checksum mismatch: stored crc32c %08x, computed %08x", stored, computed));
     }
   }
   out->type = static_cast<ContentType>(p[kOffType]);

@@ -66,32 +66,53 @@ struct Record {
 
 // Layout 1: a 28-byte header, the name, the payload. Layout 2 (written only for records that
 // carry extensions, such as the original geometry) adds a 4-byte extension length to the header
-// and the extension entries between name and payload. Readers read both.
+// and the extension entries between name and payload. Layout 3 is layout 2 whose checksum also
+// covers the record's binding (below): written by every conversion since format version 3.
+// Readers read all three.
 inline constexpr uint8_t kRecordLayoutVersion = 1;
 inline constexpr uint8_t kRecordLayoutVersionExtended = 2;
+inline constexpr uint8_t kRecordLayoutVersionBound = 3;
 inline constexpr size_t kRecordHeaderSize = 28;
 inline constexpr size_t kRecordHeaderSizeExtended = 32;
 inline constexpr size_t kMaxSourceNameSize = 65535;
+
+// Where a record belongs: its dataset's record salt (DatasetHeader, dataset_info.h: one per
+// LMDB file, so per shard) and its key (the index within that file). A layout 3 record's CRC32C
+// starts from the CRC32C of these 16 bytes (salt then key, 8 bytes little-endian each), so a
+// record moved to another key, swapped with another or copied from another dataset or shard fails
+// its checksum wherever it is read. `required`: the dataset binds its records, so a record of
+// layout 1 or 2 found in it is DataLoss (an older record slipped in).
+struct RecordBinding {
+  uint64_t salt = 0;
+  uint64_t key = 0;
+  bool required = false;
+};
 
 // The record's image as a file any decoder opens: a JPEG payload as it is; raw pixels (3 or 1
 // channels) as a binary PPM / PGM — header "P6\nW H\n255\n" then the pixels. InvalidArgument for
 // other raw channel counts or a raw payload of the wrong size.
 absl::StatusOr<std::string> ImageFileBytes(const RecordView& record);
 
-// Layout 1 when `record` has nothing for the extension area, else layout 2.
-// Appends the encoded record to `*out` (which is cleared first). InvalidArgument when the name
-// is longer than kMaxSourceNameSize or the payload is 4 GiB or more.
-absl::Status EncodeRecord(const RecordView& record, std::string* out);
+// With `binding`, layout 3 bound to it; without, layout 1 when `record` has nothing for the
+// extension area, else layout 2. Writes the encoded record to `*out` (which is cleared first).
+// InvalidArgument when the name is longer than kMaxSourceNameSize or the payload is 4 GiB or more.
+absl::Status EncodeRecord(const RecordView& record, std::string* out, const RecordBinding* binding = nullptr);
 
-// The encoded size of `record` (header + name + payload).
-size_t EncodedRecordSize(const RecordView& record);
+// The encoded size of `record` (header + name + extensions + payload), bound or not.
+size_t EncodedRecordSize(const RecordView& record, bool bound = false);
 
 // Parses `bytes` into a view pointing into `bytes`. With `verify_checksum`, recomputes the
-// CRC32C. DataLoss when the record is truncated, has trailing bytes, an unknown layout version
-// or content type, a malformed extension area, or a checksum mismatch; unknown extension entries
-// are skipped (a later ddpio may add some); the message says which and the sizes involved (the
-// caller adds the index and key).
-absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum, RecordView* out);
+// CRC32C — for a layout 3 record from `binding`, which must then be given (FailedPrecondition
+// otherwise). DataLoss when the record is truncated, has trailing bytes, an unknown layout version
+// or content type, a malformed extension area, a checksum mismatch (for a bound record: it is not
+// the record of this key in this dataset, or is damaged), or is unbound where `binding->required`;
+// unknown extension entries are skipped (a later ddpio may add some); the message says which and
+// the sizes involved (the caller adds the index and key).
+absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum, RecordView* out,
+                          const RecordBinding* binding = nullptr);
+
+// The layout version byte of an encoded record (0 when too short to have one).
+uint8_t RecordLayoutOf(absl::Span<const uint8_t> bytes);
 
 }  // namespace ddpio::storage
 

@@ -1,5 +1,7 @@
 #include "ddpio/storage/shards.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +15,15 @@ std::string ShardName(size_t shard, size_t shards) {
 }
 
 std::string EncodeShardManifest(const ShardManifest& m) {
+  const bool digests = std::all_of(m.shards.begin(), m.shards.end(), [](const ShardEntry& e) { return !e.digest.empty(); });
   nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : m.shards) shards.push_back({{"path", s.path}, {"records", s.records}});
+  for (const auto& s : m.shards) {
+    nlohmann::json e = {{"path", s.path}, {"records", s.records}};
+    if (digests) e["digest"] = s.digest;
+    shards.push_back(std::move(e));
+  }
   return nlohmann::json{{"format", kShardsFormatName},
-                        {"format_version", 1},
+                        {"format_version", digests ? 2 : 1},
                         {"source_fingerprint", m.source_fingerprint},
                         {"shards", shards}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -37,11 +44,12 @@ absl::StatusOr<ShardManifest> DecodeShardManifest(std::string_view text) {
   int version = 0;
   if (!internal::GetInt(j, "format_version", &version))
     return bad("format_version is not an integer");
-  if (version != 1) {
+  if (version < 1 || version > 2) {
     return absl::FailedPreconditionError(
-        absl::StrCat("shard manifest version ", version, " (this build of ddpio reads version 1)"));
+        absl::StrCat("shard manifest version ", version, " (this build of ddpio reads versions 1 and 2)"));
   }
   ShardManifest m;
+  m.format_version = version;
   auto fp = j.find("source_fingerprint");
   if (fp == j.end() || !fp->is_string()) return bad("source_fingerprint is not a string");
   m.source_fingerprint = fp->get<std::string>();
@@ -62,6 +70,13 @@ absl::StatusOr<ShardManifest> DecodeShardManifest(std::string_view text) {
     }
     if (!internal::GetU64(s, "records", &e.records))
       return bad(absl::StrCat("shard ", e.path, ": records"));
+    if (version >= 2) {
+      auto digest = s.find("digest");
+      if (digest == s.end() || !digest->is_string() || digest->get<std::string>().empty()) {
+        return bad(absl::StrCat("shard ", e.path, ": no digest"));
+      }
+      e.digest = digest->get<std::string>();
+    }
     if (total + e.records < total) return bad("record counts overflow");
     total += e.records;
     m.shards.push_back(std::move(e));

@@ -29,7 +29,7 @@ TEST(ShardManifest, RoundTripsAndRefusesWhatCouldEscapeTheFolder) {
       kDataLoss);
   EXPECT_CODE(
       DecodeShardManifest(
-          R"({"format":"ddpio-lmdb-shards","format_version":2,"source_fingerprint":"f","shards":[]})"),
+          R"({"format":"ddpio-lmdb-shards","format_version":3,"source_fingerprint":"f","shards":[]})"),
       kFailedPrecondition);
   EXPECT_CODE(DecodeShardManifest(R"({"format":"other"})"), kFailedPrecondition);
   EXPECT_CODE(
@@ -78,9 +78,10 @@ TEST_F(ShardedDataset, ReadsAsOneDatasetInTheUnshardedOrder) {
     absl::Span<const uint8_t> sa, sb;
     ASSERT_OK_AND_ASSIGN(RecordView x, a.Get(i, &sa));
     ASSERT_OK_AND_ASSIGN(RecordView y, b.Get(i, &sb));
-    EXPECT_EQ(std::vector<uint8_t>(sa.begin(), sa.end()),
-              std::vector<uint8_t>(sb.begin(), sb.end()))
-        << i;
+    // The same record, byte for byte but for its checksum: bound to its key in its own file (a
+    // shard's keys restart at 0), it differs where the index moved.
+    ASSERT_EQ(sa.size(), sb.size()) << i;
+    EXPECT_EQ(std::vector<uint8_t>(sa.begin() + 4, sa.end()), std::vector<uint8_t>(sb.begin() + 4, sb.end())) << i;
     EXPECT_EQ(x.label, y.label);
     b.Reset();
   }

@@ -1,6 +1,7 @@
 #include "ddpio/trainer/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "ddpio/common/byte_order.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"
+#include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::trainer {
@@ -76,15 +78,23 @@ void RemoveStaleCheckpointTemp(const std::string& dir) {
   if (::unlink(tmp.c_str()) == 0) DDPIO_LOG(INFO) << "removed " << tmp << ", left by a checkpoint write that was killed";
 }
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir) {
+namespace {
+constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 8;
+}  // namespace
+
+uint64_t CheckpointBytes(uint64_t params) { return kFixed + 2 * params * sizeof(float) + 8; }
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_params) {
   const std::string path = CheckpointPath(dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string bytes = ss.str();
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
+  }
+  // Regular files only, no larger than the format allows for this model: a FIFO would block the
+  // read forever, /dev/zero or a sparse 20 GB file would be read whole.
+  const uint64_t limit = max_params > 0 ? CheckpointBytes(max_params) : kMaxCheckpointBytes;
+  DDPIO_ASSIGN_OR_RETURN(const std::string bytes, ReadRegularFile(path, limit, "checkpoint"));
   const auto bad = [&](const std::string& why) { return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why)); };
-  constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 8;
   const bool v2 = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagicV2, 8) == 0;
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), "DDPIOCK", 7) == 0 && !v2 &&
       std::memcmp(bytes.data(), kMagic, 8) != 0) {

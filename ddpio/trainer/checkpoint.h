@@ -38,8 +38,14 @@ struct Checkpoint {
 std::string CheckpointPath(const std::string& dir);
 // ResourceExhausted (full disk) / PermissionDenied naming the path; nothing replaced on failure.
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c);
-// NotFound when there is none; DataLoss when it is truncated or damaged.
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir);
+// The largest checkpoint read without knowing the model: 1 G parameters with their momentum.
+inline constexpr uint64_t kMaxCheckpointBytes = uint64_t{8} << 30;
+// NotFound when there is none; DataLoss when it is truncated or damaged; InvalidArgument when
+// checkpoint.bin is not a regular file (a FIFO, a device) or is larger than a checkpoint of
+// `max_params` parameters can be (checked before reading; default: kMaxCheckpointBytes).
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_params = 0);
+// The size of a checkpoint of `params` parameters (format 3).
+uint64_t CheckpointBytes(uint64_t params);
 // How far two checkpoints' parameters are apart — the same run on the device and on the CPU,
 // say. max_relative is max|a - b| / max|b| (the trainer tests' measure; docs/GPU.md's ≤ 1e-5).
 struct ParamDifference {

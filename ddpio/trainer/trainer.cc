@@ -190,7 +190,7 @@ absl::Status TrainingRun::OpenModel(comm::Job& job) {
 absl::Status TrainingRun::Resume() {
   if (rank_ == 0 && !o_.checkpoint_dir.empty()) RemoveStaleCheckpointTemp(o_.checkpoint_dir);
   if (!o_.resume || o_.checkpoint_dir.empty()) return absl::OkStatus();
-  absl::StatusOr<Checkpoint> c = ReadCheckpoint(o_.checkpoint_dir);
+  absl::StatusOr<Checkpoint> c = ReadCheckpoint(o_.checkpoint_dir, model_->num_params());
   if (absl::IsNotFound(c.status())) {
     if (rank_ == 0) DDPIO_LOG(INFO) << "resume: no checkpoint in " << o_.checkpoint_dir << " yet, starting fresh";
     return absl::OkStatus();

@@ -20,6 +20,12 @@ namespace py = pybind11;
 
 namespace {
 
+// Names from the filesystem are bytes on Linux: decoded as Python decodes file names
+// (surrogateescape), so any name comes back as a str that os.fsencode turns into its exact bytes.
+py::str FsStr(const std::string& name) {
+  return py::reinterpret_steal<py::str>(PyUnicode_DecodeFSDefaultAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+}
+
 class Dataset {
  public:
   explicit Dataset(std::string path) : path_(std::move(path)) { Reopen(); }
@@ -60,12 +66,12 @@ class Dataset {
     return py::make_tuple(py::bytes(file), rec.label);
   }
 
-  std::string Source(int64_t index) { return Read(index).source_name; }
+  py::str Source(int64_t index) { return FsStr(Read(index).source_name); }
 
   py::dict Info() {
     const storage::DatasetReader& r = reader();
     py::dict d;
-    d["path"] = r.path();
+    d["path"] = FsStr(r.path());
     d["size"] = r.size();
     d["classes"] = r.header().classes.size();
     d["payload_bytes"] = r.completion().payload_bytes;
@@ -73,7 +79,7 @@ class Dataset {
     d["file_bytes"] = r.file_bytes();
     d["format_version"] = r.header().format_version;
     d["source_kind"] = r.header().source_kind;
-    d["source_path"] = r.header().source_path;
+    d["source_path"] = FsStr(r.header().source_path);
     d["tool_version"] = r.header().tool_version;
     return d;
   }
@@ -102,7 +108,12 @@ void BindDataset(py::module_& m) {
       .def("__len__", [](Dataset& d) { return d.reader().size(); })
       .def("get", &Dataset::Get, py::arg("index"), "(image file bytes, label) of record `index`")
       .def("source", &Dataset::Source, py::arg("index"), "the source file name of record `index`")
-      .def_property_readonly("classes", [](Dataset& d) { return d.reader().header().classes; })
+      .def_property_readonly("classes",
+                             [](Dataset& d) {
+                               py::list names;
+                               for (const std::string& c : d.reader().header().classes) names.append(FsStr(c));
+                               return names;
+                             })
       .def("info", &Dataset::Info);
 }
 

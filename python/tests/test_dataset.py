@@ -130,3 +130,28 @@ def test_python_m_ddpio_finds_the_program_of_the_build_tree(dataset):
     result = subprocess.run([sys.executable, "-m", "ddpio", "info"], capture_output=True, text=True,
                             timeout=60, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_names_that_are_not_utf8_come_back_as_the_os_gives_them(program, tmp_path):
+    # A class folder and a file whose names are Latin-1 bytes: the program stores names as bytes;
+    # Python gets str decoded the way os.listdir decodes them (surrogateescape), never a
+    # UnicodeDecodeError, and os.fsencode gives back the exact bytes.
+    src = tmp_path / "src"
+    subprocess.run([program, "synth", "--out", str(src), "--classes", "2", "--per-class", "2", "--size", "32",
+                    "--quiet"], check=True, capture_output=True)
+    first_class = sorted(os.listdir(src))[0]
+    old_dir = os.path.join(bytes(src), os.fsencode(first_class))
+    new_dir = os.path.join(bytes(src), b"caf\xe9")
+    os.rename(old_dir, new_dir)
+    name = sorted(os.listdir(new_dir))[0]
+    os.rename(os.path.join(new_dir, name), os.path.join(new_dir, b"\xff\xfe photo.jpg"))
+    db = tmp_path / "db"
+    subprocess.run([program, "convert", "--src", str(src), "--out", str(db), "--quiet"], check=True,
+                   capture_output=True)
+    ds = ddpio.Dataset(db)
+    sources = [ds.source(i) for i in range(len(ds))]
+    assert all(isinstance(s, str) for s in sources)
+    assert b"caf\xe9/\xff\xfe photo.jpg" in [os.fsencode(s) for s in sources]
+    # Class names live in the JSON header, which holds UTF-8 only: a byte that is not UTF-8 was
+    # replaced (U+FFFD) at conversion, as the program prints it; no exception either way.
+    assert "caf\ufffd" in ds.classes

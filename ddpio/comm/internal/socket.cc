@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -78,15 +79,19 @@ absl::StatusOr<Fd> Listen(const std::string& addr, int port, int* bound_port) {
 absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chrono::milliseconds timeout,
                                    const std::string& what) {
   const auto deadline = Clock::now() + timeout;
+  std::minstd_rand jitter(std::random_device{}());
   auto pause = std::chrono::milliseconds(10);
   for (;;) {
     auto fd = Connect(host, port, deadline);
     if (fd.ok()) return fd;
-    if (Clock::now() + pause >= deadline) {
+    // The server is not listening yet: retry with backoff, each pause drawn from its upper half
+    // so that ranks started together do not knock together.
+    const auto sleep = pause / 2 + std::chrono::milliseconds(jitter() % (pause.count() / 2 + 1));
+    if (Clock::now() + sleep >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no ", what, " at ", host, ":", port, " within ",
                                                       timeout.count(), " ms (", fd.status().message(), ")"));
     }
-    std::this_thread::sleep_for(pause);  // the server is not listening yet: retry with backoff
+    std::this_thread::sleep_for(sleep);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }

@@ -20,8 +20,9 @@ using Fd = ::ddpio::Fd;
 absl::StatusOr<Fd> Listen(const std::string& addr, int port, int* bound_port);
 // Connects once (no retry). Unavailable when refused or unreachable.
 absl::StatusOr<Fd> Connect(const std::string& host, int port, Clock::time_point deadline);
-// Connects, retrying refused connections with backoff (the server may start later) until
-// `timeout`; then DeadlineExceeded "no <what> at host:port within N ms (last error)".
+// Connects, retrying refused connections with jittered exponential backoff (10 ms to 500 ms;
+// the server may start later) until `timeout`; then DeadlineExceeded "no <what> at host:port
+// within N ms (last error)".
 absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chrono::milliseconds timeout,
                                    const std::string& what);
 
