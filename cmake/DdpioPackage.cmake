@@ -25,7 +25,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
-    "cmake, pkg-config, liblmdb-dev, libabsl-dev, libturbojpeg0-dev, libjpeg62-turbo-dev, libisal-dev, nlohmann-json3-dev, libgloo-dev, libopenblas-dev")
+    "cmake, pkg-config, liblmdb-dev, libabsl-dev, libturbojpeg0-dev, libjpeg62-turbo-dev, libisal-dev, nlohmann-json3-dev, libgloo-dev, libopenblas-dev, libgraphicsmagick1-dev")
 if(TARGET ddpio_python)
   set(CPACK_DEBIAN_PACKAGE_SUGGESTS
       "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}.99), python3-numpy, python3-torch")

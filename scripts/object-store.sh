@@ -28,6 +28,9 @@
 #                           Down when already down is fine.
 #   status [--dir DIR]      prints up/down, the endpoint and the daemons' pids
 #   mkbucket NAME [--dir DIR]
+#   restart-gateway [--dir DIR]
+#                           kills the gateway (SIGKILL, as a crash) and starts it again on the same
+#                           port, waiting until it answers: the store's data survive (fault tests).
 #
 # Environment: DDPIO_S3_ACCESS_KEY, DDPIO_S3_SECRET_KEY, DDPIO_S3_REGION (defaults ddpio-test-key,
 # ddpio-test-secret, us-east-1) name the S3 user `up` creates; DDPIO_S3_DIR is the default --dir.
@@ -62,10 +65,11 @@ secs() { printf '%d.%d' $(( $1 / 1000 )) $(( $1 % 1000 / 100 )); }   # milliseco
 secs_since() { secs $(( $(now_ms) - $1 )); }
 
 # ---- arguments ---------------------------------------------------------------------------------
-[ $# -gt 0 ] || usage_error "missing command (up, down, status, mkbucket)"
+[ $# -gt 0 ] || usage_error "missing command (up, down, status, mkbucket, restart-gateway)"
 case "$1" in
   -h|--help|help) usage; exit 0 ;;
   up|down|status|mkbucket) CMD=$1; shift ;;
+  restart-gateway) CMD=restart_gateway; shift ;;
   *) usage_error "unknown command '$1'" ;;
 esac
 BUCKET=""
@@ -584,6 +588,25 @@ cmd_mkbucket() {
     000) rm -f "$body"; die "no answer from $ENDPOINT; is it up? ('$0 status')" ;;
     *) rm -f "$body"; die "creating bucket $BUCKET failed with HTTP $code" ;;
   esac
+}
+
+cmd_restart_gateway() {
+  [ -e "$DIR/$MARKER" ] || die "not up ($DIR absent): nothing to restart"
+  load_env || die "$DIR/env is missing: is it up? ('$0 status')"
+  local pid t0
+  t0=$(now_ms)
+  pid=$(daemon_pid "$RGW_NAME" || true)
+  if [ -n "$pid" ]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    while [ -e "/proc/$pid" ] && ! zombie "$pid"; do sleep 0.05; done
+  fi
+  DEADLINE=$(( t0 + UP_TIMEOUT * 1000 ))
+  step radosgw "$DIR/log/$RGW_NAME.log" radosgw -c "$CONF" -n "$RGW_NAME"
+  while [ "$(s3 GET /)" != 200 ]; do
+    [ "$(now_ms)" -lt "$DEADLINE" ] || die "the gateway did not answer again within $UP_TIMEOUT s; read $DIR/log/$RGW_NAME.log"
+    sleep 0.05
+  done
+  log "gateway restarted in $(secs_since "$t0") s (was pid ${pid:-none})"
 }
 
 "cmd_$CMD"

@@ -28,13 +28,6 @@ using testing::LastLine;
 using testing::RankLines;
 using testing::RunDdpio;
 
-std::vector<uint64_t> FileIndices(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<uint64_t> v;
-  for (uint64_t i; in >> i;) v.push_back(i);
-  return v;
-}
-
 std::vector<uint64_t> SamplerIndices(int size, int world, int rank, int epochs) {
   std::vector<uint64_t> v;
   for (int e = 0; e < epochs; ++e) {
@@ -72,7 +65,7 @@ TEST_F(CliFeed, ShardGivesEveryRankItsSamplerIndicesAndOnlyLeadersRead) {
   auto lines = RankLines(r.out);
   ASSERT_EQ(lines.size(), 4u) << r.out;
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(FileIndices(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")), SamplerIndices(60, 4, rank, 2))
+    EXPECT_EQ(testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")), SamplerIndices(60, 4, rank, 2))
         << "rank " << rank;
     const auto& j = lines[rank];
     const bool leader = rank < 2;  // strided groups of 2 in 4: [0, 2] and [1, 3]
@@ -94,7 +87,7 @@ TEST_F(CliFeed, ReplicateGivesAGroupIdenticalBatches) {
   auto r = Feed({"--group-size", "2", "--mode", "replicate", "--payload", "decoded"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(RankLines(r.out).size(), 4u) << r.out;
-  auto idx = [&](int rank) { return FileIndices(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")); };
+  auto idx = [&](int rank) { return testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")); };
   EXPECT_EQ(idx(0), idx(1));
   EXPECT_EQ(idx(2), idx(3));
   EXPECT_EQ(idx(0), SamplerIndices(60, 2, 0, 2));  // the sampler over 2 groups

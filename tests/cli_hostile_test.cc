@@ -24,7 +24,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
-#include "tools/convert_sources.h"
+#include "ddpio/convert/convert_sources.h"
 
 namespace ddpio {
 namespace {
@@ -187,8 +187,8 @@ TEST_F(CliHostile, SpecialFilesAsCheckpointsAndLabelFilesAreRefusedNotReadForeve
 
 TEST_F(CliHostile, AMangledResumeEntryIsAClearError) {
   const std::string root = Folder("src");
-  ASSERT_OK_AND_ASSIGN(tools::SourceListing listing, tools::ListImageFolder(root));
-  tools::ConvertOptions o;
+  ASSERT_OK_AND_ASSIGN(convert::SourceListing listing, convert::ListImageFolder(root));
+  convert::ConvertOptions o;
   o.out = dir_.Sub("db");
   o.writer.batch_records = 1;
   ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, o, 1), testing::kInjectedCrash);

@@ -13,7 +13,7 @@
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
-#include "tools/convert_sources.h"
+#include "ddpio/convert/convert_sources.h"
 
 namespace ddpio {
 namespace {
@@ -200,8 +200,8 @@ TEST_F(Cli, KilledConversionResumesToTheSameDigest) {
   // The converting process really dies (_exit after its 2nd commit, like kill -9), then
   // `ddpio convert --resume` finishes.
   ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("clean"), "--quiet"}).exit_code, 0);
-  ASSERT_OK_AND_ASSIGN(tools::SourceListing listing, tools::ListImageFolder(dir_.Sub("src")));
-  tools::ConvertOptions o;
+  ASSERT_OK_AND_ASSIGN(convert::SourceListing listing, convert::ListImageFolder(dir_.Sub("src")));
+  convert::ConvertOptions o;
   o.out = dir_.Sub("db");
   o.writer.batch_records = 16;
   ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, o, 2), testing::kInjectedCrash);

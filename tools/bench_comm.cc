@@ -50,6 +50,7 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
   ro.backend = backend;
+  SetLogRank(info.rank);
   DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
   comm::LeaveGuard leave(*job);
   comm::Communicator* comm = &job->world();

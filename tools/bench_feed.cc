@@ -1,10 +1,12 @@
 #include "tools/bench_feed.h"
+#include "tools/cli_util.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <thread>
 
@@ -301,11 +303,7 @@ class WorldWatch {
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments first, before the network: every rank fails the same way at once.
-  PipelineOptions po;
-  po.data = o.data;
-  po.group_size = o.group_size;
-  DDPIO_ASSIGN_OR_RETURN(po.layout, comm::ParseLayoutKind(o.layout));
-  po.feeder = o.feeder;
+  const PipelineOptions& po = o.pipeline;
   DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, po));
   std::ofstream indices;
   if (!o.indices_out.empty()) {
@@ -317,9 +315,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
   DDPIO_ASSIGN_OR_RETURN(ro.backend, comm::ParseBackend(o.backend));  // nccl without a device: fails here
-  ro.timeout = o.feeder.timeout;               // every wait honours --timeout
-  ro.comm.gloo.timeout = o.feeder.timeout;
-  DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
+  DDPIO_ASSIGN_OR_RETURN(auto job, JoinJob(info, ro, po.timeout));  // every wait honours --timeout
   comm::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> feeder, Pipeline::Open(*job, po));
   const bool leader = feeder->is_leader();
@@ -328,18 +324,18 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   std::unique_ptr<WorldWatch> watch;
   if (feeder->layout().group_ws() > 1) {
     DDPIO_ASSIGN_OR_RETURN(watch, WorldWatch::Start(*job, /*store_on_rank0=*/o.store.empty() && !info.agent_store,
-                                                    feeder->layout(), o.feeder.timeout));
+                                                    feeder->layout(), po.timeout));
   }
   // Where the batches arrive: device memory when the group moves decoded batches over NCCL.
   const bool device = job->backend().kind == comm::BackendKind::kNccl &&
-                      o.feeder.payload == broadcast::FeedPayload::kDecoded;
+                      po.payload == broadcast::FeedPayload::kDecoded;
   if (info.rank == 0) {
-    DDPIO_LOG(INFO) << "bench feed: " << job->backend().why << "; " << info.world_size << " ranks in groups of " << o.group_size << " ("
-                    << o.layout << "), " << broadcast::FeedModeName(o.feeder.mode) << ", "
-                    << broadcast::FeedPayloadName(o.feeder.payload) << " payload, "
-                    << (o.feeder.readers == broadcast::FeedReaders::kAll ? "every rank reading" : "leaders reading")
-                    << (o.feeder.mode == broadcast::FeedMode::kReplicate && o.feeder.readers == broadcast::FeedReaders::kLeader
-                            ? absl::StrCat(" (", broadcast::FeedRelayName(o.feeder.relay), " relay)")
+    DDPIO_LOG(INFO) << "bench feed: " << job->backend().why << "; " << info.world_size << " ranks in groups of " << po.group_size << " ("
+                    << comm::LayoutKindName(po.layout) << "), " << broadcast::FeedModeName(po.mode) << ", "
+                    << broadcast::FeedPayloadName(po.payload) << " payload, "
+                    << (po.readers == broadcast::FeedReaders::kAll ? "every rank reading" : "leaders reading")
+                    << (po.mode == broadcast::FeedMode::kReplicate && po.readers == broadcast::FeedReaders::kLeader
+                            ? absl::StrCat(" (", broadcast::FeedRelayName(po.relay), " relay)")
                             : std::string())
                     << ", " << feeder->dataset_size()
                     << " samples, " << o.epochs << " epoch(s)";
@@ -372,18 +368,19 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
     if (!indices) return absl::ResourceExhaustedError(absl::StrCat("writing ", o.indices_out, ".rank", info.rank, ".txt failed"));
   }
   const broadcast::FeederCounters c = feeder->counters();
+  const std::optional<storage::remote::RemoteCounters> store = feeder->store_counters();
   feeder.reset();
   if (watch != nullptr) DDPIO_RETURN_IF_ERROR(watch->Finish());  // every rank has fed everything
   watch.reset();
-  DDPIO_RETURN_IF_ERROR(job->world().Barrier(o.feeder.timeout));
+  DDPIO_RETURN_IF_ERROR(job->world().Barrier(po.timeout));
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
-                   {"group_size", o.group_size},
-                   {"layout", o.layout},
-                   {"mode", broadcast::FeedModeName(o.feeder.mode)},
-                   {"payload", broadcast::FeedPayloadName(o.feeder.payload)},
-                   {"readers", broadcast::FeedReadersName(o.feeder.readers)},
-                   {"relay", broadcast::FeedRelayName(o.feeder.relay)},
+                   {"group_size", po.group_size},
+                   {"layout", comm::LayoutKindName(po.layout)},
+                   {"mode", broadcast::FeedModeName(po.mode)},
+                   {"payload", broadcast::FeedPayloadName(po.payload)},
+                   {"readers", broadcast::FeedReadersName(po.readers)},
+                   {"relay", broadcast::FeedRelayName(po.relay)},
                    {"leader", leader},
                    {"epochs", o.epochs},
                    {"images", c.images},
@@ -396,6 +393,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"backend", comm::BackendName(job->backend().kind)},
                    {"path", device ? "gpu" : "cpu"}};
   j.update(FeederCountersJson(c));
+  if (store.has_value()) j["store"] = StoreCountersJson(*store);
   leave.Succeeded();
   return j;
 }

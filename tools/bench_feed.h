@@ -15,16 +15,16 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "ddpio/broadcast/group_feeder.h"
+#include "ddpio/broadcast/feeder_options.h"
+#include "ddpio/pipeline/pipeline_options.h"
 
 namespace ddpio::tools {
 
 struct BenchFeedOptions {
-  std::string data;
-  int group_size = 1;
-  std::string layout = "contiguous";
+  // The dataset and how it is fed: group, mode, payload, loader settings; its timeout bounds
+  // every wait of the job.
+  PipelineOptions pipeline;
   std::string backend = "gloo";  // gloo, nccl or auto (comm/backend.h)
-  broadcast::FeederOptions feeder;
   int epochs = 1;
   std::string indices_out;  // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
   std::string store;        // "" (TCP on rank 0) or "file:DIR"

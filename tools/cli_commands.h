@@ -24,6 +24,7 @@ void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);  // launc
 void AddTrainCommand(CLI::App& root, std::vector<Command>* commands);   // train
 void AddCheckpointCommand(CLI::App& root, std::vector<Command>* commands);  // checkpoint
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
+void AddUploadCommand(CLI::App& root, std::vector<Command>* commands);  // upload
 
 }  // namespace ddpio::tools
 

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "ddpio/broadcast/group_feeder.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
+#include "ddpio/pipeline/pipeline_options.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
@@ -27,35 +27,66 @@ CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what
       ->check(CLI::Range(0, 1024));
 }
 
-void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
-  app->add_option("--batch-size", o->batch_size, "Samples per batch (per rank)")->capture_default_str()
+namespace {
+
+// The loader's flags into wherever the command keeps the settings they name.
+struct LoaderFlagTargets {
+  uint64_t* batch_size;
+  int* image_size;
+  int* workers;
+  double* scale_min;
+  double* scale_max;
+  double* flip_probability;
+  loader::BadSamplePolicy* bad_samples;
+};
+
+void AddLoaderFlagsTo(CLI::App* app, const LoaderFlagTargets& o) {
+  app->add_option("--batch-size", *o.batch_size, "Samples per batch (per rank)")->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
-  app->add_option("--image-size", o->augment.size, "Side of the output images in pixels")->capture_default_str()
+  app->add_option("--image-size", *o.image_size, "Side of the output images in pixels")->capture_default_str()
       ->check(CLI::Range(1, 8192));
-  app->add_option("--workers", o->workers, "Decoding threads per loader (0: all cores)")->capture_default_str()
+  app->add_option("--workers", *o.workers, "Decoding threads per loader (0: all cores)")->capture_default_str()
       ->check(CLI::Range(0, 1024));
   app->add_option_function<std::string>(
          "--crop-scale",
          [o](const std::string& text) {
-           if (!ParseScaleRange(text, &o->augment.scale_min, &o->augment.scale_max)) {
+           if (!ParseScaleRange(text, o.scale_min, o.scale_max)) {
              throw CLI::ValidationError("--crop-scale", "takes MIN,MAX with 0 < MIN <= MAX <= 1");
            }
          },
          "RandomResizedCrop scale range MIN,MAX")
       ->default_str("0.08,1");
-  app->add_flag_callback("--no-flip", [o] { o->augment.flip_probability = 0.0; }, "No random horizontal flip");
-  AddEnumOption(app, "--bad-samples", &o->bad_samples, loader::ParseBadSamplePolicy, loader::BadSamplePolicyName,
+  app->add_flag_callback("--no-flip", [o] { *o.flip_probability = 0.0; }, "No random horizontal flip");
+  AddEnumOption(app, "--bad-samples", o.bad_samples, loader::ParseBadSamplePolicy, loader::BadSamplePolicyName,
                 "A record that cannot be decoded: fail (stop, naming index, key and source file) or skip (zero "
                 "pixels flagged invalid, counted and listed)");
 }
 
+constexpr char kLayoutHelp[] =
+    "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one rank per node in each "
+    "group)";
+
+}  // namespace
+
+void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
+  AddLoaderFlagsTo(app, {&o->batch_size, &o->augment.size, &o->workers, &o->augment.scale_min,
+                         &o->augment.scale_max, &o->augment.flip_probability, &o->bad_samples});
+}
+
+void AddLoaderFlags(CLI::App* app, PipelineOptions* o) {
+  AddLoaderFlagsTo(app, {&o->batch_size, &o->image_size, &o->workers, &o->scale_min, &o->scale_max,
+                         &o->flip_probability, &o->bad_samples});
+}
+
 CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout) {
   return app
-      ->add_option("--layout", *layout,
-                   "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one "
-                   "rank per node in each group)")
+      ->add_option("--layout", *layout, kLayoutHelp)
       ->capture_default_str()
       ->check(ParsedBy(comm::ParseLayoutKind, "contiguous|strided"));
+}
+
+CLI::Option* AddLayoutFlag(CLI::App* app, comm::LayoutKind* layout) {
+  return AddEnumOption(app, "--layout", layout, comm::ParseLayoutKind, comm::LayoutKindName, kLayoutHelp);
 }
 
 void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what) {
@@ -79,7 +110,7 @@ void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertis
                   "address, else this host's route to MASTER_ADDR)");
 }
 
-void AddFeederFlags(CLI::App* app, broadcast::FeederOptions* o) {
+void AddFeederFlags(CLI::App* app, PipelineOptions* o) {
   AddEnumOption(app, "--mode", &o->mode, broadcast::ParseFeedMode, broadcast::FeedModeName,
                 "shard (data parallel: each rank its own samples) or replicate (every member gets the group's "
                 "batches)");

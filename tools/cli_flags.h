@@ -21,9 +21,12 @@
 
 #include "absl/status/statusor.h"
 
-namespace ddpio::broadcast {
-struct FeederOptions;
-}  // namespace ddpio::broadcast
+namespace ddpio {
+struct PipelineOptions;
+}  // namespace ddpio
+namespace ddpio::comm {
+enum class LayoutKind;
+}  // namespace ddpio::comm
 namespace ddpio::loader {
 struct LoaderOptions;
 }  // namespace ddpio::loader
@@ -64,6 +67,7 @@ CLI::Validator ParsedBy(Parse parse, const std::string& names) {
 // --layout contiguous|strided (the group layout, comm/group_layout.h), into a string the command
 // passes on.
 CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout);
+CLI::Option* AddLayoutFlag(CLI::App* app, comm::LayoutKind* layout);
 
 // Refuses NaN and infinities (CLI::Range lets NaN through: every comparison with it is false).
 const CLI::Validator& FiniteNumber();
@@ -72,6 +76,7 @@ const CLI::Validator& FiniteNumber();
 CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what);
 // --batch-size, --image-size, --workers, --crop-scale and --no-flip, into the loader's options.
 void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* options);
+void AddLoaderFlags(CLI::App* app, PipelineOptions* options);
 // --timeout (seconds, 1 .. 86400) into *timeout.
 void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what);
 // --json: `per_rank` when every rank prints its own object.
@@ -79,7 +84,7 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank = false);
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
 // The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead, --depth.
-void AddFeederFlags(CLI::App* app, broadcast::FeederOptions* options);
+void AddFeederFlags(CLI::App* app, PipelineOptions* options);
 
 }  // namespace ddpio::tools
 

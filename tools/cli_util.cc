@@ -34,6 +34,11 @@ constexpr std::pair<std::string_view, std::string_view> kSettingFlags[] = {
     {"backend", "--backend"},
     {"advertise_addr", "--advertise-addr"},
     {"max_decode_bytes", "--max-decode-mb"},
+    {"device", "--device"},
+    {"val_labels", "--val-labels"},
+    {"shards", "--shards"},
+    {"rank", "--rank"},
+    {"world_size", "--world-size"},
 };
 
 std::string HowToSet(const absl::Status& status) {
@@ -119,6 +124,19 @@ uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t x = g.Next() ^ b;
   SplitMix64 h(x);
   return h.Next() ^ (c * kSplitMix64Gamma);
+}
+
+nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c) {
+  return {{"requests", c.requests},       {"retries", c.retries},         {"bytes", c.bytes},
+          {"records_fetched", c.records_fetched}, {"memory_hits", c.memory_hits}, {"disk_hits", c.disk_hits},
+          {"misses", c.misses},           {"refetches", c.refetches}};
+}
+
+std::string StoreCountersText(const storage::remote::RemoteCounters& c) {
+  return absl::StrFormat("%d requests (%d retried), %s received, %d records fetched; cache: %d from memory, %d from "
+                         "disk, %d waited for; %d fetched again after a checksum mismatch",
+                         c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
+                         c.memory_hits, c.disk_hits, c.misses, c.refetches);
 }
 
 }  // namespace ddpio::tools

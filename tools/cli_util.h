@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddpio/storage/remote/remote_dataset.h"
+
 #include "ddpio/common/splitmix64.h"
 
 #include "absl/status/status.h"
@@ -36,6 +38,12 @@ int RunIsolated(std::string_view command, std::string_view what, const std::func
 
 // Prints `result` as one line on stdout and flushes: the last line of a --json run.
 void PrintJsonLine(const nlohmann::json& result);
+
+// A dataset in an object store: what the store was asked and what the caches answered, as JSON
+// ({"requests", "retries", "bytes", "records_fetched", "memory_hits", "disk_hits", "misses",
+// "refetches"}) and as one line of text.
+nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c);
+std::string StoreCountersText(const storage::remote::RemoteCounters& c);
 
 // The end of a reporting command: the JSON line with --json, otherwise text(result) on stdout.
 // Returns kExitOk.

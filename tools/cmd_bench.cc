@@ -134,22 +134,23 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
       "ncclSend+Recv) and arrive in device memory; encoded records still travel over Gloo, since\n"
       "every member decodes them on its CPU. Without a usable CUDA device every rank fails at once.");
   auto o = std::make_shared<BenchFeedOptions>();
-  o->feeder.loader.batch_size = 64;
+  PipelineOptions* p = &o->pipeline;
+  p->batch_size = 64;
   auto json = std::make_shared<bool>(false);
-  app->add_option("--data", o->data, "Dataset path (opened by group leaders only)")->required();
-  app->add_option("--group-size", o->group_size, "Ranks per group; its leader reads for all of them")
+  app->add_option("--data", p->data, "Dataset path (opened by group leaders only)")->required();
+  app->add_option("--group-size", p->group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  AddLayoutFlag(app, &o->layout);
+  AddLayoutFlag(app, &p->layout);
   app->add_option("--backend", o->backend,
                   "gloo (CPU, TCP, host memory), nccl (needs a CUDA device on every rank), or auto: nccl when "
                   "a device is usable, else gloo")
       ->capture_default_str()->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
-  AddFeederFlags(app, &o->feeder);
-  AddLoaderFlags(app, &o->feeder.loader);
+  AddFeederFlags(app, p);
+  AddLoaderFlags(app, p);
   app->add_option("--epochs", o->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));
   app->add_option("--indices-out", o->indices_out, "Write the indices each rank received to PREFIX.rank<r>.txt");
-  app->add_option("--seed", o->feeder.sampler.seed, "Sampler seed")->capture_default_str();
-  AddTimeoutFlag(app, &o->feeder.timeout, "any one send or receive");
+  app->add_option("--seed", p->seed, "Sampler seed")->capture_default_str();
+  AddTimeoutFlag(app, &p->timeout, "any one send or receive");
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   AddJsonFlag(app, json.get(), /*per_rank=*/true);
   commands->push_back({app, [=] {

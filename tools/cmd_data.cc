@@ -8,13 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "tools/cli_util.h"
 #include "tools/cli_commands.h"
+#include "ddpio/convert/convert.h"
 #include "tools/cli_flags.h"
-#include "tools/caffe_lmdb.h"
-#include "tools/convert.h"
-#include "tools/dataset_source.h"
-#include "tools/imagenet_labels.h"
+#include "tools/cli_progress.h"
 #include "tools/inspect.h"
-#include "tools/convert_sources.h"
 #include "tools/synth.h"
 
 namespace ddpio::tools {
@@ -56,27 +53,27 @@ void AddSynth(CLI::App& root, std::vector<Command>* commands) {
   }});
 }
 
-void PrintConvertSummary(const SourceListing& listing, const ConvertOptions& o, const ConvertSummary& summary,
-                         bool json) {
+void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
   if (summary.already_complete) {
-    std::cerr << "ddpio convert: " << o.out << " is already complete; nothing to do\n";
+    std::cerr << "ddpio convert: " << summary.out << " is already complete; nothing to do\n";
     if (json) PrintJsonLine({{"records", nullptr}, {"already_complete", true}});
     return;
   }
-  const double rate = summary.seconds > 0 ? (listing.entries.size() - summary.resumed_from) / summary.seconds : 0;
+  const double rate = summary.seconds > 0 ? (summary.entries - summary.resumed_from) / summary.seconds : 0;
   if (json) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& s : summary.skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
-    PrintJsonLine({{"out", o.out}, {"records", summary.records}, {"classes", summary.classes},
+    PrintJsonLine({{"out", summary.out}, {"records", summary.records}, {"classes", summary.classes},
                    {"bytes", summary.payload_bytes}, {"skipped", summary.skipped.size()}, {"skipped_files", skipped},
                    {"resumed_from", summary.resumed_from}, {"seconds", summary.seconds}, {"images_per_s", rate},
                    {"stored_as", summary.stored_as}});
     return;
   }
   std::cout << absl::StrFormat(
-      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n", listing.described,
-      o.out, summary.records, summary.classes, HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds,
-      rate, summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from) : "");
+      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n", summary.source,
+      summary.out, summary.records, summary.classes, HumanBytes(static_cast<double>(summary.payload_bytes)),
+      summary.seconds, rate,
+      summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from) : "");
   for (const auto& [how, count] : summary.stored_as) std::cout << "  " << count << " stored as " << how << "\n";
   if (!summary.skipped.empty()) {
     std::cout << "skipped " << summary.skipped.size() << " file(s):\n";
@@ -102,34 +99,31 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
       "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place (restart markers)\n"
       "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
-  auto o = std::make_shared<ConvertOptions>();
+  auto o = std::make_shared<convert::ConvertOptions>();
   auto src = std::make_shared<std::string>();
   auto list = std::make_shared<std::string>();
-  auto list_root = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
   auto header_only = std::make_shared<bool>(false);
   auto map_mb = std::make_shared<uint64_t>(1024);
-  auto decode_mb = std::make_shared<uint64_t>(kDefaultMaxDecodeBytes >> 20);
-  auto from = std::make_shared<std::string>("imagefolder");
-  auto val_labels = std::make_shared<std::string>();
-  auto synsets = std::make_shared<std::string>();
+  auto decode_mb = std::make_shared<uint64_t>(o->max_decode_bytes >> 20);
+  auto from = std::make_shared<std::string>(convert::SourceKindName(o->source_kind));
   auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class), a flat validation folder "
                                                  "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
   app->add_option("--from", *from,
                   "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio dataset, "
                   "rewritten with this run's options: into --out, or in place without --out, resumable)")
       ->capture_default_str()->check(CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset"}));
-  auto* labels_opt = app->add_option("--val-labels", *val_labels,
+  auto* labels_opt = app->add_option("--val-labels", o->val_labels,
                                      "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
                                      "ILSVRC2012_validation_ground_truth.txt with --synsets");
-  app->add_option("--synsets", *synsets,
+  app->add_option("--synsets", o->synsets,
                   "With the devkit's ground truth: its ID order, as map_clsloc.txt or one wnid per line")
       ->needs(labels_opt);
   auto* list_opt = app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
   src_opt->excludes(list_opt);
   labels_opt->excludes(list_opt);
-  app->add_option("--root", *list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
+  app->add_option("--root", o->list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
   app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)");
   AddThreadsFlag(app, &o->threads, "Reading/validating threads");
@@ -169,60 +163,34 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
     if (o->out.empty() && *from != "dataset") {
       return ReportUsageError("convert", "--out is required (only --from dataset may omit it, to upgrade in place)");
     }
-    o->progress = !*quiet;
+    if (*from == "caffe-lmdb" && (src->empty() || !o->val_labels.empty())) {
+      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
+    }
+    if (!o->val_labels.empty() && src->empty()) {
+      return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
+    }
+    if (*from == "dataset" && (src->empty() || !o->val_labels.empty())) {
+      return ReportUsageError("convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
+    }
     o->full_decode = !*header_only;
     o->writer.initial_map_size = *map_mb << 20;
     o->max_decode_bytes = *decode_mb << 20;
-    if (*from == "caffe-lmdb" && (src->empty() || !val_labels->empty())) {
-      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
-    }
-    if (!val_labels->empty() && src->empty()) {
-      return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
-    }
-    if (*from == "dataset" && (src->empty() || !val_labels->empty())) {
-      return ReportUsageError("convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
-    }
-    if (*from == "dataset" && o->out.empty()) {
-      SourceListing upgraded;
-      auto summary = UpgradeInPlace(*src, *o, &upgraded);
-      if (!summary.ok()) return ReportError("convert", summary.status());
-      o->out = *src;
-      PrintConvertSummary(upgraded, *o, *summary, *json);
-      return kExitOk;
-    }
-    std::unique_ptr<storage::DatasetReader> dataset;
-    std::unique_ptr<DatasetSourceReader> dataset_reader;
-    std::unique_ptr<storage::LmdbFile> caffe;
-    std::unique_ptr<CaffeLmdbReader> caffe_reader;
-    absl::StatusOr<SourceListing> listing = absl::UnknownError("unset");
-    if (!list->empty()) {
-      listing = ReadListFile(*list, *list_root);
-    } else if (*from == "caffe-lmdb") {
-      auto opened = storage::LmdbFile::Open(*src);
-      if (!opened.ok()) return ReportError("convert", opened.status());
-      caffe = std::move(opened).value();
-      caffe_reader = std::make_unique<CaffeLmdbReader>(caffe.get());
-      o->reader = caffe_reader.get();
-      listing = ListCaffeLmdb(*caffe);
-    } else if (*from == "dataset") {
-      auto opened = storage::DatasetReader::Open(*src);
-      if (!opened.ok()) return ReportError("convert", opened.status());
-      dataset = std::move(opened).value();
-      dataset_reader = std::make_unique<DatasetSourceReader>(dataset.get());
-      o->reader = dataset_reader.get();
-      listing = ListDataset(*dataset);
-    } else if (!val_labels->empty()) {
-      auto labels = ReadValLabels(*val_labels, *synsets);
-      if (!labels.ok()) return ReportError("convert", labels.status());
-      listing = ListLabeledFolder(*src, *labels, *val_labels);
-    } else {
-      listing = ListImageFolder(*src);
-    }
-    if (!listing.ok()) return ReportError("convert", listing.status());
-    auto summary = Convert(*listing, *o);
-    o->reader = nullptr;
+    absl::StatusOr<convert::SourceKind> kind = convert::ParseSourceKind(*from);
+    if (!kind.ok()) return ReportUsageError("convert", std::string(kind.status().message()));
+    o->source = list->empty() ? *src : *list;
+    o->source_kind = list->empty() ? *kind : convert::SourceKind::kList;
+    std::unique_ptr<Progress> progress;  // made once the total is known
+    auto summary = convert::Convert(*o, [&](const convert::ConvertProgress& p) {
+      if (progress == nullptr) progress = std::make_unique<Progress>("convert", p.entries_total, !*quiet);
+      if (p.final) {
+        progress->Finish(p.entries_done);
+      } else {
+        progress->Update(p.entries_done);
+      }
+      return true;
+    });
     if (!summary.ok()) return ReportError("convert", summary.status());
-    PrintConvertSummary(*listing, *o, *summary, *json);
+    PrintConvertSummary(*summary, *json);
     return kExitOk;
   }});
 }

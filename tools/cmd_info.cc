@@ -1,7 +1,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/common/accelerator.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/trainer/train_model.h"
 #include "tools/cli_util.h"
 #include "tools/cli_commands.h"
@@ -14,19 +14,19 @@ void AddInfoCommand(CLI::App& root, std::vector<Command>* commands) {
   auto json = std::make_shared<bool>(false);
   app->add_flag("--json", *json, "Print one JSON object");
   commands->push_back({app, [json] {
-    const AcceleratorInfo& info = ProbeAccelerator();
+    const device::DeviceInfo& info = device::Probe();
     if (*json) {
       PrintJsonLine({{"version", kVersion},
                      {"cuda_compiled", info.cuda_compiled},
                      {"nccl_compiled", info.nccl_compiled},
                      {"nccl_version", info.nccl_version},
                      {"device_model_compiled", trainer::DeviceModelCompiled()},
-                     {"cuda_devices", info.cuda_devices},
-                     {"path", info.cuda_devices > 0 ? "gpu" : "cpu"},
+                     {"cuda_devices", info.devices},
+                     {"path", info.devices > 0 ? "gpu" : "cpu"},
                      {"why", info.why}});
     } else {
       std::cout << "ddpio " << kVersion << "\n"
-                << DescribeAccelerator(info) << "\n"
+                << device::Describe(info) << "\n"
                 << (trainer::DeviceModelCompiled() ? "train --device cuda: compiled (nvcc kernels, cuBLAS)"
                                                    : "train --device cuda: not compiled (no nvcc or cuBLAS)")
                 << std::endl;

@@ -34,15 +34,15 @@ struct TrainFlags {
 
 void AddDataFlags(CLI::App* app, TrainFlags* f) {
   trainer::TrainOptions& t = f->options.train;
-  app->add_option("--data", t.data, "Training dataset (opened by group leaders only)")->required();
+  app->add_option("--data", t.pipeline.data, "Training dataset (opened by group leaders only)")->required();
   app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
   app->add_option("--epochs", t.epochs, "Epochs")->capture_default_str()->check(CLI::Range(1, 100000));
-  AddLoaderFlags(app, &t.feeder.loader);
+  AddLoaderFlags(app, &t.pipeline);
   app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")->capture_default_str();
-  app->add_option("--group-size", t.group_size, "Ranks per group; its leader reads for all of them")
+  app->add_option("--group-size", t.pipeline.group_size, "Ranks per group; its leader reads for all of them")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  AddLayoutFlag(app, &t.layout);
-  AddFeederFlags(app, &t.feeder);
+  AddLayoutFlag(app, &t.pipeline.layout);
+  AddFeederFlags(app, &t.pipeline);
 }
 
 void AddModelFlags(CLI::App* app, TrainFlags* f) {
@@ -63,10 +63,9 @@ void AddModelFlags(CLI::App* app, TrainFlags* f) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app->add_option("--bucket-kb", f->bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--matmul", t.matmul,
-                  "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or auto: cuda when a "
-                  "device is usable")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  AddEnumOption(app, "--matmul", &t.matmul, trainer::ParseMatMulEngine, trainer::MatMulEngineName,
+                "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or auto: cuda when a "
+                "device is usable");
   app->add_option("--device", f->options.device,
                   "cpu (default): the model in host memory, gradients all-reduced over Gloo; cuda: the model "
                   "resident on each rank's GPU (LOCAL_RANK modulo the devices), gradients all-reduced over NCCL on "
@@ -93,7 +92,7 @@ void AddRunFlags(CLI::App* app, TrainFlags* f) {
       ->capture_default_str();
   app->add_option("--progress-every", t.progress_every, "Rank 0 logs progress every N steps (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  AddTimeoutFlag(app, &t.timeout, "any one collective, send or receive");
+  AddTimeoutFlag(app, &t.pipeline.timeout, "any one collective, send or receive");
   AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
   AddJsonFlag(app, &f->json, /*per_rank=*/true);
 }
@@ -107,14 +106,14 @@ int RunTrainCommand(TrainFlags& f) {
   // The model lives in host memory three times (parameters, gradients, momentum): bound it
   // before anything is allocated. The last layer (to the classes) is not counted here.
   constexpr uint64_t kMaxParams = uint64_t{1} << 28;
-  uint64_t params = 0, in = uint64_t{3} * t.feeder.loader.augment.size * t.feeder.loader.augment.size;
+  uint64_t params = 0, in = uint64_t{3} * t.pipeline.image_size * t.pipeline.image_size;
   for (int w : t.hidden) {
     params += (in + 1) * static_cast<uint64_t>(w);
     in = static_cast<uint64_t>(w);
     if (params > kMaxParams) break;
   }
   if (params > kMaxParams) {
-    return ReportUsageError("train", absl::StrCat("--image-size ", t.feeder.loader.augment.size, " and --hidden ",
+    return ReportUsageError("train", absl::StrCat("--image-size ", t.pipeline.image_size, " and --hidden ",
                                                   f.hidden, " make a model of more than ", kMaxParams,
                                                   " parameters; lower them"));
   }
@@ -122,9 +121,8 @@ int RunTrainCommand(TrainFlags& f) {
     return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
   }
   t.bucket_bytes = static_cast<size_t>(f.bucket_kb) * 1024;
-  t.feeder.timeout = t.timeout;
-  t.feeder.sampler.seed = f.seed;
-  t.feeder.loader.seed = f.seed + 1;
+  t.pipeline.seed = f.seed;
+  t.pipeline.augment_seed = f.seed + 1;
   t.init_seed = f.seed + 2;
   auto result = RunTrain(f.options);
   if (!result.ok()) return ReportError("train", result.status());
@@ -147,8 +145,8 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       "also on another world size. Rank 0 logs progress; with --json every rank prints one JSON line\n"
       "(train_loss, val_accuracy, samples_per_s, stall_fraction, param_checksum, feeder counters).");
   auto f = std::make_shared<TrainFlags>();
-  f->options.train.feeder.loader.batch_size = 32;
-  f->options.train.feeder.loader.augment.size = 32;
+  f->options.train.pipeline.batch_size = 32;
+  f->options.train.pipeline.image_size = 32;
   AddDataFlags(app, f.get());
   AddModelFlags(app, f.get());
   AddRunFlags(app, f.get());

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
@@ -34,18 +35,15 @@ struct Scanned {
 
 uint32_t RecordDigest(const storage::RecordView& v) {
   uint8_t fields[16];
-  auto put = [&](int at, uint32_t x) {
-    for (int i = 0; i < 4; ++i) fields[at + i] = static_cast<uint8_t>(x >> (8 * i));
-  };
-  put(0, static_cast<uint32_t>(v.label));
-  put(4, (static_cast<uint32_t>(v.type) << 16) | v.channels);
-  put(8, v.height);
-  put(12, v.width);
+  EncodeFixed32(fields, static_cast<uint32_t>(v.label));
+  EncodeFixed32(fields + 4, (static_cast<uint32_t>(v.type) << 16) | v.channels);
+  EncodeFixed32(fields + 8, v.height);
+  EncodeFixed32(fields + 12, v.width);
   uint32_t crc = storage::Crc32c(fields, sizeof(fields));
   crc = storage::Crc32c(v.source_name.data(), v.source_name.size(), crc);
   if (v.original_width != 0 || v.original_height != 0) {  // only then: older digests stay the same
-    put(0, v.original_height);
-    put(4, v.original_width);
+    EncodeFixed32(fields, v.original_height);
+    EncodeFixed32(fields + 4, v.original_width);
     crc = storage::Crc32c(fields, 8, crc);
   }
   crc = storage::Crc32c(v.segment_offsets.data(), v.segment_offsets.size(), crc);
@@ -156,7 +154,20 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
                                                      decoders[w].get(), &pixels[w]);
                                     });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
+    // In an object store every record is a request: ask for the next ones while these are
+    // scanned, so that they come coalesced, many in flight (a local dataset has readahead).
+    std::optional<storage::ReadTxn> ahead;
+    if (reader->remote() != nullptr) {
+      DDPIO_ASSIGN_OR_RETURN(auto txn, reader->BeginRead());
+      ahead.emplace(std::move(txn));
+    }
+    constexpr uint64_t kAhead = 512;
     for (uint64_t i = 0; i < reader->size(); ++i) {
+      if (ahead.has_value() && i % kAhead == 0) {
+        std::vector<uint64_t> next;
+        for (uint64_t k = i; k < std::min(reader->size(), i + 2 * kAhead); ++k) next.push_back(k);
+        DDPIO_RETURN_IF_ERROR(ahead->Prefetch(next).status());
+      }
       std::optional<Scanned> s = map.Next();
       digest = storage::Crc32c(&s->digest, sizeof(s->digest), digest);
       if (!s->status.ok()) {
@@ -175,6 +186,7 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
     progress.Finish(reader->size());
   }
   r.content_digest = absl::StrFormat("%08x", digest);
+  if (reader->remote() != nullptr) r.store = reader->remote()->counters();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -212,6 +224,7 @@ nlohmann::json InspectJson(const InspectReport& r) {
           {"decoded", r.decoded},
           {"bad", bad},
           {"content_digest", r.content_digest},
+          {"store", r.store.has_value() ? StoreCountersJson(*r.store) : nlohmann::json()},
           {"seconds", r.seconds}};
 }
 
@@ -239,6 +252,7 @@ std::string InspectText(const InspectReport& r) {
                         "segments), %d raw pixels; %d shrunk by --max-side%s\n",
                         r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
                         r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
+  if (r.store.has_value()) absl::StrAppendFormat(&out, "object store  %s\n", StoreCountersText(*r.store));
   absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
     absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);

@@ -10,6 +10,7 @@
 #define DDPIO_TOOLS_INSPECT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/remote/remote_dataset.h"
 #include "ddpio/storage/record.h"
 
 namespace ddpio::tools {
@@ -57,6 +59,8 @@ struct InspectReport {
   bool decoded = false;
   std::string content_digest;
   double seconds = 0;
+  // A dataset in an object store: what the store was asked and what the caches answered.
+  std::optional<storage::remote::RemoteCounters> store;
 };
 
 // Errors opening the dataset (NotFound, FailedPrecondition for incomplete / unknown version);

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   AddCheckpointCommand(app, &commands);
   AddLaunchCommand(app, &commands);
   AddInfoCommand(app, &commands);
+  AddUploadCommand(app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,7 @@
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/trainer/train_model.h"
 #include "tools/bench_feed.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 
@@ -43,43 +44,40 @@ absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device, const 
 
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   TrainCliOptions o = cli;
-  DDPIO_ASSIGN_OR_RETURN(o.train.device, ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
-                                                            trainer::DeviceModelCompiled()));
+  DDPIO_ASSIGN_OR_RETURN(const std::string device, ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
+                                                                     trainer::DeviceModelCompiled()));
+  DDPIO_ASSIGN_OR_RETURN(o.train.device, trainer::ParseModelDevice(device));
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
   // instead of leaving the others waiting in the rendezvous.
-  DDPIO_ASSIGN_OR_RETURN(PipelineOptions train, trainer::TrainPipelineOptions(o.train));
-  DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, train));
+  DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, trainer::TrainPipelineOptions(o.train)));
   if (!o.train.val.empty()) {
-    DDPIO_ASSIGN_OR_RETURN(PipelineOptions val, trainer::ValidationPipelineOptions(o.train));
-    DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, val));
-    DDPIO_RETURN_IF_ERROR(CheckValidationClasses(o.train.data, o.train.val));
+    DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, trainer::ValidationPipelineOptions(o.train)));
+    DDPIO_RETURN_IF_ERROR(CheckValidationClasses(o.train.pipeline.data, o.train.val));
   }
   comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
   // Where parameters and gradients live decides the world's backend: host memory -> Gloo, the
   // device -> NCCL (which fails here, on every rank, without a usable device).
-  ro.backend = o.train.device == "cuda" ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
-  ro.timeout = o.train.timeout;                // every wait honours --timeout
-  ro.comm.gloo.timeout = o.train.timeout;
-  DDPIO_ASSIGN_OR_RETURN(auto job, comm::Job::Join(info, ro));
+  ro.backend = o.train.device == trainer::ModelDevice::kCuda ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
+  DDPIO_ASSIGN_OR_RETURN(auto job, JoinJob(info, ro, o.train.pipeline.timeout));  // every wait honours --timeout
   comm::LeaveGuard leave(*job);
   if (info.rank == 0) {
-    DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << info.source << ") in groups of "
-                    << o.train.group_size << " (" << o.train.layout << "), "
-                    << broadcast::FeedModeName(o.train.feeder.mode) << ", "
-                    << broadcast::FeedPayloadName(o.train.feeder.payload) << " payload, batch "
-                    << o.train.feeder.loader.batch_size << " per rank, " << o.train.epochs << " epoch(s)";
+    DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << comm::RankSourceName(info.source) << ") in groups of "
+                    << o.train.pipeline.group_size << " (" << comm::LayoutKindName(o.train.pipeline.layout) << "), "
+                    << broadcast::FeedModeName(o.train.pipeline.mode) << ", "
+                    << broadcast::FeedPayloadName(o.train.pipeline.payload) << " payload, batch "
+                    << o.train.pipeline.batch_size << " per rank, " << o.train.epochs << " epoch(s)";
   }
   DDPIO_ASSIGN_OR_RETURN(trainer::TrainResult r,
                          trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
   if (info.rank == 0) DDPIO_LOG(INFO) << "model path: " << r.path;
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
-                   {"group_size", o.train.group_size},
-                   {"mode", broadcast::FeedModeName(o.train.feeder.mode)},
-                   {"payload", broadcast::FeedPayloadName(o.train.feeder.payload)},
+                   {"group_size", o.train.pipeline.group_size},
+                   {"mode", broadcast::FeedModeName(o.train.pipeline.mode)},
+                   {"payload", broadcast::FeedPayloadName(o.train.pipeline.payload)},
                    {"steps", r.steps},
                    {"train_loss", r.train_loss},
                    {"val_samples", r.val_samples},
@@ -88,6 +86,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                    {"param_checksum", absl::StrFormat("%016x", r.param_checksum)},
                    {"path", r.path}};
   j.update(FeederCountersJson(r.feeder));
+  if (r.store.has_value()) j["store"] = StoreCountersJson(*r.store);
   j["val_accuracy"] = r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
   leave.Succeeded();
   return j;

@@ -1,6 +1,6 @@
 #include "ddpio/broadcast/feed_message.h"
 
-#include "ddpio/common/byte_order.h"
+#include "ddpio/common/coding.h"
 
 #include <algorithm>
 #include <cstring>
@@ -40,18 +40,16 @@ bool MulOk(uint64_t a, uint64_t b, uint64_t* out) {
 // The prefix announcing a header of `header_bytes` and h.payload_bytes of payload.
 void PutPrefix(uint8_t* prefix, uint32_t header_bytes, uint64_t payload_bytes) {
   std::memcpy(prefix, kMagic, 4);
-  std::string lengths;
-  PutLe(&lengths, header_bytes);
-  PutLe(&lengths, payload_bytes);
-  std::memcpy(prefix + 4, lengths.data(), 12);
+  EncodeFixed32(prefix + 4, header_bytes);
+  EncodeFixed64(prefix + 8, payload_bytes);
 }
 
 // Checks a received prefix against the limits before anything is sized from it; `from` names
 // the sender. `header_room`: the most header bytes that can follow (a slot's size).
 absl::Status CheckPrefix(const uint8_t* prefix, const FeedLimits& limits, const std::string& from,
                          uint64_t header_room, uint32_t* header_bytes, uint64_t* payload_bytes) {
-  *header_bytes = GetLe<uint32_t>(prefix + 4);
-  *payload_bytes = GetLe<uint64_t>(prefix + 8);
+  *header_bytes = DecodeFixed32(prefix + 4);
+  *payload_bytes = DecodeFixed64(prefix + 8);
   if (std::memcmp(prefix, kMagic, 4) != 0) return Bad(absl::StrCat("no magic in the prefix from ", from));
   // The largest header the limits allow.
   const uint64_t max_header =
@@ -67,7 +65,7 @@ absl::Status CheckPrefix(const uint8_t* prefix, const FeedLimits& limits, const 
   return absl::OkStatus();
 }
 
-// Every field is little-endian, as the format says (common/byte_order.h).
+// Every field is little-endian, as the format says (common/coding.h).
 class Writer {
  public:
   template <typename T>
@@ -238,7 +236,7 @@ FeedHeader FeedErrorHeader(uint64_t epoch, uint64_t step, const std::string& pay
 
 std::string EncodeFeedError(const absl::Status& status) {
   std::string out;
-  PutLe(&out, static_cast<uint32_t>(status.code()));
+  PutFixed32(&out, static_cast<uint32_t>(status.code()));
   const absl::string_view text = status.message();
   out.append(text.data(), std::min<size_t>(text.size(), kMaxErrorBytes - 4));
   return out;
@@ -247,7 +245,7 @@ std::string EncodeFeedError(const absl::Status& status) {
 absl::Status DecodeFeedError(const std::vector<uint8_t>& payload, int from_rank) {
   uint32_t code = 0;
   if (payload.size() < 4) return Bad("error message without a status code");
-  code = GetLe<uint32_t>(payload.data());
+  code = DecodeFixed32(payload.data());
   if (code == 0 || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
     return Bad(absl::StrCat("error message with status code ", code));
   }

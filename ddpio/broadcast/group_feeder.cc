@@ -1,164 +1,23 @@
-// The GroupFeeder's setup, its consumer side and the peer's receiver. The leader's reading and
-// sending thread is in group_feeder_leader.cc.
+// The GroupFeeder's consumer side: creation, epochs, and this rank's batches handed out in order
+// and checked. The transports and the leader's reader are in internal/.
 #include "ddpio/broadcast/group_feeder.h"
 
-#include <algorithm>
-#include <cstring>
+#include <chrono>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "ddpio/broadcast/internal/group_feeder.h"
-#include "ddpio/common/enum_names.h"
-#include "ddpio/common/hash.h"
-#include "ddpio/common/log.h"
+#include "ddpio/broadcast/internal/decoded_batch.h"
+#include "ddpio/broadcast/internal/device_link.h"
+#include "ddpio/broadcast/internal/feed_context.h"
+#include "ddpio/broadcast/internal/feed_leader.h"
+#include "ddpio/broadcast/internal/group_agreement.h"
+#include "ddpio/broadcast/internal/host_relay.h"
 #include "ddpio/common/status_macros.h"
-#include "ddpio/storage/checksum.h"
 
 namespace ddpio::broadcast {
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
-constexpr EnumName<FeedMode> kModes[] = {{FeedMode::kShard, "shard"}, {FeedMode::kReplicate, "replicate"}};
-constexpr EnumName<FeedPayload> kPayloads[] = {{FeedPayload::kEncoded, "encoded"}, {FeedPayload::kDecoded, "decoded"}};
-constexpr EnumName<FeedReaders> kReaders[] = {{FeedReaders::kLeader, "leader"}, {FeedReaders::kAll, "all"}};
-constexpr EnumName<FeedRelay> kRelays[] = {{FeedRelay::kChain, "chain"}, {FeedRelay::kStar, "star"}};
-}  // namespace
-
-std::string FeedModeName(FeedMode mode) { return NameOf(kModes, mode); }
-absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name) { return ParseName(kModes, name, "feed mode"); }
-std::string FeedPayloadName(FeedPayload payload) { return NameOf(kPayloads, payload); }
-absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) { return ParseName(kPayloads, name, "payload"); }
-std::string FeedReadersName(FeedReaders readers) { return NameOf(kReaders, readers); }
-absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) { return ParseName(kReaders, name, "readers"); }
-std::string FeedRelayName(FeedRelay relay) { return NameOf(kRelays, relay); }
-absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) { return ParseName(kRelays, name, "relay"); }
-
-sampler::SamplerOptions StreamSamplerOptions(const sampler::SamplerOptions& world, FeedMode mode,
-                                             const comm::GroupLayout& layout) {
-  sampler::SamplerOptions s = world;
-  s.num_replicas = mode == FeedMode::kShard ? layout.world_size() : layout.group_ws();
-  return s;
-}
-
-namespace {
-
-// Everything the members of a group must agree on, by name, in a fixed order.
-std::vector<std::pair<std::string, std::string>> FeederSettings(const FeederOptions& o,
-                                                                const comm::GroupLayout& layout) {
-  const loader::LoaderOptions& l = o.loader;
-  const loader::AugmentOptions& a = l.augment;
-  auto triple = [](const std::array<float, 3>& v) { return absl::StrCat(v[0], ",", v[1], ",", v[2]); };
-  return {
-      {"mode", FeedModeName(o.mode)},
-      {"payload", FeedPayloadName(o.payload)},
-      {"readers", FeedReadersName(o.readers)},
-      {"relay", FeedRelayName(o.relay)},
-      {"world_size", absl::StrCat(layout.world_size())},
-      {"group_size", absl::StrCat(layout.group_size())},
-      {"layout", comm::LayoutKindName(layout.kind())},
-      {"shuffle", absl::StrCat(o.sampler.shuffle)},
-      {"seed", absl::StrCat(o.sampler.seed)},
-      {"padding", sampler::PaddingName(o.sampler.padding)},
-      {"permutation", sampler::PermutationKindName(o.sampler.permutation)},
-      {"batch_size", absl::StrCat(l.batch_size)},
-      {"drop_last", absl::StrCat(l.drop_last)},
-      {"output", absl::StrCat(static_cast<int>(l.output))},
-      {"mean", triple(l.mean)},
-      {"std", triple(l.stddev)},
-      {"image_size", absl::StrCat(a.out_height(), "x", a.out_width())},
-      {"train", absl::StrCat(a.train)},
-      {"scale", absl::StrCat(a.scale_min, ",", a.scale_max)},
-      {"ratio", absl::StrCat(a.ratio_min, ",", a.ratio_max)},
-      {"flip", absl::StrCat(a.flip_probability)},
-      {"resize_size", absl::StrCat(a.resize_size)},
-      {"augment_seed", absl::StrCat(l.seed)},
-      {"decode", loader::DecodeModeName(l.decode)},
-      {"bad_samples", absl::StrCat(static_cast<int>(l.bad_samples))},
-  };
-}
-
-// One member's side of the agreement: its settings, its dataset (identity or why it could not be
-// opened) and the path it named, as lines "name=value" (values C-escaped).
-std::string DescribeMember(const FeederOptions& o, const comm::GroupLayout& layout) {
-  std::string text = absl::StrCat("dataset_path=", absl::CEscape(o.dataset.path), "\n");
-  absl::StrAppend(&text, "dataset_error=", absl::CEscape(o.dataset.error), "\n");
-  absl::StrAppend(&text, "dataset=", absl::CEscape(o.dataset.identity), "\n");
-  for (const auto& [name, value] : FeederSettings(o, layout)) {
-    absl::StrAppend(&text, name, "=", absl::CEscape(value), "\n");
-  }
-  return text;
-}
-
-std::vector<std::pair<std::string, std::string>> ParseMember(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> fields;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    const size_t eq = line.find('=');
-    std::string value;
-    if (eq == absl::string_view::npos || !absl::CUnescape(line.substr(eq + 1), &value)) continue;
-    fields.emplace_back(std::string(line.substr(0, eq)), std::move(value));
-  }
-  return fields;
-}
-
-std::string FieldOf(const std::vector<std::pair<std::string, std::string>>& fields, const std::string& name) {
-  for (const auto& [n, v] : fields) {
-    if (n == name) return v;
-  }
-  return "";
-}
-
-}  // namespace
-
-absl::Status internal::CheckGroupAgreement(const std::vector<std::string>& described, const std::vector<int>& ranks) {
-  std::vector<std::vector<std::pair<std::string, std::string>>> members;
-  for (const std::string& d : described) members.push_back(ParseMember(d));
-  // A member that could not open its dataset: every member says who and why (the code is that
-  // member's own: NotFound for a missing dataset, and so on).
-  for (size_t m = 0; m < members.size(); ++m) {
-    const std::string error = FieldOf(members[m], "dataset_error");
-    if (error.empty()) continue;
-    const std::string path = FieldOf(members[m], "dataset_path");
-    const absl::StatusCode code = static_cast<absl::StatusCode>(std::atoi(error.c_str()));
-    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
-                        absl::StrCat(m == 0 ? "the group leader" : absl::StrCat("group member ", m), " (rank ",
-                                     ranks[m], ") cannot open its dataset \"", path, "\": ",
-                                     error.substr(std::min(error.size(), error.find(' ') + 1))));
-  }
-  const auto& leader = members[0];
-  for (size_t m = 1; m < members.size(); ++m) {
-    std::vector<std::string> differences;
-    bool dataset_differs = false;
-    for (const auto& [name, value] : leader) {
-      if (name == "dataset_path" || name == "dataset_error") continue;
-      const std::string theirs = FieldOf(members[m], name);
-      if (theirs == value) continue;
-      if (name == "dataset") {
-        dataset_differs = !value.empty() && !theirs.empty();
-        continue;
-      }
-      differences.push_back(absl::StrCat(name, " ", theirs, " (the leader: ", value, ")"));
-    }
-    if (!dataset_differs && differences.empty()) continue;
-    std::string message = absl::StrCat("group member ", m, " (rank ", ranks[m], ") and its leader (rank ", ranks[0],
-                                       ") disagree: ");
-    if (dataset_differs) {
-      absl::StrAppend(&message, "it opened the dataset \"", FieldOf(members[m], "dataset_path"), "\" (",
-                      FieldOf(members[m], "dataset"), "), the leader \"", FieldOf(leader, "dataset_path"), "\" (",
-                      FieldOf(leader, "dataset"), ")", differences.empty() ? "" : "; ");
-    }
-    if (!differences.empty()) absl::StrAppend(&message, "its settings differ: ", absl::StrJoin(differences, ", "));
-    absl::StrAppend(&message,
-                    ". Every member of a group must name the same dataset (a copy at another path is fine) with the "
-                    "same settings; if every rank passes the same ones, the ranks created their loaders (pipelines) "
-                    "in different orders: create them in the same order on every rank");
-    return absl::InvalidArgumentError(message);
-  }
-  return absl::OkStatus();
-}
-
+GroupFeeder::GroupFeeder(std::unique_ptr<internal::FeedContext> ctx) : ctx_(std::move(ctx)) {}
 
 absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::DatasetReader* reader,
                                                                  const comm::GroupLayout& layout, int rank,
@@ -176,14 +35,12 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
   const bool reads = layout.is_leader(rank) || options.readers == FeedReaders::kAll;
   if (options.read_ahead < 0) return absl::InvalidArgumentError("feeder read-ahead must not be negative");
   if (options.depth < 1) return absl::InvalidArgumentError("feeder depth must be at least 1");
-  auto f = std::unique_ptr<GroupFeeder>(new GroupFeeder());
-  f->reader_ = reads ? reader : nullptr;
-  f->layout_ = layout;
-  f->rank_ = rank;
-  f->local_rank_ = layout.local_group_rank(rank);
-  f->group_ = std::move(group);
-  f->options_ = options;
-  DDPIO_RETURN_IF_ERROR(f->Agree());
+  auto ctx = std::make_unique<internal::FeedContext>(layout, rank);
+  ctx->reader = reads ? reader : nullptr;
+  ctx->group = std::move(group);
+  ctx->options = options;
+  auto f = std::unique_ptr<GroupFeeder>(new GroupFeeder(std::move(ctx)));
+  DDPIO_ASSIGN_OR_RETURN(f->dataset_size_, internal::AgreeOnGroup(*f->ctx_));
   if (reads && reader == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
                                                    layout.is_leader(rank) ? " leads its group" : " reads for itself",
@@ -193,76 +50,49 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
   return f;
 }
 
-int GroupFeeder::stream_rank(int member_rank) const {
-  return options_.mode == FeedMode::kShard ? member_rank : layout_->group_rank(member_rank);
-}
-
-absl::Status GroupFeeder::Agree() {
-  // Every member describes its settings and its dataset; every member checks all of them, so a
-  // disagreement fails the whole group at once, each member naming the same culprit. The
-  // dataset's size comes from the leader (in the group communicator's memory: the device's over
-  // NCCL).
-  const std::chrono::milliseconds timeout = options_.timeout;
-  if (options_.dataset.identity.empty() && options_.dataset.error.empty() && reader_ != nullptr) {
-    options_.dataset.identity = storage::DatasetIdentity(reader_->header(), reader_->completion());
-    options_.dataset.path = reader_->path();
-  }
-  absl::StatusOr<std::vector<std::string>> described =
-      comm::AllGatherStrings(*group_, DescribeMember(options_, *layout_), timeout);
-  if (!described.ok()) return Annotate(described.status(), "agreeing on the group feeder's settings");
-  DDPIO_RETURN_IF_ERROR(internal::CheckGroupAgreement(*described, layout_->members(rank_)));
-  uint64_t size = reader_ != nullptr ? reader_->size() : 0;
-  DDPIO_RETURN_IF_ERROR(Annotate(comm::BroadcastHost(*group_, &size, sizeof(size), 0, timeout),
-                                 "agreeing on the dataset's size"));
-  dataset_size_ = size;
-  return absl::OkStatus();
-}
-
 absl::Status GroupFeeder::Setup() {
-  device_ = group_->device_memory();
-  sampler::SamplerOptions s = options_.sampler;
+  internal::FeedContext& c = *ctx_;
+  const FeederOptions& o = c.options;
+  if (c.group->device_memory()) {
+    transport_ = std::make_unique<internal::DeviceLink>(c);
+  } else {
+    transport_ = std::make_unique<internal::HostRelay>(c);
+  }
+  sampler::SamplerOptions s = o.sampler;
   s.dataset_size = dataset_size_;
-  s.num_replicas = layout_->world_size();
-  sampler_options_ = StreamSamplerOptions(s, options_.mode, *layout_);
-  DDPIO_ASSIGN_OR_RETURN(auto smp, sampler::DistributedSampler::Create(sampler_options_));
+  s.num_replicas = c.layout.world_size();
+  c.sampler_options = StreamSamplerOptions(s, o.mode, c.layout);
+  DDPIO_ASSIGN_OR_RETURN(auto smp, sampler::DistributedSampler::Create(c.sampler_options));
   sampler_ = std::make_unique<sampler::DistributedSampler>(std::move(smp));
-  const int from = layout_->members(rank_)[reads_storage() ? 0 : upstream()];
-  window_ = std::make_shared<FeedWindow>(
-      reads_storage() ? std::string("this rank's reading thread")
-      : upstream() == 0 ? absl::StrCat("the group leader (rank ", from, ")")
-                        : absl::StrCat("group member ", upstream(), " (rank ", from, "), which relays the leader's data"),
-      static_cast<size_t>(options_.depth));
-  if (options_.loader.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
-  if (options_.loader.copy_to_device && options_.cuda != nullptr && options_.payload == FeedPayload::kDecoded) {
+  const int upstream = transport_->Upstream();
+  c.window = std::make_shared<FeedWindow>(
+      c.reads_storage() ? std::string("this rank's reading thread")
+      : upstream == 0   ? c.MemberName(0)
+                        : absl::StrCat(c.MemberName(upstream), ", which relays the leader's data"),
+      static_cast<size_t>(o.depth));
+  if (o.loader.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (o.loader.copy_to_device && o.cuda != nullptr && o.payload == FeedPayload::kDecoded) {
     return absl::InvalidArgumentError(
         "copies to the GPU need the encoded payload: decoded batches arrive ready in host buffers");
   }
-  decoded_held_ = std::make_shared<loader::HoldGate>(options_.loader.held_batches);
-  const size_t pixels =
-      static_cast<size_t>(options_.loader.augment.out_width()) * options_.loader.augment.out_height() * 3;
-  sample_bytes_ = options_.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
-  if (device_) DDPIO_RETURN_IF_ERROR(SetupDevice());
-  if (options_.payload == FeedPayload::kEncoded) {
-    DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(window_.get(), sampler_options_, stream_rank(rank_),
-                                                           options_.loader, options_.cuda));
+  decoded_held_ = std::make_shared<loader::HoldGate>(o.loader.held_batches);
+  const size_t pixels = static_cast<size_t>(o.loader.augment.out_width()) * o.loader.augment.out_height() * 3;
+  sample_bytes_ = o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  DDPIO_RETURN_IF_ERROR(transport_->Setup(sample_bytes_));
+  if (o.payload == FeedPayload::kEncoded) {
+    DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(c.window.get(), c.sampler_options, c.stream_rank(c.rank),
+                                                           o.loader, o.cuda));
   }
-  if (reads_storage()) DDPIO_RETURN_IF_ERROR(SetupLeader());
+  if (c.reads_storage()) {
+    leader_ = std::make_unique<internal::FeedLeader>(c, *transport_);
+    DDPIO_RETURN_IF_ERROR(leader_->Setup());
+  }
   return absl::OkStatus();
 }
 
-std::vector<int> GroupFeeder::LeaderTargets() const {
-  std::vector<int> to;
-  if (options_.readers == FeedReaders::kAll) return to;
-  const int g = layout_->group_size();
-  for (int i = 1; i < (chain() ? std::min(g, 2) : g); ++i) to.push_back(i);
-  return to;
-}
+bool GroupFeeder::is_leader() const { return ctx_->local_rank() == 0; }
 
-int GroupFeeder::upstream() const { return chain() ? local_rank_ - 1 : 0; }
-
-int GroupFeeder::downstream() const {
-  return chain() && local_rank_ + 1 < layout_->group_size() ? local_rank_ + 1 : -1;
-}
+bool GroupFeeder::reads_storage() const { return ctx_->reads_storage(); }
 
 GroupFeeder::~GroupFeeder() { StopRun(); }
 
@@ -270,15 +100,13 @@ void GroupFeeder::StopRun() {
   if (!running_) return;
   stop_ = true;
   if (reads_storage()) {
-    window_->Drain();  // the leader's own share is no longer wanted
+    ctx_->window->Drain();  // the leader's own share is no longer wanted
     if (thread_.joinable()) thread_.join();  // it sends every peer the end of the run
     if (loader_ != nullptr) loader_->Stop();
-    for (auto& m : members_) {
-      if (m->loader != nullptr) m->loader->Stop();
-    }
+    leader_->Stop();
   } else {
     if (loader_ != nullptr) loader_->Stop();
-    window_->Drain();  // receive and discard up to the leader's end of the run
+    ctx_->window->Drain();  // receive and discard up to the leader's end of the run
     if (thread_.joinable()) thread_.join();
   }
   held_.reset();
@@ -293,61 +121,20 @@ absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
   sampler_->SetEpoch(epoch);
   DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->NextPlan(start));
   plan_ = std::move(plan);
-  batches_ = sampler::MakeBatches(plan_->NumSamples(stream_rank(rank_)), options_.loader.batch_size,
-                                  options_.loader.drop_last);
+  batches_ = sampler::MakeBatches(plan_->NumSamples(ctx_->stream_rank(ctx_->rank)), ctx_->options.loader.batch_size,
+                                  ctx_->options.loader.drop_last);
   delivered_ = 0;
-  window_->Reset(epoch);
+  ctx_->window->Reset(epoch);
   if (loader_ != nullptr) DDPIO_RETURN_IF_ERROR(loader_->StartEpoch(epoch, start));
   stop_ = false;
   if (reads_storage()) {
-    DDPIO_RETURN_IF_ERROR(StartLeaderRun(epoch, start));
-    thread_ = std::thread([this, epoch] { LeaderRun(epoch); });
+    DDPIO_RETURN_IF_ERROR(leader_->Start(*plan_, epoch, start));
+    thread_ = std::thread([this, epoch] { leader_->Run(epoch, stop_); });
   } else {
-    thread_ = std::thread([this] { PeerRun(); });
+    thread_ = std::thread([this] { transport_->Receive(); });
   }
   running_ = true;
   return absl::OkStatus();
-}
-
-void GroupFeeder::PeerRun() {
-  if (device_) return PeerRunDevice();
-  const int from = upstream(), to = downstream();
-  const std::string source = absl::StrCat(from == 0 ? "the group leader" : absl::StrCat("group member ", from),
-                                          " (rank ", layout_->members(rank_)[from], ")");
-  for (;;) {
-    FeedItem item;
-    item.payload = window_->SpareBuffer();
-    uint64_t wire = 0;
-    const auto t0 = Clock::now();
-    // In a chain every message goes on to the next member while it arrives, ends and errors too.
-    absl::StatusOr<FeedHeader> h =
-        to < 0 ? RecvFeedMessage(*group_, from, &item.payload, options_.limits, options_.timeout, &wire)
-               : RelayFeedMessage(*group_, from, to, &item.payload, options_.limits, options_.timeout, &wire);
-    network_wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
-    if (!h.ok()) {
-      window_->SetError(Annotate(h.status(), to < 0 ? absl::StrCat("receiving from ", source)
-                                                     : absl::StrCat("relaying from ", source, " to group member ", to,
-                                                                    " (rank ", layout_->members(rank_)[to], ")")));
-      group_->Abort();  // the rest of the group learns at once
-      return;
-    }
-    ++messages_received_;
-    bytes_received_ += wire;
-    if (to >= 0) {
-      ++messages_sent_;
-      bytes_sent_ += wire;
-    }
-    if (h->error) {
-      window_->SetError(DecodeFeedError(item.payload, layout_->leader(rank_)));
-      return;
-    }
-    if (h->end_of_epoch) {
-      window_->End();
-      return;
-    }
-    item.header = *std::move(h);
-    window_->Push(std::move(item));
-  }
 }
 
 absl::StatusOr<loader::Batch> GroupFeeder::Next() {
@@ -368,7 +155,7 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
     // peer's thread has received that end: the counters are final, and a member lost on the
     // last step is reported, not missed.
     thread_.join();
-    const absl::Status run = reads_storage() ? run_status_ : window_->error();
+    const absl::Status run = reads_storage() ? leader_->status() : ctx_->window->error();
     if (!run.ok()) batch = run;
   }
   if (batch.ok()) {
@@ -382,28 +169,22 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
 }
 
 absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
+  const std::shared_ptr<FeedWindow>& window = ctx_->window;
+  const loader::LoaderOptions& lo = ctx_->options.loader;
   if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
   // Past the held limit with HeldOverflow::kCopy (host buffers only): the batch goes out as a copy.
-  const bool may_copy = options_.loader.held_overflow == loader::LoaderOptions::HeldOverflow::kCopy && !device_;
-  absl::Status gate = decoded_held_->Acquire(may_copy ? std::chrono::milliseconds(0) : options_.loader.held_timeout,
-                                             window_->name());
+  const bool may_copy = lo.held_overflow == loader::LoaderOptions::HeldOverflow::kCopy && !transport_->device_memory();
+  absl::Status gate = decoded_held_->Acquire(may_copy ? std::chrono::milliseconds(0) : lo.held_timeout, window->name());
   if (!gate.ok() && !(may_copy && loader::IsHeldLimit(gate))) return gate;
   const bool copy = !gate.ok();
-  absl::StatusOr<FeedItem> taken = window_->Take(delivered_, stop_);
+  absl::StatusOr<FeedItem> taken = window->Take(delivered_, stop_);
   absl::Status st = taken.status();
   if (st.ok()) {
-    st = internal::CheckDecoded(taken->header, *plan_, stream_rank(rank_), delivered_, batches_[delivered_],
-                                options_.loader, window_->name());
+    st = internal::CheckDecoded(taken->header, *plan_, ctx_->stream_rank(ctx_->rank), delivered_,
+                                batches_[delivered_], lo, window->name());
   }
-  if (st.ok() && taken->header.has_crc && taken->device == nullptr) {
-    // The batch as its leader decoded it, or DataLoss: a batch damaged on the way is never trained on.
-    const uint32_t crc = storage::Crc32c(taken->payload.data(), taken->payload.size());
-    if (crc != taken->header.payload_crc) {
-      st = absl::DataLossError(absl::StrCat("decoded batch ", delivered_, " of epoch ", taken->header.epoch, " from ",
-                                            window_->name(), " is damaged: its payload's CRC32C is ",
-                                            absl::Hex(crc, absl::kZeroPad8), ", the sender's ",
-                                            absl::Hex(taken->header.payload_crc, absl::kZeroPad8)));
-    }
+  if (st.ok() && taken->device == nullptr) {
+    st = internal::CheckDecodedPayload(taken->header, taken->payload, delivered_, window->name());
   }
   if (!st.ok()) {
     if (!copy) decoded_held_->Release();
@@ -420,15 +201,15 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
     view.indices = taken->header.indices.data();
     view.valid = taken->header.valid.data();
     loader::HeldBatch copied = loader::CopyBatch(view);
-    window_->Recycle(std::move(taken->payload));
+    window->Recycle(std::move(taken->payload));
     ++copied_total_;
     return copied;
   }
   // The hold owns the received message; dropping it gives the buffer back to the window (while
   // the feeder lives) and the hold back to the gate.
-  std::weak_ptr<FeedWindow> window = window_;
-  std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)), [window, gate = decoded_held_](FeedItem* it) {
-    if (auto w = window.lock(); w != nullptr && it->device == nullptr) w->Recycle(std::move(it->payload));
+  std::weak_ptr<FeedWindow> weak = window;
+  std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)), [weak, gate = decoded_held_](FeedItem* it) {
+    if (auto w = weak.lock(); w != nullptr && it->device == nullptr) w->Recycle(std::move(it->payload));
     delete it;
     gate->Release();
   });
@@ -454,8 +235,8 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
 
 absl::StatusOr<uint64_t> GroupFeeder::BatchesInEpoch(uint64_t epoch) const {
   DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->Plan(epoch));
-  return sampler::MakeBatches(plan.NumSamples(stream_rank(rank_)), options_.loader.batch_size,
-                              options_.loader.drop_last)
+  return sampler::MakeBatches(plan.NumSamples(ctx_->stream_rank(ctx_->rank)), ctx_->options.loader.batch_size,
+                              ctx_->options.loader.drop_last)
       .size();
 }
 
@@ -465,14 +246,15 @@ uint64_t GroupFeeder::ResumePosition() const {
 }
 
 FeederCounters GroupFeeder::counters() const {
+  const internal::FeedTraffic& t = ctx_->traffic;
   FeederCounters c;
-  c.records_read = records_read_;
-  c.bytes_read = bytes_read_;
-  c.bytes_sent = bytes_sent_;
-  c.bytes_received = bytes_received_;
-  c.messages_sent = messages_sent_;
-  c.messages_received = messages_received_;
-  c.network_wait_ns = network_wait_ns_;
+  c.records_read = t.records_read;
+  c.bytes_read = t.bytes_read;
+  c.bytes_sent = t.bytes_sent;
+  c.bytes_received = t.bytes_received;
+  c.messages_sent = t.messages_sent;
+  c.messages_received = t.messages_received;
+  c.network_wait_ns = t.network_wait_ns;
   c.loader_wait_ns = loader_wait_ns_;
   c.batches = batches_total_;
   c.images = images_total_;

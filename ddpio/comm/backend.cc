@@ -6,6 +6,7 @@
 #if DDPIO_COMM_NCCL
 #include "ddpio/comm/nccl/nccl_api.h"
 #include "ddpio/comm/nccl/nccl_communicator.h"
+#include "ddpio/device/cuda_runtime.h"
 #endif
 
 namespace ddpio::comm {
@@ -18,28 +19,7 @@ constexpr EnumName<BackendKind> kBackends[] = {
 absl::StatusOr<BackendKind> ParseBackend(std::string_view name) { return ParseName(kBackends, name, "backend"); }
 std::string BackendName(BackendKind kind) { return NameOf(kBackends, kind); }
 
-const DeviceProbe& ProbeNcclDevices() {
-  static const DeviceProbe probe = [] {
-    DeviceProbe p;
-#if DDPIO_COMM_NCCL
-    p.nccl_compiled = true;
-    NcclApi& api = SystemNcclApi();
-    int count = 0;
-    cudaError_t err = api.GetDeviceCount(&count);
-    if (err != cudaSuccess) {
-      p.why = absl::StrCat("cudaGetDeviceCount: error ", static_cast<int>(err), " ", api.CudaErrorString(err));
-    } else if (count < 1) {
-      p.why = "cudaGetDeviceCount: 0 devices";
-    } else {
-      p.devices = count;
-    }
-#else
-    p.why = "ddpio was built without NCCL";
-#endif
-    return p;
-  }();
-  return probe;
-}
+const DeviceProbe& ProbeNcclDevices() { return device::Probe(); }
 
 absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceProbe& probe) {
   switch (requested) {
@@ -63,6 +43,10 @@ absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceP
       if (probe.nccl_compiled && probe.devices > 0) {
         return BackendChoice{BackendKind::kNccl, absl::StrCat("auto: nccl (", probe.devices, " CUDA device(s))")};
       }
+      if (!probe.nccl_compiled) {
+        return BackendChoice{BackendKind::kGloo, absl::StrCat("auto: gloo (ddpio was built without NCCL",
+                                                              probe.why.empty() ? "" : "; ", probe.why, ")")};
+      }
       return BackendChoice{BackendKind::kGloo, absl::StrCat("auto: gloo (no usable CUDA device: ", probe.why, ")")};
   }
   return absl::InvalidArgumentError("unknown backend");
@@ -73,11 +57,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const BackendCh
                                                                  int size, const CommOptions& options) {
   if (choice.kind == BackendKind::kNccl) {
 #if DDPIO_COMM_NCCL
+    absl::StatusOr<std::unique_ptr<device::CudaRuntime>> cuda =
+        device::OpenDeviceForRank(options.local_rank, options.device);
+    if (!cuda.ok()) {
+      return absl::Status(cuda.status().code(),
+                          absl::StrCat("the NCCL backend on rank ", rank, ": ", cuda.status().message()));
+    }
     NcclOptions o;
-    o.device = options.device;
-    o.local_rank = options.local_rank;
     o.timeout = options.gloo.timeout;
-    DDPIO_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::Create(SystemNcclApi(), std::move(store), rank, size, o));
+    DDPIO_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::Create(SystemNcclApi(), *std::move(cuda), std::move(store),
+                                                               rank, size, o));
     return std::unique_ptr<Communicator>(std::move(comm));
 #else
     return absl::FailedPreconditionError("backend nccl: this ddpio was built without NCCL");

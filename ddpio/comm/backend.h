@@ -16,6 +16,7 @@
 #include "ddpio/comm/communicator.h"
 #include "ddpio/comm/gloo_communicator.h"
 #include "ddpio/comm/store.h"
+#include "ddpio/device/probe.h"
 
 namespace ddpio::comm {
 
@@ -24,14 +25,11 @@ enum class BackendKind { kAuto, kGloo, kNccl };
 absl::StatusOr<BackendKind> ParseBackend(std::string_view name);  // "auto", "gloo", "nccl"
 std::string BackendName(BackendKind kind);
 
-// What this process can use for NCCL.
-struct DeviceProbe {
-  bool nccl_compiled = false;
-  int devices = 0;  // usable CUDA devices
-  std::string why;  // why there is none, when devices == 0
-};
+// What this process can use for NCCL: whether NCCL is compiled in, the usable CUDA devices and,
+// when there are none, why. The device module's one probe (device/probe.h).
+using DeviceProbe = device::DeviceInfo;
 
-// Asks the CUDA runtime (through the NCCL backend's API layer) once per process.
+// device::Probe(): asks the CUDA runtime once per process.
 const DeviceProbe& ProbeNcclDevices();
 
 struct BackendChoice {
@@ -44,7 +42,7 @@ absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceP
 
 struct CommOptions {
   GlooOptions gloo;  // hostname; gloo.timeout is the connect timeout of both backends
-  int local_rank = 0;   // NCCL: device = local_rank % devices unless `device` is set
+  int local_rank = 0;   // NCCL: device = device::DeviceForRank(local_rank, devices) unless `device` is set
   int device = -1;
 };
 

@@ -9,9 +9,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-DeviceProbe NoDriver() { return {true, 0, "cudaGetDeviceCount: error 35 CUDA driver version is insufficient"}; }
-DeviceProbe TwoGpus() { return {true, 2, ""}; }
-DeviceProbe NotCompiled() { return {false, 0, "ddpio was built without NCCL"}; }
+DeviceProbe NoDriver() {
+  return {.cuda_compiled = true, .nccl_compiled = true, .devices = 0,
+          .why = "cudaGetDeviceCount: error 35 CUDA driver version is insufficient"};
+}
+DeviceProbe TwoGpus() { return {.cuda_compiled = true, .nccl_compiled = true, .devices = 2}; }
+DeviceProbe NotCompiled() { return {.devices = 0, .why = "built without CUDA"}; }
+DeviceProbe GpusWithoutNccl() { return {.cuda_compiled = true, .nccl_compiled = false, .devices = 2}; }
 
 TEST(Backend, ParsesTheThreeNamesAndRejectsOthers) {
   EXPECT_EQ(*ParseBackend("auto"), BackendKind::kAuto);
@@ -32,6 +36,10 @@ TEST(Backend, AutoTakesNcclOnlyWithAUsableDevice) {
     EXPECT_EQ(cpu->kind, BackendKind::kGloo);
     EXPECT_THAT(cpu->why, HasSubstr(p.why));  // the log says why
   }
+  auto no_nccl = ChooseBackend(BackendKind::kAuto, GpusWithoutNccl());
+  ASSERT_OK(no_nccl);
+  EXPECT_EQ(no_nccl->kind, BackendKind::kGloo);
+  EXPECT_THAT(no_nccl->why, HasSubstr("built without NCCL"));
 }
 
 TEST(Backend, NcclWithoutADeviceOrWithoutNcclIsAClearError) {
@@ -42,6 +50,14 @@ TEST(Backend, NcclWithoutADeviceOrWithoutNcclIsAClearError) {
   EXPECT_CODE(not_built, kFailedPrecondition);
   EXPECT_THAT(not_built.status().message(), HasSubstr("built without NCCL"));
   EXPECT_EQ(ChooseBackend(BackendKind::kNccl, TwoGpus())->kind, BackendKind::kNccl);
+}
+
+// Creating an NCCL communicator without a usable device fails before any network traffic (the
+// store is never touched) and says why.
+TEST(Backend, AnNcclCommunicatorWithoutADeviceIsRefused) {
+  if (ProbeNcclDevices().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  auto comm = CreateCommunicator(BackendChoice{BackendKind::kNccl, "asked for"}, nullptr, 0, 1, CommOptions{});
+  EXPECT_CODE(comm, kFailedPrecondition);
 }
 
 TEST(Backend, GlooIsAlwaysAvailable) {

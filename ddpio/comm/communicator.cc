@@ -7,21 +7,59 @@
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::comm {
-namespace {
+absl::Status Communicator::CheckBroadcast(int root) const {
+  if (BadRoot(root)) return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root));
+  return absl::OkStatus();
+}
 
-absl::Status CheckChunk(size_t chunk, int size, std::initializer_list<int> peers, int self) {
-  if (chunk == 0) return absl::InvalidArgumentError("chunked transfer with a chunk of 0 bytes");
-  for (int p : peers) {
-    if (p < 0 || p >= size || p == self) return absl::InvalidArgumentError(absl::StrCat("chunked transfer peer ", p));
+absl::Status Communicator::CheckScatter(const std::vector<const void*>& parts, int root) const {
+  if (BadRoot(root)) return absl::InvalidArgumentError(absl::StrCat("scatter root ", root));
+  if (rank() == root && static_cast<int>(parts.size()) != size()) {
+    return absl::InvalidArgumentError(absl::StrCat("scatter needs ", size(), " parts on the root, got ", parts.size()));
   }
   return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status Communicator::CheckSend(int peer) const {
+  if (BadPeer(peer)) return absl::InvalidArgumentError(absl::StrCat("send peer ", peer));
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckRecv(int peer) const {
+  if (BadPeer(peer)) return absl::InvalidArgumentError(absl::StrCat("recv peer ", peer));
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckSendMany(const std::vector<SendPart>& parts) const {
+  for (const SendPart& p : parts) DDPIO_RETURN_IF_ERROR(CheckSend(p.peer));
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckSendChunked(size_t chunk, int peer) const {
+  if (chunk == 0 || BadPeer(peer)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked send to peer ", peer, " in chunks of ", chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckRecvChunked(size_t chunk, int peer) const {
+  if (chunk == 0 || BadPeer(peer)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked receive from peer ", peer, " in chunks of ", chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::CheckRecvForward(size_t chunk, int from, int to) const {
+  if (chunk == 0 || BadPeer(from) || BadPeer(to)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked forward from peer ", from, " to peer ", to, " in chunks of ", chunk));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Communicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
                                        std::chrono::milliseconds timeout) {
-  DDPIO_RETURN_IF_ERROR(CheckChunk(chunk, size(), {peer}, rank()));
+  DDPIO_RETURN_IF_ERROR(CheckSendChunked(chunk, peer));
   const auto* p = static_cast<const uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
     DDPIO_RETURN_IF_ERROR(Send(p + off, std::min(chunk, bytes - off), peer, tag, timeout));
@@ -31,7 +69,7 @@ absl::Status Communicator::SendChunked(const void* data, size_t bytes, size_t ch
 
 absl::Status Communicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
                                        std::chrono::milliseconds timeout) {
-  DDPIO_RETURN_IF_ERROR(CheckChunk(chunk, size(), {peer}, rank()));
+  DDPIO_RETURN_IF_ERROR(CheckRecvChunked(chunk, peer));
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
     DDPIO_RETURN_IF_ERROR(Recv(p + off, std::min(chunk, bytes - off), peer, tag, timeout));
@@ -41,7 +79,7 @@ absl::Status Communicator::RecvChunked(void* data, size_t bytes, size_t chunk, i
 
 absl::Status Communicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
                                        std::chrono::milliseconds timeout) {
-  DDPIO_RETURN_IF_ERROR(CheckChunk(chunk, size(), {from, to}, rank()));
+  DDPIO_RETURN_IF_ERROR(CheckRecvForward(chunk, from, to));
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t n = std::min(chunk, bytes - off);
@@ -53,6 +91,7 @@ absl::Status Communicator::RecvForward(void* data, size_t bytes, size_t chunk, i
 
 absl::Status Communicator::SendMany(const std::vector<SendPart>& parts, uint64_t tag,
                                     std::chrono::milliseconds timeout) {
+  DDPIO_RETURN_IF_ERROR(CheckSendMany(parts));
   for (const SendPart& p : parts) DDPIO_RETURN_IF_ERROR(Send(p.data, p.bytes, p.peer, tag, timeout));
   return absl::OkStatus();
 }

@@ -103,6 +103,23 @@ class Communicator {
 
   // Tears the connections down; this communicator is unusable afterwards.
   virtual void Abort() = 0;
+
+ protected:
+  // The argument checks of the calls above, made by every backend before anything is sent, so
+  // that all reject the same calls with the same InvalidArgument: a root or a peer outside the
+  // group (a peer that is this rank, too), a root's parts not one per rank, a zero chunk.
+  absl::Status CheckBroadcast(int root) const;
+  absl::Status CheckScatter(const std::vector<const void*>& parts, int root) const;
+  absl::Status CheckSend(int peer) const;
+  absl::Status CheckRecv(int peer) const;
+  absl::Status CheckSendMany(const std::vector<SendPart>& parts) const;
+  absl::Status CheckSendChunked(size_t chunk, int peer) const;
+  absl::Status CheckRecvChunked(size_t chunk, int peer) const;
+  absl::Status CheckRecvForward(size_t chunk, int from, int to) const;
+
+ private:
+  bool BadRoot(int root) const { return root < 0 || root >= size(); }
+  bool BadPeer(int peer) const { return peer < 0 || peer >= size() || peer == rank(); }
 };
 
 // Collectives on small host buffers whatever memory the communicator wants: through a buffer

@@ -16,6 +16,7 @@
 #include "ddpio/comm/internal/gloo_store.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/common/log.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::comm {
 namespace {
@@ -55,7 +56,9 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(std::
     attr.hostname = options.hostname;
     state->device = gloo::transport::tcp::CreateDevice(attr);
     state->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    state->context->setTimeout(options.timeout);  // before connecting (FACTS.md)
+    // Before connecting: the mesh connect waits under the context's timeout, Gloo's default
+    // (30 s) otherwise.
+    state->context->setTimeout(options.timeout);
     internal::GlooStoreAdapter adapter(std::move(store), options.timeout);
     state->context->connectFullMesh(adapter, state->device);
   } catch (const std::exception& e) {
@@ -81,7 +84,7 @@ absl::Status GlooCommunicator::Run(const char* what, Fn fn) {
 }
 
 absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root));
+  DDPIO_RETURN_IF_ERROR(CheckBroadcast(root));
   if (bytes == 0) return absl::OkStatus();
   return Run("broadcast", [&] {
     gloo::BroadcastOptions opts(state_->context);
@@ -95,10 +98,7 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root, std
 
 absl::Status GlooCommunicator::Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
                                        std::chrono::milliseconds timeout) {
-  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("scatter root ", root));
-  if (rank_ == root && static_cast<int>(parts.size()) != size_) {
-    return absl::InvalidArgumentError(absl::StrCat("scatter needs ", size_, " parts on the root, got ", parts.size()));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckScatter(parts, root));
   if (bytes == 0) return absl::OkStatus();
   return Run("scatter", [&] {
     gloo::ScatterOptions opts(state_->context);
@@ -147,7 +147,7 @@ absl::Status GlooCommunicator::AllGather(const void* in, void* out, size_t bytes
 
 absl::Status GlooCommunicator::Send(const void* data, size_t bytes, int peer, uint64_t tag,
                                     std::chrono::milliseconds timeout) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("send peer ", peer));
+  DDPIO_RETURN_IF_ERROR(CheckSend(peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("send", [&] {
     auto buf = state_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
@@ -158,7 +158,7 @@ absl::Status GlooCommunicator::Send(const void* data, size_t bytes, int peer, ui
 
 absl::Status GlooCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t tag,
                                     std::chrono::milliseconds timeout) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("recv peer ", peer));
+  DDPIO_RETURN_IF_ERROR(CheckRecv(peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("recv", [&] {
     auto buf = state_->context->createUnboundBuffer(data, bytes);
@@ -167,17 +167,9 @@ absl::Status GlooCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t
   });
 }
 
-namespace {
-
-bool BadPeer(int peer, int rank, int size) { return peer < 0 || peer >= size || peer == rank; }
-
-}  // namespace
-
 absl::Status GlooCommunicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
                                            std::chrono::milliseconds timeout) {
-  if (chunk == 0 || BadPeer(peer, rank_, size_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked send to peer ", peer, " in chunks of ", chunk));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckSendChunked(chunk, peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("send", [&] {
     auto buf = state_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
@@ -189,9 +181,7 @@ absl::Status GlooCommunicator::SendChunked(const void* data, size_t bytes, size_
 
 absl::Status GlooCommunicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
                                            std::chrono::milliseconds timeout) {
-  if (chunk == 0 || BadPeer(peer, rank_, size_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked receive from peer ", peer, " in chunks of ", chunk));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckRecvChunked(chunk, peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("recv", [&] {
     auto buf = state_->context->createUnboundBuffer(data, bytes);
@@ -203,10 +193,7 @@ absl::Status GlooCommunicator::RecvChunked(void* data, size_t bytes, size_t chun
 
 absl::Status GlooCommunicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
                                            std::chrono::milliseconds timeout) {
-  if (chunk == 0 || BadPeer(from, rank_, size_) || BadPeer(to, rank_, size_)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunked forward from peer ", from, " to peer ", to, " in chunks of ", chunk));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckRecvForward(chunk, from, to));
   if (bytes == 0) return absl::OkStatus();
   return Run("forward", [&] {
     auto buf = state_->context->createUnboundBuffer(data, bytes);

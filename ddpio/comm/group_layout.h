@@ -1,6 +1,6 @@
 // Group layouts: how a world of ranks splits into groups whose leader reads for the group.
 //
-// Names follow DESIGN.md: group_size ranks per group, group_ws = world / group_size groups,
+// Names: group_size ranks per group, group_ws = world / group_size groups,
 // group_rank = which group a rank is in, local_group_rank = its position inside the group,
 // leader = the group's first member (group_rank_base for contiguous groups). Layouts:
 //   contiguous  groups [0,1,2],[3,4,5]  (one reader per node when group_size = ranks per node)

@@ -2,8 +2,10 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/status_macros.h"
 
 
@@ -92,7 +94,7 @@ struct MergedCounts {
 
 // A launcher's variables, in the order they are consulted.
 struct Launcher {
-  const char* source;  // RankInfo::source when it gives the rank
+  RankSource source;  // RankInfo::source when it gives the rank
   const char* where;   // named in errors
   const char* rank;
   const char* world;
@@ -101,11 +103,11 @@ struct Launcher {
   bool local_world_is_list;  // Slurm: "4" or "4(x2)", the first number counts
 };
 constexpr Launcher kLaunchers[] = {
-    {"torchrun", "torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    {RankSource::kTorchrun, "torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
      "LOCAL_WORLD_SIZE", false},
-    {"slurm", "Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    {RankSource::kSlurm, "Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
      "SLURM_NTASKS_PER_NODE", true},
-    {"openmpi", "Open MPI's OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    {RankSource::kOpenMpi, "Open MPI's OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", false},
 };
 
@@ -126,17 +128,18 @@ absl::StatusOr<Counts> ReadCounts(const Environment& env, const Launcher& l) {
 
 // The command line first (it wins; any source that disagrees is reported), then each launcher.
 // *source: who gave the rank.
-absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFlags& flags, std::string* source) {
+absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFlags& flags, RankSource* source) {
   MergedCounts merged;
   DDPIO_RETURN_IF_ERROR(merged.Add("the command line",
                                    Counts{flags.rank, flags.world_size, flags.local_rank, flags.local_world_size}));
-  if (flags.rank.has_value() || flags.world_size.has_value()) *source = "flags";
+  std::optional<RankSource> found;
+  if (flags.rank.has_value() || flags.world_size.has_value()) found = RankSource::kFlags;
   for (const Launcher& l : kLaunchers) {
     DDPIO_ASSIGN_OR_RETURN(Counts c, ReadCounts(env, l));
     DDPIO_RETURN_IF_ERROR(merged.Add(l.where, c));
-    if (source->empty() && c.rank.has_value()) *source = l.source;
+    if (!found.has_value() && c.rank.has_value()) found = l.source;
   }
-  if (source->empty()) *source = "single process";
+  *source = found.value_or(RankSource::kSingleProcess);
   return merged;
 }
 
@@ -152,7 +155,7 @@ absl::Status ResolveCounts(const MergedCounts& m, RankInfo* info) {
   }
   info->rank = c.rank.value_or(0);
   info->world_size = c.world.value_or(1);
-  info->local_rank = c.local_rank.value_or(info->source == "single process" ? 0 : info->rank);
+  info->local_rank = c.local_rank.value_or(info->source == RankSource::kSingleProcess ? 0 : info->rank);
   info->local_world_size = c.local_world.value_or(c.local_rank.has_value() ? 1 : info->world_size);
   if (info->world_size < 1 || info->rank < 0 || info->rank >= info->world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", info->rank, " (from ", m.rank_from,
@@ -184,6 +187,19 @@ absl::Status ResolveMaster(const Environment& env, const RankFlags& flags, RankI
 }
 
 }  // namespace
+
+std::string RankSourceName(RankSource source) {
+  static constexpr EnumName<RankSource> kNames[] = {
+      {RankSource::kCaller, ""},
+      {RankSource::kSingleProcess, "single process"},
+      {RankSource::kFlags, "flags"},
+      {RankSource::kTorchrun, "torchrun"},
+      {RankSource::kSlurm, "slurm"},
+      {RankSource::kOpenMpi, "openmpi"},
+      {RankSource::kTorchDistributed, "torch.distributed"},
+  };
+  return NameOf(kNames, source);
+}
 
 absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& flags) {
   RankInfo info;

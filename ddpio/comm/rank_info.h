@@ -7,9 +7,10 @@
 //              first host of SLURM_JOB_NODELIST (compressed lists such as "gpu[03-05,09]" too)
 //   Open MPI   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
 //              OMPI_COMM_WORLD_LOCAL_SIZE
-// MASTER_ADDR / MASTER_PORT, when set, apply whatever the launcher. Explicit flags override the
-// environment; a flag or variable that contradicts another source (say --rank 2 under
-// RANK=3), a rank outside [0, world) or a malformed number → InvalidArgument naming both.
+// MASTER_ADDR / MASTER_PORT, when set, apply whatever the launcher; an explicit address or port
+// (RankFlags) wins over them. Counts from several sources must agree: a value that contradicts
+// another source (say rank 2 given under RANK=3) → InvalidArgument naming both, as does a rank
+// outside [0, world) or a malformed number.
 // Pure function of its inputs; thread-safe.
 #ifndef DDPIO_COMM_RANK_INFO_H_
 #define DDPIO_COMM_RANK_INFO_H_
@@ -23,6 +24,15 @@
 
 namespace ddpio::comm {
 
+// Who gave the rank: the caller that filled the RankInfo itself, nobody (a process started
+// alone), explicit values (RankFlags), a launcher's environment, or torch.distributed's process
+// group (the Python binding).
+enum class RankSource { kCaller, kSingleProcess, kFlags, kTorchrun, kSlurm, kOpenMpi, kTorchDistributed };
+
+// The source as logs and messages print it: "" for kCaller, then "single process", "flags",
+// "torchrun", "slurm", "openmpi", "torch.distributed".
+std::string RankSourceName(RankSource source);
+
 struct RankInfo {
   int rank = 0;
   int world_size = 1;
@@ -31,7 +41,7 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool agent_store = false;  // torchrun's agent serves a PyTorch TCPStore on master_port
-  std::string source;        // "torchrun", "slurm", "openmpi", "flags" or "single process"
+  RankSource source = RankSource::kCaller;
 };
 
 // Values given on the command line; unset fields defer to the environment.

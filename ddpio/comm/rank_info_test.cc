@@ -18,7 +18,7 @@ TEST(RankInfo, Torchrun) {
   EXPECT_EQ(r.master_addr, "10.0.0.5");
   EXPECT_EQ(r.master_port, 29400);
   EXPECT_TRUE(r.agent_store);
-  EXPECT_EQ(r.source, "torchrun");
+  EXPECT_EQ(r.source, RankSource::kTorchrun);
 }
 
 TEST(RankInfo, SlurmWithCompressedNodeList) {
@@ -30,7 +30,7 @@ TEST(RankInfo, SlurmWithCompressedNodeList) {
   EXPECT_EQ(r.local_rank, 1);
   EXPECT_EQ(r.local_world_size, 4);
   EXPECT_EQ(r.master_addr, "gpu03");
-  EXPECT_EQ(r.source, "slurm");
+  EXPECT_EQ(r.source, RankSource::kSlurm);
   EXPECT_FALSE(r.agent_store);
   EXPECT_EQ(*FirstSlurmHost("node7"), "node7");
   EXPECT_EQ(*FirstSlurmHost("a[12,15]-ib"), "a12-ib");
@@ -44,7 +44,7 @@ TEST(RankInfo, OpenMpi) {
   EXPECT_EQ(r.rank, 2);
   EXPECT_EQ(r.world_size, 4);
   EXPECT_EQ(r.local_world_size, 2);
-  EXPECT_EQ(r.source, "openmpi");
+  EXPECT_EQ(r.source, RankSource::kOpenMpi);
 }
 
 TEST(RankInfo, FlagsOverrideAndContradictionsAreNamed) {
@@ -55,7 +55,7 @@ TEST(RankInfo, FlagsOverrideAndContradictionsAreNamed) {
   ASSERT_OK_AND_ASSIGN(RankInfo r, DiscoverRank({}, f));
   EXPECT_EQ(r.rank, 1);
   EXPECT_EQ(r.master_port, 12345);
-  EXPECT_EQ(r.source, "flags");
+  EXPECT_EQ(r.source, RankSource::kFlags);
   auto clash = DiscoverRank({{"RANK", "3"}, {"WORLD_SIZE", "4"}}, f);
   EXPECT_CODE(clash, kInvalidArgument);
   EXPECT_NE(clash.status().message().find("command line"), absl::string_view::npos) << clash.status();
@@ -74,7 +74,8 @@ TEST(RankInfo, BadValues) {
   EXPECT_CODE(DiscoverRank({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}}), kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(RankInfo single, DiscoverRank({}));
   EXPECT_EQ(single.world_size, 1);
-  EXPECT_EQ(single.source, "single process");
+  EXPECT_EQ(single.source, RankSource::kSingleProcess);
+  EXPECT_EQ(RankSourceName(single.source), "single process");
 }
 
 }  // namespace

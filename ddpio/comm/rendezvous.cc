@@ -23,20 +23,22 @@ TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
 // launcher's variables without the launcher (WORLD_SIZE exported in a shell, a process started
 // by hand inside an allocation). Say what was found and how jobs are started.
 absl::Status NoLauncherStore(const RankInfo& info) {
-  const std::string from = info.source == "flags"      ? "the command line"
-                           : info.source == "torchrun" ? "RANK/WORLD_SIZE in the environment"
-                           : info.source.empty()       ? "the caller"
-                                                       : absl::StrCat(info.source, "'s environment variables");
-  return absl::FailedPreconditionError(absl::StrCat(
+  const std::string from = info.source == RankSource::kFlags      ? "the command line"
+                           : info.source == RankSource::kTorchrun ? "RANK/WORLD_SIZE in the environment"
+                           : info.source == RankSource::kCaller   ? "the caller"
+                                                                  : absl::StrCat(RankSourceName(info.source),
+                                                                                 "'s environment variables");
+  absl::Status status = absl::FailedPreconditionError(absl::StrCat(
       "this process is rank ", info.rank, " of ", info.world_size, " according to ", from,
       ", but no launcher serves a rendezvous store for it (DDPIO_STORE_TOKEN is not set): start every rank "
       "with a launcher (`ddpio launch --nproc-per-node N -- PROGRAM`, `torchrun --nproc_per_node N ...`, srun or "
       "mpirun, with DDPIO_STORE_TOKEN set to the same secret on every rank for the last two), or from "
       "Python call torch.distributed.init_process_group() first; to run alone, ",
-      info.source == "flags"    ? "drop --rank/--world-size"
-      : info.source == "slurm"  ? "unset SLURM_PROCID/SLURM_NTASKS"
-      : info.source == "openmpi" ? "unset OMPI_COMM_WORLD_*"
-                                 : "unset RANK and WORLD_SIZE"));
+      info.source == RankSource::kFlags     ? "leave the rank and world size unset (RankFlags)"
+      : info.source == RankSource::kSlurm   ? "unset SLURM_PROCID/SLURM_NTASKS"
+      : info.source == RankSource::kOpenMpi ? "unset OMPI_COMM_WORLD_*"
+                                            : "unset RANK and WORLD_SIZE"));
+  return info.source == RankSource::kFlags ? WithSetting(WithSetting(status, "rank"), "world_size") : status;
 }
 
 }  // namespace
@@ -47,7 +49,6 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
 
 absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options,
                                                const Environment& env) {
-  SetLogRank(info.rank);
   if (options.token.empty()) options.token = EnvValue(env, "DDPIO_STORE_TOKEN");
   if (options.job_id.empty()) options.job_id = EnvValue(env, "DDPIO_JOB_ID");
   if (options.job_id.empty() && info.agent_store) {
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     DDPIO_ASSIGN_OR_RETURN(auto client, TorchStoreClient::Connect(info.master_addr, info.master_port, to));
     base = std::move(client);
     where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
-  } else if (info.source == "single process" && info.world_size == 1 && options.token.empty()) {
+  } else if (info.source == RankSource::kSingleProcess && info.world_size == 1 && options.token.empty()) {
     // Started alone, by no launcher: nobody else will join, so serve a private store on a free
     // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
     const std::string token = RandomToken();
@@ -123,7 +124,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)" : "; NCCL_SOCKET_IFNAME=" + v;
   }
   DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size
-                  << " (" << info.source << ", store " << where << ", backend " << choice.why << ", advertising "
+                  << " (" << RankSourceName(info.source) << ", store " << where << ", backend " << choice.why << ", advertising "
                   << advertise.address << ": " << advertise.why << nccl_if << ")";
   return job;
 }

@@ -5,7 +5,8 @@
 // Keys live under "job/<DDPIO_JOB_ID>/" so a long-lived store or a reused file-store directory
 // never mixes two runs. Rank 0 keeps its store server alive until every rank has left the job
 // (each rank's Job destructor counts itself out), so a slow rank never loses the store halfway
-// through a rendezvous. Join also sets the rank printed on every log line.
+// through a rendezvous. Join leaves the rank printed on every log line to its caller
+// (SetLogRank, common/log.h), which owns that process-wide setting.
 #ifndef DDPIO_COMM_RENDEZVOUS_H_
 #define DDPIO_COMM_RENDEZVOUS_H_
 

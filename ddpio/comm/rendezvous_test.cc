@@ -65,7 +65,7 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
 TEST(Rendezvous, ReadsTheEnvironmentItIsGiven) {
   ddpio::testing::TempDir dir;
   RankInfo solo;  // rank 0 of 1, as a launcher would describe it (not "single process")
-  solo.source = "flags";
+  solo.source = RankSource::kFlags;
   solo.master_port = ddpio::testing::FreeLoopbackPort();
   RendezvousOptions o;
   o.backend = BackendKind::kGloo;

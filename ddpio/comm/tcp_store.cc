@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/comm/internal/store_wire.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
@@ -110,11 +111,11 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request, std
   if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("store at ", where_));
   if (reply->empty()) return absl::DataLossError(absl::StrCat("empty reply from the store at ", where_));
   if ((*reply)[0] == static_cast<char>(kStoreError) || (*reply)[0] == static_cast<char>(kStoreFull)) {
-    WireReader r(*reply);
+    ByteReader r(*reply);
     uint8_t tag = kStoreError;
     std::string message;
-    r.U8(&tag);
-    r.Str(&message);
+    r.Le(&tag);
+    r.LengthPrefixed(&message);
     if (tag == kStoreFull) {  // refused for room; the connection is still good
       return absl::ResourceExhaustedError(absl::StrCat("store at ", where_, " is full: ", message));
     }
@@ -125,22 +126,22 @@ absl::StatusOr<std::string> TcpStoreClient::Call(const std::string& request, std
 
 absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
   std::string req(1, static_cast<char>(kStoreSet));
-  PutStr(&req, key);
-  PutStr(&req, value);
+  PutLengthPrefixed(&req, key);
+  PutLengthPrefixed(&req, value);
   return Call(req, std::chrono::milliseconds(0)).status();
 }
 
 absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   std::string req(1, static_cast<char>(kStoreWait));
-  PutU32(&req, static_cast<uint32_t>(std::clamp<int64_t>(timeout.count(), 0, UINT32_MAX)));
-  for (const auto& k : keys) PutStr(&req, k);
+  PutFixed32(&req, static_cast<uint32_t>(std::clamp<int64_t>(timeout.count(), 0, UINT32_MAX)));
+  for (const auto& k : keys) PutLengthPrefixed(&req, k);
   absl::StatusOr<std::string> reply = Call(req, timeout);
   if (!reply.ok()) return reply.status();
-  WireReader r(*reply);
+  ByteReader r(*reply);
   uint8_t tag = kStoreOk;
   std::string missing;
-  if (r.U8(&tag) && tag == kStoreTimedOut) {
-    r.Str(&missing);
+  if (r.Le(&tag) && tag == kStoreTimedOut) {
+    r.LengthPrefixed(&missing);
     return absl::DeadlineExceededError(absl::StrCat("store at ", where_, ": key '", missing,
                                                     "' not set within ", timeout.count(), " ms"));
   }
@@ -150,13 +151,13 @@ absl::Status TcpStoreClient::Wait(const std::vector<std::string>& keys, std::chr
 absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(Wait({key}, timeout));
   std::string req(1, static_cast<char>(kStoreGet));
-  PutStr(&req, key);
+  PutLengthPrefixed(&req, key);
   absl::StatusOr<std::string> reply = Call(req, std::chrono::milliseconds(0));
   if (!reply.ok()) return reply.status();
-  WireReader r(*reply);
+  ByteReader r(*reply);
   uint8_t tag = 0;
   std::string value;
-  if (!r.U8(&tag) || tag != kStoreOk || !r.Str(&value)) {
+  if (!r.Le(&tag) || tag != kStoreOk || !r.LengthPrefixed(&value)) {
     return absl::DataLossError(absl::StrCat("store at ", where_, ": malformed reply to GET '", key, "'"));
   }
   return value;
@@ -164,20 +165,20 @@ absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, std::chr
 
 absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delta) {
   std::string req(1, static_cast<char>(kStoreAdd));
-  PutStr(&req, key);
-  PutI64(&req, delta);
+  PutLengthPrefixed(&req, key);
+  PutLe(&req, delta);
   absl::StatusOr<std::string> reply = Call(req, std::chrono::milliseconds(0));
   if (!reply.ok()) return reply.status();
-  WireReader r(*reply);
+  ByteReader r(*reply);
   uint8_t tag = 0;
   int64_t value = 0;
-  if (!r.U8(&tag) || !r.I64(&value)) return absl::DataLossError("malformed reply to ADD");
+  if (!r.Le(&tag) || !r.Le(&value)) return absl::DataLossError("malformed reply to ADD");
   return value;
 }
 
 absl::StatusOr<bool> TcpStoreClient::Check(const std::vector<std::string>& keys) {
   std::string req(1, static_cast<char>(kStoreCheck));
-  for (const auto& k : keys) PutStr(&req, k);
+  for (const auto& k : keys) PutLengthPrefixed(&req, k);
   absl::StatusOr<std::string> reply = Call(req, std::chrono::milliseconds(0));
   if (!reply.ok()) return reply.status();
   return reply->size() >= 2 && (*reply)[1] == 1;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/internal/store_wire.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/comm/tcp_store.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
@@ -57,7 +58,7 @@ bool TokensEqual(const std::string& a, const std::string& b) {
 
 std::string ErrorReply(const std::string& message) {
   std::string err(1, static_cast<char>(kStoreError));
-  PutStr(&err, message);
+  PutLengthPrefixed(&err, message);
   return err;
 }
 
@@ -73,12 +74,6 @@ std::string Shown(const std::string& key) {  // a key in a message: printable, n
   std::string s;
   for (char ch : key.substr(0, 120)) s.push_back(ch >= 0x20 && ch < 0x7f ? ch : '?');
   return key.size() > 120 ? s + "..." : s;
-}
-
-uint32_t FrameLength(const std::string& in) {
-  uint32_t n = 0;
-  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << (8 * i);
-  return n;
 }
 
 }  // namespace
@@ -252,7 +247,7 @@ void TcpStoreServer::Read(Conn& c, Clock::time_point now) {
 
 void TcpStoreServer::Process(Conn& c, Clock::time_point now) {
   while (!c.dead && !c.waiting && !c.close_after_flush && c.in.size() >= 4) {
-    const uint32_t len = FrameLength(c.in);
+    const uint32_t len = DecodeFixed32(c.in.data());
     const size_t limit = c.authed ? limits_.max_message : limits_.max_hello_bytes;
     if (len > limit) {
       ++rejected_;
@@ -289,37 +284,37 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
     Send(c, std::string(1, static_cast<char>(kStoreOk)));
     return true;
   }
-  WireReader r(frame);
+  ByteReader r(frame);
   uint8_t op = 0;
   std::string key, value, malformed;
   std::string reply(1, static_cast<char>(kStoreOk));
-  if (!r.U8(&op)) {
+  if (!r.Le(&op)) {
     malformed = "empty request";
   } else if (op == kStoreSet) {
-    if (!r.Str(&key) || !r.Str(&value) || !r.done()) {
+    if (!r.LengthPrefixed(&key) || !r.LengthPrefixed(&value) || !r.done()) {
       malformed = "malformed SET";
     } else if (Store(c, key, std::move(value))) {
       Send(c, reply);
       WakeWaiters(now);
     }
   } else if (op == kStoreGet) {
-    if (!r.Str(&key) || !r.done()) {
+    if (!r.LengthPrefixed(&key) || !r.done()) {
       malformed = "malformed GET";
     } else {
       auto it = data_.find(key);
       if (it == data_.end()) {
         Send(c, std::string(1, static_cast<char>(kStoreAbsent)));
       } else {
-        PutStr(&reply, it->second);
+        PutLengthPrefixed(&reply, it->second);
         Send(c, reply);
       }
     }
   } else if (op == kStoreWait || op == kStoreCheck) {
     uint32_t timeout_ms = 0;
     std::vector<std::string> keys;
-    if (op == kStoreWait && !r.U32(&timeout_ms)) malformed = "malformed WAIT";
+    if (op == kStoreWait && !r.Le(&timeout_ms)) malformed = "malformed WAIT";
     while (malformed.empty() && !r.done()) {
-      if (!r.Str(&key)) {
+      if (!r.LengthPrefixed(&key)) {
         malformed = "malformed key list";
         break;
       }
@@ -341,7 +336,7 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
     }
   } else if (op == kStoreAdd) {
     int64_t delta = 0;
-    if (!r.Str(&key) || !r.I64(&delta) || !r.done()) {
+    if (!r.LengthPrefixed(&key) || !r.Le(&delta) || !r.done()) {
       malformed = "malformed ADD";
     } else {
       int64_t v = 0;
@@ -350,7 +345,7 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
       if (__builtin_add_overflow(v, delta, &v)) {
         malformed = "ADD overflows the 64-bit counter";  // the counter keeps its value
       } else if (Store(c, key, std::to_string(v))) {
-        PutI64(&reply, v);
+        PutLe(&reply, v);
         Send(c, reply);
         WakeWaiters(now);
       }
@@ -374,10 +369,11 @@ bool TcpStoreServer::Store(Conn& c, const std::string& key, std::string value) {
   const size_t after = stored_bytes_ - before + key.size() + value.size();
   if (after > limits_.max_store_bytes) {
     std::string full(1, static_cast<char>(kStoreFull));
-    PutStr(&full, absl::StrCat("storing key '", Shown(key), "' (", key.size() + value.size(),
-                               " bytes with its value) would take the store to ", after,
-                               " bytes of keys and values, past its limit of ", limits_.max_store_bytes,
-                               " bytes (TcpStoreLimits::max_store_bytes); it holds ", stored_bytes_, " now"));
+    PutLengthPrefixed(&full, absl::StrCat("storing key '", Shown(key), "' (", key.size() + value.size(),
+                                          " bytes with its value) would take the store to ", after,
+                                          " bytes of keys and values, past its limit of ", limits_.max_store_bytes,
+                                          " bytes (TcpStoreLimits::max_store_bytes); it holds ", stored_bytes_,
+                                          " now"));
     Send(c, std::move(full));  // refused; the connection stays open
     return false;
   }
@@ -441,7 +437,7 @@ void TcpStoreServer::Expire(Clock::time_point now) {
       }
     }
     std::string t(1, static_cast<char>(kStoreTimedOut));
-    PutStr(&t, missing);
+    PutLengthPrefixed(&t, missing);
     Answer(fd, std::move(t), now);
   }
 }
@@ -458,9 +454,7 @@ int TcpStoreServer::NextTimeoutMs(Clock::time_point now) const {
 
 void TcpStoreServer::Send(Conn& c, std::string body) {
   if (c.dead) return;
-  uint8_t len[4];
-  for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(body.size() >> (8 * i));
-  c.out.append(reinterpret_cast<const char*>(len), 4);
+  PutFixed32(&c.out, static_cast<uint32_t>(body.size()));
   c.out.append(body);
   Flush(c);
 }

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "ddpio/common/byte_order.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/splitmix64.h"
@@ -36,6 +36,31 @@ TEST(ByteOrder, LittleEndianWhateverTheHost) {
   ByteReader short_reader(std::string_view(out).substr(0, 10));
   EXPECT_FALSE(short_reader.LeAll(2, &many));
   EXPECT_EQ(short_reader.left(), 10u);
+}
+
+TEST(Coding, FixedBigEndianAndLengthPrefixed) {
+  std::string out;
+  PutFixed32(&out, 0x11223344u);
+  PutFixed64(&out, 0x0102030405060708ull);
+  PutLengthPrefixed(&out, "key");
+  EXPECT_EQ(out, std::string("\x44\x33\x22\x11\x08\x07\x06\x05\x04\x03\x02\x01\x03\x00\x00\x00key", 19));
+  EXPECT_EQ(DecodeFixed32(out.data()), 0x11223344u);
+  EXPECT_EQ(DecodeFixed64(out.data() + 4), 0x0102030405060708ull);
+  uint8_t be[8];
+  EncodeBigEndian64(be, 0x0102030405060708ull);
+  EXPECT_EQ(be[0], 0x01);
+  EXPECT_EQ(be[7], 0x08);
+  EXPECT_EQ(DecodeBigEndian64(be), 0x0102030405060708ull);
+  EXPECT_EQ(DecodeBigEndian32(be), 0x01020304u);
+  EXPECT_EQ(DecodeBigEndian16(be + 6), 0x0708);
+  ByteReader r(std::string_view(out).substr(12));
+  std::string key;
+  ASSERT_TRUE(r.LengthPrefixed(&key));
+  EXPECT_EQ(key, "key");
+  EXPECT_TRUE(r.done());
+  ByteReader cut(std::string_view(out).substr(12, 6));  // the length says 3, 2 follow
+  EXPECT_FALSE(cut.LengthPrefixed(&key));
+  EXPECT_EQ(cut.left(), 6u);
 }
 
 TEST(Fnv1a64, StandardTestVectors) {

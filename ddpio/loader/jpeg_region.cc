@@ -1,41 +1,14 @@
 #include "ddpio/loader/jpeg_region.h"
 
-// clang-format off
-#include <cstdio>   // jpeglib.h needs FILE
-#include <jpeglib.h>
-// clang-format on
-#include <csetjmp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/loader/internal/jpeg_error.h"
 #include "ddpio/loader/jpeg.h"
 
 namespace ddpio::loader {
-
-namespace {
-
-struct ErrorState {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-void OnError(j_common_ptr cinfo) {
-  auto* err = static_cast<ErrorState*>(cinfo->client_data);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// libjpeg reports corrupt data as warnings (level -1) and carries on with grey blocks; a
-// silently damaged sample is worse than a reported one, so warnings are errors here.
-void OnMessage(j_common_ptr cinfo, int level) {
-  if (level < 0) OnError(cinfo);
-}
-
-}  // namespace
 
 void CmykToRgb(const uint8_t* cmyk, size_t count, uint8_t* rgb) {
   // Pillow reads every 4-channel JPEG as Adobe's inverted CMYK ("CMYK;I": c = 255 - stored)
@@ -53,18 +26,15 @@ void CmykToRgb(const uint8_t* cmyk, size_t count, uint8_t* rgb) {
 
 struct RegionDecoder::State {
   jpeg_decompress_struct cinfo;
-  ErrorState error;
+  internal::JpegError error;
   std::vector<JSAMPROW> rows;
   std::vector<uint8_t> cmyk;  // scratch for CMYK/YCCK images
 };
 
 RegionDecoder::RegionDecoder(uint64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
   jpeg_decompress_struct& c = state_->cinfo;
-  c.err = jpeg_std_error(&state_->error.pub);
-  state_->error.pub.error_exit = OnError;
-  state_->error.pub.emit_message = OnMessage;
+  c.err = internal::UseJpegError(&state_->error);
   jpeg_create_decompress(&c);
-  c.client_data = &state_->error;
 }
 
 RegionDecoder::~RegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }

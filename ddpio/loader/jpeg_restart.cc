@@ -1,22 +1,16 @@
 #include "ddpio/loader/jpeg_restart.h"
 
-// clang-format off
-#include <cstdio>   // jpeglib.h needs FILE
-#include <jpeglib.h>
-// clang-format on
-#include <csetjmp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/coding.h"
+#include "ddpio/loader/internal/jpeg_error.h"
 
 namespace ddpio::loader {
 namespace {
-
-uint32_t Be16(const uint8_t* p) { return static_cast<uint32_t>(p[0]) << 8 | p[1]; }
 
 absl::Status Malformed(const std::string& why) { return absl::DataLossError(absl::StrCat("malformed JPEG: ", why)); }
 absl::Status NotSegmented(const std::string& why) {
@@ -37,14 +31,14 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
     if (marker == 0xD8 || marker == 0xD9 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
       return Malformed(absl::StrCat("marker FF", absl::Hex(marker), " before the scan"));
     }
-    const size_t len = Be16(&b[pos + 2]);
+    const size_t len = DecodeBigEndian16(&b[pos + 2]);
     if (len < 2 || pos + 2 + len > b.size()) return Malformed(absl::StrCat("segment at byte ", pos, " runs past the end"));
     const uint8_t* s = b.data() + pos + 4;  // len - 2 bytes of payload (may be none)
     if (marker == 0xC0 || marker == 0xC1) {
       if (len < 8) return Malformed("short SOF");
       l->sof_offset = static_cast<uint32_t>(pos);
-      l->height = static_cast<int>(Be16(s + 1));
-      l->width = static_cast<int>(Be16(s + 3));
+      l->height = static_cast<int>(DecodeBigEndian16(s + 1));
+      l->width = static_cast<int>(DecodeBigEndian16(s + 3));
       components = s[5];
       if (components < 1 || components > 4 || len < 8 + 3u * components) return Malformed("SOF components");
       for (int c = 0; c < components; ++c) {
@@ -56,7 +50,7 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
       return NotSegmented(marker == 0xC2 ? "progressive" : absl::StrCat("coding process FF", absl::Hex(marker)));
     } else if (marker == 0xDD) {
       if (len != 4) return Malformed("DRI length");
-      l->interval = static_cast<int>(Be16(s));
+      l->interval = static_cast<int>(DecodeBigEndian16(s));
     } else if (marker == 0xDA) {
       if (!sof) return Malformed("scan before SOF");
       if (len < 3) return Malformed("short SOS");
@@ -78,22 +72,6 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
   }
   l->segments_per_row = l->mcus_per_row / l->interval;
   return absl::OkStatus();
-}
-
-struct ErrorState {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-void OnError(j_common_ptr cinfo) {
-  auto* err = static_cast<ErrorState*>(cinfo->client_data);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-void OnMessage(j_common_ptr cinfo, int level) {
-  if (level < 0) OnError(cinfo);  // corrupt data is an error, never grey blocks
 }
 
 }  // namespace
@@ -142,9 +120,7 @@ absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t>
   }
   l.offsets.resize(expected);
   for (size_t i = 0; i < expected; ++i) {
-    const uint8_t* p = offsets.data() + 4 * i;
-    l.offsets[i] = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-                   static_cast<uint32_t>(p[3]) << 24;
+    l.offsets[i] = DecodeFixed32(offsets.data() + 4 * i);
   }
   if (l.offsets[0] != l.header_bytes) return absl::DataLossError("recorded segment offsets: first is not the scan");
   for (size_t i = 1; i < expected; ++i) {
@@ -162,9 +138,7 @@ absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t>
 
 std::vector<uint8_t> EncodeSegmentOffsets(const RestartLayout& l) {
   std::vector<uint8_t> out(4 * l.offsets.size());
-  for (size_t i = 0; i < l.offsets.size(); ++i) {
-    for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<uint8_t>(l.offsets[i] >> (8 * k));
-  }
+  for (size_t i = 0; i < l.offsets.size(); ++i) EncodeFixed32(&out[4 * i], l.offsets[i]);
   return out;
 }
 
@@ -182,15 +156,11 @@ namespace {
 absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg, int target_interval) {
   jpeg_decompress_struct src;
   jpeg_compress_struct dst;
-  ErrorState err;
-  src.err = jpeg_std_error(&err.pub);
+  internal::JpegError err;
+  src.err = internal::UseJpegError(&err);
   dst.err = &err.pub;
-  err.pub.error_exit = OnError;
-  err.pub.emit_message = OnMessage;
   jpeg_create_decompress(&src);
   jpeg_create_compress(&dst);
-  src.client_data = &err;
-  dst.client_data = &err;
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   // Nothing with a destructor lives between setjmp and a possible longjmp.

@@ -13,6 +13,14 @@
 #include "ddpio/loader/hold_gate.h"
 
 namespace ddpio::loader {
+namespace {
+
+// Records asked for ahead of the batch being assembled when they come from an object store:
+// this many batches, at most this many records (a few tens of MB of a budget of 256 MiB).
+constexpr uint64_t kRemoteLookaheadBatches = 8;
+constexpr uint64_t kRemoteLookaheadRecords = 2048;
+
+}  // namespace
 
 namespace {
 constexpr EnumName<BadSamplePolicy> kBadSamplePolicies[] = {{BadSamplePolicy::kFail, "fail"},
@@ -342,7 +350,15 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
   if (sourced == nullptr && w.txn.has_value() && options_.prefetch_records) {
     const auto t0 = Clock::now();
     w.prefetch.clear();
-    for (uint64_t j = range.begin; j < range.end; ++j) w.prefetch.push_back(plan_->IndexAt(rank_, j));
+    // From an object store a record is a round trip: ask for the batches that come next too, so
+    // that they arrive while these are decoded (what is held or on the way is not asked again).
+    uint64_t end = range.end;
+    if (reader_ != nullptr && reader_->remote() != nullptr) {
+      end = batches_[std::min<uint64_t>(b + kRemoteLookaheadBatches, batches_.size() - 1)].end;
+      end = std::min<uint64_t>(end, range.begin + kRemoteLookaheadRecords);
+      end = std::max(end, range.end);
+    }
+    for (uint64_t j = range.begin; j < end; ++j) w.prefetch.push_back(plan_->IndexAt(rank_, j));
     (void)w.txn->Prefetch(w.prefetch);  // advice only: Get reports any bad record itself
     w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
   }

@@ -1,23 +1,58 @@
 #include "ddpio/pipeline/pipeline.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
+#include "ddpio/broadcast/group_feeder.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/pipeline/internal/feeder_options.h"
+#include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio {
 namespace {
 
 bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) {
-  return layout.is_leader(rank) || o.feeder.readers == broadcast::FeedReaders::kAll;
+  return layout.is_leader(rank) || o.readers == broadcast::FeedReaders::kAll;
 }
+
+absl::Status Closed() { return absl::FailedPreconditionError("the pipeline was closed"); }
 
 }  // namespace
 
+struct Pipeline::Rep {
+  explicit Rep(comm::GroupLayout group) : layout(std::move(group)) {}
+
+  // What the accessors give once the feeder is closed.
+  struct ClosedState {
+    uint64_t num_batches = 0, resume_position = 0, dataset_size = 0;
+    size_t sample_bytes = 0;
+    broadcast::FeederCounters counters;
+  };
+  ClosedState closed;
+  // Destroyed in reverse: the feeder before the dataset it reads, both before an owned job.
+  std::unique_ptr<comm::Job> owned_job;
+  comm::Job* job = nullptr;
+  comm::GroupLayout layout;
+  std::unique_ptr<storage::DatasetReader> reader;
+  // A rank fed by another, its dataset in an object store: what identifying it took.
+  std::optional<storage::remote::RemoteCounters> peeked_store;
+  // Over NCCL, the leader's loaders decode into page-locked memory of this runtime, so that
+  // staging a batch on the device is an asynchronous DMA, not a copy the driver stages through a
+  // bounce buffer while the host waits.
+  std::unique_ptr<loader::CudaRuntime> cuda;
+  std::unique_ptr<broadcast::GroupFeeder> feeder;  // null once closed
+};
+
+Pipeline::Pipeline(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+
 absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& options) {
+  DDPIO_RETURN_IF_ERROR(internal::ValidatePipelineOptions(options));
   DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
                          comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
   if (Reads(layout, rank.rank, options)) {
-    DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Open(options.data, {}).status());
+    // Which dataset is there (in an object store: its manifest), not its record index yet.
+    DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Peek(options.data).status());
   }
   return absl::OkStatus();
 }
@@ -28,53 +63,56 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& 
   DDPIO_RETURN_IF_ERROR(Check(info, options));
   comm::RendezvousOptions ro = rendezvous;
   if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, comm::Job::Join(info, ro));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, JoinJob(info, std::move(ro), options.timeout));
   absl::StatusOr<std::unique_ptr<Pipeline>> p = Open(*job, options);
   if (!p.ok()) {
     job->MarkFailed();  // leaving on an error: rank 0 must not wait for this rank at the end
     return p.status();
   }
-  (*p)->owned_job_ = std::move(job);
+  (*p)->rep_->owned_job = std::move(job);
   return p;
 }
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const PipelineOptions& options) {
+  DDPIO_RETURN_IF_ERROR(internal::ValidatePipelineOptions(options));
   const comm::RankInfo& info = job.info();
   DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
                          comm::GroupLayout::Make(info.world_size, options.group_size, options.layout));
-  auto p = std::unique_ptr<Pipeline>(new Pipeline(std::move(layout)));
-  p->job_ = &job;
+  auto rep = std::make_unique<Rep>(std::move(layout));
+  Rep& p = *rep;
+  p.job = &job;
   // The group first (collective on the job): a reader that then fails to open the dataset closes
   // its group communicator, so its peers fail at once in the feeder's creation instead of waiting
   // out the timeout, and every rank's count of groups on the job stays the same.
   // The group's transport: over an NCCL job decoded batches go device to device; encoded records
   // are decoded on every member's CPU, so they travel in host memory over Gloo.
   const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
-  const bool host_memory = nccl && options.feeder.payload == broadcast::FeedPayload::kEncoded;
+  const bool host_memory = nccl && options.payload == broadcast::FeedPayload::kEncoded;
   if (nccl && info.rank == 0) {
-    DDPIO_LOG(INFO) << "group feeder: " << broadcast::FeedPayloadName(options.feeder.payload) << " payload over "
+    DDPIO_LOG(INFO) << "group feeder: " << broadcast::FeedPayloadName(options.payload) << " payload over "
                     << (host_memory ? "gloo in host memory (encoded records are decoded on each member's CPU)"
                                     : "nccl in device memory (decoded batches go device to device)");
   }
-  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p->layout_, host_memory));
-  broadcast::FeederOptions feeder = options.feeder;
+  DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p.layout, host_memory));
+  broadcast::FeederOptions feeder = internal::FeederOptionsFor(options);
   // Every member opens (peers: identifies) the dataset it names, and the group compares them in
   // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
   // group naming it, instead of silently training on its leader's data.
-  feeder.dataset.path = options.data;
   absl::Status opened = absl::OkStatus();
-  if (Reads(p->layout_, info.rank, options)) {
+  if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader = storage::DatasetReader::Open(options.data, {});
     if (reader.ok()) {
-      p->reader_ = *std::move(reader);
-      feeder.dataset.identity = storage::DatasetIdentity(p->reader_->header(), p->reader_->completion());
+      p.reader = *std::move(reader);
+      feeder.dataset.identity = storage::DatasetIdentity(p.reader->header(), p.reader->completion());
     } else {
       opened = reader.status();
     }
   } else {
-    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> peek = storage::DatasetReader::Open(options.data, {});
+    // Fed by another: which dataset it names is all it needs (from an object store, one GET).
+    absl::StatusOr<storage::DatasetReader::Summary> peek = storage::DatasetReader::Peek(options.data);
     if (peek.ok()) {
-      feeder.dataset.identity = storage::DatasetIdentity((*peek)->header(), (*peek)->completion());
+      feeder.dataset.identity = storage::DatasetIdentity(peek->header, peek->completion);
+      p.peeked_store = peek->store;
     } else {
       opened = peek.status();
     }
@@ -82,25 +120,75 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
   if (!opened.ok()) {
     feeder.dataset.error = absl::StrCat(static_cast<int>(opened.code()), " ", opened.message());
   }
-  if (p->reader_ != nullptr && nccl && !host_memory) {
+  if (p.reader != nullptr && nccl && !host_memory) {
     std::string why;
     const int devices = comm::ProbeNcclDevices().devices;
-    p->cuda_ = loader::MakeCudaRuntime(&why, devices > 0 ? info.local_rank % devices : 0);
-    if (p->cuda_ == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
-    feeder.cuda = p->cuda_.get();
+    p.cuda = loader::MakeCudaRuntime(&why, device::DeviceForRank(info.local_rank, devices));
+    if (p.cuda == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
+    feeder.cuda = p.cuda.get();
   }
   absl::StatusOr<std::unique_ptr<broadcast::GroupFeeder>> created =
-      broadcast::GroupFeeder::Create(p->reader_.get(), p->layout_, info.rank, std::move(group), feeder);
+      broadcast::GroupFeeder::Create(p.reader.get(), p.layout, info.rank, std::move(group), feeder);
   if (!opened.ok()) return opened;  // this rank's own error says most (the others name this rank)
-  DDPIO_ASSIGN_OR_RETURN(p->feeder_, std::move(created));
-  return p;
+  DDPIO_ASSIGN_OR_RETURN(p.feeder, std::move(created));
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(rep)));
 }
 
+absl::Status Pipeline::StartEpoch(uint64_t epoch, uint64_t start) {
+  return rep_->feeder ? rep_->feeder->StartEpoch(epoch, start) : Closed();
+}
+
+absl::StatusOr<loader::Batch> Pipeline::Next() {
+  if (!rep_->feeder) return Closed();
+  return rep_->feeder->Next();
+}
+
+absl::StatusOr<loader::HeldBatch> Pipeline::NextHeld() {
+  if (!rep_->feeder) return Closed();
+  return rep_->feeder->NextHeld();
+}
+
+uint64_t Pipeline::NumBatches() const {
+  return rep_->feeder ? rep_->feeder->NumBatches() : rep_->closed.num_batches;
+}
+
+absl::StatusOr<uint64_t> Pipeline::BatchesInEpoch(uint64_t epoch) const {
+  if (!rep_->feeder) return Closed();
+  return rep_->feeder->BatchesInEpoch(epoch);
+}
+
+uint64_t Pipeline::ResumePosition() const {
+  return rep_->feeder ? rep_->feeder->ResumePosition() : rep_->closed.resume_position;
+}
+
+broadcast::FeederCounters Pipeline::counters() const {
+  return rep_->feeder ? rep_->feeder->counters() : rep_->closed.counters;
+}
+
+uint64_t Pipeline::dataset_size() const {
+  return rep_->feeder ? rep_->feeder->dataset_size() : rep_->closed.dataset_size;
+}
+
+size_t Pipeline::sample_bytes() const {
+  return rep_->feeder ? rep_->feeder->sample_bytes() : rep_->closed.sample_bytes;
+}
+
+const storage::DatasetReader* Pipeline::dataset() const { return rep_->reader.get(); }
+std::optional<storage::remote::RemoteCounters> Pipeline::store_counters() const {
+  if (rep_->reader != nullptr && rep_->reader->remote() != nullptr) return rep_->reader->remote()->counters();
+  return rep_->peeked_store;
+}
+const comm::GroupLayout& Pipeline::layout() const { return rep_->layout; }
+int Pipeline::rank() const { return rep_->job->info().rank; }
+bool Pipeline::is_leader() const { return rep_->layout.is_leader(rank()); }
+comm::Job& Pipeline::job() { return *rep_->job; }
+void Pipeline::MarkFailed() { rep_->job->MarkFailed(); }
+
 void Pipeline::Close() {
-  if (!feeder_) return;
-  closed_ = {feeder_->NumBatches(), feeder_->ResumePosition(), feeder_->dataset_size(), feeder_->sample_bytes(),
-             feeder_->counters()};
-  feeder_.reset();
+  broadcast::GroupFeeder* f = rep_->feeder.get();
+  if (f == nullptr) return;
+  rep_->closed = {f->NumBatches(), f->ResumePosition(), f->dataset_size(), f->sample_bytes(), f->counters()};
+  rep_->feeder.reset();
 }
 
 Pipeline::~Pipeline() = default;

@@ -19,9 +19,9 @@ PipelineOptions Small(const std::string& data, int group_size) {
   PipelineOptions o;
   o.data = data;
   o.group_size = group_size;
-  o.feeder.loader.batch_size = 4;
-  o.feeder.loader.workers = 1;
-  o.feeder.loader.augment.size = 16;
+  o.batch_size = 4;
+  o.workers = 1;
+  o.image_size = 16;
   return o;
 }
 
@@ -125,7 +125,7 @@ TEST(Pipeline, CheckRefusesABadLayoutAndAMissingDatasetOnReadersOnly) {
   EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("missing"), 2)), kNotFound);
   EXPECT_OK(Pipeline::Check(peer, Small(dir.Sub("missing"), 2)));  // a peer never opens it
   PipelineOptions every = Small(dir.Sub("missing"), 2);
-  every.feeder.readers = broadcast::FeedReaders::kAll;
+  every.readers = broadcast::FeedReaders::kAll;
   EXPECT_CODE(Pipeline::Check(peer, every), kNotFound);  // ... unless every rank reads
 }
 

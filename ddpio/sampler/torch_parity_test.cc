@@ -1,5 +1,5 @@
 // Every reference vector written by a real torch.utils.data.DistributedSampler run
-// (tests/data/torch_sampler_vectors.json, copied from shared/reference) must match.
+// (tests/data/torch_sampler_vectors.json, from PyTorch 1.13) must match.
 #include <fstream>
 
 #include <nlohmann/json.hpp>

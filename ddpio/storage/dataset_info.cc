@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
+#include "ddpio/common/status_macros.h"
 
 namespace ddpio::storage {
 
@@ -100,14 +102,12 @@ absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
 
 IndexKey EncodeIndexKey(uint64_t index) {
   IndexKey key;
-  for (int i = 0; i < 8; ++i) key[i] = static_cast<uint8_t>(index >> (8 * (7 - i)));
+  EncodeBigEndian64(key.data(), index);
   return key;
 }
 
 uint64_t DecodeIndexKey(const uint8_t* key8) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | key8[i];
-  return v;
+  return DecodeBigEndian64(key8);
 }
 
 std::string IndexKeyHex(uint64_t index) { return absl::StrFormat("%016x", index); }
@@ -116,10 +116,13 @@ absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::
   const size_t n = std::min(train.size(), val.size());
   for (size_t i = 0; i < n; ++i) {
     if (train[i] != val[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the validation set's classes differ from the training set's: label ", i, " is '", val[i],
-          "' in the validation set but '", train[i], "' in the training set (convert the validation set with the "
-          "training set's class folders, or with --val-labels, so labels mean the same classes)"));
+      return WithSetting(
+          absl::InvalidArgumentError(absl::StrCat(
+              "the validation set's classes differ from the training set's: label ", i, " is '", val[i],
+              "' in the validation set but '", train[i], "' in the training set (convert the validation set with "
+              "the training set's class folders, or with a validation labels file (val_labels), so labels mean "
+              "the same classes)")),
+          "val_labels");
     }
   }
   if (train.size() != val.size()) {

@@ -16,13 +16,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/environment.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/lmdb_check.h"
 #include "ddpio/storage/shards.h"
 #include "ddpio/storage/internal/lmdb_util.h"
 #include "ddpio/storage/internal/map_guard.h"
+#include "ddpio/storage/s3/s3_config.h"
 
 namespace ddpio::storage {
 
@@ -284,6 +287,9 @@ struct ReadTxn::Impl {
   // Sharded: the shards read since the last Reset (whose views may be alive), each once.
   std::vector<size_t> touched;
   std::vector<char> is_touched;
+  // In an object store: the records whose views are alive until Reset.
+  std::shared_ptr<remote::RemoteDataset> remote;
+  std::vector<std::shared_ptr<const std::string>> held;
 };
 
 namespace {
@@ -326,6 +332,7 @@ void ReadTxn::Reset() {
   }
   for (size_t k : impl_->touched) impl_->is_touched[k] = 0;
   impl_->touched.clear();
+  impl_->held.clear();
   if (impl_->txn.active() && !impl_->reset) {
     impl_->txn.Reset();
     impl_->reset = true;
@@ -347,6 +354,7 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
     if (!view.ok()) return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
     return view;
   }
+  if (impl_->remote != nullptr) return GetRemote(index, stored, binding);
   const internal::SharedEnv& env = *impl_->env;
   auto name = [&] { return RecordName(index, reader.path()); };
   // Poisoned by an earlier bus error: its pages may be zeros now, never to be read as records.
@@ -386,8 +394,68 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
   return view;
 }
 
+absl::StatusOr<RecordView> ReadTxn::GetRemote(uint64_t index, absl::Span<const uint8_t>* stored,
+                                              RecordBinding* binding) {
+  remote::RemoteDataset& remote = *impl_->remote;
+  const std::string& path = impl_->reader->path();
+  RecordBinding bound = remote.Binding(index);
+  if (binding != nullptr) *binding = bound;
+  auto bytes_of = [](const std::string& b) {
+    return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  };
+  absl::StatusOr<std::shared_ptr<const std::string>> bytes = remote.Fetch(index);
+  if (!bytes.ok()) return Annotate(bytes.status(), RecordName(index, path));
+  RecordView view;
+  absl::Status st = DecodeRecord(bytes_of(**bytes), impl_->verify, &view, &bound);
+  if (!st.ok() && impl_->verify) {
+    // A cached copy or the transfer may be at fault, not the stored record: from the store once
+    // more, every cached copy dropped.
+    bytes = remote.Refetch(index);
+    if (!bytes.ok()) return Annotate(bytes.status(), RecordName(index, path));
+    st = DecodeRecord(bytes_of(**bytes), true, &view, &bound);
+    if (!st.ok()) {
+      return Annotate(st, absl::StrCat(RecordName(index, path), ", as stored at ", remote.Where(index),
+                                       " (fetched twice)"));
+    }
+  }
+  if (!st.ok()) return Annotate(st, RecordName(index, path));
+  if (stored != nullptr) *stored = bytes_of(**bytes);
+  impl_->held.push_back(*std::move(bytes));
+  return view;
+}
+
+absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBinding* binding) {
+  if (impl_ == nullptr) return absl::FailedPreconditionError("Locate on a moved-from ReadTxn");
+  const DatasetReader& reader = *impl_->reader;
+  if (impl_->remote != nullptr) {
+    return absl::UnimplementedError(absl::StrCat(reader.path(), " is in an object store: its records are located "
+                                                                "by its own index"));
+  }
+  if (!impl_->shards.empty()) {
+    if (index >= reader.size()) return Get(index).status();  // the range error
+    size_t k = 0;
+    uint64_t local = 0;
+    DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
+    absl::StatusOr<remote::RecordLocation> where = shard->Locate(local, binding);
+    if (!where.ok()) return Annotate(where.status(), absl::StrCat("record ", index, " of ", reader.path()));
+    where->file = static_cast<uint32_t>(k);
+    return where;
+  }
+  absl::Span<const uint8_t> stored;
+  DDPIO_RETURN_IF_ERROR(Get(index, &stored, binding).status());
+  const auto* base = reinterpret_cast<const uint8_t*>(impl_->env->map_begin);
+  if (stored.data() < base || static_cast<uint64_t>(stored.data() - base) + stored.size() > reader.file_bytes()) {
+    return absl::DataLossError(absl::StrCat(RecordName(index, reader.path()), " lies outside its file"));
+  }
+  remote::RecordLocation where;
+  where.offset = static_cast<uint64_t>(stored.data() - base);
+  where.length = static_cast<uint32_t>(stored.size());
+  return where;
+}
+
 absl::Status ReadTxn::CheckMapped() const {
   if (impl_ == nullptr) return absl::OkStatus();  // nothing read, nothing to check
+  if (impl_->remote != nullptr) return absl::OkStatus();  // nothing mapped
   if (!impl_->shards.empty()) {
     for (size_t k : impl_->touched) DDPIO_RETURN_IF_ERROR(impl_->shards[k]->CheckMapped());
     return absl::OkStatus();
@@ -399,6 +467,15 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Prefetch on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (!impl_->shards.empty()) return PrefetchShards(indices);
+  if (impl_->remote != nullptr) {
+    for (uint64_t index : indices) {
+      if (index >= reader.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ", reader.size(),
+                                                       ") of ", reader.path()));
+      }
+    }
+    return impl_->remote->Prefetch(indices);
+  }
   const internal::SharedEnv& env = *impl_->env;
   auto name = [&] { return absl::StrCat("prefetching records of ", reader.path()); };
   DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, name));
@@ -460,9 +537,17 @@ absl::StatusOr<uint64_t> ReadTxn::PrefetchShards(absl::Span<const uint64_t> indi
 
 DatasetReader::~DatasetReader() = default;
 
-bool DatasetReader::no_lock() const { return shards_.empty() ? (env_->flags & MDB_NOLOCK) != 0 : shards_[0]->no_lock(); }
+bool DatasetReader::no_lock() const {
+  if (remote_ != nullptr) return false;
+  return shards_.empty() ? (env_->flags & MDB_NOLOCK) != 0 : shards_[0]->no_lock();
+}
 
 std::vector<DatasetReader::DataFile> DatasetReader::data_files() const {
+  if (remote_ != nullptr) {
+    std::vector<DataFile> files;
+    for (const remote::RemoteFile& f : remote_->manifest().files) files.push_back({path_ + "/" + f.object, f.bytes});
+    return files;
+  }
   if (shards_.empty()) return {{data_file_, file_bytes_}};
   std::vector<DataFile> files;
   for (const auto& shard : shards_) files.push_back({shard->data_file_, shard->file_bytes_});
@@ -471,6 +556,7 @@ std::vector<DatasetReader::DataFile> DatasetReader::data_files() const {
 
 absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::string& path,
                                                                    const ReaderOptions& options) {
+  if (s3::IsS3Url(path)) return OpenRemote(path, options);
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
       ::stat((path + "/" + kShardManifest).c_str(), &st) == 0) {
@@ -522,9 +608,50 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   return reader;
 }
 
+absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(const std::string& url,
+                                                                         const ReaderOptions& options) {
+  const Environment env = CurrentEnvironment();
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+  remote::RemoteOptions ro = options.remote;
+  // The local cache, for every program and the Python package without a flag of their own.
+  if (ro.cache_dir.empty()) ro.cache_dir = EnvValue(env, "DDPIO_S3_CACHE_DIR");
+  if (const std::string gib = EnvValue(env, "DDPIO_S3_CACHE_GB"); !gib.empty()) {
+    double v = 0;
+    if (!absl::SimpleAtod(gib, &v) || !(v > 0) || v > 1e6) {
+      return absl::InvalidArgumentError(absl::StrCat("DDPIO_S3_CACHE_GB=", gib, " is not a size in GiB (> 0)"));
+    }
+    ro.cache_bytes = static_cast<uint64_t>(v * (1 << 30));
+  }
+  auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
+  DDPIO_ASSIGN_OR_RETURN(reader->remote_, remote::RemoteDataset::Open(url, config, ro));
+  reader->path_ = reader->remote_->url();
+  reader->options_ = options;
+  reader->header_ = reader->remote_->manifest().header;
+  reader->completion_ = reader->remote_->manifest().completion;
+  for (const remote::RemoteFile& f : reader->remote_->manifest().files) reader->file_bytes_ += f.bytes;
+  return reader;
+}
+
+absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& path, const ReaderOptions& options) {
+  if (s3::IsS3Url(path)) {
+    DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
+    remote::RemoteCounters counters;
+    DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m,
+                           remote::RemoteDataset::ReadManifest(path, config, options.remote, &counters));
+    return Summary{std::move(m.header), m.completion, counters};
+  }
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<DatasetReader> reader, Open(path, options));
+  return Summary{reader->header(), reader->completion(), std::nullopt};
+}
+
 absl::StatusOr<ReadTxn> DatasetReader::BeginRead() const {
   auto impl = std::make_unique<ReadTxn::Impl>();
   impl->reader = this;
+  if (remote_ != nullptr) {
+    impl->remote = remote_;
+    impl->verify = options_.verify_checksums;
+    return ReadTxn(std::move(impl));
+  }
   if (!shards_.empty()) {
     impl->shards.resize(shards_.size());
     return ReadTxn(std::move(impl));

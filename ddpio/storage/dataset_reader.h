@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,8 @@
 #include "absl/types/span.h"
 #include "ddpio/storage/dataset_info.h"
 #include "ddpio/storage/record.h"
+#include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/remote/remote_format.h"
 
 namespace ddpio::storage {
 
@@ -66,6 +69,11 @@ struct ReaderOptions {
   Locking locking = Locking::kAuto;
   // Concurrent read transactions allowed (LMDB reader slots). Default 1024.
   unsigned max_readers = 1024;
+  // A dataset in an object store (s3://BUCKET/PREFIX): its memory budget, request shaping and
+  // local cache folder (remote/remote_dataset.h). Credentials and endpoint come from the
+  // environment, as for the AWS tools (s3/s3_config.h); so may the cache: DDPIO_S3_CACHE_DIR
+  // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16).
+  remote::RemoteOptions remote;
 };
 
 class DatasetReader;
@@ -105,6 +113,12 @@ class ReadTxn {
   // missing record is left to Get to report.
   absl::StatusOr<uint64_t> Prefetch(absl::Span<const uint64_t> indices);
 
+  // Where record `index`'s stored bytes lie in the dataset's data files: the file's position in
+  // DatasetReader::data_files(), the offset in it and the length; with `binding`, what the
+  // record is bound to. The record is read and checked as by Get (same errors). What an upload to
+  // an object store puts in the record index. Local datasets only (Unimplemented for a remote one).
+  absl::StatusOr<remote::RecordLocation> Locate(uint64_t index, RecordBinding* binding = nullptr);
+
   // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
   // between batches so a long-lived reader does not pin old pages.
   void Reset();
@@ -114,17 +128,29 @@ class ReadTxn {
   struct Impl;
   explicit ReadTxn(std::unique_ptr<Impl> impl);
   absl::StatusOr<uint64_t> PrefetchShards(absl::Span<const uint64_t> indices);
+  absl::StatusOr<RecordView> GetRemote(uint64_t index, absl::Span<const uint8_t>* stored, RecordBinding* binding);
   std::unique_ptr<Impl> impl_;
 };
 
 class DatasetReader {
  public:
-  // Opens the dataset at `path`: a directory with data.mdb, a single LMDB file, or a sharded
-  // dataset's folder. NotFound when nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
+  // Opens the dataset at `path`: a directory with data.mdb, a single LMDB file, a sharded
+  // dataset's folder, or s3://BUCKET/PREFIX — a dataset uploaded to an object store, read with
+  // range GETs of whole records (remote/remote_dataset.h), every record checked as a local one.
+  // NotFound when nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
   // unsupported format version or an incomplete dataset; DataLoss when the record count
   // disagrees with the completion marker.
   static absl::StatusOr<std::unique_ptr<DatasetReader>> Open(const std::string& path,
                                                              const ReaderOptions& options = {});
+  // Which dataset is at `path`, without reading a record: its header and completion marker. In
+  // an object store that is one GET (the manifest), where Open also fetches the record index:
+  // what a rank that is fed by another needs. Errors as Open's.
+  struct Summary {
+    DatasetHeader header;
+    DatasetCompletion completion;
+    std::optional<remote::RemoteCounters> store;  // in an object store: the request(s) it took
+  };
+  static absl::StatusOr<Summary> Peek(const std::string& path, const ReaderOptions& options = {});
   ~DatasetReader();
   DatasetReader(const DatasetReader&) = delete;
   DatasetReader& operator=(const DatasetReader&) = delete;
@@ -146,6 +172,9 @@ class DatasetReader {
   std::vector<DataFile> data_files() const;
   // Shards: 1 for an unsharded dataset.
   size_t shard_count() const { return shards_.empty() ? 1 : shards_.size(); }
+  // The object-store dataset behind an s3:// path (its counters, its manifest); null for a
+  // local one.
+  const remote::RemoteDataset* remote() const { return remote_.get(); }
 
   // A new read transaction. Thread-safe. ResourceExhausted when all reader slots are taken.
   absl::StatusOr<ReadTxn> BeginRead() const;
@@ -159,6 +188,8 @@ class DatasetReader {
   absl::StatusOr<ReadTxn*> ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard, uint64_t* local) const;
   static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenSharded(const std::string& path,
                                                                     const ReaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenRemote(const std::string& url,
+                                                                   const ReaderOptions& options);
 
   // Constant after Open.
   std::shared_ptr<internal::SharedEnv> env_;
@@ -173,6 +204,8 @@ class DatasetReader {
   // Sharded: a reader per shard and the first global index of each (env_ is then null).
   std::vector<std::unique_ptr<DatasetReader>> shards_;
   std::vector<uint64_t> shard_starts_;
+  // In an object store: every read goes here (env_ is then null, shards_ empty).
+  std::shared_ptr<remote::RemoteDataset> remote_;
 };
 
 }  // namespace ddpio::storage

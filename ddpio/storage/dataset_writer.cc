@@ -163,11 +163,12 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   // holds nothing this writer can continue, and must not gain an empty database.
   struct stat data;
   if (!opts.single_file && ::stat((path + "/data.mdb").c_str(), &data) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot resume ", path, ": it holds no data.mdb", ::stat((path + "/" + kShardManifest).c_str(), &data) == 0
-                                                              ? " (it is a sharded dataset: pass the same --shards)"
-                                                              : "",
-        "; remove it and start over"));
+    const bool sharded = ::stat((path + "/" + kShardManifest).c_str(), &data) == 0;
+    absl::Status refused = absl::FailedPreconditionError(
+        absl::StrCat("cannot resume ", path, ": it holds no data.mdb",
+                     sharded ? " (it is a sharded dataset: resume it with the same number of shards)" : "",
+                     "; remove it and start over"));
+    return sharded ? WithSetting(refused, "shards") : refused;
   }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, opts, /*create=*/false));
   DDPIO_ASSIGN_OR_RETURN(auto stored, writer->GetMeta(kDatasetKey));

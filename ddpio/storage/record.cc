@@ -5,24 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/storage/checksum.h"
 
 namespace ddpio::storage {
 namespace {
-
-// Little-endian field access; the format is little-endian whatever the host.
-void Put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void Put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t Get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t Get32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
 
 // Field offsets (docs/FORMAT.md).
 constexpr size_t kOffCrc = 0, kOffVersion = 4, kOffType = 5, kOffChannels = 6, kOffHeight = 8,
@@ -44,15 +31,15 @@ size_t ExtensionSize(const RecordView& r) {
 
 void PutExtensions(const RecordView& r, uint8_t* p) {
   if (r.original_width != 0 || r.original_height != 0) {
-    Put16(p, kTagOriginalGeometry);
-    Put32(p + 2, 8);
-    Put32(p + kEntryHeader, r.original_height);
-    Put32(p + kEntryHeader + 4, r.original_width);
+    EncodeFixed16(p, kTagOriginalGeometry);
+    EncodeFixed32(p + 2, 8);
+    EncodeFixed32(p + kEntryHeader, r.original_height);
+    EncodeFixed32(p + kEntryHeader + 4, r.original_width);
     p += kEntryHeader + 8;
   }
   if (!r.segment_offsets.empty()) {
-    Put16(p, kTagSegmentOffsets);
-    Put32(p + 2, static_cast<uint32_t>(r.segment_offsets.size()));
+    EncodeFixed16(p, kTagSegmentOffsets);
+    EncodeFixed32(p + 2, static_cast<uint32_t>(r.segment_offsets.size()));
     std::memcpy(p + kEntryHeader, r.segment_offsets.data(), r.segment_offsets.size());
   }
 }
@@ -69,8 +56,8 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
     if (ext.size() - at < kEntryHeader) {
       return absl::DataLossError(absl::StrCat("record extension area cut short at byte ", at, " of ", ext.size()));
     }
-    const uint16_t tag = Get16(ext.data() + at);
-    const uint64_t len = Get32(ext.data() + at + 2);
+    const uint16_t tag = DecodeFixed16(ext.data() + at);
+    const uint64_t len = DecodeFixed32(ext.data() + at + 2);
     if (len > ext.size() - at - kEntryHeader) {
       return absl::DataLossError(absl::StrCat("record extension ", tag, " of ", len, " bytes runs past the area's ",
                                               ext.size(), " bytes"));
@@ -78,8 +65,8 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
     const uint8_t* v = ext.data() + at + kEntryHeader;
     if (tag == kTagOriginalGeometry) {
       if (len != 8) return absl::DataLossError(absl::StrCat("original geometry extension of ", len, " bytes, not 8"));
-      out->original_height = Get32(v);
-      out->original_width = Get32(v + 4);
+      out->original_height = DecodeFixed32(v);
+      out->original_width = DecodeFixed32(v + 4);
     } else if (tag == kTagSegmentOffsets) {
       if (len % 4 != 0) return absl::DataLossError(absl::StrCat("segment offsets extension of ", len, " bytes"));
       out->segment_offsets = ext.subspan(at + kEntryHeader, static_cast<size_t>(len));
@@ -151,10 +138,8 @@ namespace {
 // The CRC32C a layout 3 record's checksum starts from.
 uint32_t BindingCrc(const RecordBinding& b) {
   uint8_t bytes[16];
-  for (int i = 0; i < 8; ++i) {
-    bytes[i] = static_cast<uint8_t>(b.salt >> (8 * i));
-    bytes[8 + i] = static_cast<uint8_t>(b.key >> (8 * i));
-  }
+  EncodeFixed64(bytes, b.salt);
+  EncodeFixed64(bytes + 8, b.key);
   return Crc32c(bytes, sizeof(bytes));
 }
 
@@ -179,20 +164,20 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out, const Reco
   const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
   p[kOffVersion] = bound ? kRecordLayoutVersionBound : ext > 0 ? kRecordLayoutVersionExtended : kRecordLayoutVersion;
   p[kOffType] = static_cast<uint8_t>(record.type);
-  Put16(p + kOffChannels, record.channels);
-  Put32(p + kOffHeight, record.height);
-  Put32(p + kOffWidth, record.width);
-  Put32(p + kOffLabel, static_cast<uint32_t>(record.label));
-  Put16(p + kOffNameLen, static_cast<uint16_t>(record.source_name.size()));
-  Put16(p + kOffReserved, 0);
-  Put32(p + kOffPayloadLen, static_cast<uint32_t>(record.payload.size()));
-  if (extended) Put32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
+  EncodeFixed16(p + kOffChannels, record.channels);
+  EncodeFixed32(p + kOffHeight, record.height);
+  EncodeFixed32(p + kOffWidth, record.width);
+  EncodeFixed32(p + kOffLabel, static_cast<uint32_t>(record.label));
+  EncodeFixed16(p + kOffNameLen, static_cast<uint16_t>(record.source_name.size()));
+  EncodeFixed16(p + kOffReserved, 0);
+  EncodeFixed32(p + kOffPayloadLen, static_cast<uint32_t>(record.payload.size()));
+  if (extended) EncodeFixed32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
   std::memcpy(p + header, record.source_name.data(), record.source_name.size());
   PutExtensions(record, p + header + record.source_name.size());
   if (!record.payload.empty()) {
     std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(), record.payload.size());
   }
-  Put32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion, bound ? BindingCrc(*binding) : 0));
+  EncodeFixed32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion, bound ? BindingCrc(*binding) : 0));
   return absl::OkStatus();
 }
 
@@ -221,13 +206,13 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
                                             static_cast<int>(layout)));
   }
   const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
-  const size_t ext_len = extended ? Get32(p + kOffExtensionLen) : 0;
+  const size_t ext_len = extended ? DecodeFixed32(p + kOffExtensionLen) : 0;
   if (!KnownType(p[kOffType])) {
     return absl::DataLossError(
         absl::StrCat("unknown content type ", static_cast<int>(p[kOffType])));
   }
-  const size_t name_len = Get16(p + kOffNameLen);
-  const size_t payload_len = Get32(p + kOffPayloadLen);
+  const size_t name_len = DecodeFixed16(p + kOffNameLen);
+  const size_t payload_len = DecodeFixed32(p + kOffPayloadLen);
   const uint64_t expected = uint64_t{header} + name_len + ext_len + payload_len;
   if (bytes.size() != expected) {
     return absl::DataLossError(absl::StrCat(
@@ -238,7 +223,7 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
     if (bound && binding == nullptr) {
       return absl::FailedPreconditionError("a bound record (layout 3) checked without its binding");
     }
-    const uint32_t stored = Get32(p + kOffCrc);
+    const uint32_t stored = DecodeFixed32(p + kOffCrc);
     const uint32_t computed = Crc32c(p + kOffVersion, bytes.size() - kOffVersion, bound ? BindingCrc(*binding) : 0);
     if (stored != computed) {
       if (bound && Crc32c(p + kOffVersion, bytes.size() - kOffVersion, 0) == stored) {
@@ -255,10 +240,10 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
     }
   }
   out->type = static_cast<ContentType>(p[kOffType]);
-  out->channels = Get16(p + kOffChannels);
-  out->height = Get32(p + kOffHeight);
-  out->width = Get32(p + kOffWidth);
-  out->label = static_cast<int32_t>(Get32(p + kOffLabel));
+  out->channels = DecodeFixed16(p + kOffChannels);
+  out->height = DecodeFixed32(p + kOffHeight);
+  out->width = DecodeFixed32(p + kOffWidth);
+  out->label = static_cast<int32_t>(DecodeFixed32(p + kOffLabel));
   out->source_name = std::string_view(reinterpret_cast<const char*>(p + header), name_len);
   out->payload = bytes.subspan(header + name_len + ext_len, payload_len);
   out->original_height = 0;

@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/common/accelerator.h"
 
 namespace ddpio::trainer {
 namespace {

@@ -4,7 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/common/accelerator.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/trainer/blas.h"
 
 namespace ddpio::trainer {
@@ -84,8 +84,8 @@ class Cublas : public MatMul {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MatMul>> MakeCublas() {
-  const AcceleratorInfo& info = ProbeAccelerator();
-  if (info.cuda_devices == 0) return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", info.why));
+  const device::DeviceInfo& info = device::Probe();
+  if (info.devices == 0) return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", info.why));
   if (cudaError_t err = cudaSetDevice(0); err != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat("cudaSetDevice(0): ", cudaGetErrorName(err)));
   }

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/common/byte_order.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/regular_file.h"

@@ -1,6 +1,6 @@
 #include "ddpio/trainer/mlp.h"
 
-#include "ddpio/common/byte_order.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
 
 #include <algorithm>

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/trainer/blas.h"
@@ -23,6 +24,10 @@ namespace ddpio::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr EnumName<ModelDevice> kDevices[] = {{ModelDevice::kCpu, "cpu"}, {ModelDevice::kCuda, "cuda"}};
+constexpr EnumName<MatMulEngine> kEngines[] = {
+    {MatMulEngine::kCpu, "cpu"}, {MatMulEngine::kCuda, "cuda"}, {MatMulEngine::kAuto, "auto"}};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -50,25 +55,28 @@ absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& 
 
 }  // namespace
 
-absl::StatusOr<PipelineOptions> TrainPipelineOptions(const TrainOptions& o) {
-  PipelineOptions p;
-  p.data = o.data;
-  p.group_size = o.group_size;
-  DDPIO_ASSIGN_OR_RETURN(p.layout, comm::ParseLayoutKind(o.layout));
-  p.feeder = o.feeder;
+std::string ModelDeviceName(ModelDevice device) { return NameOf(kDevices, device); }
+absl::StatusOr<ModelDevice> ParseModelDevice(std::string_view name) { return ParseName(kDevices, name, "device"); }
+std::string MatMulEngineName(MatMulEngine engine) { return NameOf(kEngines, engine); }
+absl::StatusOr<MatMulEngine> ParseMatMulEngine(std::string_view name) {
+  return ParseName(kEngines, name, "matmul engine");
+}
+
+PipelineOptions TrainPipelineOptions(const TrainOptions& o) {
+  PipelineOptions p = o.pipeline;
   // A step's micro-batches are held until its work is done (a device reads them asynchronously).
-  p.feeder.loader.held_batches = std::max(p.feeder.loader.held_batches, o.accumulate + 1);
+  p.held_batches = std::max(p.held_batches, o.accumulate + 1);
   return p;
 }
 
-absl::StatusOr<PipelineOptions> ValidationPipelineOptions(const TrainOptions& o) {
-  DDPIO_ASSIGN_OR_RETURN(PipelineOptions p, TrainPipelineOptions(o));
+PipelineOptions ValidationPipelineOptions(const TrainOptions& o) {
+  PipelineOptions p = TrainPipelineOptions(o);
   p.data = o.val;
-  p.feeder.mode = broadcast::FeedMode::kShard;
-  p.feeder.sampler.shuffle = false;
-  p.feeder.sampler.padding = sampler::Padding::kMask;  // every sample once, padding flagged
-  p.feeder.loader.augment.train = false;
-  p.feeder.loader.drop_last = false;
+  p.mode = broadcast::FeedMode::kShard;
+  p.shuffle = false;
+  p.padding = sampler::Padding::kMask;  // every sample once, padding flagged
+  p.train = false;
+  p.drop_last = false;
   return p;
 }
 
@@ -124,33 +132,31 @@ class TrainingRun {
 
 absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
     comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress) {
-  if (o.accumulate < 1 || o.epochs < 1 || o.feeder.loader.output != loader::OutputFormat::kUint8Nhwc) {
+  if (o.accumulate < 1 || o.epochs < 1 || o.pipeline.output != loader::OutputFormat::kUint8Nhwc) {
     return absl::InvalidArgumentError("accumulate and epochs must be positive; the trainer takes uint8 batches");
   }
   const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
-  if ((o.device == "cuda") != nccl) {
-    return absl::InvalidArgumentError(o.device == "cuda"
-                                          ? "--device cuda trains with the NCCL backend (the job uses gloo)"
-                                          : "the NCCL backend needs the model on the device (--device cuda)");
-  }
-  if (o.device != "cpu" && o.device != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown device '", o.device, "' (cpu or cuda)"));
+  if ((o.device == ModelDevice::kCuda) != nccl) {
+    return WithSetting(absl::InvalidArgumentError(
+                           o.device == ModelDevice::kCuda
+                               ? "a model on the device (TrainOptions::device cuda) trains with the NCCL backend "
+                                 "(the job uses gloo)"
+                               : "the NCCL backend needs the model on the device (TrainOptions::device cuda)"),
+                       "device");
   }
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
-  DDPIO_ASSIGN_OR_RETURN(PipelineOptions po, TrainPipelineOptions(o));
-  DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, po));
+  DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, TrainPipelineOptions(o)));
   if (!o.val.empty()) {
-    DDPIO_ASSIGN_OR_RETURN(PipelineOptions vo, ValidationPipelineOptions(o));
-    DDPIO_ASSIGN_OR_RETURN(run->val_, Pipeline::Open(job, vo));
+    DDPIO_ASSIGN_OR_RETURN(run->val_, Pipeline::Open(job, ValidationPipelineOptions(o)));
   }
   DDPIO_RETURN_IF_ERROR(run->OpenModel(job));
   TrainModel* model = run->model_.get();
   // Identical initial parameters everywhere: rank 0's.
-  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(model->params(), model->num_params() * sizeof(float), 0, o.timeout));
+  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(model->params(), model->num_params() * sizeof(float), 0, o.pipeline.timeout));
   std::function<void*(int)> events;
   if (nccl) events = [model](int layer) { return model->layer_event(layer); };
   run->reducer_ = std::make_unique<GradReducer>(&run->world_, model->grads(), model->layers(), o.bucket_bytes,
-                                                o.timeout, std::move(events));
+                                                o.pipeline.timeout, std::move(events));
   DDPIO_ASSIGN_OR_RETURN(uint64_t batches_per_epoch, run->train_->BatchesInEpoch(0));
   run->schedule_ = Schedule{o.lr, o.warmup_steps, 0, o.decay, o.step_size, 0.1};
   run->schedule_.total_steps =
@@ -161,9 +167,9 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
 absl::Status TrainingRun::OpenModel(comm::Job& job) {
   // The class count from rank 0 (a leader: it has the dataset), through host memory.
   classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
-  DDPIO_RETURN_IF_ERROR(comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.timeout));
+  DDPIO_RETURN_IF_ERROR(comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.pipeline.timeout));
   ModelOptions mo;
-  const int side = o_.feeder.loader.augment.size;
+  const int side = o_.pipeline.image_size;
   mo.sizes = {side * side * 3};
   mo.sizes.insert(mo.sizes.end(), o_.hidden.begin(), o_.hidden.end());
   mo.sizes.push_back(static_cast<int>(classes_));
@@ -171,18 +177,18 @@ absl::Status TrainingRun::OpenModel(comm::Job& job) {
   mo.momentum = o_.momentum;
   mo.weight_decay = o_.weight_decay;
   for (int c = 0; c < 3; ++c) {
-    mo.mean[c] = o_.feeder.loader.mean[c];
-    mo.stddev[c] = o_.feeder.loader.stddev[c];
+    mo.mean[c] = o_.pipeline.mean[c];
+    mo.stddev[c] = o_.pipeline.stddev[c];
   }
-  if (o_.device == "cuda") {
+  if (o_.device == ModelDevice::kCuda) {
     Mlp initial(mo.sizes, mo.init_seed);  // the CPU model's initialisation, bit for bit
     const int devices = comm::ProbeNcclDevices().devices;
     DDPIO_ASSIGN_OR_RETURN(model_, MakeDeviceModel(mo, initial.params(),
-                                                   devices > 0 ? job.info().local_rank % devices : 0));
+                                                   device::DeviceForRank(job.info().local_rank, devices)));
     return absl::OkStatus();
   }
   std::string path;
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine, SelectMatMul(o_.matmul, o_.blas_threads, &path));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine, SelectMatMul(MatMulEngineName(o_.matmul), o_.blas_threads, &path));
   model_ = MakeCpuModel(mo, std::move(engine), path);
   return absl::OkStatus();
 }
@@ -201,12 +207,12 @@ absl::Status TrainingRun::Resume() {
                                                       c->params.size(), " parameters, this model has ",
                                                       model_->num_params()));
   }
-  if (c->sampler_seed != o_.feeder.sampler.seed || c->augment_seed != o_.feeder.loader.seed ||
+  if (c->sampler_seed != o_.pipeline.seed || c->augment_seed != o_.pipeline.augment_seed ||
       c->dataset_size != train_->dataset_size()) {
     absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
         "checkpoint in ", o_.checkpoint_dir, " was written with sampler seed ", c->sampler_seed,
         ", augmentation seed ", c->augment_seed, " on ", c->dataset_size, " samples; this job has ",
-        o_.feeder.sampler.seed, ", ", o_.feeder.loader.seed, " and ", train_->dataset_size(),
+        o_.pipeline.seed, ", ", o_.pipeline.augment_seed, " and ", train_->dataset_size(),
         ": resuming would repeat and skip samples (resume with the same seed and dataset, or start in a new "
         "checkpoint directory)"));
     return WithSetting(WithSetting(WithSetting(mismatch, "seed"), "data"), "checkpoint_dir");
@@ -225,12 +231,12 @@ absl::Status TrainingRun::Resume() {
 absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
   if (o_.checkpoint_dir.empty()) return absl::OkStatus();
   if (rank_ == 0) {
-    Checkpoint c{epoch, position, step_, o_.feeder.sampler.seed, o_.feeder.loader.seed, train_->dataset_size(),
+    Checkpoint c{epoch, position, step_, o_.pipeline.seed, o_.pipeline.augment_seed, train_->dataset_size(),
                  false, {}, {}};
     DDPIO_RETURN_IF_ERROR(model_->GetState(&c.params, &c.momentum, &c.momentum_started));
     DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o_.checkpoint_dir, c));
   }
-  return world_.Barrier(o_.timeout);  // nobody runs ahead of a checkpoint that failed
+  return world_.Barrier(o_.pipeline.timeout);  // nobody runs ahead of a checkpoint that failed
 }
 
 absl::Status TrainingRun::CheckLabels(const loader::Batch& b) const {
@@ -316,6 +322,7 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     }
     if (stop) {
       result_.feeder = train_->counters();
+      result_.store = train_->store_counters();
       train_->Close();  // mid-epoch: every rank stops here together
       *stopped = true;
       return absl::OkStatus();
@@ -325,7 +332,7 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
 
 absl::Status TrainingRun::Validate() {
   if (val_ == nullptr) return absl::OkStatus();
-  DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val_, *model_, world_, o_.timeout));
+  DDPIO_ASSIGN_OR_RETURN(auto acc, Evaluate(*val_, *model_, world_, o_.pipeline.timeout));
   DDPIO_RETURN_IF_ERROR(model_->status());
   result_.val_accuracy = acc.first;
   result_.val_samples = acc.second;
@@ -344,6 +351,7 @@ absl::Status TrainingRun::Run() {
     DDPIO_RETURN_IF_ERROR(Validate());
   }
   result_.feeder = train_->counters();
+  result_.store = train_->store_counters();
   return absl::OkStatus();
 }
 

@@ -7,27 +7,41 @@
 #ifndef DDPIO_TRAINER_TRAINER_H_
 #define DDPIO_TRAINER_TRAINER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ddpio/broadcast/group_feeder.h"
-#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/comm/rendezvous.h"
+#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/trainer/optimizer.h"
 
 namespace ddpio::trainer {
 
+// Where the model lives. kCpu: in host memory, the world on Gloo. kCuda: resident on this rank's
+// CUDA device (DeviceMlp), the world on NCCL (the job must use the NCCL backend).
+enum class ModelDevice { kCpu, kCuda };
+std::string ModelDeviceName(ModelDevice device);  // "cpu", "cuda"
+absl::StatusOr<ModelDevice> ParseModelDevice(std::string_view name);
+
+// The CPU model's matrix products: kCpu (OpenBLAS), kCuda (cuBLAS, operands staged per product;
+// an error without a usable device) or kAuto (cuBLAS when a device is usable).
+enum class MatMulEngine { kCpu, kCuda, kAuto };
+std::string MatMulEngineName(MatMulEngine engine);  // "cpu", "cuda", "auto"
+absl::StatusOr<MatMulEngine> ParseMatMulEngine(std::string_view name);
+
 struct TrainOptions {
-  std::string data;
+  // The training data and how it is fed: the dataset, the group, the sampler, the loader (batch
+  // size, image size, augmentation) and feeding (mode, payload) settings, and `timeout`, which
+  // also bounds every collective of the training. output must be uint8; held_batches is raised
+  // to accumulate + 1 (a step's micro-batches are held until its work is done).
+  PipelineOptions pipeline;
   std::string val;  // "" = no evaluation
   int epochs = 1;
-  // Sampler, loader (batch size, image size, augmentation) and feeding (mode, payload) settings.
-  broadcast::FeederOptions feeder;
-  int group_size = 1;
-  std::string layout = "contiguous";
   std::vector<int> hidden = {256, 128};
   uint64_t init_seed = 0;
   double lr = 0.05;
@@ -45,12 +59,8 @@ struct TrainOptions {
   uint64_t stop_after_steps = 0; // stop (after checkpointing) once this many steps ran in this job
   int progress_every = 20;       // rank 0 prints a progress line every N steps (0: never)
   int blas_threads = 1;
-  std::string matmul = "auto";   // cpu (OpenBLAS), cuda (cuBLAS; error without a device), auto
-  // cpu: the model in host memory, the world on Gloo. cuda: the model resident on this rank's
-  // CUDA device (DeviceMlp), the world on NCCL (the job must use the NCCL backend); --matmul is
-  // then not used.
-  std::string device = "cpu";
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  MatMulEngine matmul = MatMulEngine::kAuto;  // with device kCpu only
+  ModelDevice device = ModelDevice::kCpu;
 };
 
 struct TrainResult {
@@ -63,13 +73,15 @@ struct TrainResult {
   uint64_t param_checksum = 0;
   std::string path;             // where the model ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
   broadcast::FeederCounters feeder;
+  // A training dataset in an object store: what this rank asked of the store (Pipeline::store_counters).
+  std::optional<storage::remote::RemoteCounters> store;
   std::vector<float> params;
 };
 
 // The pipelines Train opens: training, and validation (shard, no shuffle, mask padding, eval
-// geometry: every validation sample exactly once). InvalidArgument for an unknown layout.
-absl::StatusOr<PipelineOptions> TrainPipelineOptions(const TrainOptions& options);
-absl::StatusOr<PipelineOptions> ValidationPipelineOptions(const TrainOptions& options);
+// geometry: every validation sample exactly once).
+PipelineOptions TrainPipelineOptions(const TrainOptions& options);
+PipelineOptions ValidationPipelineOptions(const TrainOptions& options);
 
 // Trains on `job`'s world. Every rank calls it with the same options.
 absl::StatusOr<TrainResult> Train(comm::Job& job, const TrainOptions& options,

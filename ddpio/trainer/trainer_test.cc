@@ -25,19 +25,18 @@ using ddpio::testing::TrainJob;
 
 TrainOptions Base(const std::string& data, uint64_t global_batch, int world) {
   TrainOptions o;
-  o.data = data;
+  o.pipeline.data = data;
   o.epochs = 2;
-  o.feeder.loader.batch_size = global_batch / world;
-  o.feeder.loader.augment.size = 8;
-  o.feeder.loader.workers = 1;
-  o.feeder.sampler.seed = 3;
-  o.feeder.loader.seed = 4;
-  o.feeder.timeout = std::chrono::seconds(30);
+  o.pipeline.batch_size = global_batch / world;
+  o.pipeline.image_size = 8;
+  o.pipeline.workers = 1;
+  o.pipeline.seed = 3;
+  o.pipeline.augment_seed = 4;
+  o.pipeline.timeout = std::chrono::seconds(30);  // also every collective
   o.hidden = {16};
   o.lr = 0.05;
   o.bucket_bytes = 256;  // one bucket per layer: several all-reduces overlapping backward
   o.progress_every = 0;
-  o.timeout = std::chrono::seconds(30);
   return o;
 }
 
@@ -84,8 +83,8 @@ TEST_F(TrainerTest, GroupFeedingTrainsTheSameModel) {
   const auto plain = TrainJob(4, Base(data_, 8, 4), dir_.path().string(), "g1");
   for (auto payload : {broadcast::FeedPayload::kEncoded, broadcast::FeedPayload::kDecoded}) {
     TrainOptions o = Base(data_, 8, 4);
-    o.group_size = 2;
-    o.feeder.payload = payload;
+    o.pipeline.group_size = 2;
+    o.pipeline.payload = payload;
     const auto grouped = TrainJob(4, o, dir_.path().string(), "g2-" + broadcast::FeedPayloadName(payload));
     ASSERT_FALSE(grouped[0].params.empty());
     ExpectSameOnEveryRank(grouped, "grouped");
@@ -95,8 +94,8 @@ TEST_F(TrainerTest, GroupFeedingTrainsTheSameModel) {
   // like 2 ranks each reading for itself (the sampler runs over groups).
   const auto two = TrainJob(2, Base(data_, 8, 2), dir_.path().string(), "two");
   TrainOptions o = Base(data_, 16, 4);  // batch 4 per rank, as each of the 2 ranks above
-  o.group_size = 2;
-  o.feeder.mode = broadcast::FeedMode::kReplicate;
+  o.pipeline.group_size = 2;
+  o.pipeline.mode = broadcast::FeedMode::kReplicate;
   const auto replicated = TrainJob(4, o, dir_.path().string(), "replicate");
   ASSERT_FALSE(replicated[0].params.empty());
   ExpectSameOnEveryRank(replicated, "replicate");

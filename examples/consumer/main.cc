@@ -9,11 +9,9 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) return std::fprintf(stderr, "usage: consumer DATASET [GROUP_SIZE]\n"), 2;
-  ddpio::PipelineOptions options;
-  options.data = argv[1];
-  options.group_size = argc > 2 ? std::atoi(argv[2]) : 1;  // one rank per group reads storage
-  options.feeder.loader.batch_size = 16;
-  auto pipeline = ddpio::Pipeline::Open(options);
+  // GROUP_SIZE ranks per group: one of them reads storage and feeds the others.
+  auto pipeline = ddpio::Pipeline::Open(
+      {.data = argv[1], .group_size = argc > 2 ? std::atoi(argv[2]) : 1, .batch_size = 16});
   absl::Status status = pipeline.ok() ? (*pipeline)->StartEpoch(0) : pipeline.status();
   unsigned long long images = 0, batches = 0;
   while (status.ok()) {

@@ -5,6 +5,17 @@ import os
 from ddpio import _ddpio
 
 
+def dataset_location(path):
+    """Where a dataset is, as every process of a job finds it: an s3://BUCKET/PREFIX URL as it is
+    (a dataset in an object store); a path made absolute, whatever the working directory of a
+    worker or an unpickled copy."""
+    name = os.fspath(path)
+    url = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
+    if url.startswith("s3://"):
+        return url
+    return os.path.abspath(name)
+
+
 class Dataset:
     """The records of a dataset written by `ddpio convert`.
 
@@ -20,7 +31,7 @@ class Dataset:
     def __init__(self, path):
         # Absolute, so that a worker or an unpickled copy finds it whatever its working
         # directory; bytes to the core, so that any Linux path works.
-        self._path = os.path.abspath(os.fspath(path))
+        self._path = dataset_location(path)
         self._core = _ddpio.Dataset(os.fsencode(self._path))
 
     @property

@@ -17,6 +17,7 @@ import warnings
 import weakref
 
 from ddpio import _ddpio
+from ddpio.dataset import dataset_location
 from ddpio.errors import FailedPreconditionError
 from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation
 
@@ -288,7 +289,7 @@ class Loader:
         elif device is not None:
             raise ValueError("device needs arrays='torch'")
         options["copy_beyond_held"] = self._device is None  # a kept batch past held_memory: a copy
-        self.path = os.path.abspath(os.fsdecode(path))
+        self.path = os.fsdecode(dataset_location(path))
         self._options_mode = mode
         self._epoch = 0
         self._start = 0
@@ -458,7 +459,10 @@ class Loader:
     def counters(self):
         """This rank's counters since the loader was made: records_read and bytes_read (0 on a
         group's peers), bytes_sent, bytes_received, messages_sent/received, network_wait_s,
-        loader_wait_s (the loop waiting for a batch), batches, images, batches_copied."""
+        loader_wait_s (the loop waiting for a batch), batches, images, batches_copied; for a
+        dataset in an object store also store_requests, store_retries, store_bytes,
+        store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches
+        (a peer fed by its leader: the one request that read the manifest)."""
         return self._open().counters()
 
     @property

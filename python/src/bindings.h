@@ -11,6 +11,7 @@ void BindDataset(pybind11::module_& m);
 void BindComm(pybind11::module_& m);
 void BindPipeline(pybind11::module_& m);
 void BindLog(pybind11::module_& m);
+void BindConvert(pybind11::module_& m);
 
 }  // namespace ddpio::python
 

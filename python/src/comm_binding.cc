@@ -23,7 +23,7 @@ void BindComm(py::module_& m) {
         d["master_addr"] = info.master_addr;
         d["master_port"] = info.master_port;
         d["agent_store"] = info.agent_store;
-        d["source"] = info.source;
+        d["source"] = comm::RankSourceName(info.source);
         return d;
       },
       "This process's rank, world size and rendezvous, from the launcher's environment "

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_ddpio, m) {
   ddpio::python::BindComm(m);
   ddpio::python::BindPipeline(m);
   ddpio::python::BindLog(m);
+  ddpio::python::BindConvert(m);
 }

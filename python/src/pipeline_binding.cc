@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 
@@ -48,8 +49,7 @@ struct TorchGroup {
 };
 
 // Holds no Python state: called without the GIL.
-absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(const comm::RendezvousOptions& rendezvous,
-                                                     const TorchGroup& torch) {
+absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds timeout, const TorchGroup& torch) {
   std::lock_guard<std::mutex> lock(job_mu);
   if (shared_job != nullptr && job_pid != ::getpid()) {
     new std::shared_ptr<comm::Job>(std::move(shared_job));  // a forked child: the parent's job, not ours
@@ -57,28 +57,29 @@ absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(const comm::RendezvousOptio
   }
   if (shared_job == nullptr) {
     DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
-    comm::RendezvousOptions ro = rendezvous;
+    comm::RendezvousOptions ro;
+    ro.backend = comm::BackendKind::kGloo;  // the pipelines' data moves in host memory
     if (torch.rank >= 0) {
       // The launcher's variables and torch's process group must describe the same job. A world
       // of one from a Slurm or Open MPI task is a single task spawning its own processes
       // (mp.spawn inside an allocation): torch's group is then the job.
-      const bool spawned_in_task = info.world_size == 1 && (info.source == "slurm" || info.source == "openmpi");
-      if (info.source != "single process" && !spawned_in_task &&
+      const bool spawned_in_task = info.world_size == 1 && (info.source == comm::RankSource::kSlurm ||
+                                                            info.source == comm::RankSource::kOpenMpi);
+      if (info.source != comm::RankSource::kSingleProcess && !spawned_in_task &&
           (info.rank != torch.rank || info.world_size != torch.world_size)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "torch.distributed is rank ", torch.rank, " of ", torch.world_size, " but the launcher (", info.source,
-            ") says rank ", info.rank, " of ", info.world_size,
+            "torch.distributed is rank ", torch.rank, " of ", torch.world_size, " but the launcher (",
+            comm::RankSourceName(info.source), ") says rank ", info.rank, " of ", info.world_size,
             ": the process group and the environment must describe the same job"));
       }
       info.rank = torch.rank;
       info.world_size = torch.world_size;
-      info.source = "torch.distributed";
+      info.source = comm::RankSource::kTorchDistributed;
       info.agent_store = false;
       ro.external_store = std::make_shared<comm::PrefixStore>("ddpio", torch.store);
       ro.external_store_name = "torch.distributed's store";
     }
-    if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // host memory
-    DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, comm::Job::Join(info, ro));
+    DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, JoinJob(info, std::move(ro), timeout));
     shared_job = std::move(job);
     job_pid = ::getpid();
   }
@@ -127,14 +128,16 @@ absl::StatusOr<loader::OutputFormat> ParseOutput(std::string_view name) {
 }
 
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+// A duration given in seconds (a float); absent: `fallback`.
+std::chrono::milliseconds TakeSeconds(py::dict& o, const char* key, std::chrono::milliseconds fallback) {
+  if (!o.contains(key)) return fallback;
+  return std::chrono::milliseconds(static_cast<int64_t>(Take<double>(o, key, 0) * 1000.0));
 }
 
-// The options dict of ddpio.Loader (already checked for ranges there) as PipelineOptions; a key
-// left over is a TypeError, as for an unknown keyword.
-PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::RendezvousOptions* rendezvous,
-                            TorchGroup* torch) {
+// The options dict of ddpio.Loader as PipelineOptions: a key absent keeps the library's default
+// (pipeline_options.h), a key left over is a TypeError, as for an unknown keyword. Ranges are
+// the library's to check (Pipeline::Open).
+PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* torch) {
   PipelineOptions p;
   torch->rank = Take<int>(o, "torch_rank", -1);
   torch->world_size = Take<int>(o, "torch_world_size", 0);
@@ -143,59 +146,55 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, comm::Rendezvou
     o.attr("pop")("torch_store");
   }
   p.data = data;
-  p.group_size = Take<int>(o, "group_size", 1);
-  p.layout = TakeEnum(o, "layout", comm::LayoutKind::kContiguous, &comm::ParseLayoutKind);
-  broadcast::FeederOptions& f = p.feeder;
-  f.mode = TakeEnum(o, "mode", f.mode, &broadcast::ParseFeedMode);
-  f.payload = TakeEnum(o, "payload", f.payload, &broadcast::ParseFeedPayload);
-  f.readers = TakeEnum(o, "readers", f.readers, &broadcast::ParseFeedReaders);
-  f.relay = TakeEnum(o, "relay", f.relay, &broadcast::ParseFeedRelay);
-  f.read_ahead = Take<int>(o, "read_ahead", f.read_ahead);
-  f.depth = Take<int>(o, "depth", f.depth);
-  f.timeout = Millis(Take<double>(o, "timeout", 120.0));
-  rendezvous->timeout = f.timeout;
-  f.sampler.shuffle = Take<bool>(o, "shuffle", true);
-  f.sampler.seed = Take<uint64_t>(o, "seed", 0);
-  f.sampler.padding = TakeEnum(o, "padding", f.sampler.padding, &sampler::ParsePadding);
-  f.sampler.permutation = TakeEnum(o, "permutation", f.sampler.permutation, &sampler::ParsePermutationKind);
-  f.sampler.warn_repeated_epoch = false;  // ddpio.Loader warns itself, naming set_epoch
-  loader::LoaderOptions& l = f.loader;
-  l.seed = f.sampler.seed;
-  l.batch_size = Take<uint64_t>(o, "batch_size", l.batch_size);
-  l.drop_last = Take<bool>(o, "drop_last", l.drop_last);
-  l.workers = Take<int>(o, "workers", l.workers);
-  l.prefetch = Take<int>(o, "prefetch", l.prefetch);
-  l.output = TakeEnum(o, "output", l.output, &ParseOutput);
-  l.mean = Take<std::array<float, 3>>(o, "mean", l.mean);
-  l.stddev = Take<std::array<float, 3>>(o, "std", l.stddev);
-  l.decode = TakeEnum(o, "decode", l.decode, &loader::ParseDecodeMode);
-  l.bad_samples = TakeEnum(o, "bad_samples", l.bad_samples, &loader::ParseBadSamplePolicy);
-  l.held_batches = Take<int>(o, "held_batches", l.held_batches);
-  l.held_timeout = Millis(Take<double>(o, "held_timeout", 10.0));
-  if (Take<bool>(o, "copy_beyond_held", false)) l.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
+  p.group_size = Take<int>(o, "group_size", p.group_size);
+  p.layout = TakeEnum(o, "layout", p.layout, &comm::ParseLayoutKind);
+  p.mode = TakeEnum(o, "mode", p.mode, &broadcast::ParseFeedMode);
+  p.payload = TakeEnum(o, "payload", p.payload, &broadcast::ParseFeedPayload);
+  p.readers = TakeEnum(o, "readers", p.readers, &broadcast::ParseFeedReaders);
+  p.relay = TakeEnum(o, "relay", p.relay, &broadcast::ParseFeedRelay);
+  p.read_ahead = Take<int>(o, "read_ahead", p.read_ahead);
+  p.depth = Take<int>(o, "depth", p.depth);
+  p.timeout = TakeSeconds(o, "timeout", p.timeout);
+  p.shuffle = Take<bool>(o, "shuffle", p.shuffle);
+  p.seed = Take<uint64_t>(o, "seed", p.seed);
+  p.augment_seed = p.seed;
+  p.padding = TakeEnum(o, "padding", p.padding, &sampler::ParsePadding);
+  p.permutation = TakeEnum(o, "permutation", p.permutation, &sampler::ParsePermutationKind);
+  p.warn_repeated_epoch = false;  // ddpio.Loader warns itself, naming set_epoch
+  p.batch_size = Take<uint64_t>(o, "batch_size", p.batch_size);
+  p.drop_last = Take<bool>(o, "drop_last", p.drop_last);
+  p.workers = Take<int>(o, "workers", p.workers);
+  p.prefetch = Take<int>(o, "prefetch", p.prefetch);
+  p.output = TakeEnum(o, "output", p.output, &ParseOutput);
+  p.mean = Take<std::array<float, 3>>(o, "mean", p.mean);
+  p.stddev = Take<std::array<float, 3>>(o, "std", p.stddev);
+  p.decode = TakeEnum(o, "decode", p.decode, &loader::ParseDecodeMode);
+  p.bad_samples = TakeEnum(o, "bad_samples", p.bad_samples, &loader::ParseBadSamplePolicy);
+  p.held_batches = Take<int>(o, "held_batches", p.held_batches);
+  p.held_timeout = TakeSeconds(o, "held_timeout", p.held_timeout);
+  if (Take<bool>(o, "copy_beyond_held", false)) p.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
   const int device = Take<int>(o, "device_index", -1);
   const int pin = Take<int>(o, "pin_device", -1);
   if (device < 0 && pin >= 0) {
     // Slots in memory CUDA knows as pinned (cudaHostAlloc), so that torch's
     // .cuda(non_blocking=True) of a batch is an asynchronous DMA; plain page-locked memory if not.
     absl::StatusOr<loader::CudaRuntime*> cuda = CudaFor(pin);
-    if (cuda.ok()) f.cuda = *cuda;
+    if (cuda.ok()) p.cuda = *cuda;
   }
   if (device >= 0) {
     // Staged on the GPU by the loader, on its own stream; handed out once the copy is done.
-    f.cuda = ValueOrThrow(CudaFor(device));
-    l.copy_to_device = true;
+    p.cuda = ValueOrThrow(CudaFor(device));
+    p.copy_to_device = true;
   }
-  loader::AugmentOptions& a = l.augment;
-  a.train = Take<bool>(o, "train", a.train);
-  a.size = Take<int>(o, "image_width", a.size);
-  a.height = Take<int>(o, "image_height", a.height);
-  a.resize_size = Take<int>(o, "resize_size", a.resize_size);
-  a.scale_min = Take<double>(o, "scale_min", a.scale_min);
-  a.scale_max = Take<double>(o, "scale_max", a.scale_max);
-  a.ratio_min = Take<double>(o, "ratio_min", a.ratio_min);
-  a.ratio_max = Take<double>(o, "ratio_max", a.ratio_max);
-  a.flip_probability = Take<double>(o, "flip", a.flip_probability);
+  p.train = Take<bool>(o, "train", p.train);
+  p.image_size = Take<int>(o, "image_width", p.image_size);
+  p.image_height = Take<int>(o, "image_height", p.image_height);
+  p.resize_size = Take<int>(o, "resize_size", p.resize_size);
+  p.scale_min = Take<double>(o, "scale_min", p.scale_min);
+  p.scale_max = Take<double>(o, "scale_max", p.scale_max);
+  p.ratio_min = Take<double>(o, "ratio_min", p.ratio_min);
+  p.ratio_max = Take<double>(o, "ratio_max", p.ratio_max);
+  p.flip_probability = Take<double>(o, "flip", p.flip_probability);
   if (!o.empty()) {
     throw py::type_error(absl::StrCat("unknown option ", py::str(o.attr("keys")()).cast<std::string>()));
   }
@@ -211,16 +210,15 @@ py::array View(const void* data, std::vector<py::ssize_t> shape, const py::objec
 class PyPipeline {
  public:
   PyPipeline(const std::string& data, py::dict options) {
-    comm::RendezvousOptions rendezvous;
     TorchGroup torch;
-    PipelineOptions o = MakeOptions(data, std::move(options), &rendezvous, &torch);
-    output_ = o.feeder.loader.output;
-    width_ = o.feeder.loader.augment.out_width();
-    height_ = o.feeder.loader.augment.out_height();
+    PipelineOptions o = MakeOptions(data, std::move(options), &torch);
+    output_ = o.output;
+    width_ = o.image_size;
+    height_ = o.image_height > 0 ? o.image_height : o.image_size;
     absl::StatusOr<std::unique_ptr<Pipeline>> p;
     {
       py::gil_scoped_release release;
-      absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(rendezvous, torch);
+      absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(o.timeout, torch);
       if (job.ok()) {
         job_ = *std::move(job);
         // Collective: a rank that fails here closes its group, so the others fail at once too.
@@ -301,6 +299,19 @@ class PyPipeline {
     d["batches"] = c.batches;
     d["images"] = c.images;
     d["batches_copied"] = c.batches_copied;
+    // A dataset in an object store: what this rank asked of it.
+    const std::optional<storage::remote::RemoteCounters> store =
+        Call([](Pipeline& p) { return p.store_counters(); });
+    if (store.has_value()) {
+      d["store_requests"] = store->requests;
+      d["store_retries"] = store->retries;
+      d["store_bytes"] = store->bytes;
+      d["store_records_fetched"] = store->records_fetched;
+      d["store_memory_hits"] = store->memory_hits;
+      d["store_disk_hits"] = store->disk_hits;
+      d["store_misses"] = store->misses;
+      d["store_refetches"] = store->refetches;
+    }
     return d;
   }
 

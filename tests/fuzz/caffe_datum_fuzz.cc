@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/caffe_datum.h"
+#include "ddpio/convert/caffe_datum.h"
 
 namespace {
 
-using ddpio::tools::CaffeDatum;
+using ddpio::convert::CaffeDatum;
 
 // Small, so that a forged geometry is refused rather than allocated.
 constexpr uint64_t kMaxPixels = 1 << 16;
@@ -25,7 +25,7 @@ std::string_view View(absl::Span<const uint8_t> s) {
 
 void CheckConversion(const CaffeDatum& d) {
   std::vector<uint8_t> rgb;
-  if (ddpio::tools::CaffeDatumToRgb(d, kMaxPixels, &rgb).ok()) {
+  if (ddpio::convert::CaffeDatumToRgb(d, kMaxPixels, &rgb).ok()) {
     if (rgb.size() != static_cast<uint64_t>(d.width) * static_cast<uint64_t>(d.height) * 3) {
       __builtin_trap();
     }
@@ -35,16 +35,16 @@ void CheckConversion(const CaffeDatum& d) {
 }
 
 void CheckRoundTrip(const CaffeDatum& d) {
-  const std::string again = ddpio::tools::EncodeCaffeDatum(d.channels, d.height, d.width,
+  const std::string again = ddpio::convert::EncodeCaffeDatum(d.channels, d.height, d.width,
                                                            View(d.data), d.label, d.encoded);
   CaffeDatum e;
-  if (!ddpio::tools::ParseCaffeDatum(Bytes(again), &e).ok() || e.channels != d.channels ||
+  if (!ddpio::convert::ParseCaffeDatum(Bytes(again), &e).ok() || e.channels != d.channels ||
       e.height != d.height || e.width != d.width || View(e.data) != View(d.data) ||
       e.label != d.label || e.encoded != d.encoded || e.float_data_count != 0) {
     __builtin_trap();
   }
   // Encoding is a function of the fields alone.
-  if (ddpio::tools::EncodeCaffeDatum(e.channels, e.height, e.width, View(e.data), e.label,
+  if (ddpio::convert::EncodeCaffeDatum(e.channels, e.height, e.width, View(e.data), e.label,
                                      e.encoded) != again) {
     __builtin_trap();
   }
@@ -54,7 +54,7 @@ void CheckRoundTrip(const CaffeDatum& d) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CaffeDatum d;
-  if (!ddpio::tools::ParseCaffeDatum(absl::MakeConstSpan(data, size), &d).ok()) return 0;
+  if (!ddpio::convert::ParseCaffeDatum(absl::MakeConstSpan(data, size), &d).ok()) return 0;
   if (!d.encoded) CheckConversion(d);
   CheckRoundTrip(d);
   return 0;

@@ -4,13 +4,13 @@
 // delegate or memory beyond the decoding budget.
 #include <cstdint>
 
-#include "tools/image_decode.h"
+#include "ddpio/convert/image_decode.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  ddpio::tools::ImageDecodeOptions options;
+  ddpio::convert::ImageDecodeOptions options;
   options.max_pixels = 1 << 20;
   options.max_decode_bytes = 64 << 20;
-  auto image = ddpio::tools::DecodeImage(absl::MakeConstSpan(data, size), options);
+  auto image = ddpio::convert::DecodeImage(absl::MakeConstSpan(data, size), options);
   if (image.ok() && (static_cast<uint64_t>(image->width) * image->height > options.max_pixels ||
                      image->rgb.size() != static_cast<size_t>(image->width) * image->height * 3)) {
     __builtin_trap();

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tools/imagenet_labels.h"
+#include "ddpio/convert/imagenet_labels.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ bool WriteFile(const std::string& path, const void* data, size_t size) {
   return std::fclose(f) == 0 && ok;
 }
 
-void CheckLabels(const absl::StatusOr<ddpio::tools::ValLabels>& labels) {
+void CheckLabels(const absl::StatusOr<ddpio::convert::ValLabels>& labels) {
   if (!labels.ok()) return;
   const auto& classes = labels->classes;
   if (std::adjacent_find(classes.begin(), classes.end(),
@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            WriteFile(ground_truth, gt.data(), gt.size());
   }();
   if (!fixed_files_written || !WriteFile(input, data, size)) return 0;
-  CheckLabels(ddpio::tools::ReadValLabels(input, synsets));
-  CheckLabels(ddpio::tools::ReadValLabels(ground_truth, input));  // the input as a synset file
+  CheckLabels(ddpio::convert::ReadValLabels(input, synsets));
+  CheckLabels(ddpio::convert::ReadValLabels(ground_truth, input));  // the input as a synset file
   return 0;
 }

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tools/convert_sources.h"
+#include "ddpio/convert/convert_sources.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/dev/shm/ddpio-fuzz-list-" + std::to_string(getpid()) + ".txt";
@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);
   std::fclose(f);
-  auto listing = ddpio::tools::ReadListFile(path, "/nonexistent-root");
-  if (listing.ok() && listing->classes.size() > static_cast<size_t>(ddpio::tools::kMaxListClasses)) __builtin_trap();
+  auto listing = ddpio::convert::ReadListFile(path, "/nonexistent-root");
+  if (listing.ok() && listing->classes.size() > static_cast<size_t>(ddpio::convert::kMaxListClasses)) __builtin_trap();
   return 0;
 }

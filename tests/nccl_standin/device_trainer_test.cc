@@ -196,25 +196,24 @@ class DeviceTrainer : public ::testing::Test {
 
   TrainOptions Options(const std::string& device) const {
     TrainOptions o;
-    o.data = data_;
+    o.pipeline.data = data_;
     o.val = data_;
     o.epochs = 2;
-    o.group_size = 2;
-    o.feeder.payload = broadcast::FeedPayload::kDecoded;  // over NCCL: batches arrive on the device
-    o.feeder.loader.batch_size = 3;
-    o.feeder.loader.augment.size = 8;
-    o.feeder.loader.workers = 1;
-    o.feeder.sampler.seed = 3;
-    o.feeder.loader.seed = 4;
-    o.feeder.timeout = std::chrono::seconds(30);
+    o.pipeline.group_size = 2;
+    o.pipeline.payload = broadcast::FeedPayload::kDecoded;  // over NCCL: batches arrive on the device
+    o.pipeline.batch_size = 3;
+    o.pipeline.image_size = 8;
+    o.pipeline.workers = 1;
+    o.pipeline.seed = 3;
+    o.pipeline.augment_seed = 4;
+    o.pipeline.timeout = std::chrono::seconds(30);  // also every collective
     o.hidden = {16, 8};
     o.lr = 0.05;
     o.accumulate = 2;
     o.bucket_bytes = 256;  // one bucket per layer: all-reduces overlapping backward
     o.progress_every = 0;
-    o.device = device;
-    o.matmul = "cpu";
-    o.timeout = std::chrono::seconds(30);
+    o.device = *ParseModelDevice(device);
+    o.matmul = MatMulEngine::kCpu;
     return o;
   }
 

@@ -1,6 +1,6 @@
-// NcclCommunicator against a gmock NcclApi: the call sequence (unique id through the store,
-// non-blocking init, enqueue on the communicator's stream, polling) and the mapping of every
-// failure to a Status, abort included. No GPU, no NCCL.
+// NcclCommunicator against gmocks of NcclApi and device::CudaRuntime: the call sequence (unique
+// id through the store, non-blocking init, enqueue on the communicator's stream, polling) and the
+// mapping of every failure to a Status, abort included. No GPU, no NCCL.
 #include "ddpio/comm/nccl/nccl_communicator.h"
 
 #include <cstring>
@@ -25,20 +25,6 @@ using ::testing::SetArgPointee;
 
 class MockNcclApi : public NcclApi {
  public:
-  MOCK_METHOD(cudaError_t, GetDeviceCount, (int*), (override));
-  MOCK_METHOD(cudaError_t, SetDevice, (int), (override));
-  MOCK_METHOD(cudaError_t, StreamCreateWithFlags, (cudaStream_t*, unsigned int), (override));
-  MOCK_METHOD(cudaError_t, StreamDestroy, (cudaStream_t), (override));
-  MOCK_METHOD(cudaError_t, StreamQuery, (cudaStream_t), (override));
-  MOCK_METHOD(cudaError_t, CudaGetLastError, (), (override));
-  MOCK_METHOD(cudaError_t, Malloc, (void**, size_t), (override));
-  MOCK_METHOD(cudaError_t, Free, (void*), (override));
-  MOCK_METHOD(cudaError_t, MemcpyAsync, (void*, const void*, size_t, cudaMemcpyKind, cudaStream_t), (override));
-  MOCK_METHOD(cudaError_t, EventCreateWithFlags, (cudaEvent_t*, unsigned int), (override));
-  MOCK_METHOD(cudaError_t, EventDestroy, (cudaEvent_t), (override));
-  MOCK_METHOD(cudaError_t, EventRecord, (cudaEvent_t, cudaStream_t), (override));
-  MOCK_METHOD(cudaError_t, StreamWaitEvent, (cudaStream_t, cudaEvent_t, unsigned int), (override));
-  MOCK_METHOD(const char*, CudaErrorString, (cudaError_t), (override));
   MOCK_METHOD(ncclResult_t, GetUniqueId, (ncclUniqueId*), (override));
   MOCK_METHOD(ncclResult_t, CommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*), (override));
   MOCK_METHOD(ncclResult_t, CommGetAsyncError, (ncclComm_t, ncclResult_t*), (override));
@@ -58,10 +44,32 @@ class MockNcclApi : public NcclApi {
   MOCK_METHOD(const char*, GetLastError, (ncclComm_t), (override));
 };
 
-// Opaque handles the mock hands out; never dereferenced.
+class MockCudaRuntime : public device::CudaRuntime {
+ public:
+  MOCK_METHOD(int, device, (), (const, override));
+  MOCK_METHOD(absl::Status, Activate, (), (override));
+  MOCK_METHOD(absl::Status, HostAlloc, (void**, size_t), (override));
+  MOCK_METHOD(void, HostFree, (void*), (override));
+  MOCK_METHOD(absl::Status, DeviceAlloc, (void**, size_t), (override));
+  MOCK_METHOD(void, DeviceFree, (void*), (override));
+  MOCK_METHOD(absl::StatusOr<void*>, CreateStream, (), (override));
+  MOCK_METHOD(void, DestroyStream, (void*), (override));
+  MOCK_METHOD(absl::StatusOr<void*>, CreateEvent, (), (override));
+  MOCK_METHOD(void, DestroyEvent, (void*), (override));
+  MOCK_METHOD(absl::Status, CopyAsync, (void*, const void*, size_t, device::CopyKind, void*), (override));
+  MOCK_METHOD(absl::Status, RecordEvent, (void*, void*), (override));
+  MOCK_METHOD(absl::Status, StreamWaitEvent, (void*, void*), (override));
+  MOCK_METHOD(absl::Status, WaitEvent, (void*), (override));
+  MOCK_METHOD(absl::StatusOr<bool>, StreamIdle, (void*), (override));
+};
+
+// Opaque handles the mocks hand out; never dereferenced. NCCL sees the runtime's stream as a
+// cudaStream_t.
 const ncclComm_t kComm = reinterpret_cast<ncclComm_t>(0x1000);
-const cudaStream_t kStream = reinterpret_cast<cudaStream_t>(0x2000);
+void* const kStream = reinterpret_cast<void*>(0x2000);
+const cudaStream_t kNcclStream = static_cast<cudaStream_t>(kStream);
 void* const kScratch = reinterpret_cast<void*>(0x3000);
+using device::CopyKind;
 
 MATCHER_P(IdIs, fill, "") { return arg.internal[0] == fill && arg.internal[sizeof(arg.internal) - 1] == fill; }
 MATCHER(NonBlocking, "") { return arg != nullptr && arg->blocking == 0; }
@@ -73,19 +81,17 @@ class NcclCommunicatorTest : public ::testing::Test {
     ASSERT_OK(fs);
     store_ = std::move(fs).value();
     // Defaults: one device, everything succeeds at once.
-    ON_CALL(api_, GetDeviceCount(_)).WillByDefault(DoAll(SetArgPointee<0>(1), Return(cudaSuccess)));
-    ON_CALL(api_, SetDevice(_)).WillByDefault(Return(cudaSuccess));
-    ON_CALL(api_, StreamCreateWithFlags(_, _)).WillByDefault(DoAll(SetArgPointee<0>(kStream), Return(cudaSuccess)));
-    ON_CALL(api_, Malloc(_, _)).WillByDefault(DoAll(SetArgPointee<0>(kScratch), Return(cudaSuccess)));
+    ON_CALL(*cuda_, device()).WillByDefault(Return(0));
+    ON_CALL(*cuda_, CreateStream()).WillByDefault(Return(kStream));
+    ON_CALL(*cuda_, DeviceAlloc(_, _)).WillByDefault(DoAll(SetArgPointee<0>(kScratch), Return(absl::OkStatus())));
+    ON_CALL(*cuda_, StreamIdle(_)).WillByDefault(Return(true));
     ON_CALL(api_, GetUniqueId(_)).WillByDefault([](ncclUniqueId* id) {
       std::memset(id->internal, 'x', sizeof(id->internal));
       return ncclSuccess;
     });
     ON_CALL(api_, CommInitRankConfig(_, _, _, _, _)).WillByDefault(DoAll(SetArgPointee<0>(kComm), Return(ncclInProgress)));
     ON_CALL(api_, CommGetAsyncError(_, _)).WillByDefault(DoAll(SetArgPointee<1>(ncclSuccess), Return(ncclSuccess)));
-    ON_CALL(api_, StreamQuery(_)).WillByDefault(Return(cudaSuccess));
     ON_CALL(api_, GetErrorString(_)).WillByDefault(Return("nccl error text"));
-    ON_CALL(api_, CudaErrorString(_)).WillByDefault(Return("cuda error text"));
     ON_CALL(api_, GetLastError(_)).WillByDefault(Return("peer 3 closed the connection"));
   }
 
@@ -93,7 +99,7 @@ class NcclCommunicatorTest : public ::testing::Test {
     NcclOptions o;
     o.timeout = milliseconds(2000);
     o.poll_interval = std::chrono::microseconds(10);
-    auto c = NcclCommunicator::Create(api_, store_, rank, size, o);
+    auto c = NcclCommunicator::Create(api_, cuda_, store_, rank, size, o);
     EXPECT_OK(c);
     return c.ok() ? std::move(c).value() : nullptr;
   }
@@ -101,16 +107,16 @@ class NcclCommunicatorTest : public ::testing::Test {
   ddpio::testing::TempDir dir_;
   std::shared_ptr<Store> store_;
   NiceMock<MockNcclApi> api_;
+  std::shared_ptr<NiceMock<MockCudaRuntime>> cuda_ = std::make_shared<NiceMock<MockCudaRuntime>>();
 };
 
 TEST_F(NcclCommunicatorTest, RankZeroPublishesTheIdAndJoinsWithoutBlocking) {
   {
     InSequence seq;
-    EXPECT_CALL(api_, GetDeviceCount(_)).WillOnce(DoAll(SetArgPointee<0>(2), Return(cudaSuccess)));
-    EXPECT_CALL(api_, SetDevice(1));  // local rank 3 on a node with 2 devices
+    EXPECT_CALL(*cuda_, Activate());  // the runtime's device is current when NCCL joins
     EXPECT_CALL(api_, GetUniqueId(_));
-    EXPECT_CALL(api_, StreamCreateWithFlags(_, cudaStreamNonBlocking));
-    EXPECT_CALL(api_, Malloc(_, sizeof(float)));
+    EXPECT_CALL(*cuda_, CreateStream());
+    EXPECT_CALL(*cuda_, DeviceAlloc(_, sizeof(float)));
     EXPECT_CALL(api_, CommInitRankConfig(_, 4, IdIs('x'), 0, NonBlocking()));
     EXPECT_CALL(api_, CommGetAsyncError(kComm, _))
         .WillOnce(DoAll(SetArgPointee<1>(ncclInProgress), Return(ncclSuccess)))
@@ -118,14 +124,13 @@ TEST_F(NcclCommunicatorTest, RankZeroPublishesTheIdAndJoinsWithoutBlocking) {
         .WillOnce(DoAll(SetArgPointee<1>(ncclSuccess), Return(ncclSuccess)));
     EXPECT_CALL(api_, CommDestroy(kComm));
   }
-  EXPECT_CALL(api_, Free(kScratch));
-  EXPECT_CALL(api_, StreamDestroy(kStream));
+  EXPECT_CALL(*cuda_, DeviceFree(kScratch));
+  EXPECT_CALL(*cuda_, DestroyStream(kStream));
   EXPECT_CALL(api_, CommAbort(_)).Times(0);
-  NcclOptions o;
-  o.local_rank = 3;
-  auto c = NcclCommunicator::Create(api_, store_, 0, 4, o);
+  ON_CALL(*cuda_, device()).WillByDefault(Return(1));
+  auto c = NcclCommunicator::Create(api_, cuda_, store_, 0, 4);
   ASSERT_OK(c);
-  EXPECT_EQ((*c)->device(), 1);
+  EXPECT_EQ((*c)->device(), 1);  // the runtime's
   EXPECT_TRUE((*c)->device_memory());
   auto published = store_->Get("nccl-unique-id", milliseconds(0));
   ASSERT_OK(published);
@@ -142,17 +147,18 @@ TEST_F(NcclCommunicatorTest, OtherRanksTakeTheIdFromTheStore) {
 TEST_F(NcclCommunicatorTest, AMalformedIdInTheStoreIsDataLoss) {
   ASSERT_OK(store_->Set("nccl-unique-id", "short"));
   EXPECT_CALL(api_, CommInitRankConfig(_, _, _, _, _)).Times(0);
-  auto c = NcclCommunicator::Create(api_, store_, 1, 2);
+  auto c = NcclCommunicator::Create(api_, cuda_, store_, 1, 2);
   EXPECT_CODE(c, kDataLoss);
 }
 
-TEST_F(NcclCommunicatorTest, NoDeviceIsFailedPreconditionBeforeAnythingElse) {
+TEST_F(NcclCommunicatorTest, AnUnusableDeviceFailsBeforeAnyNcclCall) {
   ::testing::StrictMock<MockNcclApi> strict;
-  EXPECT_CALL(strict, GetDeviceCount(_)).WillOnce(Return(cudaErrorInsufficientDriver));
-  EXPECT_CALL(strict, CudaErrorString(cudaErrorInsufficientDriver)).WillOnce(Return("driver too old"));
-  auto c = NcclCommunicator::Create(strict, store_, 0, 2);
-  EXPECT_CODE(c, kFailedPrecondition);
-  EXPECT_THAT(c.status().message(), HasSubstr("error 35 driver too old"));
+  EXPECT_CALL(*cuda_, Activate())
+      .WillOnce(Return(absl::InternalError("cudaSetDevice: cudaErrorInsufficientDriver driver too old")));
+  auto c = NcclCommunicator::Create(strict, cuda_, store_, 0, 2);
+  EXPECT_CODE(c, kInternal);
+  EXPECT_THAT(c.status().message(), HasSubstr("driver too old (rank 0)"));
+  EXPECT_CODE(NcclCommunicator::Create(strict, nullptr, store_, 0, 2), kInvalidArgument);
 }
 
 TEST_F(NcclCommunicatorTest, AnInitThatNeverCompletesIsAbortedAtTheDeadline) {
@@ -162,7 +168,7 @@ TEST_F(NcclCommunicatorTest, AnInitThatNeverCompletesIsAbortedAtTheDeadline) {
   EXPECT_CALL(api_, CommDestroy(_)).Times(0);
   NcclOptions o;
   o.timeout = milliseconds(50);
-  auto c = NcclCommunicator::Create(api_, store_, 0, 2, o);
+  auto c = NcclCommunicator::Create(api_, cuda_, store_, 0, 2, o);
   EXPECT_CODE(c, kDeadlineExceeded);
   EXPECT_THAT(c.status().message(), HasSubstr("joining the NCCL communicator"));
 }
@@ -170,7 +176,7 @@ TEST_F(NcclCommunicatorTest, AnInitThatNeverCompletesIsAbortedAtTheDeadline) {
 TEST_F(NcclCommunicatorTest, AFailedInitIsUnavailableAndAborted) {
   EXPECT_CALL(api_, CommGetAsyncError(kComm, _)).WillOnce(DoAll(SetArgPointee<1>(ncclSystemError), Return(ncclSuccess)));
   EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
-  auto c = NcclCommunicator::Create(api_, store_, 0, 2);
+  auto c = NcclCommunicator::Create(api_, cuda_, store_, 0, 2);
   EXPECT_CODE(c, kUnavailable);
   EXPECT_THAT(c.status().message(), HasSubstr("peer 3 closed the connection"));
 }
@@ -178,24 +184,22 @@ TEST_F(NcclCommunicatorTest, AFailedInitIsUnavailableAndAborted) {
 TEST_F(NcclCommunicatorTest, AllReduceAverageIsEnqueuedOnTheStreamAndWaitedFor) {
   auto c = Make();
   float data[8] = {};
-  EXPECT_CALL(api_, StreamQuery(_)).Times(::testing::AnyNumber());  // later calls: default (done)
+  EXPECT_CALL(*cuda_, StreamIdle(_)).Times(::testing::AnyNumber());  // later calls: default (done)
   {
     InSequence seq;
-    EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclAvg, kComm, kStream)).WillOnce(Return(ncclSuccess));
-    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
-    EXPECT_CALL(api_, CudaGetLastError()).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
-    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
-    EXPECT_CALL(api_, CudaGetLastError()).WillOnce(Return(cudaErrorNotReady)).RetiresOnSaturation();
-    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaSuccess)).RetiresOnSaturation();
+    EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclAvg, kComm, kNcclStream)).WillOnce(Return(ncclSuccess));
+    EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(false)).RetiresOnSaturation();
+    EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(false)).RetiresOnSaturation();
+    EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(true)).RetiresOnSaturation();
   }
   EXPECT_OK(c->AllReduce(data, 8, ReduceOp::kAverage, milliseconds(1000)));
-  EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclSum, kComm, kStream)).WillOnce(Return(ncclSuccess));
+  EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclSum, kComm, kNcclStream)).WillOnce(Return(ncclSuccess));
   EXPECT_OK(c->AllReduce(data, 8, ReduceOp::kSum, milliseconds(1000)));
 }
 
 TEST_F(NcclCommunicatorTest, AnAsynchronousErrorAbortsAndPoisons) {
   auto c = Make();
-  EXPECT_CALL(api_, StreamQuery(kStream)).WillRepeatedly(Return(cudaErrorNotReady));
+  EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillRepeatedly(Return(false));
   EXPECT_CALL(api_, CommGetAsyncError(kComm, _))
       .WillOnce(DoAll(SetArgPointee<1>(ncclSuccess), Return(ncclSuccess)))
       .WillOnce(DoAll(SetArgPointee<1>(ncclRemoteError), Return(ncclSuccess)));
@@ -215,7 +219,7 @@ TEST_F(NcclCommunicatorTest, AnAsynchronousErrorAbortsAndPoisons) {
 
 TEST_F(NcclCommunicatorTest, AnOperationPastItsTimeoutIsAbortedWithDeadlineExceeded) {
   auto c = Make();
-  EXPECT_CALL(api_, StreamQuery(kStream)).WillRepeatedly(Return(cudaErrorNotReady));
+  EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillRepeatedly(Return(false));
   EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
   float v = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -228,14 +232,15 @@ TEST_F(NcclCommunicatorTest, AnOperationPastItsTimeoutIsAbortedWithDeadlineExcee
 TEST_F(NcclCommunicatorTest, EnqueueAndStreamErrorsAreMapped) {
   {
     auto c = Make();
-    EXPECT_CALL(api_, AllGather(_, _, 4, ncclUint8, kComm, kStream)).WillOnce(Return(ncclInvalidUsage));
+    EXPECT_CALL(api_, AllGather(_, _, 4, ncclUint8, kComm, kNcclStream)).WillOnce(Return(ncclInvalidUsage));
     EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
     uint8_t in[4], out[8];
     EXPECT_EQ(c->AllGather(in, out, 4, milliseconds(100)).code(), absl::StatusCode::kInvalidArgument);
   }
   {
     auto c = Make();
-    EXPECT_CALL(api_, StreamQuery(kStream)).WillOnce(Return(cudaErrorLaunchFailure));
+    EXPECT_CALL(*cuda_, StreamIdle(kStream))
+        .WillOnce(Return(absl::InternalError("cudaStreamQuery: cudaErrorLaunchFailure cuda error text")));
     EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
     float v = 0;
     absl::Status s = c->AllReduce(&v, 1, ReduceOp::kSum, milliseconds(100));
@@ -248,20 +253,20 @@ TEST_F(NcclCommunicatorTest, ScatterIsTheRootsGroupedSendsAndAReceiveElsewhere) 
   auto root = Make(0, 3);
   uint8_t parts[3][16], out[16];
   std::vector<const void*> ptrs = {parts[0], parts[1], parts[2]};
-  EXPECT_CALL(api_, StreamQuery(_)).Times(::testing::AnyNumber());  // later calls: default (done)
+  EXPECT_CALL(*cuda_, StreamIdle(_)).Times(::testing::AnyNumber());  // later calls: default (done)
   {
     InSequence seq;
-    EXPECT_CALL(api_, MemcpyAsync(out, parts[0], 16, cudaMemcpyDeviceToDevice, kStream));
+    EXPECT_CALL(*cuda_, CopyAsync(out, parts[0], 16, CopyKind::kDeviceToDevice, kStream));
     EXPECT_CALL(api_, GroupStart());
-    EXPECT_CALL(api_, Send(parts[1], 16, ncclUint8, 1, kComm, kStream));
-    EXPECT_CALL(api_, Send(parts[2], 16, ncclUint8, 2, kComm, kStream));
+    EXPECT_CALL(api_, Send(parts[1], 16, ncclUint8, 1, kComm, kNcclStream));
+    EXPECT_CALL(api_, Send(parts[2], 16, ncclUint8, 2, kComm, kNcclStream));
     EXPECT_CALL(api_, GroupEnd());
-    EXPECT_CALL(api_, StreamQuery(kStream)).RetiresOnSaturation();
+    EXPECT_CALL(*cuda_, StreamIdle(kStream)).RetiresOnSaturation();
   }
   EXPECT_OK(root->Scatter(ptrs, out, 16, 0, milliseconds(1000)));
   ASSERT_OK(store_->Set("nccl-unique-id", std::string(sizeof(ncclUniqueId::internal), 'x')));
   auto peer = Make(2, 3);
-  EXPECT_CALL(api_, Recv(out, 16, ncclUint8, 0, kComm, kStream));
+  EXPECT_CALL(api_, Recv(out, 16, ncclUint8, 0, kComm, kNcclStream));
   EXPECT_CALL(api_, Send(_, _, _, _, _, _)).Times(0);
   EXPECT_OK(peer->Scatter({}, out, 16, 0, milliseconds(1000)));
 }
@@ -271,43 +276,41 @@ TEST_F(NcclCommunicatorTest, ScatterIsTheRootsGroupedSendsAndAReceiveElsewhere) 
 // and the event are destroyed with the communicator. The grouped sends after it are one group.
 TEST_F(NcclCommunicatorTest, StagedCopiesAreOrderedBeforeTheNextOperationByAnEvent) {
   auto c = Make(0, 3);
-  const cudaStream_t copy = reinterpret_cast<cudaStream_t>(0x4000);
-  const cudaEvent_t event = reinterpret_cast<cudaEvent_t>(0x5000);
+  void* const copy = reinterpret_cast<void*>(0x4000);
+  void* const event = reinterpret_cast<void*>(0x5000);
   uint8_t host[8], device[8], other[8];
-  EXPECT_CALL(api_, StreamQuery(_)).Times(::testing::AnyNumber());
+  EXPECT_CALL(*cuda_, StreamIdle(_)).Times(::testing::AnyNumber());
   {
     InSequence seq;
-    EXPECT_CALL(api_, StreamCreateWithFlags(_, cudaStreamNonBlocking))
-        .WillOnce(DoAll(SetArgPointee<0>(copy), Return(cudaSuccess)));
-    EXPECT_CALL(api_, EventCreateWithFlags(_, cudaEventDisableTiming))
-        .WillOnce(DoAll(SetArgPointee<0>(event), Return(cudaSuccess)));
-    EXPECT_CALL(api_, MemcpyAsync(device, host, 8, cudaMemcpyHostToDevice, copy));
-    EXPECT_CALL(api_, EventRecord(event, copy));
-    EXPECT_CALL(api_, StreamWaitEvent(kStream, event, 0u));
-    EXPECT_CALL(api_, MemcpyAsync(other, host, 8, cudaMemcpyHostToDevice, copy));  // no second stream
-    EXPECT_CALL(api_, EventRecord(event, copy));
-    EXPECT_CALL(api_, StreamWaitEvent(kStream, event, 0u));
+    EXPECT_CALL(*cuda_, CreateStream()).WillOnce(Return(copy));
+    EXPECT_CALL(*cuda_, CreateEvent()).WillOnce(Return(event));
+    EXPECT_CALL(*cuda_, CopyAsync(device, host, 8, CopyKind::kHostToDevice, copy));
+    EXPECT_CALL(*cuda_, RecordEvent(event, copy));
+    EXPECT_CALL(*cuda_, StreamWaitEvent(kStream, event));
+    EXPECT_CALL(*cuda_, CopyAsync(other, host, 8, CopyKind::kHostToDevice, copy));  // no second stream
+    EXPECT_CALL(*cuda_, RecordEvent(event, copy));
+    EXPECT_CALL(*cuda_, StreamWaitEvent(kStream, event));
     EXPECT_CALL(api_, GroupStart());
-    EXPECT_CALL(api_, Send(device, 8, ncclUint8, 1, kComm, kStream));
-    EXPECT_CALL(api_, Send(other, 8, ncclUint8, 2, kComm, kStream));
+    EXPECT_CALL(api_, Send(device, 8, ncclUint8, 1, kComm, kNcclStream));
+    EXPECT_CALL(api_, Send(other, 8, ncclUint8, 2, kComm, kNcclStream));
     EXPECT_CALL(api_, GroupEnd());
-    EXPECT_CALL(api_, MemcpyAsync(host, device, 8, cudaMemcpyDeviceToHost, kStream));
-    EXPECT_CALL(api_, StreamQuery(kStream)).RetiresOnSaturation();
+    EXPECT_CALL(*cuda_, CopyAsync(host, device, 8, CopyKind::kDeviceToHost, kStream));
+    EXPECT_CALL(*cuda_, StreamIdle(kStream)).RetiresOnSaturation();
   }
   EXPECT_OK(c->StageIn(device, host, 8));
   EXPECT_OK(c->StageIn(other, host, 8));
   EXPECT_OK(c->SendMany({{device, 8, 1}, {other, 8, 2}}, 0, milliseconds(1000)));
   EXPECT_OK(c->CopyOut(host, device, 8, milliseconds(1000)));
-  EXPECT_CALL(api_, EventDestroy(event));
-  EXPECT_CALL(api_, StreamDestroy(copy));
-  EXPECT_CALL(api_, StreamDestroy(kStream));
+  EXPECT_CALL(*cuda_, DestroyEvent(event));
+  EXPECT_CALL(*cuda_, DestroyStream(copy));
+  EXPECT_CALL(*cuda_, DestroyStream(kStream));
   EXPECT_THAT(c->SendMany({{device, 8, 0}}, 0, milliseconds(1000)).code(), absl::StatusCode::kInvalidArgument);
   c.reset();
 }
 
 TEST_F(NcclCommunicatorTest, BarrierIsAOneFloatAllReduceOnTheScratchBuffer) {
   auto c = Make();
-  EXPECT_CALL(api_, AllReduce(kScratch, kScratch, 1, ncclFloat32, ncclSum, kComm, kStream));
+  EXPECT_CALL(api_, AllReduce(kScratch, kScratch, 1, ncclFloat32, ncclSum, kComm, kNcclStream));
   EXPECT_OK(c->Barrier(milliseconds(1000)));
 }
 

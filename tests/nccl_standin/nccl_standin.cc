@@ -702,6 +702,13 @@ ncclResult_t ncclGroupEnd() {
   return ncclSuccess;
 }
 
+// The version of the nccl.h it was compiled against, as libnccl reports its own.
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
     case ncclSuccess:

@@ -7,6 +7,7 @@
 #include "ddpio/comm/communicator_conformance.h"
 #include "ddpio/comm/nccl/nccl_api.h"
 #include "ddpio/comm/nccl/nccl_communicator.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
 
@@ -17,7 +18,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(std::shared_ptr<Store> st
                                                        std::chrono::milliseconds timeout) {
   NcclOptions o;
   o.timeout = timeout;
-  auto comm = NcclCommunicator::Create(SystemNcclApi(), std::move(store), rank, size, o);
+  absl::StatusOr<std::unique_ptr<device::CudaRuntime>> cuda = device::OpenDeviceForRank(/*local_rank=*/0);
+  if (!cuda.ok()) return cuda.status();
+  auto comm = NcclCommunicator::Create(SystemNcclApi(), *std::move(cuda), std::move(store), rank, size, o);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(std::move(comm).value());
 }

@@ -1,6 +1,6 @@
 // A conversion that really crashes: Convert runs in a child process that ends with _exit (no
 // destructors, no unwinding — what kill -9 leaves behind) right after its n-th commit. The
-// fault is injected through tools::ConvertObserver, so the shipped converter holds no crash
+// fault is injected through convert::ConvertObserver, so the shipped converter holds no crash
 // hook of its own. Tests of --resume start from what it leaves.
 #ifndef DDPIO_TESTS_SUPPORT_CRASHING_CONVERSION_H_
 #define DDPIO_TESTS_SUPPORT_CRASHING_CONVERSION_H_
@@ -10,14 +10,14 @@
 
 #include <cstdint>
 
-#include "tools/convert.h"
+#include "ddpio/convert/convert.h"
 
 namespace ddpio::testing {
 
 // The exit code of a child that crashed where it was told to.
 inline constexpr int kInjectedCrash = 86;
 
-class CrashAfterCommit : public tools::ConvertObserver {
+class CrashAfterCommit : public convert::ConvertObserver {
  public:
   explicit CrashAfterCommit(uint64_t n) : n_(n) {}
   void Committed(uint64_t n) override {
@@ -33,12 +33,11 @@ class CrashAfterCommit : public tools::ConvertObserver {
 // happened, 0 when `convert` returned true first, 1 when false, 128 + signal when something else
 // killed it.
 template <typename Fn>
-int RunCrashingAfterCommit(tools::ConvertOptions options, uint64_t n, Fn convert) {
+int RunCrashingAfterCommit(convert::ConvertOptions options, uint64_t n, Fn convert) {
   const pid_t pid = fork();
   if (pid == 0) {
     CrashAfterCommit crash(n);
     options.observer = &crash;
-    options.progress = false;
     _exit(convert(options) ? 0 : 1);
   }
   int status = 0;
@@ -47,10 +46,10 @@ int RunCrashingAfterCommit(tools::ConvertOptions options, uint64_t n, Fn convert
 }
 
 // Converts `listing` with `options` in a child that crashes after commit `n` (as above).
-inline int ConvertCrashingAfterCommit(const tools::SourceListing& listing, tools::ConvertOptions options,
+inline int ConvertCrashingAfterCommit(const convert::SourceListing& listing, convert::ConvertOptions options,
                                       uint64_t n) {
   return RunCrashingAfterCommit(std::move(options), n,
-                                [&](const tools::ConvertOptions& o) { return tools::Convert(listing, o).ok(); });
+                                [&](const convert::ConvertOptions& o) { return convert::Convert(listing, o).ok(); });
 }
 
 }  // namespace ddpio::testing

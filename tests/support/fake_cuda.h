@@ -1,5 +1,7 @@
-// A CudaRuntime for tests on machines without a GPU: "device" memory is host memory, copies
-// are immediate, and every call is counted so tests can check the call sequence.
+// The test double of device::CudaRuntime (ddpio/device/cuda_runtime.h), for tests on machines
+// without a GPU: "device" memory is host memory, copies are immediate, and every call is counted
+// so tests can check the call sequence. (tests/nccl_standin replaces the CUDA and NCCL libraries
+// themselves, underneath the real runtime, for the code that calls them by name.)
 #ifndef DDPIO_TESTS_SUPPORT_FAKE_CUDA_H_
 #define DDPIO_TESTS_SUPPORT_FAKE_CUDA_H_
 
@@ -8,12 +10,14 @@
 #include <mutex>
 #include <set>
 
-#include "ddpio/loader/cuda_runtime.h"
+#include "ddpio/device/cuda_runtime.h"
 
 namespace ddpio::testing {
 
-class FakeCuda : public loader::CudaRuntime {
+class FakeCuda : public device::CudaRuntime {
  public:
+  int device() const override { return 0; }
+  absl::Status Activate() override { return absl::OkStatus(); }
   absl::Status HostAlloc(void** ptr, size_t bytes) override {
     std::lock_guard<std::mutex> l(mu);
     ++host_allocs;
@@ -49,7 +53,7 @@ class FakeCuda : public loader::CudaRuntime {
     events.erase(e);
     delete static_cast<int*>(e);
   }
-  absl::Status CopyToDeviceAsync(void* dst, const void* src, size_t bytes, void*) override {
+  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, device::CopyKind, void*) override {
     std::lock_guard<std::mutex> l(mu);
     ++copies;
     std::memcpy(dst, src, bytes);
@@ -61,6 +65,7 @@ class FakeCuda : public loader::CudaRuntime {
     ++records;
     return absl::OkStatus();
   }
+  absl::Status StreamWaitEvent(void*, void* e) override { return WaitEvent(e); }  // copies are immediate
   absl::Status WaitEvent(void* e) override {
     std::lock_guard<std::mutex> l(mu);
     if (*static_cast<int*>(e) == 0) ++waits_on_unrecorded;
@@ -68,6 +73,7 @@ class FakeCuda : public loader::CudaRuntime {
     ++waits;
     return absl::OkStatus();
   }
+  absl::StatusOr<bool> StreamIdle(void*) override { return true; }
 
   std::mutex mu;
   int host_allocs = 0, host_frees = 0, device_allocs = 0, device_frees = 0;

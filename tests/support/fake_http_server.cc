@@ -107,9 +107,10 @@ bool FakeHttpServer::Handle(int fd) {
     return false;
   }
   if (a.close) return false;
-  const std::string reply = "HTTP/1.1 " + std::to_string(a.status) + " X\r\nContent-Length: " +
-                            std::to_string(r.method == "HEAD" ? 0 : a.body.size()) + "\r\nETag: \"e" +
-                            std::to_string(index) + "\"\r\n\r\n" + (r.method == "HEAD" ? "" : a.body);
+  const std::string reply =
+      "HTTP/1.1 " + std::to_string(a.status) +
+      " X\r\nContent-Length: " + std::to_string(r.method == "HEAD" ? 0 : a.body.size()) +
+      "\r\nETag: \"e" + std::to_string(index) + "\"\r\n\r\n" + (r.method == "HEAD" ? "" : a.body);
   size_t sent = 0;
   while (sent < reply.size()) {
     const ssize_t n = ::send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);

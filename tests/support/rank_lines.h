@@ -4,9 +4,12 @@
 #ifndef DDPIO_TESTS_SUPPORT_RANK_LINES_H_
 #define DDPIO_TESTS_SUPPORT_RANK_LINES_H_
 
+#include <cstdint>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +27,14 @@ inline std::map<int, nlohmann::json> RankLines(const std::string& out) {
     lines[j["rank"].get<int>()] = j;
   }
   return lines;
+}
+
+// The indices a rank wrote with --indices-out (whitespace-separated), in order.
+inline std::vector<uint64_t> IndicesFile(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<uint64_t> v;
+  for (uint64_t i; in >> i;) v.push_back(i);
+  return v;
 }
 
 }  // namespace ddpio::testing

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::comm::internal {
@@ -169,7 +170,7 @@ absl::Status ReadFull(int fd, void* data, size_t size, Clock::time_point deadlin
 
 absl::Status WriteFrame(int fd, const std::string& body, Clock::time_point deadline) {
   uint8_t len[4];
-  for (int i = 0; i < 4; ++i) len[i] = static_cast<uint8_t>(body.size() >> (8 * i));
+  EncodeFixed32(len, static_cast<uint32_t>(body.size()));
   DDPIO_RETURN_IF_ERROR(WriteAll(fd, len, 4, deadline));
   return WriteAll(fd, body.data(), body.size(), deadline);
 }
@@ -177,8 +178,7 @@ absl::Status WriteFrame(int fd, const std::string& body, Clock::time_point deadl
 absl::StatusOr<std::string> ReadFrame(int fd, size_t max_size, Clock::time_point deadline) {
   uint8_t len[4];
   DDPIO_RETURN_IF_ERROR(ReadFull(fd, len, 4, deadline));
-  const size_t size = static_cast<size_t>(len[0]) | (static_cast<size_t>(len[1]) << 8) |
-                      (static_cast<size_t>(len[2]) << 16) | (static_cast<size_t>(len[3]) << 24);
+  const size_t size = DecodeFixed32(len);
   if (size > max_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("message of ", size, " bytes exceeds the limit of ", max_size));

@@ -1,5 +1,5 @@
-// The only file that calls NCCL and the CUDA runtime by name. Linked into ddpio against libnccl
-// and libcudart, and into the stand-in tests against tests/nccl_standin.
+// The only file that calls NCCL by name. Linked into ddpio against libnccl, and into the stand-in
+// tests against tests/nccl_standin.
 #include "ddpio/comm/nccl/nccl_api.h"
 
 namespace ddpio::comm {
@@ -7,30 +7,6 @@ namespace {
 
 class SystemApi final : public NcclApi {
  public:
-  cudaError_t GetDeviceCount(int* count) override { return cudaGetDeviceCount(count); }
-  cudaError_t SetDevice(int device) override { return cudaSetDevice(device); }
-  cudaError_t StreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) override {
-    return cudaStreamCreateWithFlags(stream, flags);
-  }
-  cudaError_t StreamDestroy(cudaStream_t stream) override { return cudaStreamDestroy(stream); }
-  cudaError_t StreamQuery(cudaStream_t stream) override { return cudaStreamQuery(stream); }
-  cudaError_t CudaGetLastError() override { return cudaGetLastError(); }
-  cudaError_t Malloc(void** ptr, size_t bytes) override { return cudaMalloc(ptr, bytes); }
-  cudaError_t Free(void* ptr) override { return cudaFree(ptr); }
-  cudaError_t MemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                          cudaStream_t stream) override {
-    return cudaMemcpyAsync(dst, src, bytes, kind, stream);
-  }
-  cudaError_t EventCreateWithFlags(cudaEvent_t* event, unsigned int flags) override {
-    return cudaEventCreateWithFlags(event, flags);
-  }
-  cudaError_t EventDestroy(cudaEvent_t event) override { return cudaEventDestroy(event); }
-  cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream) override { return cudaEventRecord(event, stream); }
-  cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) override {
-    return cudaStreamWaitEvent(stream, event, flags);
-  }
-  const char* CudaErrorString(cudaError_t error) override { return cudaGetErrorString(error); }
-
   ncclResult_t GetUniqueId(ncclUniqueId* id) override { return ncclGetUniqueId(id); }
   ncclResult_t CommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                   ncclConfig_t* config) override {

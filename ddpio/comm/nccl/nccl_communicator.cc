@@ -32,31 +32,22 @@ absl::StatusCode CodeOf(ncclResult_t r) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclApi& api,
+                                                                           std::shared_ptr<device::CudaRuntime> cuda,
                                                                            std::shared_ptr<Store> store,
                                                                            int rank, int size,
                                                                            const NcclOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", size));
   }
-  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(api, rank, size, options.poll_interval));
+  if (cuda == nullptr) return absl::InvalidArgumentError("the NCCL backend needs a CUDA runtime");
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(api, std::move(cuda), rank, size, options.poll_interval));
   DDPIO_RETURN_IF_ERROR(c->Init(*store, options));
   return c;
 }
 
 absl::Status NcclCommunicator::Init(Store& store, const NcclOptions& options) {
-  int count = 0;
-  cudaError_t err = api_.GetDeviceCount(&count);
-  if (err != cudaSuccess || count < 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the NCCL backend needs a usable CUDA device; cudaGetDeviceCount: ",
-        err != cudaSuccess ? absl::StrCat("error ", static_cast<int>(err), " ", api_.CudaErrorString(err))
-                           : std::string("0 devices")));
-  }
-  device_ = options.device >= 0 ? options.device : options.local_rank % count;
-  if (device_ >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device_, " asked for, ", count, " present"));
-  }
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
+  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->Activate()));  // NCCL joins on the current device
 
   ncclUniqueId id;
   if (rank_ == 0) {
@@ -70,10 +61,11 @@ absl::Status NcclCommunicator::Init(Store& store, const NcclOptions& options) {
     }
     std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   }
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaStreamCreateWithFlags",
-                                  api_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+  absl::StatusOr<void*> stream = cuda_->CreateStream();  // non-blocking
+  if (!stream.ok()) return OnRank(stream.status());
+  stream_ = *stream;
   void* scratch = nullptr;
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMalloc", api_.Malloc(&scratch, sizeof(float))));
+  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->DeviceAlloc(&scratch, sizeof(float))));
   scratch_ = static_cast<float*>(scratch);
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -85,7 +77,7 @@ absl::Status NcclCommunicator::Init(Store& store, const NcclOptions& options) {
   }
   absl::Status s = Wait("joining the NCCL communicator", options.timeout, /*wait_stream=*/false);
   if (s.ok()) {
-    DDPIO_LOG(INFO) << "NCCL communicator: rank " << rank_ << " of " << size_ << " on CUDA device " << device_;
+    DDPIO_LOG(INFO) << "NCCL communicator: rank " << rank_ << " of " << size_ << " on CUDA device " << device();
   }
   return s;
 }
@@ -95,10 +87,10 @@ NcclCommunicator::~NcclCommunicator() {
     ncclResult_t r = api_.CommDestroy(comm_);
     if (r != ncclSuccess) DDPIO_LOG(WARNING) << "ncclCommDestroy: " << api_.GetErrorString(r);
   }
-  if (scratch_ != nullptr) (void)api_.Free(scratch_);
-  if (staged_ != nullptr) (void)api_.EventDestroy(staged_);
-  if (copy_stream_ != nullptr) (void)api_.StreamDestroy(copy_stream_);
-  if (stream_ != nullptr) (void)api_.StreamDestroy(stream_);
+  if (scratch_ != nullptr) cuda_->DeviceFree(scratch_);
+  if (staged_ != nullptr) cuda_->DestroyEvent(staged_);
+  if (copy_stream_ != nullptr) cuda_->DestroyStream(copy_stream_);
+  if (stream_ != nullptr) cuda_->DestroyStream(stream_);
 }
 
 absl::Status NcclCommunicator::Check(const char* what, ncclResult_t result) {
@@ -108,10 +100,9 @@ absl::Status NcclCommunicator::Check(const char* what, ncclResult_t result) {
                                                    detail.empty() ? "" : " (", detail, detail.empty() ? "" : ")"));
 }
 
-absl::Status NcclCommunicator::CheckCuda(const char* what, cudaError_t error) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, " on rank ", rank_, ": CUDA error ", static_cast<int>(error), " ",
-                                          api_.CudaErrorString(error)));
+absl::Status NcclCommunicator::OnRank(absl::Status status) const {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), " (rank ", rank_, ")"));
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {
@@ -132,12 +123,12 @@ absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds 
     if (async != ncclSuccess && async != ncclInProgress) return Fail(Check(what, async));
     if (async == ncclSuccess) {
       if (!wait_stream) return absl::OkStatus();
-      cudaError_t q = api_.StreamQuery(stream_);
-      if (q == cudaSuccess) return absl::OkStatus();
-      if (q != cudaErrorNotReady) return Fail(CheckCuda(what, q));
-      // "Not ready" is an answer, not an error: clear it from this thread's last error, where the
-      // next kernel launch (checked with cudaGetLastError) would take it for its own failure.
-      (void)api_.CudaGetLastError();
+      absl::StatusOr<bool> idle = cuda_->StreamIdle(stream_);
+      if (!idle.ok()) {
+        return Fail(absl::Status(idle.status().code(),
+                                 absl::StrCat(what, " on rank ", rank_, ": ", idle.status().message())));
+      }
+      if (*idle) return absl::OkStatus();
     }
     if (Clock::now() >= deadline) {
       return Fail(absl::DeadlineExceededError(absl::StrCat(
@@ -156,7 +147,7 @@ absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds t
   }
   if (comm_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
   // The current device is per thread, and the feeder's and the reducer's threads call too.
-  absl::Status s = CheckCuda("cudaSetDevice", api_.SetDevice(device_));
+  absl::Status s = OnRank(cuda_->Activate());
   if (s.ok()) s = enqueue();
   if (!s.ok()) return Fail(s);
   return Wait(what, timeout, /*wait_stream=*/true);
@@ -164,41 +155,37 @@ absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds t
 
 absl::StatusOr<std::shared_ptr<uint8_t>> NcclCommunicator::Allocate(size_t bytes) {
   void* p = nullptr;
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMalloc", api_.Malloc(&p, bytes > 0 ? bytes : 1)));
-  NcclApi* api = &api_;
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [api](uint8_t* q) { (void)api->Free(q); });
+  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->DeviceAlloc(&p, bytes > 0 ? bytes : 1)));
+  // The buffer keeps the runtime alive: it may outlive the communicator.
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [cuda = cuda_](uint8_t* q) { cuda->DeviceFree(q); });
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root));
+  DDPIO_RETURN_IF_ERROR(CheckBroadcast(root));
   if (bytes == 0) return absl::OkStatus();
   return Run("broadcast", timeout, [&] {
-    return Check("ncclBroadcast", api_.Broadcast(data, data, bytes, ncclUint8, root, comm_, stream_));
+    return Check("ncclBroadcast", api_.Broadcast(data, data, bytes, ncclUint8, root, comm_, nccl_stream()));
   });
 }
 
 absl::Status NcclCommunicator::Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
                                        std::chrono::milliseconds timeout) {
-  if (root < 0 || root >= size_) return absl::InvalidArgumentError(absl::StrCat("scatter root ", root));
-  if (rank_ == root && static_cast<int>(parts.size()) != size_) {
-    return absl::InvalidArgumentError(absl::StrCat("scatter needs ", size_, " parts on the root, got ", parts.size()));
-  }
+  DDPIO_RETURN_IF_ERROR(CheckScatter(parts, root));
   if (bytes == 0) return absl::OkStatus();
   // NCCL has no scatter: the root's grouped sends, each peer's receive.
   return Run("scatter", timeout, [&]() -> absl::Status {
     if (rank_ == root) {
-      DDPIO_RETURN_IF_ERROR(CheckCuda("cudaMemcpyAsync",
-                                      api_.MemcpyAsync(out, parts[root], bytes, cudaMemcpyDeviceToDevice, stream_)));
+      DDPIO_RETURN_IF_ERROR(
+          OnRank(cuda_->CopyAsync(out, parts[root], bytes, device::CopyKind::kDeviceToDevice, stream_)));
       DDPIO_RETURN_IF_ERROR(Check("ncclGroupStart", api_.GroupStart()));
       absl::Status sent;
       for (int i = 0; i < size_ && sent.ok(); ++i) {
-        if (i != root) sent = Check("ncclSend", api_.Send(parts[i], bytes, ncclUint8, i, comm_, stream_));
+        if (i != root) sent = Check("ncclSend", api_.Send(parts[i], bytes, ncclUint8, i, comm_, nccl_stream()));
       }
       absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
       return sent.ok() ? ended : sent;
     }
-    return Check("ncclRecv", api_.Recv(out, bytes, ncclUint8, root, comm_, stream_));
+    return Check("ncclRecv", api_.Recv(out, bytes, ncclUint8, root, comm_, nccl_stream()));
   });
 }
 
@@ -206,51 +193,47 @@ absl::Status NcclCommunicator::AllReduce(float* data, size_t count, ReduceOp op,
   if (count == 0) return absl::OkStatus();
   return Run("all-reduce", timeout, [&] {
     return Check("ncclAllReduce", api_.AllReduce(data, data, count, ncclFloat32,
-                                                 op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, stream_));
+                                                 op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, nccl_stream()));
   });
 }
 
 absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
   if (bytes == 0) return absl::OkStatus();
   return Run("all-gather", timeout, [&] {
-    return Check("ncclAllGather", api_.AllGather(in, out, bytes, ncclUint8, comm_, stream_));
+    return Check("ncclAllGather", api_.AllGather(in, out, bytes, ncclUint8, comm_, nccl_stream()));
   });
 }
 
 absl::Status NcclCommunicator::Send(const void* data, size_t bytes, int peer, uint64_t /*tag*/,
                                     std::chrono::milliseconds timeout) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("send peer ", peer));
+  DDPIO_RETURN_IF_ERROR(CheckSend(peer));
   if (bytes == 0) return absl::OkStatus();
-  return Run("send", timeout, [&] { return Check("ncclSend", api_.Send(data, bytes, ncclUint8, peer, comm_, stream_)); });
+  return Run("send", timeout, [&] { return Check("ncclSend", api_.Send(data, bytes, ncclUint8, peer, comm_, nccl_stream())); });
 }
 
 absl::Status NcclCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t /*tag*/,
                                     std::chrono::milliseconds timeout) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return absl::InvalidArgumentError(absl::StrCat("recv peer ", peer));
+  DDPIO_RETURN_IF_ERROR(CheckRecv(peer));
   if (bytes == 0) return absl::OkStatus();
-  return Run("recv", timeout, [&] { return Check("ncclRecv", api_.Recv(data, bytes, ncclUint8, peer, comm_, stream_)); });
+  return Run("recv", timeout, [&] { return Check("ncclRecv", api_.Recv(data, bytes, ncclUint8, peer, comm_, nccl_stream())); });
 }
 
 absl::Status NcclCommunicator::Barrier(std::chrono::milliseconds timeout) {
   // NCCL has no barrier: an all-reduce of one float completes only when every rank joined it.
   return Run("barrier", timeout, [&] {
-    return Check("ncclAllReduce", api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
+    return Check("ncclAllReduce", api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, nccl_stream()));
   });
 }
 
 absl::Status NcclCommunicator::SendMany(const std::vector<SendPart>& parts, uint64_t /*tag*/,
                                         std::chrono::milliseconds timeout) {
-  for (const SendPart& p : parts) {
-    if (p.peer < 0 || p.peer >= size_ || p.peer == rank_) {
-      return absl::InvalidArgumentError(absl::StrCat("send peer ", p.peer));
-    }
-  }
+  DDPIO_RETURN_IF_ERROR(CheckSendMany(parts));
   return Run("grouped send", timeout, [&]() -> absl::Status {
     DDPIO_RETURN_IF_ERROR(Check("ncclGroupStart", api_.GroupStart()));
     absl::Status sent;
     for (size_t i = 0; i < parts.size() && sent.ok(); ++i) {
       if (parts[i].bytes > 0) {
-        sent = Check("ncclSend", api_.Send(parts[i].data, parts[i].bytes, ncclUint8, parts[i].peer, comm_, stream_));
+        sent = Check("ncclSend", api_.Send(parts[i].data, parts[i].bytes, ncclUint8, parts[i].peer, comm_, nccl_stream()));
       }
     }
     absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
@@ -264,17 +247,17 @@ absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes)
                                                       broken_.message(), ")"));
   }
   if (bytes == 0) return absl::OkStatus();
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
   if (copy_stream_ == nullptr) {
-    DDPIO_RETURN_IF_ERROR(CheckCuda("cudaStreamCreateWithFlags",
-                                    api_.StreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking)));
-    DDPIO_RETURN_IF_ERROR(
-        CheckCuda("cudaEventCreateWithFlags", api_.EventCreateWithFlags(&staged_, cudaEventDisableTiming)));
+    absl::StatusOr<void*> stream = cuda_->CreateStream();  // non-blocking
+    if (!stream.ok()) return OnRank(stream.status());
+    copy_stream_ = *stream;
+    absl::StatusOr<void*> event = cuda_->CreateEvent();
+    if (!event.ok()) return OnRank(event.status());
+    staged_ = *event;
   }
-  DDPIO_RETURN_IF_ERROR(
-      CheckCuda("cudaMemcpyAsync", api_.MemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_)));
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaEventRecord", api_.EventRecord(staged_, copy_stream_)));
-  return CheckCuda("cudaStreamWaitEvent", api_.StreamWaitEvent(stream_, staged_, 0));
+  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->CopyAsync(dst, src, bytes, device::CopyKind::kHostToDevice, copy_stream_)));
+  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->RecordEvent(staged_, copy_stream_)));
+  return OnRank(cuda_->StreamWaitEvent(stream_, staged_));
 }
 
 absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) {
@@ -283,7 +266,7 @@ absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes,
   // for whatever is queued before it, so that a stuck operation cannot block the call itself.
   DDPIO_RETURN_IF_ERROR(Synchronize(timeout));
   return Run("copy to the host", timeout, [&] {
-    return CheckCuda("cudaMemcpyAsync", api_.MemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    return OnRank(cuda_->CopyAsync(dst, src, bytes, device::CopyKind::kDeviceToHost, stream_));
   });
 }
 
@@ -293,8 +276,7 @@ absl::Status NcclCommunicator::Synchronize(std::chrono::milliseconds timeout) {
 
 absl::Status NcclCommunicator::WaitFor(void* event) {
   if (event == nullptr) return absl::OkStatus();
-  DDPIO_RETURN_IF_ERROR(CheckCuda("cudaSetDevice", api_.SetDevice(device_)));
-  return CheckCuda("cudaStreamWaitEvent", api_.StreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0));
+  return OnRank(cuda_->StreamWaitEvent(stream_, event));
 }
 
 void NcclCommunicator::Abort() { (void)Fail(absl::AbortedError("aborted")); }

@@ -1,9 +1,9 @@
 // The NCCL backend of Communicator: GPU buffers, NCCL collectives on a dedicated stream.
 //
-// Create() gets NCCL's unique id through the Store (rank 0 makes it, the others read it), picks
-// the device (options.device, or local_rank modulo the device count), creates a non-blocking
-// stream and a non-blocking communicator (ncclConfig_t.blocking = 0) so that no NCCL call can
-// block this thread. Every operation is enqueued on the stream, then waited for by polling the
+// Create() is handed the rank's device as a device::CudaRuntime (device::OpenDeviceForRank picks
+// it), gets NCCL's unique id through the Store (rank 0 makes it, the others read it), creates a
+// non-blocking stream and a non-blocking communicator (ncclConfig_t.blocking = 0) so that no NCCL
+// call can block this thread. Every operation is enqueued on the stream, then waited for by polling the
 // stream (cudaStreamQuery) and the communicator's asynchronous error (ncclCommGetAsyncError):
 //   - an asynchronous error (a peer died: ncclRemoteError / ncclSystemError) → the communicator
 //     is aborted and the call returns Unavailable;
@@ -11,7 +11,8 @@
 //     still waiting on peers) and the call returns DeadlineExceeded;
 //   - a CUDA error from the stream → Internal.
 // After any of these the communicator is unusable (FailedPrecondition naming the first error),
-// like the Gloo backend. All NCCL and CUDA calls go through NcclApi (nccl_api.h).
+// like the Gloo backend. NCCL is called through NcclApi (nccl_api.h), the CUDA runtime through
+// device::CudaRuntime; both are interfaces, so the tests run this class without a GPU.
 #ifndef DDPIO_COMM_NCCL_NCCL_COMMUNICATOR_H_
 #define DDPIO_COMM_NCCL_NCCL_COMMUNICATOR_H_
 
@@ -23,13 +24,11 @@
 #include "ddpio/comm/communicator.h"
 #include "ddpio/comm/nccl/nccl_api.h"
 #include "ddpio/comm/store.h"
+#include "ddpio/device/cuda_runtime.h"
 
 namespace ddpio::comm {
 
 struct NcclOptions {
-  // CUDA device of this rank; -1 (default): local_rank modulo the number of devices.
-  int device = -1;
-  int local_rank = 0;
   // How long Create() waits for the unique id and for every rank to join.
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
   // How often a waiting call looks at the stream and the asynchronous error.
@@ -38,10 +37,12 @@ struct NcclOptions {
 
 class NcclCommunicator : public Communicator {
  public:
-  // FailedPrecondition without a usable device; DeadlineExceeded when the unique id or a rank
-  // does not arrive within options.timeout; the mapped NCCL/CUDA error otherwise.
-  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(NcclApi& api, std::shared_ptr<Store> store,
-                                                                  int rank, int size,
+  // On `cuda`'s device, which buffers from Allocate() keep alive. DeadlineExceeded when the
+  // unique id or a rank does not arrive within options.timeout; the mapped NCCL/CUDA error
+  // otherwise.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(NcclApi& api,
+                                                                  std::shared_ptr<device::CudaRuntime> cuda,
+                                                                  std::shared_ptr<Store> store, int rank, int size,
                                                                   const NcclOptions& options = {});
   ~NcclCommunicator() override;
 
@@ -49,7 +50,7 @@ class NcclCommunicator : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
   bool device_memory() const override { return true; }
-  int device() const { return device_; }
+  int device() const { return cuda_->device(); }
   absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) override;
 
   absl::Status Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) override;
@@ -78,8 +79,9 @@ class NcclCommunicator : public Communicator {
   void Abort() override;
 
  private:
-  NcclCommunicator(NcclApi& api, int rank, int size, std::chrono::microseconds poll)
-      : api_(api), rank_(rank), size_(size), poll_(poll) {}
+  NcclCommunicator(NcclApi& api, std::shared_ptr<device::CudaRuntime> cuda, int rank, int size,
+                   std::chrono::microseconds poll)
+      : api_(api), cuda_(std::move(cuda)), rank_(rank), size_(size), poll_(poll) {}
   absl::Status Init(Store& store, const NcclOptions& options);
   // Checks the communicator is usable, enqueues with `enqueue` (returns the NCCL/CUDA result as
   // a Status) and waits for the stream.
@@ -89,20 +91,22 @@ class NcclCommunicator : public Communicator {
   // longer in progress), an asynchronous error shows, or the timeout passes.
   absl::Status Wait(const char* what, std::chrono::milliseconds timeout, bool wait_stream);
   absl::Status Check(const char* what, ncclResult_t result);
-  absl::Status CheckCuda(const char* what, cudaError_t error);
+  // A CUDA runtime error with this rank in the message.
+  absl::Status OnRank(absl::Status status) const;
+  cudaStream_t nccl_stream() const { return static_cast<cudaStream_t>(stream_); }
   // Aborts the communicator and remembers `status` as the reason; returns it.
   absl::Status Fail(absl::Status status);
 
   NcclApi& api_;
+  const std::shared_ptr<device::CudaRuntime> cuda_;
   const int rank_;
   const int size_;
   const std::chrono::microseconds poll_;
-  int device_ = -1;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  float* scratch_ = nullptr;  // one float on the device, for Barrier
-  cudaStream_t copy_stream_ = nullptr;  // StageIn's, with its event
-  cudaEvent_t staged_ = nullptr;
+  void* stream_ = nullptr;        // the communication stream
+  float* scratch_ = nullptr;      // one float on the device, for Barrier
+  void* copy_stream_ = nullptr;   // StageIn's, with its event
+  void* staged_ = nullptr;
   absl::Status broken_;
 };
 

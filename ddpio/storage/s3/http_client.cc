@@ -51,17 +51,20 @@ bool RetryableCurl(CURLcode code) {
 
 bool RetryableHttpStatus(long status) { return status >= 500 || status == 429 || status == 408; }
 
-absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts) {
+absl::Status HttpError(long status, const std::string& body, const std::string& what,
+                       int attempts) {
   const std::string code = XmlText(body, "Code"), message = XmlText(body, "Message");
   std::string detail = absl::StrCat("HTTP ", status);
   if (!code.empty()) absl::StrAppend(&detail, " ", code);
   if (!message.empty()) absl::StrAppend(&detail, ": ", message.substr(0, 300));
-  const std::string text = absl::StrCat(what, ": ", detail, attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "");
+  const std::string text = absl::StrCat(
+      what, ": ", detail, attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "");
   if (status == 404) return absl::NotFoundError(text);
   if (status == 403) return absl::PermissionDeniedError(text);
   if (status == 401) return absl::UnauthenticatedError(text);
   if (status == 416) return absl::OutOfRangeError(text);
-  if (status == 400 && (code == "ExpiredToken" || code == "InvalidToken" || code == "InvalidAccessKeyId")) {
+  if (status == 400 &&
+      (code == "ExpiredToken" || code == "InvalidToken" || code == "InvalidAccessKeyId")) {
     return absl::UnauthenticatedError(text);
   }
   if (RetryableHttpStatus(status)) return absl::UnavailableError(text);
@@ -101,7 +104,7 @@ struct HttpClient::Impl {
   static size_t Write(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const size_t bytes = size * n;
-    if (t->body.size() + bytes > t->request.max_response_bytes) {
+    if (t->body.size() + bytes > Limit(*t)) {
       t->too_large = true;
       return 0;  // aborts the transfer
     }
@@ -122,9 +125,26 @@ struct HttpClient::Impl {
       t->etag = std::string(absl::StripAsciiWhitespace(line.substr(5)));
     } else if (absl::StartsWithIgnoreCase(line, "content-length:")) {
       int64_t v = -1;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(15)), &v) && v >= 0) t->content_length = v;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(15)), &v) && v >= 0)
+        t->content_length = v;
+      // Announced larger than allowed: ended before a byte of it arrives (a HEAD's length is
+      // the object's, not a body).
+      if (t->request.method != "HEAD" && t->content_length > 0 &&
+          static_cast<uint64_t>(t->content_length) > Limit(*t)) {
+        t->too_large = true;
+        return 0;
+      }
     }
     return size * n;
+  }
+  // The bytes a response body may have: the request's limit for a success; an error document
+  // (S3's XML, whose Code the error quotes) gets at least 64 KiB, however small the range asked.
+  static uint64_t Limit(const Transfer& t) {
+    long status = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    const bool success = status >= 200 && status < 300;
+    return success ? t.request.max_response_bytes
+                   : std::max<uint64_t>(t.request.max_response_bytes, 64 << 10);
   }
 
   void Start(std::unique_ptr<Transfer> t) {
@@ -146,19 +166,22 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options.retry.attempt_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.retry.connect_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(options.retry.attempt_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options.retry.connect_timeout.count()));
     // A transfer that stalls (an endpoint that accepts and never answers) ends long before the
     // attempt's timeout: under 1 byte/s for 10 s.
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::max<int64_t>(
-                                                    1, std::min<int64_t>(10, options.retry.attempt_timeout.count() / 1000))));
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t->request.max_response_bytes));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(
+                         1, std::min<int64_t>(10, options.retry.attempt_timeout.count() / 1000))));
     if (!options.sigv4.empty()) {
       curl_easy_setopt(e, CURLOPT_AWS_SIGV4, options.sigv4.c_str());
       curl_easy_setopt(e, CURLOPT_USERPWD, options.user_password.c_str());
     }
-    for (const std::string& h : t->request.headers) t->headers = curl_slist_append(t->headers, h.c_str());
+    for (const std::string& h : t->request.headers)
+      t->headers = curl_slist_append(t->headers, h.c_str());
     const std::string& m = t->request.method;
     if (m == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -166,12 +189,15 @@ struct HttpClient::Impl {
       curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(e, CURLOPT_READFUNCTION, &Read);
       curl_easy_setopt(e, CURLOPT_READDATA, t.get());
-      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
-      t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue round trip
+      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+                       static_cast<curl_off_t>(t->request.body.size()));
+      // No "Expect:" to suppress 100-continue: libcurl 7.88 signs the emptied header that it
+      // then leaves out, and the server answers SignatureDoesNotMatch.
     } else if (m == "POST") {
       curl_easy_setopt(e, CURLOPT_POST, 1L);
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(t->request.body.size()));
     } else if (m != "GET") {
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m.c_str());
     }
@@ -215,7 +241,8 @@ struct HttpClient::Impl {
   }
 
   void Complete(CURL* easy, CURLcode code) {
-    auto it = std::find_if(running.begin(), running.end(), [&](const auto& t) { return t->easy == easy; });
+    auto it = std::find_if(running.begin(), running.end(),
+                           [&](const auto& t) { return t->easy == easy; });
     if (it == running.end()) return;
     std::unique_ptr<Transfer> t = std::move(*it);
     running.erase(it);
@@ -224,8 +251,9 @@ struct HttpClient::Impl {
     Release(*t);
     const std::string& what = t->request.what.empty() ? t->request.url : t->request.what;
     if (t->too_large || code == CURLE_FILESIZE_EXCEEDED) {
-      return Finish(std::move(t), absl::DataLossError(absl::StrCat(what, ": the response is larger than the ",
-                                                                  t->request.max_response_bytes, " bytes expected")));
+      return Finish(std::move(t), absl::DataLossError(absl::StrCat(
+                                      what, ": the response is larger than the ",
+                                      t->request.max_response_bytes, " bytes expected")));
     }
     const bool retry_transport = code != CURLE_OK && RetryableCurl(code);
     const bool retry_status = code == CURLE_OK && RetryableHttpStatus(status);
@@ -236,12 +264,15 @@ struct HttpClient::Impl {
     }
     if (code != CURLE_OK) {
       const std::string detail = t->error[0] != '\0' ? t->error : curl_easy_strerror(code);
-      const std::string text = absl::StrCat(what, ": ", detail, " (", options.retry.attempt_timeout.count(),
-                                            " ms per attempt, ", t->attempts, " attempt", t->attempts > 1 ? "s" : "", ")");
-      return Finish(std::move(t), code == CURLE_OPERATION_TIMEDOUT ? absl::DeadlineExceededError(text)
-                                                                   : absl::UnavailableError(text));
+      const std::string text = absl::StrCat(
+          what, ": ", detail, " (", options.retry.attempt_timeout.count(), " ms per attempt, ",
+          t->attempts, " attempt", t->attempts > 1 ? "s" : "", ")");
+      return Finish(std::move(t), code == CURLE_OPERATION_TIMEDOUT
+                                      ? absl::DeadlineExceededError(text)
+                                      : absl::UnavailableError(text));
     }
-    if (status < 200 || status >= 300) return Finish(std::move(t), HttpError(status, t->body, what, t->attempts));
+    if (status < 200 || status >= 300)
+      return Finish(std::move(t), HttpError(status, t->body, what, t->attempts));
     HttpResponse r;
     r.status = status;
     r.body = std::move(t->body);
@@ -259,7 +290,8 @@ struct HttpClient::Impl {
         std::lock_guard<std::mutex> lock(mu);
         stopping = stop;
         const size_t room = static_cast<size_t>(options.max_in_flight);
-        while (!stopping && !queued.empty() && running.size() + waiting.size() + starting.size() < room) {
+        while (!stopping && !queued.empty() &&
+               running.size() + waiting.size() + starting.size() < room) {
           starting.push_back(std::move(queued.front()));
           queued.pop_front();
         }
@@ -289,10 +321,11 @@ struct HttpClient::Impl {
       if (finished) continue;
       int wait_ms = 1000;
       for (const auto& t : waiting) {
-        wait_ms = std::min<int>(wait_ms, static_cast<int>(std::max<int64_t>(
-                                             0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                    t->not_before - Clock::now())
-                                                    .count())));
+        wait_ms =
+            std::min<int>(wait_ms, static_cast<int>(std::max<int64_t>(
+                                       0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              t->not_before - Clock::now())
+                                              .count())));
       }
       curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
     }
@@ -319,7 +352,8 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   impl->options.retry.max_attempts = std::max(1, options.retry.max_attempts);
   impl->multi = curl_multi_init();
   if (impl->multi == nullptr) return absl::InternalError("curl_multi_init failed");
-  curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(impl->options.max_in_flight));
+  curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                    static_cast<long>(impl->options.max_in_flight));
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Loop(); });
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
@@ -355,7 +389,8 @@ void HttpClient::Submit(HttpRequest request, Done done) {
 absl::StatusOr<HttpResponse> HttpClient::Execute(HttpRequest request) {
   std::promise<absl::StatusOr<HttpResponse>> promise;
   std::future<absl::StatusOr<HttpResponse>> future = promise.get_future();
-  Submit(std::move(request), [&promise](absl::StatusOr<HttpResponse> r) { promise.set_value(std::move(r)); });
+  Submit(std::move(request),
+         [&promise](absl::StatusOr<HttpResponse> r) { promise.set_value(std::move(r)); });
   return future.get();
 }
 

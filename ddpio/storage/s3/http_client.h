@@ -33,8 +33,8 @@ namespace ddpio::storage::s3 {
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
   std::string url;
-  std::vector<std::string> headers;  // "Name: value"
-  std::string body;                  // sent with PUT and POST (Content-Length set)
+  std::vector<std::string> headers;                  // "Name: value"
+  std::string body;                                  // sent with PUT and POST (Content-Length set)
   uint64_t max_response_bytes = uint64_t{64} << 20;  // more is DataLoss, not memory
   std::string what;  // how errors name it: "GET s3://bucket/key bytes=0-99"
 };
@@ -42,21 +42,21 @@ struct HttpRequest {
 struct HttpResponse {
   long status = 0;
   std::string body;
-  std::string etag;  // the ETag header, quotes kept
+  std::string etag;             // the ETag header, quotes kept
   int64_t content_length = -1;  // the Content-Length header (a HEAD's object size); -1 when absent
   int attempts = 0;
 };
 
 struct RetryPolicy {
-  int max_attempts = 8;                                  // in all, the first included
-  std::chrono::milliseconds base_delay{50};              // the first retry waits up to this
+  int max_attempts = 8;                                          // in all, the first included
+  std::chrono::milliseconds base_delay{50};                      // the first retry waits up to this
   std::chrono::milliseconds max_delay{std::chrono::seconds(5)};  // the cap of the exponential
   std::chrono::milliseconds attempt_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
 };
 
 struct HttpCounters {
-  uint64_t requests = 0;        // attempts sent (retries included)
+  uint64_t requests = 0;  // attempts sent (retries included)
   uint64_t retries = 0;
   uint64_t bytes_received = 0;  // response bodies
   uint64_t bytes_sent = 0;      // request bodies
@@ -67,9 +67,9 @@ class HttpClient {
  public:
   struct Options {
     RetryPolicy retry;
-    int max_in_flight = 32;      // transfers at once; more wait in order
-    std::string sigv4;           // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
-    std::string user_password;   // "ACCESS_KEY:SECRET_KEY" for SigV4
+    int max_in_flight = 32;     // transfers at once; more wait in order
+    std::string sigv4;          // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
+    std::string user_password;  // "ACCESS_KEY:SECRET_KEY" for SigV4
   };
   using Done = std::function<void(absl::StatusOr<HttpResponse>)>;
 

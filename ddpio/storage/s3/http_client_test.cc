@@ -17,9 +17,9 @@
 namespace ddpio::storage::s3 {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeAnswer;
 using testing::FakeHttpServer;
+using ::testing::HasSubstr;
 
 HttpClient::Options Quick(int attempts = 4) {
   HttpClient::Options o;
@@ -39,10 +39,12 @@ HttpRequest Get(const FakeHttpServer& server, const std::string& what = "GET s3:
 }
 
 TEST(HttpClient, SlowDownAndServerErrorsAreRetriedThenSucceed) {
-  const std::string slow_down = "<Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>";
+  const std::string slow_down =
+      "<Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>";
   // The dropped connection comes first: on a kept-alive connection libcurl itself would send the
   // request again once, unseen by the client's count.
-  FakeHttpServer server({{FakeAnswer{0, "", false, true}}, {503, slow_down}, {500, ""}, {200, "payload"}});
+  FakeHttpServer server(
+      {{FakeAnswer{0, "", false, true}}, {503, slow_down}, {500, ""}, {200, "payload"}});
   ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick()));
   ASSERT_OK_AND_ASSIGN(HttpResponse r, http->Execute(Get(server)));
   EXPECT_EQ(r.body, "payload");
@@ -55,7 +57,8 @@ TEST(HttpClient, SlowDownAndServerErrorsAreRetriedThenSucceed) {
 }
 
 TEST(HttpClient, RetriesRunOutWithAnErrorNamingTheRequestAndTheLastStatus) {
-  FakeHttpServer server({{503, "<Error><Code>SlowDown</Code><Message>Please reduce</Message></Error>"}});
+  FakeHttpServer server(
+      {{503, "<Error><Code>SlowDown</Code><Message>Please reduce</Message></Error>"}});
   ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick(3)));
   auto r = http->Execute(Get(server, "GET s3://bucket/train/data.mdb bytes=0-99"));
   EXPECT_CODE(r, kUnavailable);
@@ -95,7 +98,8 @@ TEST(HttpClient, AServerThatNeverAnswersEndsWithinTheAttemptTimeouts) {
   o.retry.attempt_timeout = std::chrono::milliseconds(1500);
   ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
   auto r = http->Execute(Get(server));
-  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status()) || absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status()) || absl::IsUnavailable(r.status()))
+      << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("2 attempts"));
   EXPECT_EQ(server.requests().size(), 2u);
 }
@@ -139,7 +143,8 @@ TEST(HttpClient, DestroyingTheClientCancelsWhatIsPending) {
   std::promise<absl::Status> result;
   {
     ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick()));
-    http->Submit(Get(server), [&](absl::StatusOr<HttpResponse> r) { result.set_value(r.status()); });
+    http->Submit(Get(server),
+                 [&](absl::StatusOr<HttpResponse> r) { result.set_value(r.status()); });
     while (server.requests().empty()) std::this_thread::yield();
   }
   EXPECT_CODE(result.get_future().get(), kCancelled);

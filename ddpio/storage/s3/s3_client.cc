@@ -28,7 +28,8 @@ std::string EncodeKey(const std::string& key) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& config, const S3ClientOptions& options) {
+absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& config,
+                                                           const S3ClientOptions& options) {
   HttpClient::Options o;
   o.retry = options.retry;
   o.max_in_flight = options.max_in_flight;
@@ -42,26 +43,30 @@ std::string S3Client::Name(const std::string& bucket, const std::string& key) {
   return key.empty() ? absl::StrCat("s3://", bucket) : absl::StrCat("s3://", bucket, "/", key);
 }
 
-std::string S3Client::Url(const std::string& bucket, const std::string& key, const std::string& query) const {
+std::string S3Client::Url(const std::string& bucket, const std::string& key,
+                          const std::string& query) const {
   std::string url = absl::StrCat(config_.endpoint, "/", EncodeKey(bucket));
   if (!key.empty()) absl::StrAppend(&url, "/", EncodeKey(key));
   if (!query.empty()) absl::StrAppend(&url, "?", query);
   return url;
 }
 
-HttpRequest S3Client::Request(const std::string& method, const std::string& bucket, const std::string& key,
-                              const std::string& query, std::string what) const {
+HttpRequest S3Client::Request(const std::string& method, const std::string& bucket,
+                              const std::string& key, const std::string& query,
+                              std::string what) const {
   HttpRequest r;
   r.method = method;
   r.url = Url(bucket, key, query);
   r.headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-  if (!config_.session_token.empty()) r.headers.push_back("x-amz-security-token: " + config_.session_token);
+  if (!config_.session_token.empty())
+    r.headers.push_back("x-amz-security-token: " + config_.session_token);
   r.what = std::move(what);
   r.max_response_bytes = kMaxXmlBytes;
   return r;
 }
 
-absl::StatusOr<std::string> S3Client::Get(const std::string& bucket, const std::string& key, uint64_t max_bytes) {
+absl::StatusOr<std::string> S3Client::Get(const std::string& bucket, const std::string& key,
+                                          uint64_t max_bytes) {
   HttpRequest r = Request("GET", bucket, key, "", absl::StrCat("GET ", Name(bucket, key)));
   r.max_response_bytes = max_bytes;
   DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
@@ -76,32 +81,37 @@ HttpRequest RangeRequest(HttpRequest r, uint64_t offset, uint64_t length) {
   return r;
 }
 
-absl::StatusOr<std::string> CheckRange(absl::StatusOr<HttpResponse> response, const std::string& what,
-                                       uint64_t length) {
+absl::StatusOr<std::string> CheckRange(absl::StatusOr<HttpResponse> response,
+                                       const std::string& what, uint64_t length) {
   if (!response.ok()) return response.status();
   if (response->body.size() != length) {
-    return absl::DataLossError(absl::StrCat(what, ": ", response->body.size(), " bytes came back for a range of ",
-                                            length, " (HTTP ", response->status, ")"));
+    return absl::DataLossError(absl::StrCat(what, ": ", response->body.size(),
+                                            " bytes came back for a range of ", length, " (HTTP ",
+                                            response->status, ")"));
   }
   return std::move(response->body);
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> S3Client::GetRange(const std::string& bucket, const std::string& key, uint64_t offset,
-                                               uint64_t length) {
+absl::StatusOr<std::string> S3Client::GetRange(const std::string& bucket, const std::string& key,
+                                               uint64_t offset, uint64_t length) {
   if (length == 0) return std::string();
-  const std::string what = absl::StrCat("GET ", Name(bucket, key), " bytes=", offset, "-", offset + length - 1);
-  return CheckRange(http_->Execute(RangeRequest(Request("GET", bucket, key, "", what), offset, length)), what, length);
+  const std::string what =
+      absl::StrCat("GET ", Name(bucket, key), " bytes=", offset, "-", offset + length - 1);
+  return CheckRange(
+      http_->Execute(RangeRequest(Request("GET", bucket, key, "", what), offset, length)), what,
+      length);
 }
 
-void S3Client::GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length,
-                             RangeDone done) {
+void S3Client::GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset,
+                             uint64_t length, RangeDone done) {
   if (length == 0) {
     done(std::string());
     return;
   }
-  const std::string what = absl::StrCat("GET ", Name(bucket, key), " bytes=", offset, "-", offset + length - 1);
+  const std::string what =
+      absl::StrCat("GET ", Name(bucket, key), " bytes=", offset, "-", offset + length - 1);
   http_->Submit(RangeRequest(Request("GET", bucket, key, "", what), offset, length),
                 [done = std::move(done), what, length](absl::StatusOr<HttpResponse> r) {
                   done(CheckRange(std::move(r), what, length));
@@ -109,10 +119,12 @@ void S3Client::GetRangeAsync(const std::string& bucket, const std::string& key, 
 }
 
 absl::StatusOr<uint64_t> S3Client::Size(const std::string& bucket, const std::string& key) {
-  DDPIO_ASSIGN_OR_RETURN(HttpResponse r,
-                         http_->Execute(Request("HEAD", bucket, key, "", absl::StrCat("HEAD ", Name(bucket, key)))));
+  DDPIO_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      http_->Execute(Request("HEAD", bucket, key, "", absl::StrCat("HEAD ", Name(bucket, key)))));
   if (r.content_length < 0) {
-    return absl::DataLossError(absl::StrCat("HEAD ", Name(bucket, key), ": no Content-Length in the answer"));
+    return absl::DataLossError(
+        absl::StrCat("HEAD ", Name(bucket, key), ": no Content-Length in the answer"));
   }
   return static_cast<uint64_t>(r.content_length);
 }
@@ -124,43 +136,54 @@ absl::Status S3Client::Put(const std::string& bucket, const std::string& key, st
 }
 
 absl::Status S3Client::Delete(const std::string& bucket, const std::string& key) {
-  return http_->Execute(Request("DELETE", bucket, key, "", absl::StrCat("DELETE ", Name(bucket, key)))).status();
+  return http_
+      ->Execute(Request("DELETE", bucket, key, "", absl::StrCat("DELETE ", Name(bucket, key))))
+      .status();
 }
 
 absl::Status S3Client::CreateBucket(const std::string& bucket) {
-  absl::StatusOr<HttpResponse> r = http_->Execute(Request("PUT", bucket, "", "", absl::StrCat("create bucket ", bucket)));
-  if (!r.ok() && r.status().message().find("BucketAlreadyOwnedByYou") != absl::string_view::npos) return absl::OkStatus();
+  absl::StatusOr<HttpResponse> r =
+      http_->Execute(Request("PUT", bucket, "", "", absl::StrCat("create bucket ", bucket)));
+  if (!r.ok() && r.status().message().find("BucketAlreadyOwnedByYou") != absl::string_view::npos)
+    return absl::OkStatus();
   return r.status();
 }
 
-absl::StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket, const std::string& key) {
-  DDPIO_ASSIGN_OR_RETURN(HttpResponse r, http_->Execute(Request("POST", bucket, key, "uploads",
-                                                                absl::StrCat("start upload of ", Name(bucket, key)))));
+absl::StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
+                                                            const std::string& key) {
+  DDPIO_ASSIGN_OR_RETURN(
+      HttpResponse r, http_->Execute(Request("POST", bucket, key, "uploads=",
+                                             absl::StrCat("start upload of ", Name(bucket, key)))));
   std::string id = XmlText(r.body, "UploadId");
   if (id.empty()) {
-    return absl::DataLossError(absl::StrCat("start upload of ", Name(bucket, key), ": no UploadId in the answer"));
+    return absl::DataLossError(
+        absl::StrCat("start upload of ", Name(bucket, key), ": no UploadId in the answer"));
   }
   return id;
 }
 
 absl::StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std::string& key,
-                                                 const std::string& upload_id, int part, std::string body) {
-  HttpRequest r = Request("PUT", bucket, key, absl::StrCat("partNumber=", part, "&uploadId=", EncodeKey(upload_id)),
+                                                 const std::string& upload_id, int part,
+                                                 std::string body) {
+  HttpRequest r = Request("PUT", bucket, key,
+                          absl::StrCat("partNumber=", part, "&uploadId=", EncodeKey(upload_id)),
                           absl::StrCat("upload part ", part, " of ", Name(bucket, key)));
   r.body = std::move(body);
   DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
   if (response.etag.empty()) {
-    return absl::DataLossError(absl::StrCat("upload part ", part, " of ", Name(bucket, key), ": no ETag in the answer"));
+    return absl::DataLossError(
+        absl::StrCat("upload part ", part, " of ", Name(bucket, key), ": no ETag in the answer"));
   }
   return response.etag;
 }
 
-absl::Status S3Client::CompleteMultipartUpload(const std::string& bucket, const std::string& key,
-                                               const std::string& upload_id,
-                                               const std::vector<std::pair<int, std::string>>& parts) {
+absl::Status S3Client::CompleteMultipartUpload(
+    const std::string& bucket, const std::string& key, const std::string& upload_id,
+    const std::vector<std::pair<int, std::string>>& parts) {
   std::string xml = "<CompleteMultipartUpload>";
   for (const auto& [number, etag] : parts) {
-    absl::StrAppend(&xml, "<Part><PartNumber>", number, "</PartNumber><ETag>", XmlEscape(etag), "</ETag></Part>");
+    absl::StrAppend(&xml, "<Part><PartNumber>", number, "</PartNumber><ETag>", XmlEscape(etag),
+                    "</ETag></Part>");
   }
   xml += "</CompleteMultipartUpload>";
   HttpRequest r = Request("POST", bucket, key, absl::StrCat("uploadId=", EncodeKey(upload_id)),
@@ -169,23 +192,27 @@ absl::Status S3Client::CompleteMultipartUpload(const std::string& bucket, const 
   DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
   // S3 may answer 200 and put an error in the body.
   if (const std::string code = XmlText(response.body, "Code"); !code.empty()) {
-    return absl::UnavailableError(absl::StrCat("complete upload of ", Name(bucket, key), ": ", code, ": ",
-                                               XmlText(response.body, "Message")));
+    return absl::UnavailableError(absl::StrCat("complete upload of ", Name(bucket, key), ": ", code,
+                                               ": ", XmlText(response.body, "Message")));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<S3Client::Part>> S3Client::ListParts(const std::string& bucket, const std::string& key,
+absl::StatusOr<std::vector<S3Client::Part>> S3Client::ListParts(const std::string& bucket,
+                                                                const std::string& key,
                                                                 const std::string& upload_id) {
-  DDPIO_ASSIGN_OR_RETURN(HttpResponse r,
-                         http_->Execute(Request("GET", bucket, key, absl::StrCat("uploadId=", EncodeKey(upload_id)),
-                                                absl::StrCat("list the parts of ", Name(bucket, key)))));
+  DDPIO_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      http_->Execute(Request("GET", bucket, key, absl::StrCat("uploadId=", EncodeKey(upload_id)),
+                             absl::StrCat("list the parts of ", Name(bucket, key)))));
   std::vector<Part> parts;
   for (const std::string& p : XmlTexts(r.body, "Part")) {
     Part part;
     uint64_t size = 0;
-    if (!absl::SimpleAtoi(XmlText(p, "PartNumber"), &part.number) || !absl::SimpleAtoi(XmlText(p, "Size"), &size)) {
-      return absl::DataLossError(absl::StrCat("list the parts of ", Name(bucket, key), ": a malformed part entry"));
+    if (!absl::SimpleAtoi(XmlText(p, "PartNumber"), &part.number) ||
+        !absl::SimpleAtoi(XmlText(p, "Size"), &size)) {
+      return absl::DataLossError(
+          absl::StrCat("list the parts of ", Name(bucket, key), ": a malformed part entry"));
     }
     part.size = size;
     part.etag = XmlText(p, "ETag");

@@ -5,7 +5,8 @@
 // Messages name the object as s3://bucket/key (and the range), never a credential.
 //
 //   DDPIO_ASSIGN_OR_RETURN(auto s3, S3Client::Create(config));
-//   DDPIO_ASSIGN_OR_RETURN(std::string bytes, s3->GetRange("bucket", "train/data.mdb", 4096, 100000));
+//   DDPIO_ASSIGN_OR_RETURN(std::string bytes, s3->GetRange("bucket", "train/data.mdb", 4096,
+//   100000));
 //
 // Thread-safe. Asynchronous callbacks run on the client's thread (must not block on it).
 #ifndef DDPIO_STORAGE_S3_S3_CLIENT_H_
@@ -31,18 +32,20 @@ struct S3ClientOptions {
 
 class S3Client {
  public:
-  static absl::StatusOr<std::unique_ptr<S3Client>> Create(const S3Config& config, const S3ClientOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<S3Client>> Create(const S3Config& config,
+                                                          const S3ClientOptions& options = {});
 
   // The whole object, at most `max_bytes` (DataLoss beyond).
-  absl::StatusOr<std::string> Get(const std::string& bucket, const std::string& key, uint64_t max_bytes);
+  absl::StatusOr<std::string> Get(const std::string& bucket, const std::string& key,
+                                  uint64_t max_bytes);
   // Exactly bytes [offset, offset + length) of the object; DataLoss for an answer of another
   // length (a range past the end, a server ignoring Range), OutOfRange when the range starts past
   // the end.
-  absl::StatusOr<std::string> GetRange(const std::string& bucket, const std::string& key, uint64_t offset,
-                                       uint64_t length);
+  absl::StatusOr<std::string> GetRange(const std::string& bucket, const std::string& key,
+                                       uint64_t offset, uint64_t length);
   using RangeDone = std::function<void(absl::StatusOr<std::string>)>;
-  void GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length,
-                     RangeDone done);
+  void GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset,
+                     uint64_t length, RangeDone done);
   // The object's size (HEAD).
   absl::StatusOr<uint64_t> Size(const std::string& bucket, const std::string& key);
   absl::Status Put(const std::string& bucket, const std::string& key, std::string body);
@@ -52,10 +55,12 @@ class S3Client {
 
   // Multipart upload: the upload id; each part's ETag; completion with (part number, ETag) in
   // order. ListParts gives what an interrupted upload already holds (resume).
-  absl::StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
+  absl::StatusOr<std::string> CreateMultipartUpload(const std::string& bucket,
+                                                    const std::string& key);
   absl::StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
                                          const std::string& upload_id, int part, std::string body);
-  absl::Status CompleteMultipartUpload(const std::string& bucket, const std::string& key, const std::string& upload_id,
+  absl::Status CompleteMultipartUpload(const std::string& bucket, const std::string& key,
+                                       const std::string& upload_id,
                                        const std::vector<std::pair<int, std::string>>& parts);
   struct Part {
     int number = 0;
@@ -71,10 +76,12 @@ class S3Client {
   // "s3://bucket/key", how messages name an object.
   static std::string Name(const std::string& bucket, const std::string& key);
   // The request URL of `key` in `bucket` (path-style), with `query` ("uploads", "uploadId=..").
-  std::string Url(const std::string& bucket, const std::string& key, const std::string& query = "") const;
+  std::string Url(const std::string& bucket, const std::string& key,
+                  const std::string& query = "") const;
 
  private:
-  S3Client(S3Config config, std::unique_ptr<HttpClient> http) : config_(std::move(config)), http_(std::move(http)) {}
+  S3Client(S3Config config, std::unique_ptr<HttpClient> http)
+      : config_(std::move(config)), http_(std::move(http)) {}
   HttpRequest Request(const std::string& method, const std::string& bucket, const std::string& key,
                       const std::string& query, std::string what) const;
 

@@ -37,7 +37,7 @@ bool IsS3Url(std::string_view path);
 absl::StatusOr<S3Url> ParseS3Url(std::string_view url);
 
 struct S3Config {
-  std::string endpoint;       // "https://s3.REGION.amazonaws.com" or AWS_ENDPOINT_URL's
+  std::string endpoint;  // "https://s3.REGION.amazonaws.com" or AWS_ENDPOINT_URL's
   std::string region = "us-east-1";
   std::string access_key;
   std::string secret_key;
@@ -51,7 +51,8 @@ struct S3Config {
   std::string Describe() const;
 };
 
-using EnvironmentMap = std::map<std::string, std::string>;  // as ddpio::Environment (common/environment.h)
+using EnvironmentMap =
+    std::map<std::string, std::string>;  // as ddpio::Environment (common/environment.h)
 
 // From `env` and the shared files it points at (HOME/.aws/... by default). FailedPrecondition
 // naming every place looked at when no credentials are found; InvalidArgument for an endpoint
@@ -61,7 +62,8 @@ absl::StatusOr<S3Config> S3ConfigFromEnvironment(const EnvironmentMap& env);
 // One section of an AWS shared file (INI): `key = value` lines under "[name]" (credentials) or
 // "[profile name]" (config; "[default]" either way). NotFound when the section is not there;
 // InvalidArgument "FILE:LINE" for a malformed line. At most 1 MiB of text.
-absl::StatusOr<std::map<std::string, std::string>> ReadIniSection(std::string_view text, std::string_view section,
+absl::StatusOr<std::map<std::string, std::string>> ReadIniSection(std::string_view text,
+                                                                  std::string_view section,
                                                                   std::string_view file_name);
 
 }  // namespace ddpio::storage::s3

@@ -26,15 +26,17 @@ TEST(S3Url, BucketsAndPrefixes) {
   EXPECT_EQ(root.Key("x"), "x");
   EXPECT_TRUE(IsS3Url("s3://b/x"));
   EXPECT_FALSE(IsS3Url("/data/train.lmdb"));
-  for (const char* bad : {"s3://", "s3://AB", "s3://b", "s3://bucket//x", "s3://bucket/a/../b", "s3://-bucket/x",
-                          "http://bucket/x", "s3://bucket/a\nb"}) {
+  for (const char* bad : {"s3://", "s3://AB", "s3://b", "s3://bucket//x", "s3://bucket/a/../b",
+                          "s3://-bucket/x", "http://bucket/x", "s3://bucket/a\nb"}) {
     EXPECT_CODE(ParseS3Url(bad), kInvalidArgument) << bad;
   }
 }
 
 TEST(S3Config, TheEnvironmentWinsAndSecretsAreNeverSaid) {
-  EnvironmentMap env = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"}, {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG"},
-                        {"AWS_ENDPOINT_URL", "http://127.0.0.1:7480/"}, {"AWS_REGION", "eu-west-3"},
+  EnvironmentMap env = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                        {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG"},
+                        {"AWS_ENDPOINT_URL", "http://127.0.0.1:7480/"},
+                        {"AWS_REGION", "eu-west-3"},
                         {"HOME", "/nonexistent"}};
   ASSERT_OK_AND_ASSIGN(S3Config c, S3ConfigFromEnvironment(env));
   EXPECT_EQ(c.endpoint, "http://127.0.0.1:7480");
@@ -52,10 +54,12 @@ TEST(S3Config, TheEnvironmentWinsAndSecretsAreNeverSaid) {
 TEST(S3Config, ProfilesOfTheSharedFiles) {
   testing::TempDir dir;
   std::filesystem::create_directories(dir.Sub(".aws"));
-  std::ofstream(dir.Sub(".aws/credentials")) << "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n\n"
-                                                "[train]\n# a comment\naws_access_key_id=T\naws_secret_access_key=TS\n"
-                                                "aws_session_token = TOKEN\n";
-  std::ofstream(dir.Sub(".aws/config")) << "[profile train]\nregion = ap-south-1\nendpoint_url = http://10.0.0.1:9000\n";
+  std::ofstream(dir.Sub(".aws/credentials"))
+      << "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n\n"
+         "[train]\n# a comment\naws_access_key_id=T\naws_secret_access_key=TS\n"
+         "aws_session_token = TOKEN\n";
+  std::ofstream(dir.Sub(".aws/config"))
+      << "[profile train]\nregion = ap-south-1\nendpoint_url = http://10.0.0.1:9000\n";
   EnvironmentMap env = {{"HOME", dir.path().string()}};
   ASSERT_OK_AND_ASSIGN(S3Config d, S3ConfigFromEnvironment(env));
   EXPECT_EQ(d.access_key, "D");

@@ -2,6 +2,8 @@
 // (the README's test command starts it and exports AWS_ENDPOINT_URL and the keys; ctest label
 // s3). Without an endpoint these tests skip and say so — unless DDPIO_REQUIRE_S3 is set, as the
 // test command sets it, and then a missing gateway is a failure.
+#include "tests/support/s3_gateway.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -20,18 +22,13 @@ using ::testing::HasSubstr;
 class Gateway : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::getenv("AWS_ENDPOINT_URL") == nullptr) {
-      if (std::getenv("DDPIO_REQUIRE_S3") != nullptr) {
-        FAIL() << "DDPIO_REQUIRE_S3 is set but AWS_ENDPOINT_URL is not: start the gateway (scripts/object-store.sh up)";
-      }
-      GTEST_SKIP() << "no S3 endpoint (AWS_ENDPOINT_URL): start one with scripts/object-store.sh up";
-    }
+    DDPIO_SKIP_WITHOUT_S3();
     ASSERT_OK_AND_ASSIGN(config_, S3ConfigFromEnvironment(CurrentEnvironment()));
     S3ClientOptions o;
     o.retry.max_attempts = 3;
     ASSERT_OK_AND_ASSIGN(client_, S3Client::Create(config_, o));
-    bucket_ = absl::StrCat("ddpio-test-", ::getpid(), "-", ::testing::UnitTest::GetInstance()->random_seed(), "-",
-                           counter_++);
+    bucket_ = absl::StrCat("ddpio-test-", ::getpid(), "-",
+                           ::testing::UnitTest::GetInstance()->random_seed(), "-", counter_++);
     ASSERT_OK(client_->CreateBucket(bucket_));
   }
   static int counter_;
@@ -49,7 +46,8 @@ TEST_F(Gateway, PutGetRangeAndSize) {
   EXPECT_EQ(size, object.size());
   ASSERT_OK_AND_ASSIGN(std::string whole, client_->Get(bucket_, "dir/a file+name", object.size()));
   EXPECT_EQ(whole, object);
-  ASSERT_OK_AND_ASSIGN(std::string range, client_->GetRange(bucket_, "dir/a file+name", 1000003, 77777));
+  ASSERT_OK_AND_ASSIGN(std::string range,
+                       client_->GetRange(bucket_, "dir/a file+name", 1000003, 77777));
   EXPECT_EQ(range, object.substr(1000003, 77777));
   EXPECT_CODE(client_->Get(bucket_, "dir/a file+name", 1000), kDataLoss);  // more than allowed
   EXPECT_GE(client_->counters().requests, 5u);
@@ -76,7 +74,8 @@ TEST_F(Gateway, MultipartUploadResumesFromItsParts) {
 TEST_F(Gateway, WrongSecretsMissingBucketsAndKeysAreClearErrors) {
   auto missing = client_->Get(bucket_, "no-such-key", 100);
   EXPECT_CODE(missing, kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr(absl::StrCat("s3://", bucket_, "/no-such-key")));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr(absl::StrCat("s3://", bucket_, "/no-such-key")));
   EXPECT_CODE(client_->Get("ddpio-no-such-bucket-x", "k", 100), kNotFound);
   S3Config wrong = config_;
   wrong.secret_key = "not-the-secret";

@@ -14,7 +14,8 @@ namespace ddpio::storage::s3 {
 // The text of the first <tag>...</tag> in `xml`, or "" when there is none.
 std::string XmlText(std::string_view xml, std::string_view tag);
 // The texts of every <tag>...</tag> in order (at most `limit` of them).
-std::vector<std::string> XmlTexts(std::string_view xml, std::string_view tag, size_t limit = 100000);
+std::vector<std::string> XmlTexts(std::string_view xml, std::string_view tag,
+                                  size_t limit = 100000);
 // `text` with &amp; &lt; &gt; &quot; &apos; escaped, for request bodies.
 std::string XmlEscape(std::string_view text);
 

@@ -1,0 +1,14 @@
+// Compiled with nccl.h; linked against libnccl in ddpio and the stand-in in tests/nccl_standin.
+#include <nccl.h>
+
+#include "ddpio/device/probe.h"
+
+namespace ddpio::device::internal {
+
+void ProbeNccl(DeviceInfo* info) {
+  info->nccl_compiled = true;
+  int version = 0;
+  if (ncclGetVersion(&version) == ncclSuccess) info->nccl_version = version;
+}
+
+}  // namespace ddpio::device::internal

@@ -1,0 +1,337 @@
+#include "ddpio/storage/remote/remote_dataset.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/checksum.h"
+#include "ddpio/storage/s3/s3_client.h"
+
+namespace ddpio::storage::remote {
+
+absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& url,
+                                                                   const s3::S3Config& config,
+                                                                   const RemoteOptions& options) {
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Url where, s3::ParseS3Url(url));
+  auto d = std::shared_ptr<RemoteDataset>(new RemoteDataset());
+  d->url_ = where.ToString();
+  d->bucket_ = where.bucket;
+  d->options_ = options;
+  s3::S3ClientOptions client_options;
+  client_options.retry = options.retry;
+  client_options.max_in_flight = std::max(1, options.max_in_flight);
+  DDPIO_ASSIGN_OR_RETURN(d->client_, s3::S3Client::Create(config, client_options));
+
+  DDPIO_RETURN_IF_ERROR(d->LoadManifest(where));
+  std::vector<uint64_t> file_bytes;
+  for (const RemoteFile& f : d->manifest_.files) {
+    d->keys_.push_back(where.Key(f.object));
+    file_bytes.push_back(f.bytes);
+  }
+  const std::string index_key = where.Key(kRecordIndexObject);
+  const std::string index_name = S3ClientName(where.bucket, index_key);
+  DDPIO_ASSIGN_OR_RETURN(std::string index_bytes,
+                         d->client_->Get(where.bucket, index_key, d->manifest_.index_bytes));
+  if (index_bytes.size() != d->manifest_.index_bytes ||
+      Crc32c(index_bytes.data(), index_bytes.size()) != d->manifest_.index_crc32c) {
+    return absl::DataLossError(
+        absl::StrCat(index_name, " is not the index its manifest was written with (",
+                     index_bytes.size(), " bytes; another upload over this one?)"));
+  }
+  DDPIO_ASSIGN_OR_RETURN(
+      d->index_,
+      DecodeRecordIndex(index_bytes, d->manifest_.completion.sample_count, file_bytes, index_name));
+  for (uint64_t i = 0; i < d->index_.size(); ++i) {
+    const RemoteFile& f = d->manifest_.files[d->index_[i].file];
+    if (i < f.first || i >= f.first + f.records) {
+      return absl::DataLossError(absl::StrCat(index_name, ": record ", i, " is said to be in ",
+                                              f.object, ", which holds records ", f.first, " to ",
+                                              f.first + f.records));
+    }
+  }
+  if (!options.cache_dir.empty()) {
+    const std::string name =
+        absl::StrCat(d->manifest_.header.id.empty() ? "dataset" : d->manifest_.header.id, "-",
+                     absl::Hex(d->manifest_.index_crc32c, absl::kZeroPad8));
+    DDPIO_ASSIGN_OR_RETURN(d->disk_,
+                           RecordCache::Open(options.cache_dir, name, options.cache_bytes));
+  }
+  return d;
+}
+
+absl::Status RemoteDataset::LoadManifest(const s3::S3Url& where) {
+  const std::string manifest_key = where.Key(kRemoteManifestObject);
+  absl::StatusOr<std::string> text =
+      client_->Get(where.bucket, manifest_key, kMaxRemoteManifestBytes);
+  if (absl::IsNotFound(text.status())) {
+    // Anything under the prefix? Then an upload that did not finish; else no dataset at all.
+    absl::StatusOr<uint64_t> index_size =
+        client_->Size(where.bucket, where.Key(kRecordIndexObject));
+    absl::StatusOr<uint64_t> data_size = client_->Size(where.bucket, where.Key("data.mdb"));
+    if (index_size.ok() || data_size.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the dataset at ", url_, " is incomplete: it has no ", kRemoteManifestObject,
+                       ", which an upload writes last (an upload was interrupted or is still "
+                       "running: run it again)"));
+    }
+    return absl::NotFoundError(absl::StrCat("no dataset at ", url_, " (", text.status().message(),
+                                            "; upload one with `ddpio upload DATASET ", url_,
+                                            "`)"));
+  }
+  DDPIO_RETURN_IF_ERROR(text.status());
+  DDPIO_ASSIGN_OR_RETURN(manifest_,
+                         DecodeRemoteManifest(*text, S3ClientName(where.bucket, manifest_key)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RemoteManifest> RemoteDataset::ReadManifest(const std::string& url,
+                                                           const s3::S3Config& config,
+                                                           const RemoteOptions& options,
+                                                           RemoteCounters* counters) {
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Url where, s3::ParseS3Url(url));
+  RemoteDataset d;
+  d.url_ = where.ToString();
+  d.bucket_ = where.bucket;
+  s3::S3ClientOptions client_options;
+  client_options.retry = options.retry;
+  DDPIO_ASSIGN_OR_RETURN(d.client_, s3::S3Client::Create(config, client_options));
+  const absl::Status loaded = d.LoadManifest(where);
+  if (counters != nullptr) *counters = d.counters();
+  DDPIO_RETURN_IF_ERROR(loaded);
+  return d.manifest_;
+}
+
+RemoteDataset::~RemoteDataset() {
+  // The client's thread delivers what is in flight (or cancels it) before it ends: destroy it
+  // while the slots its callbacks fill still exist.
+  client_.reset();
+}
+
+std::string RemoteDataset::S3ClientName(const std::string& bucket, const std::string& key) {
+  return s3::S3Client::Name(bucket, key);
+}
+
+RecordBinding RemoteDataset::Binding(uint64_t index) const {
+  const RemoteFile& f = manifest_.files[index_[index].file];
+  return RecordBinding{f.salt, index - f.first, f.bound};
+}
+
+std::string RemoteDataset::Where(uint64_t index) const {
+  const RecordLocation& r = index_[index];
+  return absl::StrCat(s3::S3Client::Name(bucket_, keys_[r.file]), " bytes ", r.offset, "-",
+                      r.offset + r.length - 1);
+}
+
+RemoteCounters RemoteDataset::counters() const {
+  const s3::HttpCounters http = client_->counters();
+  std::lock_guard<std::mutex> lock(mu_);
+  RemoteCounters c = counts_;
+  c.requests = http.requests;
+  c.retries = http.retries;
+  c.bytes = http.bytes_received;
+  return c;
+}
+
+void RemoteDataset::HoldLocked(uint64_t index, std::shared_ptr<const std::string> bytes) {
+  Slot& slot = slots_[index];
+  if (slot.bytes != nullptr) {
+    held_bytes_ -= slot.bytes->size();
+    lru_.erase(slot.lru);
+  }
+  slot.pending = false;
+  held_bytes_ += bytes->size();
+  slot.bytes = std::move(bytes);
+  slot.lru = lru_.insert(lru_.end(), index);
+  while (held_bytes_ > options_.memory_bytes && lru_.size() > 1) {
+    auto old = slots_.find(lru_.front());
+    lru_.pop_front();
+    held_bytes_ -= old->second.bytes->size();
+    slots_.erase(old);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t index) {
+  if (index >= index_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record index ", index, " out of range [0, ", index_.size(), ") of ", url_));
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = slots_.find(index);
+    if (it != slots_.end() && it->second.pending) {
+      ++counts_.misses;
+      arrived_.wait(lock, [&] {
+        auto now = slots_.find(index);
+        return now == slots_.end() || !now->second.pending;
+      });
+      it =
+          slots_.find(index);  // gone: its GET failed; fetched again below, reporting its own error
+      if (it != slots_.end()) {
+        lru_.splice(lru_.end(), lru_, it->second.lru);
+        return it->second.bytes;
+      }
+    } else if (it != slots_.end()) {
+      ++counts_.memory_hits;
+      lru_.splice(lru_.end(), lru_, it->second.lru);
+      return it->second.bytes;
+    }
+  }
+  if (disk_ != nullptr) {
+    if (std::optional<std::string> bytes = disk_->Get(index); bytes.has_value()) {
+      auto held = std::make_shared<const std::string>(*std::move(bytes));
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.disk_hits;
+      HoldLocked(index, held);
+      return held;
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++counts_.misses;
+    auto [it, added] = slots_.try_emplace(index);
+    if (!added) {  // asked for meanwhile (a prefetch, another thread): wait for that one
+      arrived_.wait(lock, [&] {
+        auto now = slots_.find(index);
+        return now == slots_.end() || !now->second.pending;
+      });
+      auto now = slots_.find(index);
+      if (now != slots_.end()) return now->second.bytes;
+      slots_[index].pending = true;  // its GET failed: this thread asks the store itself
+    } else {
+      it->second.pending = true;  // a Prefetch of it now waits for this GET instead of sending one
+    }
+  }
+  absl::StatusOr<std::shared_ptr<const std::string>> fetched = FetchNow(index);
+  if (!fetched.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = slots_.find(index);
+      if (it != slots_.end() && it->second.pending) slots_.erase(it);
+    }
+    arrived_.notify_all();
+  }
+  return fetched;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::FetchNow(uint64_t index) {
+  const RecordLocation& r = index_[index];
+  DDPIO_ASSIGN_OR_RETURN(std::string bytes,
+                         client_->GetRange(bucket_, keys_[r.file], r.offset, r.length));
+  if (disk_ != nullptr) disk_->Put(index, bytes);
+  auto held = std::make_shared<const std::string>(std::move(bytes));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.records_fetched;
+    HoldLocked(index, held);
+  }
+  arrived_.notify_all();
+  return held;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Refetch(uint64_t index) {
+  if (index >= index_.size()) return Fetch(index);  // the range error
+  if (disk_ != nullptr) disk_->Erase(index);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.refetches;
+    auto it = slots_.find(index);
+    if (it != slots_.end() && !it->second.pending) {
+      held_bytes_ -= it->second.bytes->size();
+      lru_.erase(it->second.lru);
+      slots_.erase(it);
+    }
+  }
+  return FetchNow(index);
+}
+
+uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
+  std::vector<uint64_t> wanted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t i : indices) {
+      if (i >= index_.size() || slots_.count(i) != 0) continue;
+      wanted.push_back(i);
+    }
+  }
+  if (disk_ != nullptr) {  // on local disk already: read from there, not from the store
+    std::erase_if(wanted, [&](uint64_t i) {
+      std::optional<std::string> bytes = disk_->Get(i);
+      if (!bytes.has_value()) return false;
+      auto held = std::make_shared<const std::string>(*std::move(bytes));
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.disk_hits;
+      HoldLocked(i, std::move(held));
+      return true;
+    });
+  }
+  std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
+    const RecordLocation &x = index_[a], &y = index_[b];
+    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
+  });
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(wanted, [&](uint64_t i) { return slots_.count(i) != 0; });  // asked meanwhile
+    for (uint64_t i : wanted) slots_[i].pending = true;
+  }
+  uint64_t asked = 0;
+  for (size_t begin = 0; begin < wanted.size();) {
+    const RecordLocation& first = index_[wanted[begin]];
+    uint64_t end_offset = first.offset + first.length;
+    size_t end = begin + 1;
+    while (end < wanted.size()) {
+      const RecordLocation& next = index_[wanted[end]];
+      if (next.file != first.file || next.offset < end_offset ||
+          next.offset - end_offset > options_.coalesce_gap ||
+          next.offset + next.length - first.offset > options_.max_request_bytes) {
+        break;
+      }
+      end_offset = next.offset + next.length;
+      ++end;
+    }
+    std::vector<uint64_t> group(wanted.begin() + static_cast<std::ptrdiff_t>(begin),
+                                wanted.begin() + static_cast<std::ptrdiff_t>(end));
+    const uint64_t start = first.offset, length = end_offset - first.offset;
+    asked += length;
+    client_->GetRangeAsync(
+        bucket_, keys_[first.file], start, length,
+        [this, group = std::move(group), start](absl::StatusOr<std::string> bytes) {
+          Fetched(group, start, std::move(bytes));
+        });
+    begin = end;
+  }
+  return asked;
+}
+
+void RemoteDataset::Fetched(const std::vector<uint64_t>& group, uint64_t start,
+                            absl::StatusOr<std::string> bytes) {
+  std::vector<std::pair<uint64_t, std::shared_ptr<const std::string>>> records;
+  if (bytes.ok()) {
+    for (uint64_t i : group) {
+      const RecordLocation& r = index_[i];
+      records.emplace_back(
+          i, std::make_shared<const std::string>(bytes->substr(r.offset - start, r.length)));
+    }
+    if (disk_ != nullptr) {
+      for (const auto& [i, b] : records) disk_->Put(i, *b);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes.ok()) {
+      counts_.records_fetched += records.size();
+      for (auto& [i, b] : records) HoldLocked(i, std::move(b));
+    } else {
+      // Failed after its retries (or cancelled): the slots go, and a Fetch of one of them asks the
+      // store itself and reports what it says.
+      for (uint64_t i : group) {
+        auto it = slots_.find(i);
+        if (it != slots_.end() && it->second.pending) slots_.erase(it);
+      }
+    }
+  }
+  arrived_.notify_all();
+}
+
+}  // namespace ddpio::storage::remote

@@ -1,0 +1,143 @@
+// RemoteDataset: a dataset in an S3-compatible object store (remote_format.h), read record by
+// record with HTTP range GETs. Opening fetches the manifest and the record index (a prefix
+// without a manifest is an unfinished upload: FailedPrecondition). Records asked for ahead
+// (Prefetch: the sampler knows the order) are fetched in the background, neighbouring ones
+// coalesced into one GET, many GETs in flight on one thread; Fetch returns a record's stored
+// bytes, waiting for its GET if it is on the way, fetching it at once if nobody asked before.
+// Fetched records stay in memory up to a byte budget (least recently used go first) and, with a
+// cache folder, on local disk up to another (see RecordCache): a second epoch reads the disk.
+//
+// The caller verifies what it gets (DatasetReader decodes every record with its CRC32C bound to
+// its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
+// the store again, once — so a corrupt cache file heals and a corrupt stored record is named.
+//
+// Thread-safe. Counters say what the store was asked and what the caches answered.
+#ifndef DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
+#define DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ddpio/storage/record.h"
+#include "ddpio/storage/remote/record_cache.h"
+#include "ddpio/storage/remote/remote_format.h"
+#include "ddpio/storage/s3/http_client.h"
+#include "ddpio/storage/s3/s3_config.h"
+
+namespace ddpio::storage::s3 {
+class S3Client;
+}
+
+namespace ddpio::storage::remote {
+
+struct RemoteOptions {
+  // Fetched records held in memory (a prefetch window larger than this is fetched twice).
+  uint64_t memory_bytes = uint64_t{256} << 20;
+  // Records of one file closer than this are fetched by one GET (the bytes between are read and
+  // dropped), up to max_request_bytes a GET.
+  uint64_t coalesce_gap = uint64_t{64} << 10;
+  uint64_t max_request_bytes = uint64_t{8} << 20;
+  int max_in_flight = 16;  // GETs at once
+  // Reads ride out a gateway restart or a burst of 503 SlowDown: 10 attempts, backoff capped at
+  // 5 s (about 8 s of waiting in all, on average, before a read gives up).
+  s3::RetryPolicy retry = [] {
+    s3::RetryPolicy r;
+    r.max_attempts = 10;
+    return r;
+  }();
+  // A local folder for fetched records ("" none) and its byte budget.
+  std::string cache_dir;
+  uint64_t cache_bytes = uint64_t{16} << 30;
+};
+
+struct RemoteCounters {
+  uint64_t requests = 0;  // HTTP requests sent to the store (retries included)
+  uint64_t retries = 0;
+  uint64_t bytes = 0;  // response bytes received
+  uint64_t records_fetched = 0;
+  uint64_t memory_hits = 0;  // Fetch answered by a prefetched or earlier record
+  uint64_t disk_hits = 0;    // ... by the cache folder
+  uint64_t misses = 0;       // Fetch had to wait for the store
+  uint64_t refetches = 0;    // records fetched again after a checksum mismatch
+};
+
+class RemoteDataset {
+ public:
+  // `url`: s3://BUCKET/PREFIX. Configuration from `config`. NotFound when there is nothing at the
+  // prefix; FailedPrecondition for an unfinished upload; errors of the store name the object.
+  static absl::StatusOr<std::shared_ptr<RemoteDataset>> Open(const std::string& url,
+                                                             const s3::S3Config& config,
+                                                             const RemoteOptions& options = {});
+  // The manifest alone (one GET): what a rank that reads no record needs to know which dataset
+  // this is. Errors as Open's.
+  // `counters`, when given, gets the requests that took.
+  static absl::StatusOr<RemoteManifest> ReadManifest(const std::string& url,
+                                                     const s3::S3Config& config,
+                                                     const RemoteOptions& options = {},
+                                                     RemoteCounters* counters = nullptr);
+  ~RemoteDataset();
+  RemoteDataset(const RemoteDataset&) = delete;
+  RemoteDataset& operator=(const RemoteDataset&) = delete;
+
+  const RemoteManifest& manifest() const { return manifest_; }
+  const std::string& url() const { return url_; }
+  uint64_t size() const { return index_.size(); }
+
+  // Record `index`'s stored bytes. InvalidArgument past the end; the store's error otherwise.
+  absl::StatusOr<std::shared_ptr<const std::string>> Fetch(uint64_t index);
+  // Drops every cached copy of `index` and fetches it from the store.
+  absl::StatusOr<std::shared_ptr<const std::string>> Refetch(uint64_t index);
+  // Starts fetching these records unless held or on the way. The bytes asked for.
+  uint64_t Prefetch(absl::Span<const uint64_t> indices);
+
+  // What record `index` is bound to, and how messages name its bytes in the store
+  // ("s3://bucket/prefix/data.mdb bytes 4096-9999").
+  RecordBinding Binding(uint64_t index) const;
+  std::string Where(uint64_t index) const;
+  RemoteCounters counters() const;
+
+ private:
+  struct Slot {
+    std::shared_ptr<const std::string> bytes;  // null while pending
+    bool pending = false;
+    std::list<uint64_t>::iterator lru;
+  };
+  RemoteDataset() = default;
+  // Fetches and decodes the manifest of the dataset at url_ with client_.
+  absl::Status LoadManifest(const s3::S3Url& where);
+  absl::StatusOr<std::shared_ptr<const std::string>> FetchNow(uint64_t index);
+  // With mu_ held: keeps `bytes` as record `index`'s, evicting the least recently used.
+  void HoldLocked(uint64_t index, std::shared_ptr<const std::string> bytes);
+  void Fetched(const std::vector<uint64_t>& group, uint64_t start,
+               absl::StatusOr<std::string> bytes);
+  static std::string S3ClientName(const std::string& bucket, const std::string& key);
+
+  std::string url_;
+  std::string bucket_;
+  std::vector<std::string> keys_;  // of each file
+  RemoteOptions options_;
+  RemoteManifest manifest_;
+  std::vector<RecordLocation> index_;
+  std::unique_ptr<s3::S3Client> client_;
+  std::unique_ptr<RecordCache> disk_;  // null without a cache folder
+
+  mutable std::mutex mu_;
+  std::condition_variable arrived_;
+  std::unordered_map<uint64_t, Slot> slots_;  // guarded by mu_
+  std::list<uint64_t> lru_;                   // ready slots, least recently used first
+  uint64_t held_bytes_ = 0;
+  uint64_t in_flight_ = 0;
+  RemoteCounters counts_;
+};
+
+}  // namespace ddpio::storage::remote
+
+#endif  // DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_

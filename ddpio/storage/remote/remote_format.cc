@@ -1,0 +1,162 @@
+#include "ddpio/storage/remote/remote_format.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/coding.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/checksum.h"
+#include "ddpio/storage/internal/json_fields.h"
+
+namespace ddpio::storage::remote {
+namespace {
+
+constexpr char kIndexMagic[] = "DDPIDX01";
+constexpr size_t kMagicBytes = 8;
+constexpr size_t kEntryBytes = 16;
+constexpr size_t kIndexOverhead = kMagicBytes + 8 + 4;  // magic, count, trailing CRC32C
+
+}  // namespace
+
+std::string EncodeRecordIndex(absl::Span<const RecordLocation> index) {
+  std::string out(kIndexMagic, kMagicBytes);
+  out.reserve(kIndexOverhead + index.size() * kEntryBytes);
+  PutFixed64(&out, index.size());
+  for (const RecordLocation& r : index) {
+    PutFixed32(&out, r.file);
+    PutFixed32(&out, r.length);
+    PutFixed64(&out, r.offset);
+  }
+  PutFixed32(&out, Crc32c(out.data(), out.size()));
+  return out;
+}
+
+absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view bytes,
+                                                              uint64_t records,
+                                                              absl::Span<const uint64_t> file_bytes,
+                                                              const std::string& what) {
+  if (bytes.size() < kIndexOverhead ||
+      bytes.substr(0, kMagicBytes) != std::string_view(kIndexMagic, kMagicBytes)) {
+    return absl::DataLossError(
+        absl::StrCat(what, " is not a ddpio record index (", bytes.size(), " bytes)"));
+  }
+  const uint64_t count = DecodeFixed64(bytes.data() + kMagicBytes);
+  if (count != records || count > kMaxRemoteRecords ||
+      bytes.size() != kIndexOverhead + count * kEntryBytes) {
+    return absl::DataLossError(absl::StrCat(what, " lists ", count, " records in ", bytes.size(),
+                                            " bytes; the manifest says ", records));
+  }
+  const uint32_t stored = DecodeFixed32(bytes.data() + bytes.size() - 4);
+  const uint32_t actual = Crc32c(bytes.data(), bytes.size() - 4);
+  if (stored != actual) {
+    return absl::DataLossError(absl::StrCat(what, " is damaged: its checksum is ", actual,
+                                            ", not the ", stored, " it was written with"));
+  }
+  std::vector<RecordLocation> index(count);
+  const char* p = bytes.data() + kMagicBytes + 8;
+  for (uint64_t i = 0; i < count; ++i, p += kEntryBytes) {
+    RecordLocation& r = index[i];
+    r.file = DecodeFixed32(p);
+    r.length = DecodeFixed32(p + 4);
+    r.offset = DecodeFixed64(p + 8);
+    if (r.file >= file_bytes.size() || r.length == 0 || r.offset > file_bytes[r.file] ||
+        r.length > file_bytes[r.file] - r.offset) {
+      return absl::DataLossError(absl::StrCat(what, ": record ", i, " (file ", r.file, ", bytes ",
+                                              r.offset, "+", r.length,
+                                              ") lies outside the dataset's files"));
+    }
+  }
+  return index;
+}
+
+std::string EncodeRemoteManifest(const RemoteManifest& m) {
+  nlohmann::json j;
+  j["format"] = "ddpio-remote";
+  j["version"] = m.version;
+  j["header"] = nlohmann::json::parse(EncodeHeader(m.header));
+  j["completion"] = nlohmann::json::parse(EncodeCompletion(m.completion));
+  j["files"] = nlohmann::json::array();
+  for (const RemoteFile& f : m.files) {
+    j["files"].push_back({{"object", f.object},
+                          {"bytes", f.bytes},
+                          {"first", f.first},
+                          {"records", f.records},
+                          {"salt", f.salt},
+                          {"bound", f.bound}});
+  }
+  j["index"] = {
+      {"object", kRecordIndexObject}, {"bytes", m.index_bytes}, {"crc32c", m.index_crc32c}};
+  j["uploaded_by"] = m.uploaded_by;
+  return j.dump(1);
+}
+
+absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
+                                                    const std::string& what) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat(what, " is not a valid ddpio remote manifest: ", why));
+  };
+  auto text_of = [&](const nlohmann::json& o, const char* key) -> std::string {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
+                                                                  : std::string();
+  };
+  if (text_of(j, "format") != "ddpio-remote") return bad("no \"format\": \"ddpio-remote\"");
+  RemoteManifest m;
+  if (!internal::GetInt(j, "version", &m.version)) return bad("no version");
+  if (m.version > kRemoteManifestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " is version ", m.version,
+                                                      "; this ddpio reads up to ",
+                                                      kRemoteManifestVersion, ": upgrade ddpio"));
+  }
+  if (!j.contains("header") || !j["header"].is_object()) return bad("no header");
+  auto header = DecodeHeader(j["header"].dump());
+  if (!header.ok()) return Annotate(header.status(), what);
+  m.header = *std::move(header);
+  if (!j.contains("completion") || !j["completion"].is_object()) return bad("no completion");
+  auto completion = DecodeCompletion(j["completion"].dump());
+  if (!completion.ok()) return Annotate(completion.status(), what);
+  m.completion = *completion;
+  if (!j.contains("files") || !j["files"].is_array() || j["files"].empty()) return bad("no files");
+  uint64_t next = 0;
+  for (const nlohmann::json& f : j["files"]) {
+    RemoteFile file;
+    file.object = text_of(f, "object");
+    if (file.object.empty() || file.object.find("..") != std::string::npos ||
+        file.object[0] == '/') {
+      return bad(absl::StrCat("file object \"", file.object.substr(0, 100),
+                              "\" is not inside the prefix"));
+    }
+    if (!internal::GetU64(f, "bytes", &file.bytes) || !internal::GetU64(f, "first", &file.first) ||
+        !internal::GetU64(f, "records", &file.records) ||
+        !internal::GetU64(f, "salt", &file.salt) || !f.contains("bound") ||
+        !f["bound"].is_boolean()) {
+      return bad(absl::StrCat("file ", file.object, " lacks bytes, first, records, salt or bound"));
+    }
+    file.bound = f["bound"].get<bool>();
+    if (file.first != next || file.records > kMaxRemoteRecords) {
+      return bad(
+          absl::StrCat("file ", file.object, " starts at record ", file.first, ", not ", next));
+    }
+    next += file.records;
+    m.files.push_back(std::move(file));
+  }
+  if (next != m.completion.sample_count) {
+    return bad(absl::StrCat("its files hold ", next, " records; its completion marker says ",
+                            m.completion.sample_count));
+  }
+  const nlohmann::json& index = j.contains("index") ? j["index"] : nlohmann::json();
+  uint64_t crc = 0;
+  if (!internal::GetU64(index, "bytes", &m.index_bytes) ||
+      !internal::GetU64(index, "crc32c", &crc) || crc > UINT32_MAX) {
+    return bad("no index size or checksum");
+  }
+  m.index_crc32c = static_cast<uint32_t>(crc);
+  if (m.index_bytes != kIndexOverhead + next * kEntryBytes) {
+    return bad(
+        absl::StrCat("an index of ", m.index_bytes, " bytes cannot hold ", next, " records"));
+  }
+  m.uploaded_by = text_of(j, "uploaded_by");
+  return m;
+}
+
+}  // namespace ddpio::storage::remote

@@ -1,0 +1,56 @@
+// Upload: puts a local dataset (a directory, a single LMDB file or a sharded folder) into an
+// object store as a remote dataset (remote_format.h): each LMDB file as an object (multipart
+// for large ones), then the record index, then the manifest — last, so a reader never opens a
+// half-uploaded dataset. Every record is read and checked (its CRC32C) while the index is built,
+// so a damaged local dataset is refused before anything is sent.
+//
+// Resumable: the upload keeps its state (multipart upload ids and the files done) in a small
+// file beside the dataset (DATASET.ddpio-upload, or DATASET/ddpio-upload.json for a folder);
+// run it again after an interruption and it sends only what the store does not hold yet. The
+// state file is removed when the manifest is written.
+#ifndef DDPIO_STORAGE_REMOTE_UPLOAD_H_
+#define DDPIO_STORAGE_REMOTE_UPLOAD_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ddpio/storage/remote/remote_format.h"
+#include "ddpio/storage/s3/http_client.h"
+#include "ddpio/storage/s3/s3_config.h"
+
+namespace ddpio::storage::remote {
+
+struct UploadProgress {
+  std::string stage;  // "indexing", "uploading", "done"
+  uint64_t done = 0;  // records indexed, or bytes sent
+  uint64_t total = 0;
+};
+
+struct UploadOptions {
+  // Multipart part size for files larger than it (S3 requires at least 5 MiB but for the last).
+  uint64_t part_bytes = uint64_t{32} << 20;
+  // Replace a different dataset already at the destination (its manifest is deleted first, so
+  // nobody reads a mix). Without it, that is FailedPrecondition.
+  bool overwrite = false;
+  // Create the bucket when it does not exist (fine when this account owns it already).
+  bool create_bucket = false;
+  s3::RetryPolicy retry;
+  // Called now and then; returning false stops the upload (Cancelled), resumable.
+  std::function<bool(const UploadProgress&)> progress;
+};
+
+struct UploadResult {
+  RemoteManifest manifest;
+  uint64_t bytes_sent = 0;     // this run (a resumed run sends less)
+  uint64_t bytes_skipped = 0;  // already in the store from an earlier run
+  bool already_there = false;  // the same dataset was at the destination: nothing sent
+};
+
+absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::string& url,
+                                    const s3::S3Config& config, const UploadOptions& options = {});
+
+}  // namespace ddpio::storage::remote
+
+#endif  // DDPIO_STORAGE_REMOTE_UPLOAD_H_

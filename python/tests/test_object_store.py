@@ -1,0 +1,54 @@
+"""Datasets in an object store, from Python: `ddpio.Dataset` and `ddpio.Loader` take an
+s3://BUCKET/PREFIX URL as they take a path, and give exactly the local dataset's records and
+batches. Runs against the S3 server the test command starts (scripts/object-store.sh, Ceph's
+gateway: AWS_ENDPOINT_URL and the keys in the environment); skipped without one unless
+DDPIO_REQUIRE_S3 is set."""
+import os
+import subprocess
+
+import pytest
+
+import ddpio
+
+
+@pytest.fixture(scope="module")
+def remote(program, dataset):
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        if os.environ.get("DDPIO_REQUIRE_S3"):
+            pytest.fail("DDPIO_REQUIRE_S3 is set but AWS_ENDPOINT_URL is not: start scripts/object-store.sh up")
+        pytest.skip("no S3 endpoint (AWS_ENDPOINT_URL): scripts/object-store.sh up starts one")
+    url = f"s3://ddpio-py-{os.getpid()}/train"
+    result = subprocess.run([program, "upload", str(dataset), url, "--create-bucket", "--quiet"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return url
+
+
+def test_a_dataset_by_url_gives_the_local_records(remote, dataset):
+    local, there = ddpio.Dataset(dataset), ddpio.Dataset(remote)
+    assert len(there) == len(local) == 21
+    assert there.classes == local.classes
+    for i in range(len(local)):
+        assert there[i] == local[i], f"record {i}"
+        assert there.source(i) == local.source(i)
+
+
+def test_a_loader_by_url_gives_the_local_batches(remote, dataset):
+    def batches(data):
+        loader = ddpio.Loader(data, batch_size=4, image_size=24, shuffle=True, seed=3, arrays="numpy")
+        return [(b["indices"].tolist(), b["labels"].tolist(), b["images"].tobytes()) for b in loader]
+
+    assert batches(remote) == batches(dataset)
+    loader = ddpio.Loader(remote, batch_size=4, image_size=24)
+    assert sum(len(b["labels"]) for b in loader) == 21
+    counters = loader.counters()
+    assert counters["store_records_fetched"] == 21
+    assert 0 < counters["store_requests"] < 21, "records were not fetched coalesced"
+    assert "store_requests" not in ddpio.Loader(dataset, batch_size=4, image_size=24).counters()
+
+
+def test_a_missing_remote_dataset_is_a_clear_error(remote):
+    gone = remote.rsplit("/", 1)[0] + "/nothing-here"
+    with pytest.raises(Exception) as e:
+        ddpio.Dataset(gone)
+    assert "no dataset at " + gone in str(e.value)

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2015  # `A && B || fail` is intended
+# The loader on a dataset in an S3-compatible object store, next to the local reader and
+# to what a user would try first. One run, the same photos, the same workers, interleaved rounds:
+#   local    ddpio bench loader --data DB                  (the local LMDB reader: the ceiling, since
+#                                                           the link to the store is loopback)
+#   remote   ddpio bench loader --data s3://BUCKET/rp      (range GETs, coalesced, prefetched)
+#   cached   the same with DDPIO_S3_CACHE_DIR: one process fills the empty cache folder (its epoch
+#            is reported as "cache-fill"), then a second process reads it ("cached")
+#   s3fs     ddpio bench loader --data MOUNT/rp            (the uploaded LMDB file through an s3fs
+#                                                           read-only mount of the bucket)
+#   boto3    a torch Dataset doing one boto3 GET per sample of the photos stored one object each,
+#            PIL decode, RandomResizedCrop + flip, DataLoader(num_workers=WORKERS, batch_size=64)
+#            (scripts/bench_boto3_loader.py)
+# Every ddpio run is a fresh process running one epoch (--epochs 1): a remote reader holds up to
+# 256 MiB of records in memory, so later epochs of the same process would not ask the store again
+# (measured once at the end: "remote, 3 epochs in one process"). The loader's own ceiling lines
+# read the first --sample-images records before the epoch: kept at 16 so that they do not warm the
+# remote reader. Requests: the gateway's own counters (radosgw `perf dump`: req, get, get_b) read
+# before and after each run, when its admin socket is at hand; plus `ddpio inspect URL --verify
+# --json`'s "store" object (one full pass over the records, as the program counts them).
+#
+# Usage: scripts/bench-object-store.sh [--rounds N] [--images DIR] [--db DB] [--workers N]
+#                                      [--s3-dir DIR] [--work DIR] [--keep] [--skip VARIANT]...
+#   --rounds N     rounds, each running every variant once in rotated order (default 5; >= 3)
+#   --images DIR   the ImageFolder of photos (default /tmp/rp100: 1,500 ~100 KB real photos,
+#                  scripts/real-photos.py --out /tmp/rp100 --count 1500 --long-side 600,800 --quality 95)
+#   --db DB        a ddpio dataset converted from DIR (default: convert DIR into the work folder
+#                  with this DDPIO, so format and options are this build's defaults)
+#   --workers N    loader threads / DataLoader workers (default 2)
+#   --s3-dir DIR   with AWS_ENDPOINT_URL already set: the state folder of scripts/object-store.sh,
+#                  for the gateway's request counters (default $DDPIO_S3_DIR or /tmp/ddpio-s3)
+#   --work DIR     work folder (default: a new /tmp/ddpio-bench-os.XXXXXX, removed at the end)
+#   --keep         keep the work folder (run files: WORK/runs/*.json, WORK/results.jsonl)
+#   --skip V       leave out a variant (local is always run: the ratios are to it)
+# Environment: DDPIO (default build/release/tools/ddpio), PYTHON (default: the first of python3,
+#   /usr/bin/python3 that imports torch, torchvision, PIL and boto3). With AWS_ENDPOINT_URL unset,
+#   starts its own gateway (scripts/object-store.sh up --dir /tmp/ddpio-bos-PID --size-mb 2048) and
+#   stops it at the end; with it set, uses that store (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+#   AWS_REGION) and deletes its bucket at the end. Needs s3fs (apt-get install s3fs) and
+#   python3-boto3 for their rows.
+# Output: progress on stderr, the table (Markdown) on stdout, WORK/summary.json.
+# Exit 0 success, 1 runtime error, 2 usage error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PROG=bench-object-store
+
+ROUNDS=5
+IMAGES=/tmp/rp100
+DB=""
+WORKERS=2
+S3DIR=${DDPIO_S3_DIR:-/tmp/ddpio-s3}
+WORK=""
+KEEP=0
+SKIP=" "
+DDPIO=${DDPIO:-build/release/tools/ddpio}
+SAMPLE_IMAGES=16
+BATCH=64
+SIZE=224
+
+log() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: $*" >&2; exit 1; }
+usage_error() { echo "$PROG: $*; see '$0 --help'" >&2; exit 2; }
+usage() { sed -n '3,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --rounds|--images|--db|--workers|--s3-dir|--work|--skip)
+      [ $# -ge 2 ] || usage_error "$1 needs a value"
+      case "$1" in
+        --rounds) ROUNDS=$2 ;; --images) IMAGES=$2 ;; --db) DB=$2 ;; --workers) WORKERS=$2 ;;
+        --s3-dir) S3DIR=$2 ;; --work) WORK=$2 ;;
+        --skip)
+          case "$2" in remote|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
+            *) usage_error "--skip takes remote, cached, s3fs or boto3, not '$2'" ;; esac ;;
+      esac
+      shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) usage_error "unknown argument '$1'" ;;
+  esac
+done
+[[ "$ROUNDS" =~ ^[0-9]+$ ]] && [ "$ROUNDS" -ge 3 ] || usage_error "--rounds must be a number >= 3"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || usage_error "--workers must be a number >= 1"
+[ -d "$IMAGES" ] || usage_error "--images $IMAGES is not a folder"
+[ -z "$DB" ] || [ -e "$DB" ] || usage_error "--db $DB does not exist"
+skipped() { [[ "$SKIP" == *" $1 "* ]]; }
+
+# ---- tools ---------------------------------------------------------------------------------------
+[ -x "$DDPIO" ] || die "DDPIO=$DDPIO is not an executable (build it, or set DDPIO=...)"
+DDPIO=$(realpath "$DDPIO")
+"$DDPIO" --help 2>/dev/null | grep -qE '^ +upload ' ||
+  die "$DDPIO has no 'upload' command (a build without the object store?)"
+if [ -z "${PYTHON:-}" ]; then
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import torch, torchvision, PIL, boto3' 2>/dev/null; then PYTHON=$p; break; fi
+  done
+fi
+if ! skipped boto3; then
+  [ -n "${PYTHON:-}" ] || die "no python3 with torch, torchvision, PIL and boto3 (apt-get install python3-boto3; or --skip boto3)"
+fi
+PYTHON=${PYTHON:-python3}
+if ! skipped s3fs; then
+  command -v s3fs >/dev/null || die "s3fs is not installed (apt-get install -y s3fs; or --skip s3fs)"
+fi
+
+# ---- work folder, cleanup ------------------------------------------------------------------------
+if [ -z "$WORK" ]; then WORK=$(mktemp -d /tmp/ddpio-bench-os.XXXXXX); else mkdir -p "$WORK"; fi
+WORK=$(realpath "$WORK")
+mkdir -p "$WORK/runs"
+MNT=$WORK/mnt
+STARTED_GATEWAY=0
+OWN_DIR=/tmp/ddpio-bos-$$
+BUCKET=ddpio-bench-os-$$
+PREFIX=rp
+URL=s3://$BUCKET/$PREFIX
+BUCKET_MADE=0
+cleanup() {
+  local rc=$?
+  set +e
+  if mountpoint -q "$MNT" 2>/dev/null; then
+    fusermount -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT"
+  fi
+  if [ "$STARTED_GATEWAY" = 1 ]; then
+    scripts/object-store.sh down --dir "$OWN_DIR" >/dev/null 2>&1 || log "could not stop the gateway in $OWN_DIR"
+  elif [ "$BUCKET_MADE" = 1 ]; then
+    "$PYTHON" scripts/bench_boto3_loader.py delete --bucket "$BUCKET" || log "could not delete bucket $BUCKET"
+  fi
+  if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the store -----------------------------------------------------------------------------------
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  log "AWS_ENDPOINT_URL unset: starting a gateway in $OWN_DIR"
+  STARTED_GATEWAY=1
+  exports=$(scripts/object-store.sh up --dir "$OWN_DIR" --size-mb 2048) || die "could not start the gateway"
+  eval "$exports"
+  S3DIR=$OWN_DIR
+fi
+export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION="${AWS_REGION:-us-east-1}"
+ASOK=$S3DIR/run/client.rgw.ddpio.asok
+if [ ! -S "$ASOK" ] || ! command -v ceph >/dev/null; then
+  log "no gateway admin socket at $ASOK: requests per run are not counted on the server side"
+  ASOK=""
+fi
+# "req get get_bytes" of the gateway so far (empty without an admin socket).
+gateway_counts() {
+  [ -n "$ASOK" ] || return 0
+  ceph --admin-daemon "$ASOK" perf dump 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["rgw"]; print(r["req"], r["get"], r["get_b"])' || true
+}
+
+# ---- data: the dataset, uploaded; the photos, one object each --------------------------------------
+if [ -z "$DB" ]; then
+  DB=$WORK/db
+  log "converting $IMAGES into $DB"
+  "$DDPIO" convert --src "$IMAGES" --out "$DB" --quiet
+fi
+DB=$(realpath "$DB")
+log "uploading $DB to $URL"
+BUCKET_MADE=1
+"$DDPIO" upload "$DB" "$URL" --create-bucket --json | tail -1 >"$WORK/upload.json"
+if ! skipped boto3; then
+  log "uploading the photos of $IMAGES one object each to s3://$BUCKET/photos/"
+  "$PYTHON" scripts/bench_boto3_loader.py upload --images "$IMAGES" --bucket "$BUCKET" --prefix photos \
+    --list "$WORK/photos.json" >"$WORK/photos-upload.json"
+fi
+if ! skipped s3fs; then
+  mkdir -p "$MNT"
+  printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$WORK/s3fs.passwd"
+  chmod 600 "$WORK/s3fs.passwd"
+  s3fs "$BUCKET" "$MNT" -o "ro,url=$AWS_ENDPOINT_URL,use_path_request_style,passwd_file=$WORK/s3fs.passwd"
+  for _ in $(seq 50); do mountpoint -q "$MNT" && [ -e "$MNT/$PREFIX/data.mdb" ] && break; sleep 0.2; done
+  [ -e "$MNT/$PREFIX/data.mdb" ] || die "s3fs mounted nothing usable at $MNT (no $PREFIX/data.mdb)"
+fi
+cat "$DB/data.mdb" >/dev/null 2>&1 || cat "$DB" >/dev/null  # the local reader reads a warm page cache
+
+# ---- one measurement -----------------------------------------------------------------------------
+LOADER_FLAGS=(--workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE"
+              --sample-images "$SAMPLE_IMAGES" --json --epochs)   # + the number of epochs
+# run VARIANT ROUND [ENV=VALUE...] -- COMMAND...: runs it, appends one line to results.jsonl.
+run() {
+  local variant=$1 round=$2 envs=() before after load out
+  shift 2
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  out=$WORK/runs/$variant-$round
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  before=$(gateway_counts)
+  if ! env "${envs[@]}" "$@" >"$out.out" 2>"$out.err"; then
+    tail -5 "$out.err" >&2
+    die "$variant (round $round) failed: $*"
+  fi
+  after=$(gateway_counts)
+  tail -1 "$out.out" >"$out.json"
+  python3 - "$variant" "$round" "$load" "$before" "$after" "$out.json" >>"$WORK/results.jsonl" <<'PY'
+import json, sys
+variant, rnd, load, before, after, path = sys.argv[1:]
+j = json.load(open(path))
+row = {"variant": variant, "round": int(rnd), "images_per_s": j["images_per_s"], "load1_before": float(load)}
+note = ""
+if before and after:
+    b, a = [int(x) for x in before.split()], [int(x) for x in after.split()]
+    row["gateway"] = {"requests": a[0] - b[0], "gets": a[1] - b[1], "get_bytes": a[2] - b[2]}
+    note = f"  {a[0] - b[0]:6d} requests {(a[2] - b[2]) / 1e6:7.1f} MB"
+if isinstance(j.get("store"), dict):
+    row["store"] = j["store"]
+print(json.dumps(row))
+print(f"bench-object-store: round {rnd} {variant:10s} {j['images_per_s']:7.0f} images/s{note}  (load {load})",
+      file=sys.stderr)
+PY
+}
+
+variant() {  # variant NAME ROUND
+  case "$1" in
+    local) run local "$2" -- "$DDPIO" bench loader --data "$DB" "${LOADER_FLAGS[@]}" 1 ;;
+    remote) run remote "$2" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
+    cached)
+      rm -rf "$WORK/cache"; mkdir -p "$WORK/cache"
+      run cache-fill "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1
+      run cached "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
+    s3fs) run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
+    boto3) run boto3 "$2" -- "$PYTHON" scripts/bench_boto3_loader.py epoch --bucket "$BUCKET" --list "$WORK/photos.json" \
+             --workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --seed "$2" ;;
+  esac
+}
+
+VARIANTS=(local)
+for v in remote cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+n=${#VARIANTS[@]}
+log "$ROUNDS rounds of: ${VARIANTS[*]} (rotated order), $WORKERS workers, batch $BATCH, ${SIZE} px"
+for r in $(seq "$ROUNDS"); do
+  for k in $(seq 0 $((n - 1))); do variant "${VARIANTS[$(( (k + r - 1) % n ))]}" "$r"; done
+done
+
+# ---- once: later epochs of one remote process; the program's own count over one full pass -----------
+if ! skipped remote; then
+  run remote-3-epochs 0 -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 3
+  "$DDPIO" inspect "$URL" --verify --json --quiet 2>"$WORK/inspect.err" | tail -1 >"$WORK/inspect.json" ||
+    log "inspect --verify failed: $(tail -1 "$WORK/inspect.err")"
+fi
+
+# ---- summary -------------------------------------------------------------------------------------
+python3 - "$WORK" "$ROUNDS" "$WORKERS" "$DDPIO" "$URL" <<'PY'
+import json, os, statistics, sys
+work, rounds, workers, ddpio, url = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+rows = [json.loads(l) for l in open(os.path.join(work, "results.jsonl"))]
+by = {}
+for r in rows:
+    by.setdefault(r["variant"], {})[r["round"]] = r
+local = by["local"]
+names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader`, s3:// (remote reader)",
+         "cache-fill": "(3a) s3:// + cache folder, first epoch (fills it)",
+         "cached": "(3) s3:// + cache folder, second process (reads it)",
+         "s3fs": "(4) `bench loader` on the LMDB through s3fs (ro mount)",
+         "boto3": "(5) torch Dataset, one boto3 GET per sample, PIL, DataLoader"}
+summary = {"rounds": rounds, "workers": int(workers), "ddpio": ddpio, "url": url, "rows": {}}
+print(f"| reader | images/s, median (min–max) | / local, median of paired rounds (range) | "
+      f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) |")
+print("|---|---|---|---|---|")
+for v in ["local", "remote", "cache-fill", "cached", "s3fs", "boto3"]:
+    if v not in by:
+        continue
+    rs = [by[v][k] for k in sorted(by[v]) if k >= 1]
+    ips = [r["images_per_s"] for r in rs]
+    ratios = [r["images_per_s"] / local[r["round"]]["images_per_s"] for r in rs]
+    req = [r["gateway"]["requests"] for r in rs if "gateway" in r]
+    mb = [r["gateway"]["get_bytes"] / 1e6 for r in rs if "gateway" in r]
+    summary["rows"][v] = {"images_per_s": ips, "median": statistics.median(ips), "ratio_rounds": ratios,
+                          "ratio": statistics.median(ratios), "requests": req, "get_mb": mb,
+                          "load1_before": [r["load1_before"] for r in rs],
+                          "store": [r["store"] for r in rs if "store" in r]}
+    req_s = f"{statistics.median(req):,.0f} ({min(req):,}–{max(req):,})" if req else "—"
+    own = [r["store"]["requests"] for r in rs if "requests" in r.get("store", {})]
+    if own:
+        req_s += f" ({statistics.median(own):,.0f})"
+    mb_s = f"{statistics.median(mb):,.1f}" if mb else "—"
+    print(f"| {names[v]} | {statistics.median(ips):,.0f} ({min(ips):,.0f}–{max(ips):,.0f}) | "
+          f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) | {req_s} | {mb_s} |")
+extra = by.get("remote-3-epochs", {}).get(0)
+if extra:
+    j = json.load(open(os.path.join(work, "runs", "remote-3-epochs-0.json")))
+    summary["remote_3_epochs"] = {"epochs": j["epoch_images_per_s"], "gateway": extra.get("gateway"),
+                                  "store": j.get("store")}
+    g = extra.get("gateway")
+    print(f"\nremote, 3 epochs in one process: epochs " + ", ".join(f"{x:,.0f}" for x in j["epoch_images_per_s"]) +
+          " images/s" + (f"; {g['requests']} requests, {g['get_bytes']/1e6:.1f} MB in all" if g else ""))
+try:
+    ins = json.load(open(os.path.join(work, "inspect.json")))
+    summary["inspect_verify_store"] = ins.get("store")
+    print(f"ddpio inspect URL --verify --json: store = {json.dumps(ins.get('store'))}")
+except (OSError, ValueError):
+    pass
+up = json.load(open(os.path.join(work, "upload.json")))
+summary["upload"] = up
+print(f"upload: {json.dumps(up)}")
+loads = [r["load1_before"] for r in rows]
+print(f"load average (1 min) before the runs: {min(loads)}–{max(loads)}, median {statistics.median(loads)}")
+json.dump(summary, open(os.path.join(work, "summary.json"), "w"), indent=1)
+PY

@@ -1,0 +1,150 @@
+// The object store as a newcomer meets it, with the real `ddpio` program against a real S3 server
+// (Ceph's RADOS Gateway, scripts/object-store.sh; ctest label s3): convert, upload, inspect and
+// verify by URL, then group feeding from the store under `ddpio launch` — every rank gets its
+// sampler's records, and only the leaders fetch records from the store.
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ddpio/common/environment.h"
+#include "ddpio/storage/s3/s3_client.h"
+#include "gtest/gtest.h"
+#include "tests/support/rank_lines.h"
+#include "tests/support/s3_gateway.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddpio {
+namespace {
+
+using testing::LastLine;
+using testing::RankLines;
+using testing::RunDdpio;
+
+class CliS3 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DDPIO_SKIP_WITHOUT_S3();
+    bucket_ = "ddpio-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++);
+    auto config = storage::s3::S3ConfigFromEnvironment(CurrentEnvironment());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto s3 = storage::s3::S3Client::Create(*config);
+    ASSERT_TRUE(s3.ok()) << s3.status();
+    const absl::Status made = (*s3)->CreateBucket(bucket_);
+    ASSERT_TRUE(made.ok()) << made;
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_.Sub("src"), "--classes", "4", "--per-class", "15",
+                        "--size", "48", "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"})
+                  .exit_code,
+              0);
+    url_ = "s3://" + bucket_ + "/train";
+  }
+  static int counter_;
+  testing::TempDir dir_;
+  std::string bucket_, url_;
+};
+int CliS3::counter_ = 0;
+
+TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
+  auto up = RunDdpio({"upload", dir_.Sub("db"), url_, "--json"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto u = nlohmann::json::parse(LastLine(up.out));
+  EXPECT_EQ(u["records"], 60);
+  EXPECT_GT(u["bytes_sent"].get<uint64_t>(), 0u);
+
+  auto local = RunDdpio({"inspect", dir_.Sub("db"), "--json"});
+  auto remote = RunDdpio({"inspect", url_, "--verify", "--decode", "--json"});
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  auto l = nlohmann::json::parse(LastLine(local.out));
+  auto r = nlohmann::json::parse(LastLine(remote.out));
+  EXPECT_EQ(r["records"], 60);
+  EXPECT_EQ(r["content_digest"], l["content_digest"])
+      << "the store's records differ from the local ones";
+  EXPECT_TRUE(r["bad"].empty());
+  EXPECT_EQ(r["store"]["records_fetched"], 60);
+  EXPECT_LT(r["store"]["requests"].get<uint64_t>(), 20u) << "records were not fetched coalesced";
+  EXPECT_TRUE(l["store"].is_null());
+
+  // Again: nothing is sent; a half-finished prefix and a missing one are clear errors.
+  auto again = RunDdpio({"upload", dir_.Sub("db"), url_, "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(LastLine(again.out))["already_there"], true);
+  auto missing = RunDdpio({"inspect", "s3://" + bucket_ + "/nothing"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no dataset at s3://" + bucket_ + "/nothing"), std::string::npos)
+      << missing.err;
+  auto bad_url = RunDdpio({"upload", dir_.Sub("db"), "s3://Bad_Bucket/x"});
+  EXPECT_EQ(bad_url.exit_code, 2) << bad_url.err;
+}
+
+// Replicate over the store: each group's two members get the group's stream, the sampler's, and
+// the records come from the store to the leaders alone (peers read the manifest, no record).
+TEST_F(CliS3, GroupFeedingFromTheStoreOnlyLeadersFetchRecords) {
+  ASSERT_EQ(RunDdpio({"upload", dir_.Sub("db"), url_, "--quiet"}).exit_code, 0);
+  auto r = RunDdpio({"launch",
+                     "--nproc-per-node",
+                     "4",
+                     "--",
+                     testing::DdpioBin(),
+                     "bench",
+                     "feed",
+                     "--data",
+                     url_,
+                     "--batch-size",
+                     "4",
+                     "--image-size",
+                     "24",
+                     "--workers",
+                     "1",
+                     "--epochs",
+                     "2",
+                     "--group-size",
+                     "2",
+                     "--mode",
+                     "replicate",
+                     "--indices-out",
+                     dir_.Sub("idx"),
+                     "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = RankLines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  auto idx = [&](int rank) {
+    return testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt"));
+  };
+  EXPECT_EQ(idx(0), idx(1));
+  EXPECT_EQ(idx(2), idx(3));
+  auto local = RunDdpio(
+      {"sampler", "--size", "60", "--world", "2", "--rank", "0", "--epoch", "0", "--json"});
+  std::vector<uint64_t> expected = nlohmann::json::parse(LastLine(local.out))["indices"];
+  const std::vector<uint64_t> group0 = idx(0);
+  ASSERT_GE(group0.size(), expected.size());
+  EXPECT_EQ(std::vector<uint64_t>(group0.begin(), group0.begin() + static_cast<std::ptrdiff_t>(expected.size())),
+            expected);
+  uint64_t leaders_fetched = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& j = lines[rank];
+    ASSERT_TRUE(j.contains("store")) << j.dump();
+    if (j["leader"] == true) {
+      leaders_fetched += j["store"]["records_fetched"].get<uint64_t>();
+    } else {
+      EXPECT_EQ(j["store"]["records_fetched"], 0) << "rank " << rank << " is fed by its leader";
+      EXPECT_LE(j["store"]["requests"].get<uint64_t>(), 1u)
+          << "rank " << rank << " asked the store for more than the manifest";
+    }
+  }
+  EXPECT_GE(leaders_fetched,
+            60u);  // each group's leader fetched the whole dataset once an epoch at most
+  EXPECT_LE(leaders_fetched, 2u * 60u * 2u);
+
+  auto train = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "train",
+                         "--data", url_, "--epochs", "1", "--batch-size", "8", "--image-size", "24",
+                         "--group-size", "2", "--json"});
+  EXPECT_EQ(train.exit_code, 0) << train.err;
+}
+
+}  // namespace
+}  // namespace ddpio
