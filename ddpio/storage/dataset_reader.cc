@@ -622,6 +622,13 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(const s
     }
     ro.cache_bytes = static_cast<uint64_t>(v * (1 << 30));
   }
+  if (const std::string kib = EnvValue(env, "DDPIO_S3_COALESCE_KB"); !kib.empty()) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(kib, &v) || v > (uint64_t{1} << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat("DDPIO_S3_COALESCE_KB=", kib, " is not a size in KiB"));
+    }
+    ro.coalesce_gap = v << 10;
+  }
   auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
   DDPIO_ASSIGN_OR_RETURN(reader->remote_, remote::RemoteDataset::Open(url, config, ro));
   reader->path_ = reader->remote_->url();

@@ -72,7 +72,8 @@ struct ReaderOptions {
   // A dataset in an object store (s3://BUCKET/PREFIX): its memory budget, request shaping and
   // local cache folder (remote/remote_dataset.h). Credentials and endpoint come from the
   // environment, as for the AWS tools (s3/s3_config.h); so may the cache: DDPIO_S3_CACHE_DIR
-  // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16).
+  // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16); DDPIO_S3_COALESCE_KB
+  // sets coalesce_gap (KiB, default 64).
   remote::RemoteOptions remote;
 };
 
