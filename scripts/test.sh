@@ -10,6 +10,7 @@ scripts/build.sh
 export DDPIO_S3_DIR=${DDPIO_S3_DIR:-/tmp/ddpio-s3-test-$$}
 S3_DIR=$DDPIO_S3_DIR
 trap 'scripts/object-store.sh down --dir "$S3_DIR" >/dev/null 2>&1 || true' EXIT
-eval "$(scripts/object-store.sh up --dir "$S3_DIR")"
+S3_ENV=$(scripts/object-store.sh up --dir "$S3_DIR")  # a gateway that does not come up stops the run here
+eval "$S3_ENV"
 export DDPIO_REQUIRE_S3=1
 ctest --preset release -j "$(nproc)"
