@@ -63,7 +63,9 @@ class WorldWatch {
     DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout everyone,
                            comm::GroupLayout::Make(job.info().world_size, job.info().world_size,
                                                    comm::LayoutKind::kContiguous));
-    DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm, job.Group(everyone, /*host_memory=*/true));
+    absl::StatusOr<std::unique_ptr<comm::Communicator>> group = job.Group(everyone, /*host_memory=*/true);
+    if (!group.ok()) return StartFailed(*job.store(), group.status());
+    std::unique_ptr<comm::Communicator> comm = std::move(group).value();
     auto watch =
         std::unique_ptr<WorldWatch>(new WorldWatch(std::move(comm), job.store(), store_on_rank0, feeding, timeout));
     watch->thread_ = std::thread([w = watch.get()] { w->Run(); });
@@ -120,6 +122,17 @@ class WorldWatch {
     uint8_t pad[7];
   };
   static constexpr uint64_t kTagBase = uint64_t{0x57A7} << 40;
+  static constexpr auto kCloseGrace = std::chrono::milliseconds(500);
+
+  // Setting up the watch failed: a rank that was lost while this one was still connecting cuts
+  // the connections under it (its group's leader leaves, reporting the loss first). The job's
+  // first loss, when one is reported within kCloseGrace, is what this rank names too.
+  static absl::Status StartFailed(comm::Store& store, const absl::Status& why) {
+    absl::StatusOr<std::string> first = store.Get("watch/first-loss", kCloseGrace);
+    if (!first.ok() || first->empty()) return why;
+    return absl::Status(why.code(), absl::StrCat(*first, "; this rank was still connecting to the others (",
+                                                 why.message(), ")"));
+  }
 
   WorldWatch(std::unique_ptr<comm::Communicator> comm, std::shared_ptr<comm::Store> store, bool store_on_rank0,
              const comm::GroupLayout& feeding, std::chrono::milliseconds timeout)
@@ -223,7 +236,6 @@ class WorldWatch {
   // interval, rank 0 is stalled. The report runs on a thread of its own, left behind if the
   // store never answers (the process is leaving).
   absl::Status Attribute(int peer, const absl::Status& why) {
-    static constexpr auto kCloseGrace = std::chrono::milliseconds(500);
     const absl::Status own = Lost(peer, why);
     const std::string mine = absl::StrCat(own.message(), ", first seen by rank ", comm_->rank());
     struct Answer {
