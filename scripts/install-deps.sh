@@ -6,6 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
+  clang-format                    # scripts/check-format.sh: the tree's C++ as .clang-format says
   liblmdb-dev lmdb-utils          # dataset storage
   libabsl-dev                     # Status, Mutex, strings
   libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)

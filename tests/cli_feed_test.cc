@@ -11,9 +11,8 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
@@ -31,8 +30,8 @@ using testing::RunDdpio;
 std::vector<uint64_t> SamplerIndices(int size, int world, int rank, int epochs) {
   std::vector<uint64_t> v;
   for (int e = 0; e < epochs; ++e) {
-    auto r = RunDdpio({"sampler", "--size", std::to_string(size), "--world", std::to_string(world), "--rank",
-                       std::to_string(rank), "--epoch", std::to_string(e), "--json"});
+    auto r = RunDdpio({"sampler", "--size", std::to_string(size), "--world", std::to_string(world),
+                       "--rank", std::to_string(rank), "--epoch", std::to_string(e), "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(LastLine(r.out));  // alive for the loop (not a temporary)
     for (uint64_t i : j["indices"]) v.push_back(i);
@@ -43,14 +42,35 @@ std::vector<uint64_t> SamplerIndices(int size, int world, int rank, int epochs) 
 class CliFeed : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(RunDdpio({"synth", "--out", dir_.Sub("src"), "--classes", "4", "--per-class", "15", "--size", "48",
-                        "--quiet"}).exit_code, 0);
-    ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_.Sub("src"), "--classes", "4", "--per-class", "15",
+                        "--size", "48", "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"})
+                  .exit_code,
+              0);
   }
   testing::RunResult Feed(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch", "--nproc-per-node", "4", "--", testing::DdpioBin(), "bench", "feed",
-                                     "--data", dir_.Sub("db"), "--batch-size", "4", "--image-size", "24",
-                                     "--workers", "1", "--epochs", "2", "--indices-out", dir_.Sub("idx"), "--json"};
+    std::vector<std::string> args = {"launch",
+                                     "--nproc-per-node",
+                                     "4",
+                                     "--",
+                                     testing::DdpioBin(),
+                                     "bench",
+                                     "feed",
+                                     "--data",
+                                     dir_.Sub("db"),
+                                     "--batch-size",
+                                     "4",
+                                     "--image-size",
+                                     "24",
+                                     "--workers",
+                                     "1",
+                                     "--epochs",
+                                     "2",
+                                     "--indices-out",
+                                     dir_.Sub("idx"),
+                                     "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunDdpio(args);
   }
@@ -65,7 +85,8 @@ TEST_F(CliFeed, ShardGivesEveryRankItsSamplerIndicesAndOnlyLeadersRead) {
   auto lines = RankLines(r.out);
   ASSERT_EQ(lines.size(), 4u) << r.out;
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")), SamplerIndices(60, 4, rank, 2))
+    EXPECT_EQ(testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")),
+              SamplerIndices(60, 4, rank, 2))
         << "rank " << rank;
     const auto& j = lines[rank];
     const bool leader = rank < 2;  // strided groups of 2 in 4: [0, 2] and [1, 3]
@@ -77,7 +98,8 @@ TEST_F(CliFeed, ShardGivesEveryRankItsSamplerIndicesAndOnlyLeadersRead) {
     EXPECT_EQ(j["bytes_received"].get<uint64_t>() > 0, !leader);
     if (leader) {  // what this leader sent is what its peer received
       EXPECT_EQ(j["bytes_sent"], lines[rank + 2]["bytes_received"]);
-      EXPECT_LT(j["bytes_sent"].get<uint64_t>(), j["bytes_read"].get<uint64_t>());  // the peer's half only
+      EXPECT_LT(j["bytes_sent"].get<uint64_t>(),
+                j["bytes_read"].get<uint64_t>());  // the peer's half only
     }
   }
 }
@@ -87,7 +109,9 @@ TEST_F(CliFeed, ReplicateGivesAGroupIdenticalBatches) {
   auto r = Feed({"--group-size", "2", "--mode", "replicate", "--payload", "decoded"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(RankLines(r.out).size(), 4u) << r.out;
-  auto idx = [&](int rank) { return testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt")); };
+  auto idx = [&](int rank) {
+    return testing::IndicesFile(dir_.Sub("idx.rank" + std::to_string(rank) + ".txt"));
+  };
   EXPECT_EQ(idx(0), idx(1));
   EXPECT_EQ(idx(2), idx(3));
   EXPECT_EQ(idx(0), SamplerIndices(60, 2, 0, 2));  // the sampler over 2 groups
@@ -96,8 +120,8 @@ TEST_F(CliFeed, ReplicateGivesAGroupIdenticalBatches) {
 
 // A missing dataset: the leaders name it, the job fails, nothing hangs.
 TEST_F(CliFeed, AMissingDatasetIsAClearError) {
-  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "bench", "feed", "--data",
-                     dir_.Sub("nope"), "--group-size", "2", "--timeout", "20"});
+  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "bench", "feed",
+                     "--data", dir_.Sub("nope"), "--group-size", "2", "--timeout", "20"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(dir_.Sub("nope")), std::string::npos) << r.err;
 }
@@ -148,7 +172,8 @@ class Launcher {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!exited()) {
       pollfd p{pidfd_, POLLIN, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return -1;
       if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
         int status = 0;
@@ -166,7 +191,8 @@ class Launcher {
   const std::string& err() const { return err_text_; }
   // The rank process the launcher started (it starts one per node here).
   pid_t Rank() const {
-    std::ifstream children("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children");
+    std::ifstream children("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) +
+                           "/children");
     pid_t child = 0;
     children >> child;
     return child;
@@ -176,7 +202,8 @@ class Launcher {
   // One read of stderr, waiting at most until `deadline`; false at end of file or the deadline.
   bool Pump(std::chrono::steady_clock::time_point deadline) {
     pollfd p{err_, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
     char buf[4096];
     const ssize_t n = ::read(err_, buf, sizeof(buf));
@@ -199,15 +226,37 @@ class Launcher {
 // the machine is shared; the property is "within the timeout", not a speed).
 TEST_F(CliFeed, ALostRankInAnotherGroupEndsEveryRankWithinTheTimeout) {
   const std::string port = std::to_string(testing::FreeLoopbackPort());
-  const std::map<std::string, std::string> env = {{"DDPIO_STORE_TOKEN", "lost-rank-secret"}, {"DDPIO_JOB_ID", ""}};
+  const std::map<std::string, std::string> env = {{"DDPIO_STORE_TOKEN", "lost-rank-secret"},
+                                                  {"DDPIO_JOB_ID", ""}};
   std::vector<std::unique_ptr<Launcher>> nodes;
   for (int n = 0; n < 4; ++n) {
-    nodes.push_back(std::make_unique<Launcher>(
-        std::vector<std::string>{"--nnodes", "4", "--node-rank", std::to_string(n), "--nproc-per-node", "1",
-                                 "--master-port", port, "--", testing::DdpioBin(), "bench", "feed", "--data",
-                                 dir_.Sub("db"), "--batch-size", "4", "--image-size", "24", "--workers", "1",
-                                 "--group-size", "2", "--epochs", "100000", "--timeout", "10"},
-        env));
+    nodes.push_back(std::make_unique<Launcher>(std::vector<std::string>{"--nnodes",
+                                                                        "4",
+                                                                        "--node-rank",
+                                                                        std::to_string(n),
+                                                                        "--nproc-per-node",
+                                                                        "1",
+                                                                        "--master-port",
+                                                                        port,
+                                                                        "--",
+                                                                        testing::DdpioBin(),
+                                                                        "bench",
+                                                                        "feed",
+                                                                        "--data",
+                                                                        dir_.Sub("db"),
+                                                                        "--batch-size",
+                                                                        "4",
+                                                                        "--image-size",
+                                                                        "24",
+                                                                        "--workers",
+                                                                        "1",
+                                                                        "--group-size",
+                                                                        "2",
+                                                                        "--epochs",
+                                                                        "100000",
+                                                                        "--timeout",
+                                                                        "10"},
+                                               env));
   }
   // Rank 0 logs its settings once the feeder is open on every rank: the job is running.
   ASSERT_TRUE(nodes[0]->WaitFor("] bench feed: ", std::chrono::seconds(120))) << nodes[0]->err();
@@ -217,7 +266,8 @@ TEST_F(CliFeed, ALostRankInAnotherGroupEndsEveryRankWithinTheTimeout) {
   const auto killed = std::chrono::steady_clock::now();
   for (int n = 0; n < 3; ++n) {
     const int code = nodes[n]->Wait(std::chrono::seconds(60));
-    ASSERT_NE(code, -1) << "rank " << n << " still running 60 s after rank 3 was killed:\n" << nodes[n]->err();
+    ASSERT_NE(code, -1) << "rank " << n << " still running 60 s after rank 3 was killed:\n"
+                        << nodes[n]->err();
     EXPECT_NE(code, 0) << nodes[n]->err();
   }
   EXPECT_EQ(nodes[3]->Wait(std::chrono::seconds(10)), 128 + SIGKILL);
@@ -231,8 +281,8 @@ TEST_F(CliFeed, ALostRankInAnotherGroupEndsEveryRankWithinTheTimeout) {
     const std::string message = err.substr(line, err.find('\n', line) - line);
     // Rank 2 leaves too (its feed is cut), but the ranks agree on the loss that came first.
     EXPECT_NE(message.find("the job lost rank 3 (group 1)"), std::string::npos) << message;
-    std::printf("rank %d: exit %d, %.1f s after rank 3 was killed: %s\n", n, nodes[n]->Wait(std::chrono::seconds(0)),
-                seconds, message.c_str());
+    std::printf("rank %d: exit %d, %.1f s after rank 3 was killed: %s\n", n,
+                nodes[n]->Wait(std::chrono::seconds(0)), seconds, message.c_str());
   }
 }
 
@@ -241,26 +291,32 @@ TEST_F(CliFeed, ALostRankInAnotherGroupEndsEveryRankWithinTheTimeout) {
 TEST_F(CliFeed, BackendNcclWithoutADeviceFailsOnEveryRankAtOnce) {
   auto info = RunDdpio({"info"});
   ASSERT_EQ(info.exit_code, 0);
-  if (info.out.find("GPU path") != std::string::npos) GTEST_SKIP() << "this machine has a CUDA device";
+  if (info.out.find("GPU path") != std::string::npos)
+    GTEST_SKIP() << "this machine has a CUDA device";
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "bench", "feed", "--data",
-                     dir_.Sub("db"), "--group-size", "2", "--payload", "decoded", "--backend", "nccl",
-                     "--timeout", "60"});
+  auto r = RunDdpio({"launch", "--nproc-per-node", "2", "--", testing::DdpioBin(), "bench", "feed",
+                     "--data", dir_.Sub("db"), "--group-size", "2", "--payload", "decoded",
+                     "--backend", "nccl", "--timeout", "60"});
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));  // not the timeout
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("] ddpio bench feed: error: backend nccl"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("use the gloo"), std::string::npos) << r.err;
   // Every rank decides alone, before any connection: rank 1 of 2 without a rank 0.
   testing::RunOptions solo;
-  solo.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
+  solo.env = {{"RANK", "1"},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_RANK", "1"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", "1"}};
   const auto t1 = std::chrono::steady_clock::now();
-  auto alone = RunDdpio({"bench", "feed", "--data", dir_.Sub("db"), "--group-size", "2", "--payload", "decoded",
-                         "--backend", "nccl", "--timeout", "60"},
+  auto alone = RunDdpio({"bench", "feed", "--data", dir_.Sub("db"), "--group-size", "2",
+                         "--payload", "decoded", "--backend", "nccl", "--timeout", "60"},
                         solo);
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(20));
   EXPECT_NE(alone.exit_code, 0);
-  EXPECT_NE(alone.err.find("ddpio bench feed: error: backend nccl"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("ddpio bench feed: error: backend nccl"), std::string::npos)
+      << alone.err;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // `ddpio launch` with real child processes.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -33,9 +32,26 @@ TEST(Launch, TwoNodesNameTheSameJobOnTheirOwn) {
   o.env["DDPIO_STORE_TOKEN"] = "two-node-secret";
   o.env["DDPIO_JOB_ID"] = "";
   auto node = [&](int n) {
-    return RunDdpio({"launch", "--nnodes", "2", "--node-rank", std::to_string(n), "--nproc-per-node", "2",
-                     "--master-addr", "127.0.0.1", "--master-port", port, "--", testing::DdpioBin(), "bench", "comm",
-                     "--size", "4096", "--repeat", "1", "--json"},
+    return RunDdpio({"launch",
+                     "--nnodes",
+                     "2",
+                     "--node-rank",
+                     std::to_string(n),
+                     "--nproc-per-node",
+                     "2",
+                     "--master-addr",
+                     "127.0.0.1",
+                     "--master-port",
+                     port,
+                     "--",
+                     testing::DdpioBin(),
+                     "bench",
+                     "comm",
+                     "--size",
+                     "4096",
+                     "--repeat",
+                     "1",
+                     "--json"},
                     o);
   };
   RunResult second;
@@ -62,9 +78,9 @@ TEST(Launch, NodesToldDifferentProcessCountsFailBeforeAnyRankStarts) {
   testing::RunOptions o;
   o.env["DDPIO_STORE_TOKEN"] = "mismatch-secret";
   auto node = [&](int n, int nproc) {
-    return RunDdpio({"launch", "--nnodes", "2", "--node-rank", std::to_string(n), "--nproc-per-node",
-                     std::to_string(nproc), "--master-port", port, "--", testing::DdpioBin(), "bench", "comm", "--size",
-                     "4096", "--repeat", "1"},
+    return RunDdpio({"launch", "--nnodes", "2", "--node-rank", std::to_string(n),
+                     "--nproc-per-node", std::to_string(nproc), "--master-port", port, "--",
+                     testing::DdpioBin(), "bench", "comm", "--size", "4096", "--repeat", "1"},
                     o);
   };
   RunResult second;
@@ -88,15 +104,22 @@ TEST(Launch, TwoLaunchersClaimingOneNodeRankAreRefused) {
   testing::RunOptions o;
   o.env["DDPIO_STORE_TOKEN"] = "twice-secret";
   auto node = [&](int n) {
-    return RunDdpio({"launch", "--nnodes", "3", "--node-rank", std::to_string(n), "--nproc-per-node", "1",
-                     "--master-port", port, "--join-timeout", "60", "--", "/bin/echo", "rank started"},
-                    o);
+    return RunDdpio(
+        {"launch", "--nnodes", "3", "--node-rank", std::to_string(n), "--nproc-per-node", "1",
+         "--master-port", port, "--join-timeout", "60", "--", "/bin/echo", "rank started"},
+        o);
   };
   RunResult zero, a, b, two;
   std::atomic<int> claimers_done{0};
   std::thread t0([&] { zero = node(0); });
-  std::thread ta([&] { a = node(1); ++claimers_done; });
-  std::thread tb([&] { b = node(1); ++claimers_done; });
+  std::thread ta([&] {
+    a = node(1);
+    ++claimers_done;
+  });
+  std::thread tb([&] {
+    b = node(1);
+    ++claimers_done;
+  });
   while (claimers_done == 0) std::this_thread::yield();  // the refused claimer has finished
   two = node(2);
   t0.join();
@@ -109,7 +132,8 @@ TEST(Launch, TwoLaunchersClaimingOneNodeRankAreRefused) {
     EXPECT_EQ(r->exit_code, 2) << r->err;
     EXPECT_EQ(r->out.find("rank started"), std::string::npos) << r->out;
   }
-  EXPECT_NE(zero.err.find("--node-rank 1 was claimed by 2 launchers"), std::string::npos) << zero.err;
+  EXPECT_NE(zero.err.find("--node-rank 1 was claimed by 2 launchers"), std::string::npos)
+      << zero.err;
   EXPECT_NE(two.err.find("--node-rank 1 was claimed by 2 launchers"), std::string::npos) << two.err;
 }
 
@@ -118,8 +142,8 @@ TEST(Launch, ANodeWithoutNodeZeroGivesUpAfterTheJoinTimeout) {
   const std::string port = std::to_string(testing::FreeLoopbackPort());
   testing::RunOptions o;
   o.env["DDPIO_STORE_TOKEN"] = "alone-secret";
-  RunResult r = RunDdpio({"launch", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1", "--master-port",
-                          port, "--join-timeout", "1", "--", "/bin/true"},
+  RunResult r = RunDdpio({"launch", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1",
+                          "--master-port", port, "--join-timeout", "1", "--", "/bin/true"},
                          o);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("node 0's launcher"), std::string::npos) << r.err;
@@ -138,7 +162,8 @@ TEST(Launch, GivesEveryRankTorchrunsEnvironmentAndPrefixesItsLines) {
   while (std::getline(lines, line)) {
     std::istringstream f(line);
     std::string tag_open, tag_rank, word, rank, world, local, local_world, addr, port, token, job;
-    f >> tag_open >> tag_rank >> word >> rank >> world >> local >> local_world >> addr >> port >> token >> job;
+    f >> tag_open >> tag_rank >> word >> rank >> world >> local >> local_world >> addr >> port >>
+        token >> job;
     ASSERT_EQ(tag_open, "[rank");
     EXPECT_EQ(tag_rank, rank + "]");  // the prefix names the rank that printed the line
     EXPECT_EQ(world, "3");
@@ -161,7 +186,8 @@ TEST(Launch, AFailingRankStopsTheOthersAndItsCodePropagates) {
                           "if [ $RANK = 1 ]; then exit 7; fi; exec sleep 600"});
   EXPECT_FALSE(r.timed_out) << "the other ranks were not stopped";
   EXPECT_EQ(r.exit_code, 7);
-  EXPECT_NE(r.err.find("rank 1 failed: exited with code 7; stopped the other 2 rank(s)"), std::string::npos)
+  EXPECT_NE(r.err.find("rank 1 failed: exited with code 7; stopped the other 2 rank(s)"),
+            std::string::npos)
       << r.err;
 }
 
@@ -170,13 +196,18 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGrace) {
   testing::TempDir dir;
   const std::string fifo = dir.Sub("ready");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  RunResult r = RunDdpio({"launch", "--nproc-per-node", "2", "--grace-seconds", "1", "--", "/bin/sh", "-c",
-                          "if [ $RANK = 0 ]; then read x < " + fifo + "; kill -9 $$; fi; "
-                          "trap '' TERM; echo go > " + fifo + "; exec sleep 600"});
+  RunResult r =
+      RunDdpio({"launch", "--nproc-per-node", "2", "--grace-seconds", "1", "--", "/bin/sh", "-c",
+                "if [ $RANK = 0 ]; then read x < " + fifo +
+                    "; kill -9 $$; fi; "
+                    "trap '' TERM; echo go > " +
+                    fifo + "; exec sleep 600"});
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 128 + 9);
   EXPECT_NE(r.err.find("rank 0 failed: killed by signal 9"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"),
+            std::string::npos)
+      << r.err;
 }
 
 // A rank that ignores SIGTERM and keeps writing: output is always ready, so the grace period
@@ -188,12 +219,19 @@ TEST(Launch, RanksIgnoringSigtermWhileWritingAreKilledToo) {
   testing::RunOptions o;
   o.timeout = std::chrono::seconds(60);
   RunResult r = testing::Run({"/bin/sh", "-c",
-                              testing::DdpioBin() + " launch --nproc-per-node 2 --grace-seconds 1 -- /bin/sh -c '"
-                              "if [ $RANK = 0 ]; then read x < " + fifo + "; kill -9 $$; fi; "
-                              "trap \"\" TERM; echo go > " + fifo + "; exec yes' > /dev/null"}, o);
+                              testing::DdpioBin() +
+                                  " launch --nproc-per-node 2 --grace-seconds 1 -- /bin/sh -c '"
+                                  "if [ $RANK = 0 ]; then read x < " +
+                                  fifo +
+                                  "; kill -9 $$; fi; "
+                                  "trap \"\" TERM; echo go > " +
+                                  fifo + "; exec yes' > /dev/null"},
+                             o);
   EXPECT_FALSE(r.timed_out) << "the writing rank was never killed";
   EXPECT_EQ(r.exit_code, 128 + 9);
-  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL"),
+            std::string::npos)
+      << r.err;
 }
 
 // A rank that exits leaving a child holding its output: the launcher does not wait for that
@@ -201,11 +239,13 @@ TEST(Launch, RanksIgnoringSigtermWhileWritingAreKilledToo) {
 TEST(Launch, ProcessesARankLeavesBehindDoNotHoldTheLauncher) {
   testing::RunOptions o;
   o.timeout = std::chrono::seconds(60);
-  RunResult r = RunDdpio({"launch", "--nproc-per-node", "2", "--", "/bin/sh", "-c", "sleep 600 & echo done"}, o);
+  RunResult r = RunDdpio(
+      {"launch", "--nproc-per-node", "2", "--", "/bin/sh", "-c", "sleep 600 & echo done"}, o);
   EXPECT_FALSE(r.timed_out) << "the launcher waited for the left-behind process";
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[rank 1] done"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("exited leaving processes in its group; killed them"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited leaving processes in its group; killed them"), std::string::npos)
+      << r.err;
 }
 
 TEST(Launch, CtrlCStopsEveryRank) {
@@ -230,7 +270,8 @@ TEST(Launch, CtrlCStopsEveryRank) {
     err.append(buf, static_cast<size_t>(n));
   }
   kill(pid, SIGINT);  // what a terminal sends on Ctrl-C
-  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof(buf))) > 0;) err.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(err_pipe[0], buf, sizeof(buf))) > 0;)
+    err.append(buf, static_cast<size_t>(n));
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
@@ -241,9 +282,12 @@ TEST(Launch, CtrlCStopsEveryRank) {
 
 TEST(Launch, UsageErrors) {
   EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2"}).exit_code, 2);  // no program
-  EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--", "true"}).exit_code, 2);  // no port
+  EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--", "true"}).exit_code,
+            2);  // no port
   EXPECT_EQ(RunDdpio({"launch", "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2",
-                      "--master-port", "29999", "--", "true"}).exit_code, 2);
+                      "--master-port", "29999", "--", "true"})
+                .exit_code,
+            2);
   RunResult missing = RunDdpio({"launch", "--nproc-per-node", "1", "--", "/no/such/program"});
   EXPECT_EQ(missing.exit_code, 127);
   EXPECT_NE(missing.err.find("cannot run /no/such/program"), std::string::npos) << missing.err;

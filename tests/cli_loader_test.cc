@@ -15,12 +15,16 @@ using testing::RunResult;
 TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
   testing::TempDir dir;
   ASSERT_EQ(RunDdpio({"synth", "--out", dir.Sub("src"), "--classes", "3", "--per-class", "20",
-                      "--size", "64", "--quiet"}).exit_code, 0);
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("db"), "--quiet"}).exit_code, 0);
+                      "--size", "64", "--quiet"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("db"), "--quiet"}).exit_code,
+      0);
   for (std::string decode : {"fast", "exact"}) {
     RunResult r = RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--workers", "2",
-                            "--batch-size", "16", "--image-size", "32", "--epochs", "2",
-                            "--decode", decode, "--output", "float", "--json"});
+                            "--batch-size", "16", "--image-size", "32", "--epochs", "2", "--decode",
+                            decode, "--output", "float", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(LastLine(r.out));
     EXPECT_EQ(j["decode"], decode);
@@ -29,8 +33,10 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
     EXPECT_EQ(j["bad_samples"], 0);
     EXPECT_EQ(j["slot_bytes"].get<uint64_t>(), 3u * 16 * 32 * 32 * 3 * 4);  // 3 slots, float
   }
-  EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--crop-scale", "0.5"}).exit_code, 2);
-  EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--decode", "slow"}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--crop-scale", "0.5"}).exit_code,
+            2);
+  EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--decode", "slow"}).exit_code,
+            2);
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("missing")}).exit_code, 1);
 }
 

@@ -122,7 +122,8 @@ TEST_F(CliS3, GroupFeedingFromTheStoreOnlyLeadersFetchRecords) {
   std::vector<uint64_t> expected = nlohmann::json::parse(LastLine(local.out))["indices"];
   const std::vector<uint64_t> group0 = idx(0);
   ASSERT_GE(group0.size(), expected.size());
-  EXPECT_EQ(std::vector<uint64_t>(group0.begin(), group0.begin() + static_cast<std::ptrdiff_t>(expected.size())),
+  EXPECT_EQ(std::vector<uint64_t>(group0.begin(),
+                                  group0.begin() + static_cast<std::ptrdiff_t>(expected.size())),
             expected);
   uint64_t leaders_fetched = 0;
   for (int rank = 0; rank < 4; ++rank) {

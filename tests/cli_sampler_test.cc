@@ -1,8 +1,7 @@
 // `ddpio sampler` and `ddpio bench sampler` as users run them.
 #include <fstream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
@@ -28,10 +27,18 @@ TEST(CliSampler, AnswersLikeTorchForTheReferenceVectors) {
   int checked = 0;
   for (const auto& c : doc["cases"]) {
     if (c["size"] != 1000 || c["world"] != 8) continue;  // a sample of the cases, as processes
-    std::vector<std::string> args = {"sampler", "--size", "1000", "--world", "8",
-                                     "--rank", std::to_string(c["rank"].get<int>()),
-                                     "--seed", std::to_string(c["seed"].get<int>()),
-                                     "--epoch", std::to_string(c["epoch"].get<int>()), "--json"};
+    std::vector<std::string> args = {"sampler",
+                                     "--size",
+                                     "1000",
+                                     "--world",
+                                     "8",
+                                     "--rank",
+                                     std::to_string(c["rank"].get<int>()),
+                                     "--seed",
+                                     std::to_string(c["seed"].get<int>()),
+                                     "--epoch",
+                                     std::to_string(c["epoch"].get<int>()),
+                                     "--json"};
     if (!c["shuffle"].get<bool>()) args.push_back("--no-shuffle");
     if (c["drop_last"].get<bool>()) {
       args.push_back("--padding");
@@ -48,21 +55,22 @@ TEST(CliSampler, AnswersLikeTorchForTheReferenceVectors) {
 }
 
 TEST(CliSampler, MaskBatchesAndElasticContinuation) {
-  nlohmann::json m = Json({"sampler", "--size", "10", "--world", "4", "--rank", "3", "--padding",
-                           "mask", "--json"});
+  nlohmann::json m = Json(
+      {"sampler", "--size", "10", "--world", "4", "--rank", "3", "--padding", "mask", "--json"});
   EXPECT_EQ(m["count"], 3);
   EXPECT_EQ(m["padded"], nlohmann::json::array({2}));  // 12 slots for 10 samples: rank 3's last
-  nlohmann::json b = Json({"sampler", "--size", "23", "--world", "4", "--rank", "1",
-                           "--batch-size", "4", "--json"});
+  nlohmann::json b = Json(
+      {"sampler", "--size", "23", "--world", "4", "--rank", "1", "--batch-size", "4", "--json"});
   ASSERT_EQ(b["batches"].size(), 2u);
   EXPECT_EQ(b["batches"][1].size(), 2u);  // 6 samples: 4 + 2
   // Elastic: 8 ranks consumed 400 of 1000; 3 new ranks deal the other 600 exactly once.
   std::set<uint64_t> seen;
-  nlohmann::json full = Json({"sampler", "--size", "1000", "--world", "1", "--rank", "0",
-                              "--padding", "none", "--json"});
+  nlohmann::json full = Json(
+      {"sampler", "--size", "1000", "--world", "1", "--rank", "0", "--padding", "none", "--json"});
   for (int r = 0; r < 3; ++r) {
-    nlohmann::json e = Json({"sampler", "--size", "1000", "--world", "8", "--rank", std::to_string(r),
-                             "--consumed", "400", "--new-world", "3", "--padding", "none", "--json"});
+    nlohmann::json e =
+        Json({"sampler", "--size", "1000", "--world", "8", "--rank", std::to_string(r),
+              "--consumed", "400", "--new-world", "3", "--padding", "none", "--json"});
     EXPECT_EQ(e["world"], 3);
     EXPECT_EQ(e["start"], 400);
     for (uint64_t v : e["indices"].get<std::vector<uint64_t>>()) EXPECT_TRUE(seen.insert(v).second);
@@ -75,9 +83,12 @@ TEST(CliSampler, MaskBatchesAndElasticContinuation) {
 TEST(CliSampler, UsageErrors) {
   EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "4", "--rank", "4"}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "0", "--rank", "0"}).exit_code, 2);
-  EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "2", "--rank", "0", "--padding", "x"}).exit_code, 2);
+  EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "2", "--rank", "0", "--padding", "x"})
+                .exit_code,
+            2);
   EXPECT_EQ(RunDdpio({"sampler", "--world", "2", "--rank", "0"}).exit_code, 2);
-  RunResult past = RunDdpio({"sampler", "--size", "10", "--world", "2", "--rank", "0", "--consumed", "11"});
+  RunResult past =
+      RunDdpio({"sampler", "--size", "10", "--world", "2", "--rank", "0", "--consumed", "11"});
   EXPECT_EQ(past.exit_code, 0) << past.err;  // capped at the dataset size: nothing left
   EXPECT_NE(past.out.find("0 samples"), std::string::npos) << past.out;
 }

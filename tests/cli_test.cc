@@ -4,16 +4,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
+#include "ddpio/convert/convert_sources.h"
 #include "ddpio/loader/jpeg.h"
 #include "gtest/gtest.h"
 #include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
-#include "ddpio/convert/convert_sources.h"
 
 namespace ddpio {
 namespace {
@@ -41,8 +40,11 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, EverySubcommandHasHelpAndUsageErrorsExitTwo) {
-  for (std::vector<std::string> cmd :
-       {std::vector<std::string>{"synth"}, {"convert"}, {"inspect"}, {"bench", "storage"}, {"info"}}) {
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"synth"},
+                                       {"convert"},
+                                       {"inspect"},
+                                       {"bench", "storage"},
+                                       {"info"}}) {
     std::vector<std::string> help = cmd;
     help.push_back("--help");
     RunResult r = RunDdpio(help);
@@ -55,7 +57,8 @@ TEST_F(Cli, EverySubcommandHasHelpAndUsageErrorsExitTwo) {
   EXPECT_EQ(RunDdpio({}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"synth", "--out", dir_.Sub("x"), "--classes", "0"}).exit_code, 2);
-  EXPECT_EQ(RunDdpio({"convert", "--out", dir_.Sub("x")}).exit_code, 2);  // neither --src nor --list
+  EXPECT_EQ(RunDdpio({"convert", "--out", dir_.Sub("x")}).exit_code,
+            2);  // neither --src nor --list
   EXPECT_EQ(RunDdpio({"convert", "--src", "a", "--list", "b", "--out", "c"}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"bench", "storage", "--data", "x", "--order", "sideways"}).exit_code, 2);
 }
@@ -74,9 +77,10 @@ TEST_F(Cli, InfoSaysWhichPathItTook) {
     EXPECT_FALSE(j["device_model_compiled"].get<bool>());
   }
   RunResult text = RunDdpio({"info"});
-  EXPECT_NE(text.out.find(j["device_model_compiled"].get<bool>() ? "train --device cuda: compiled"
-                                                                 : "train --device cuda: not compiled"),
-            std::string::npos)
+  EXPECT_NE(
+      text.out.find(j["device_model_compiled"].get<bool>() ? "train --device cuda: compiled"
+                                                           : "train --device cuda: not compiled"),
+      std::string::npos)
       << text.out;
 }
 
@@ -99,13 +103,16 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
   EXPECT_EQ(vj["segment_decodable"], 100);  // the default adds restart markers to every JPEG
 
   // Record 30 is class 1's image 5: the 4 classes hold 25 sorted files each.
-  RunResult g = RunDdpio({"inspect", dir_.Sub("db"), "--get", "30", "--out", dir_.Sub("x.jpg"), "--json"});
+  RunResult g =
+      RunDdpio({"inspect", dir_.Sub("db"), "--get", "30", "--out", dir_.Sub("x.jpg"), "--json"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
   nlohmann::json gj = JsonLast(g);
   EXPECT_EQ(gj["label"], 1);
   EXPECT_EQ(gj["source"], "class_001/img_00005.jpg");
-  std::ifstream a(dir_.Sub("x.jpg"), std::ios::binary), b(dir_.Sub("src/class_001/img_00005.jpg"), std::ios::binary);
-  std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+  std::ifstream a(dir_.Sub("x.jpg"), std::ios::binary),
+      b(dir_.Sub("src/class_001/img_00005.jpg"), std::ios::binary);
+  std::string sa((std::istreambuf_iterator<char>(a)), {}),
+      sb((std::istreambuf_iterator<char>(b)), {});
   EXPECT_FALSE(sa.empty());
   EXPECT_NE(sa, sb);  // re-written with restart markers...
   ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
@@ -122,13 +129,18 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
   EXPECT_EQ(pixels(sa), pixels(sb));  // ...losslessly: the same pixels
 
   // --restart-interval 0 keeps every JPEG byte for byte.
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("plain"), "--restart-interval", "0",
-                      "--quiet"}).exit_code, 0);
-  ASSERT_EQ(RunDdpio({"inspect", dir_.Sub("plain"), "--get", "30", "--out", dir_.Sub("p.jpg")}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("plain"),
+                      "--restart-interval", "0", "--quiet"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      RunDdpio({"inspect", dir_.Sub("plain"), "--get", "30", "--out", dir_.Sub("p.jpg")}).exit_code,
+      0);
   std::ifstream p(dir_.Sub("p.jpg"), std::ios::binary);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(p)), {}), sb);
 
-  RunResult out_of_range = RunDdpio({"inspect", dir_.Sub("db"), "--get", "100", "--out", dir_.Sub("y.jpg")});
+  RunResult out_of_range =
+      RunDdpio({"inspect", dir_.Sub("db"), "--get", "100", "--out", dir_.Sub("y.jpg")});
   EXPECT_EQ(out_of_range.exit_code, 1);
   EXPECT_NE(out_of_range.err.find("out of range"), std::string::npos) << out_of_range.err;
 
@@ -143,8 +155,10 @@ TEST_F(Cli, ConvertInspectGetRoundTrip) {
 
 TEST_F(Cli, InspectVerifyExitsOneAndNamesEveryBadRecord) {
   // Original bytes, so the test finds record 3's payload in the file by its source's bytes.
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--restart-interval", "0",
-                      "--quiet"}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"),
+                      "--restart-interval", "0", "--quiet"})
+                .exit_code,
+            0);
   // Flip one byte inside two records' payloads directly in the LMDB data file.
   std::string data_file = dir_.Sub("db") + "/data.mdb";
   std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
@@ -168,8 +182,10 @@ TEST_F(Cli, InspectVerifyExitsOneAndNamesEveryBadRecord) {
 }
 
 TEST_F(Cli, ConvertStopsAtABadFileOrSkipsIt) {
-  std::ofstream(dir_.Sub("src/class_002/broken.jpg"), std::ios::binary) << "\xff\xd8\xff\xe0 truncated";
-  RunResult strict = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("a"), "--quiet"});
+  std::ofstream(dir_.Sub("src/class_002/broken.jpg"), std::ios::binary)
+      << "\xff\xd8\xff\xe0 truncated";
+  RunResult strict =
+      RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("a"), "--quiet"});
   EXPECT_EQ(strict.exit_code, 1);
   EXPECT_NE(strict.err.find("class_002/broken.jpg"), std::string::npos) << strict.err;
   EXPECT_NE(strict.err.find("--skip-invalid"), std::string::npos) << strict.err;
@@ -183,7 +199,8 @@ TEST_F(Cli, ConvertStopsAtABadFileOrSkipsIt) {
 }
 
 TEST_F(Cli, ListFileWithABadLineNamesTheLine) {
-  std::ofstream(dir_.Sub("list.txt")) << "class_000/img_00000.jpg 0\nclass_000/img_00001.jpg zero\n";
+  std::ofstream(dir_.Sub("list.txt"))
+      << "class_000/img_00000.jpg 0\nclass_000/img_00001.jpg zero\n";
   RunResult r = RunDdpio({"convert", "--list", dir_.Sub("list.txt"), "--root", dir_.Sub("src"),
                           "--out", dir_.Sub("db")});
   EXPECT_EQ(r.exit_code, 1);
@@ -199,7 +216,9 @@ TEST_F(Cli, ListFileWithABadLineNamesTheLine) {
 TEST_F(Cli, KilledConversionResumesToTheSameDigest) {
   // The converting process really dies (_exit after its 2nd commit, like kill -9), then
   // `ddpio convert --resume` finishes.
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("clean"), "--quiet"}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("clean"), "--quiet"})
+                .exit_code,
+            0);
   ASSERT_OK_AND_ASSIGN(convert::SourceListing listing, convert::ListImageFolder(dir_.Sub("src")));
   convert::ConvertOptions o;
   o.out = dir_.Sub("db");
@@ -218,7 +237,8 @@ TEST_F(Cli, KilledConversionResumesToTheSameDigest) {
     return JsonLast(r)["content_digest"].get<std::string>();
   };
   EXPECT_EQ(digest(dir_.Sub("db")), digest(dir_.Sub("clean")));
-  RunResult again = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--resume"});
+  RunResult again =
+      RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--resume"});
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_NE(again.err.find("already complete"), std::string::npos) << again.err;
   RunResult overwrite = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db")});
@@ -252,10 +272,13 @@ TEST_F(Cli, ImagenetValidationLabelsInEveryLayoutAndTheClassCheck) {
   std::sort(sources.begin(), sources.end());
   for (size_t c = 0; c < wnids.size(); ++c) {
     fs::create_directories(dir_.Sub("train/" + wnids[c]));
-    for (int k = 0; k < 4; ++k) fs::copy(sources[c * 4 + k], dir_.Sub("train/" + wnids[c] + "/" + std::to_string(k) + ".JPEG"));
+    for (int k = 0; k < 4; ++k)
+      fs::copy(sources[c * 4 + k],
+               dir_.Sub("train/" + wnids[c] + "/" + std::to_string(k) + ".JPEG"));
   }
   fs::create_directories(dir_.Sub("val"));
-  std::ofstream list(dir_.Sub("val.txt")), csv(dir_.Sub("LOC_val_solution.csv")), gt(dir_.Sub("gt.txt"));
+  std::ofstream list(dir_.Sub("val.txt")), csv(dir_.Sub("LOC_val_solution.csv")),
+      gt(dir_.Sub("gt.txt"));
   csv << "ImageId,PredictionString\n";
   for (size_t i = 0; i < val_ids.size(); ++i) {
     char name[64];
@@ -267,26 +290,37 @@ TEST_F(Cli, ImagenetValidationLabelsInEveryLayoutAndTheClassCheck) {
     gt << val_ids[i] << "\n";
   }
   list.close(), csv.close(), gt.close();
-  std::ofstream(dir_.Sub("map_clsloc.txt")) << "n02119789 1 kit_fox\nn02100735 2 English_setter\nn01440764 3 tench\n";
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("train"), "--out", dir_.Sub("train.db"), "--quiet"}).exit_code, 0);
-  RunResult from_list = RunDdpio({"convert", "--list", dir_.Sub("val.txt"), "--out", dir_.Sub("val-list.db"), "--quiet"});
+  std::ofstream(dir_.Sub("map_clsloc.txt"))
+      << "n02119789 1 kit_fox\nn02100735 2 English_setter\nn01440764 3 tench\n";
+  ASSERT_EQ(
+      RunDdpio({"convert", "--src", dir_.Sub("train"), "--out", dir_.Sub("train.db"), "--quiet"})
+          .exit_code,
+      0);
+  RunResult from_list = RunDdpio(
+      {"convert", "--list", dir_.Sub("val.txt"), "--out", dir_.Sub("val-list.db"), "--quiet"});
   ASSERT_EQ(from_list.exit_code, 0) << from_list.err;
-  RunResult from_csv = RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels", dir_.Sub("LOC_val_solution.csv"),
-                                 "--out", dir_.Sub("val-csv.db"), "--quiet"});
+  RunResult from_csv =
+      RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels",
+                dir_.Sub("LOC_val_solution.csv"), "--out", dir_.Sub("val-csv.db"), "--quiet"});
   ASSERT_EQ(from_csv.exit_code, 0) << from_csv.err;
-  RunResult from_gt = RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels", dir_.Sub("gt.txt"), "--synsets",
-                                dir_.Sub("map_clsloc.txt"), "--out", dir_.Sub("val-gt.db"), "--quiet"});
+  RunResult from_gt = RunDdpio({"convert", "--src", dir_.Sub("val"), "--val-labels",
+                                dir_.Sub("gt.txt"), "--synsets", dir_.Sub("map_clsloc.txt"),
+                                "--out", dir_.Sub("val-gt.db"), "--quiet"});
   ASSERT_EQ(from_gt.exit_code, 0) << from_gt.err;
   for (const std::string db : {"val-list.db", "val-csv.db", "val-gt.db"}) {
     for (size_t i = 0; i < val_ids.size(); ++i) {
-      RunResult g = RunDdpio({"inspect", dir_.Sub(db), "--get", std::to_string(i), "--out", dir_.Sub("x"), "--json"});
+      RunResult g = RunDdpio(
+          {"inspect", dir_.Sub(db), "--get", std::to_string(i), "--out", dir_.Sub("x"), "--json"});
       ASSERT_EQ(g.exit_code, 0) << g.err;
       EXPECT_EQ(JsonLast(g)["label"], label_of_id.at(val_ids[i])) << db << " record " << i;
     }
   }
   // Labels by wnid mean the training set's classes; the list file's classes are "0", "1", "2".
-  const std::vector<std::string> train = {"train", "--data", dir_.Sub("train.db"), "--epochs", "1", "--image-size",
-                                          "8", "--hidden", "4", "--workers", "1", "--batch-size", "4", "--val"};
+  const std::vector<std::string> train = {"train",     "--data",   dir_.Sub("train.db"),
+                                          "--epochs",  "1",        "--image-size",
+                                          "8",         "--hidden", "4",
+                                          "--workers", "1",        "--batch-size",
+                                          "4",         "--val"};
   auto with = [&](const std::string& val) {
     std::vector<std::string> args = train;
     args.push_back(dir_.Sub(val));
@@ -296,8 +330,9 @@ TEST_F(Cli, ImagenetValidationLabelsInEveryLayoutAndTheClassCheck) {
   EXPECT_EQ(with("val-gt.db").exit_code, 0);
   RunResult mismatch = with("val-list.db");
   EXPECT_EQ(mismatch.exit_code, 1);
-  EXPECT_NE(mismatch.err.find("label 0 is '0' in the validation set but 'n01440764' in the training set"),
-            std::string::npos)
+  EXPECT_NE(
+      mismatch.err.find("label 0 is '0' in the validation set but 'n01440764' in the training set"),
+      std::string::npos)
       << mismatch.err;
 }
 

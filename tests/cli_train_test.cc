@@ -5,7 +5,6 @@
 // a stopped job resumes to the same parameters, and bad arguments fail fast and clearly.
 #include <chrono>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
@@ -24,20 +23,49 @@ class CliTrain : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     // 3 classes: 120 training samples, 21 validation samples (4 ranks do not divide 21).
-    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("train"), "--classes", "3", "--per-class", "40", "--size", "40",
-                        "--seed", "1", "--quiet"}).exit_code, 0);
-    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val"), "--classes", "3", "--per-class", "7", "--size", "40",
-                        "--seed", "2", "--quiet"}).exit_code, 0);
-    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("train"), "--out", dir_->Sub("train.db"), "--quiet"}).exit_code, 0);
-    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("val"), "--out", dir_->Sub("val.db"), "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("train"), "--classes", "3", "--per-class", "40",
+                        "--size", "40", "--seed", "1", "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val"), "--classes", "3", "--per-class", "7",
+                        "--size", "40", "--seed", "2", "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("train"), "--out", dir_->Sub("train.db"),
+                        "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(
+        RunDdpio({"convert", "--src", dir_->Sub("val"), "--out", dir_->Sub("val.db"), "--quiet"})
+            .exit_code,
+        0);
   }
   static void TearDownTestSuite() { delete dir_; }
 
   static testing::RunResult Train(int ranks, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(ranks), "--", testing::DdpioBin(),
-                                     "train", "--data", dir_->Sub("train.db"), "--val", dir_->Sub("val.db"),
-                                     "--batch-size", "8", "--image-size", "16", "--hidden", "32", "--workers", "1",
-                                     "--progress-every", "5", "--timeout", "30", "--json"};
+    std::vector<std::string> args = {"launch",
+                                     "--nproc-per-node",
+                                     std::to_string(ranks),
+                                     "--",
+                                     testing::DdpioBin(),
+                                     "train",
+                                     "--data",
+                                     dir_->Sub("train.db"),
+                                     "--val",
+                                     dir_->Sub("val.db"),
+                                     "--batch-size",
+                                     "8",
+                                     "--image-size",
+                                     "16",
+                                     "--hidden",
+                                     "32",
+                                     "--workers",
+                                     "1",
+                                     "--progress-every",
+                                     "5",
+                                     "--timeout",
+                                     "30",
+                                     "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunDdpio(args);
   }
@@ -55,8 +83,9 @@ TEST_F(CliTrain, FourRanksInTwoGroupsAgreeLearnAndOnlyLeadersRead) {
     EXPECT_EQ(j["param_checksum"], lines[0]["param_checksum"]) << "rank " << rank;
     EXPECT_EQ(j["val_samples"], 21) << "rank " << rank;  // every validation sample once
     EXPECT_EQ(j["val_accuracy"], lines[0]["val_accuracy"]) << "rank " << rank;
-    EXPECT_EQ(j["steps"], 6 * 4) << "rank " << rank;  // 120 / 4 ranks / batch 8 = 3.75 -> 4 per epoch
-    const bool leader = rank % 2 == 0;                  // contiguous groups [0, 1] and [2, 3]
+    EXPECT_EQ(j["steps"], 6 * 4) << "rank "
+                                 << rank;  // 120 / 4 ranks / batch 8 = 3.75 -> 4 per epoch
+    const bool leader = rank % 2 == 0;     // contiguous groups [0, 1] and [2, 3]
     EXPECT_EQ(j["records_read"].get<uint64_t>() > 0, leader) << "rank " << rank;
     EXPECT_EQ(j["bytes_received"].get<uint64_t>() > 0, !leader) << "rank " << rank;
     EXPECT_GE(j["stall_fraction"].get<double>(), 0.0);
@@ -97,12 +126,18 @@ TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
 // bit; another seed is beyond the tolerance; another point of training is not comparable; the
 // checksum it prints is the one train printed; a missing checkpoint is a clear error.
 TEST_F(CliTrain, CheckpointComparesTwoRunsParameters) {
-  const std::string a = dir_->Sub("cmp-a"), b = dir_->Sub("cmp-b"), c = dir_->Sub("cmp-c"), d = dir_->Sub("cmp-d");
+  const std::string a = dir_->Sub("cmp-a"), b = dir_->Sub("cmp-b"), c = dir_->Sub("cmp-c"),
+                    d = dir_->Sub("cmp-d");
   auto run_a = Train(2, {"--epochs", "1", "--checkpoint-dir", a, "--stop-after-steps", "2"});
   ASSERT_EQ(run_a.exit_code, 0) << run_a.err;
-  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", b, "--stop-after-steps", "2"}).exit_code, 0);
-  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", c, "--stop-after-steps", "3"}).exit_code, 0);
-  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", d, "--stop-after-steps", "2", "--seed", "9"}).exit_code, 0);
+  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", b, "--stop-after-steps", "2"}).exit_code,
+            0);
+  ASSERT_EQ(Train(2, {"--epochs", "1", "--checkpoint-dir", c, "--stop-after-steps", "3"}).exit_code,
+            0);
+  ASSERT_EQ(
+      Train(2, {"--epochs", "1", "--checkpoint-dir", d, "--stop-after-steps", "2", "--seed", "9"})
+          .exit_code,
+      0);
 
   auto alone = RunDdpio({"checkpoint", a, "--json"});
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
@@ -131,14 +166,15 @@ TEST_F(CliTrain, CheckpointComparesTwoRunsParameters) {
 
   auto missing = RunDdpio({"checkpoint", dir_->Sub("no-such-ckpt")});
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(missing.err.find("ddpio checkpoint: error: no checkpoint at"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("ddpio checkpoint: error: no checkpoint at"), std::string::npos)
+      << missing.err;
   EXPECT_EQ(RunDdpio({"checkpoint"}).exit_code, 2);  // usage: the directory is required
 }
 
 // Without a launcher the command is one rank: no token, no port to set.
 TEST_F(CliTrain, AloneItIsOneRank) {
-  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--epochs", "1", "--batch-size", "16",
-                     "--image-size", "16", "--hidden", "8", "--workers", "1", "--json"});
+  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--epochs", "1", "--batch-size",
+                     "16", "--image-size", "16", "--hidden", "8", "--workers", "1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(testing::LastLine(r.out));
   EXPECT_EQ(j["world"], 1);
@@ -169,7 +205,8 @@ TEST_F(CliTrain, BadArgumentsFailFastAndSayWhat) {
 TEST_F(CliTrain, DeviceCudaWithoutADeviceFailsOnEveryRankAtOnce) {
   auto info = RunDdpio({"info"});
   ASSERT_EQ(info.exit_code, 0);
-  if (info.out.find("GPU path") != std::string::npos) GTEST_SKIP() << "this machine has a CUDA device";
+  if (info.out.find("GPU path") != std::string::npos)
+    GTEST_SKIP() << "this machine has a CUDA device";
   auto r = Train(2, {"--device", "cuda", "--payload", "decoded"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(r.timed_out);
@@ -179,14 +216,20 @@ TEST_F(CliTrain, DeviceCudaWithoutADeviceFailsOnEveryRankAtOnce) {
   auto backend = Train(2, {"--backend", "nccl"});  // the same, asked for by backend
   EXPECT_NE(backend.exit_code, 0);
   EXPECT_FALSE(backend.timed_out);
-  EXPECT_NE(backend.err.find("] ddpio train: error: backend nccl"), std::string::npos) << backend.err;
+  EXPECT_NE(backend.err.find("] ddpio train: error: backend nccl"), std::string::npos)
+      << backend.err;
   // Every rank decides alone, before any connection: rank 1 of 2 started without a rank 0 (launch
   // stops the other ranks once one fails, so only a rank on its own shows that it does not wait).
   testing::RunOptions solo;
-  solo.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
+  solo.env = {{"RANK", "1"},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_RANK", "1"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", "1"}};
   const auto t0 = std::chrono::steady_clock::now();
-  auto alone = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--backend", "nccl", "--timeout", "60"}, solo);
+  auto alone = RunDdpio(
+      {"train", "--data", dir_->Sub("train.db"), "--backend", "nccl", "--timeout", "60"}, solo);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));  // not the timeout
   EXPECT_NE(alone.exit_code, 0);
   EXPECT_NE(alone.err.find("ddpio train: error: backend nccl"), std::string::npos) << alone.err;
@@ -197,11 +240,16 @@ TEST_F(CliTrain, DeviceCudaWithoutADeviceFailsOnEveryRankAtOnce) {
 // A validation set whose labels mean other classes is refused before training, naming the first
 // difference: an accuracy over mismatched labels would be silently meaningless.
 TEST_F(CliTrain, AValidationSetWithOtherClassesIsRefused) {
-  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val4"), "--classes", "4", "--per-class", "2", "--size", "40",
-                      "--quiet"}).exit_code, 0);
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("val4"), "--out", dir_->Sub("val4.db"), "--quiet"}).exit_code, 0);
-  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--val", dir_->Sub("val4.db"), "--epochs", "1",
-                     "--image-size", "16", "--hidden", "8", "--workers", "1"});
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("val4"), "--classes", "4", "--per-class", "2",
+                      "--size", "40", "--quiet"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      RunDdpio({"convert", "--src", dir_->Sub("val4"), "--out", dir_->Sub("val4.db"), "--quiet"})
+          .exit_code,
+      0);
+  auto r = RunDdpio({"train", "--data", dir_->Sub("train.db"), "--val", dir_->Sub("val4.db"),
+                     "--epochs", "1", "--image-size", "16", "--hidden", "8", "--workers", "1"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("4 classes and the training set 3"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("class_003"), std::string::npos) << r.err;
@@ -210,19 +258,36 @@ TEST_F(CliTrain, AValidationSetWithOtherClassesIsRefused) {
 // --bad-samples: fail names the record's index, key and source file; skip trains on, counting
 // and listing what it skipped.
 TEST_F(CliTrain, BadSamplesFailNamingTheSourceOrAreSkippedAndListed) {
-  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("bad"), "--classes", "2", "--per-class", "8", "--size", "40",
-                      "--quiet"}).exit_code, 0);
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("bad"), "--classes", "2", "--per-class", "8",
+                      "--size", "40", "--quiet"})
+                .exit_code,
+            0);
   const std::string victim = dir_->Sub("bad/class_001/img_00002.jpg");
   // Header intact, the last third of the entropy data cut: fast mode decodes only down to its
   // crop's last row, so the cut must be high enough for this seed's crop to reach it (it is).
   std::filesystem::resize_file(victim, std::filesystem::file_size(victim) * 2 / 3);
-  ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("bad"), "--out", dir_->Sub("bad.db"), "--header-only",
-                      "--quiet"}).exit_code, 0);
-  const std::vector<std::string> args = {"train", "--data", dir_->Sub("bad.db"), "--epochs", "1", "--batch-size",
-                                         "4", "--image-size", "16", "--hidden", "8", "--workers", "1", "--json"};
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("bad"), "--out", dir_->Sub("bad.db"),
+                      "--header-only", "--quiet"})
+                .exit_code,
+            0);
+  const std::vector<std::string> args = {"train",
+                                         "--data",
+                                         dir_->Sub("bad.db"),
+                                         "--epochs",
+                                         "1",
+                                         "--batch-size",
+                                         "4",
+                                         "--image-size",
+                                         "16",
+                                         "--hidden",
+                                         "8",
+                                         "--workers",
+                                         "1",
+                                         "--json"};
   auto fail = RunDdpio(args);
   EXPECT_EQ(fail.exit_code, 1);
-  EXPECT_NE(fail.err.find("sample 10 (key 000000000000000a, source 'class_001/img_00002.jpg')"), std::string::npos)
+  EXPECT_NE(fail.err.find("sample 10 (key 000000000000000a, source 'class_001/img_00002.jpg')"),
+            std::string::npos)
       << fail.err;
   std::vector<std::string> skip_args = args;
   skip_args.insert(skip_args.end(), {"--bad-samples", "skip"});
@@ -232,7 +297,8 @@ TEST_F(CliTrain, BadSamplesFailNamingTheSourceOrAreSkippedAndListed) {
   EXPECT_EQ(j["bad_samples"], 1);
   ASSERT_EQ(j["skipped"].size(), 1u);
   EXPECT_EQ(j["skipped"][0]["index"], 10);
-  EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("class_001/img_00002.jpg"), std::string::npos);
+  EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("class_001/img_00002.jpg"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -41,16 +41,20 @@ void ExpectCleanOutcome(const std::string& db, const std::string& what) {
   testing::RunOptions o;
   o.timeout = std::chrono::seconds(60);
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"inspect", db, "--verify", "--decode", "--quiet", "--threads", "2"},
-        std::vector<std::string>{"bench", "loader", "--data", db, "--workers", "1", "--batch-size", "8",
-                                 "--image-size", "16", "--epochs", "1"}}) {
+       {std::vector<std::string>{"inspect", db, "--verify", "--decode", "--quiet", "--threads",
+                                 "2"},
+        std::vector<std::string>{"bench", "loader", "--data", db, "--workers", "1", "--batch-size",
+                                 "8", "--image-size", "16", "--epochs", "1"}}) {
     testing::RunResult r = testing::RunDdpio(args, o);
     EXPECT_FALSE(r.timed_out) << what << ": " << args[0] << " hung";
-    EXPECT_EQ(r.signal, 0) << what << ": " << args[0] << " " << args[1] << " died of signal " << r.signal << "\n"
+    EXPECT_EQ(r.signal, 0) << what << ": " << args[0] << " " << args[1] << " died of signal "
+                           << r.signal << "\n"
                            << r.err;
-    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << what << ": exit " << r.exit_code << "\n" << r.err;
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << what << ": exit " << r.exit_code << "\n"
+                                                      << r.err;
     if (r.exit_code == 1) {
-      EXPECT_NE(r.err.find(db), std::string::npos) << what << ": no message naming the dataset\n" << r.err;
+      EXPECT_NE(r.err.find(db), std::string::npos) << what << ": no message naming the dataset\n"
+                                                   << r.err;
     }
   }
 }
@@ -75,8 +79,8 @@ class DatasetDamage : public ::testing::Test {
 };
 
 TEST_F(DatasetDamage, TruncatedFilesAreNamedNotFatal) {
-  for (size_t keep : {size_t{0}, size_t{100}, size_t{4096}, size_t{8192}, size_t{12288}, good_.size() / 2,
-                      good_.size() - 4096, good_.size() - 1}) {
+  for (size_t keep : {size_t{0}, size_t{100}, size_t{4096}, size_t{8192}, size_t{12288},
+                      good_.size() / 2, good_.size() - 4096, good_.size() - 1}) {
     std::vector<char> cut(good_.begin(), good_.begin() + static_cast<std::ptrdiff_t>(keep));
     const std::string db = Damaged(cut);
     ExpectCleanOutcome(db, "truncated to " + std::to_string(keep));
@@ -111,7 +115,8 @@ TEST_F(DatasetDamage, ScribbledPagesGiveCleanErrorsOrCleanPasses) {
     const size_t page = 2 + rng() % (pages - 2);  // past the meta pages
     const int flips = 1 + static_cast<int>(rng() % 64);
     for (int k = 0; k < flips; ++k) bytes[page * 4096 + rng() % 4096] = static_cast<char>(rng());
-    ExpectCleanOutcome(Damaged(bytes), "page " + std::to_string(page) + ", " + std::to_string(flips) + " bytes");
+    ExpectCleanOutcome(Damaged(bytes),
+                       "page " + std::to_string(page) + ", " + std::to_string(flips) + " bytes");
   }
 }
 
@@ -122,13 +127,14 @@ TEST_F(DatasetDamage, TruncatedUnderARunningReaderSaysWhichDataset) {
   // as the loader has started reading).
   testing::RunOptions o;
   o.timeout = std::chrono::seconds(60);
-  testing::RunResult r = testing::Run(
-      {"/bin/sh", "-c",
-       testing::DdpioBin() + " bench loader --data " + db +
-           " --workers 1 --batch-size 4 --image-size 16 --epochs 1000 & pid=$!; "
-           "while ! grep -q data.mdb /proc/$pid/maps 2>/dev/null; do :; done; "
-           "truncate -s 8192 " + db + "/data.mdb; wait $pid"},
-      o);
+  testing::RunResult r =
+      testing::Run({"/bin/sh", "-c",
+                    testing::DdpioBin() + " bench loader --data " + db +
+                        " --workers 1 --batch-size 4 --image-size 16 --epochs 1000 & pid=$!; "
+                        "while ! grep -q data.mdb /proc/$pid/maps 2>/dev/null; do :; done; "
+                        "truncate -s 8192 " +
+                        db + "/data.mdb; wait $pid"},
+                   o);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("became unreadable while mapped"), std::string::npos) << r.err;

@@ -35,13 +35,16 @@ class DatasetLies : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
-    Must(RunDdpio({"synth", "--out", Sub("src"), "--classes", "3", "--per-class", "8", "--size", "64", "--quiet"}));
-    Must(RunDdpio({"synth", "--out", Sub("src2"), "--classes", "3", "--per-class", "8", "--size", "64", "--seed", "9",
-                   "--quiet"}));
+    Must(RunDdpio({"synth", "--out", Sub("src"), "--classes", "3", "--per-class", "8", "--size",
+                   "64", "--quiet"}));
+    Must(RunDdpio({"synth", "--out", Sub("src2"), "--classes", "3", "--per-class", "8", "--size",
+                   "64", "--seed", "9", "--quiet"}));
     Must(RunDdpio({"convert", "--src", Sub("src"), "--out", Sub("db"), "--quiet"}));
     Must(RunDdpio({"convert", "--src", Sub("src2"), "--out", Sub("other"), "--quiet"}));
-    Must(RunDdpio({"convert", "--src", Sub("src"), "--out", Sub("sharded"), "--shards", "3", "--quiet"}));
-    Must(RunDdpio({"convert", "--src", Sub("src2"), "--out", Sub("sharded2"), "--shards", "3", "--quiet"}));
+    Must(RunDdpio(
+        {"convert", "--src", Sub("src"), "--out", Sub("sharded"), "--shards", "3", "--quiet"}));
+    Must(RunDdpio(
+        {"convert", "--src", Sub("src2"), "--out", Sub("sharded2"), "--shards", "3", "--quiet"}));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -68,11 +71,13 @@ class DatasetLies : public ::testing::Test {
   // The lie must be seen: verify fails naming `named`, and a loader epoch over it fails.
   void ExpectCaught(const std::string& db, const std::string& named, const std::string& what) {
     RunResult verify = RunDdpio({"inspect", db, "--verify", "--decode", "--quiet"});
-    EXPECT_EQ(verify.exit_code, 1) << what << ": inspect --verify said\n" << verify.out << verify.err;
+    EXPECT_EQ(verify.exit_code, 1) << what << ": inspect --verify said\n"
+                                   << verify.out << verify.err;
     EXPECT_NE((verify.out + verify.err).find(named), std::string::npos)
-        << what << ": the report does not name " << named << "\n" << verify.out << verify.err;
-    RunResult load = RunDdpio({"bench", "loader", "--data", db, "--workers", "1", "--batch-size", "4",
-                               "--image-size", "16", "--epochs", "1", "--decode", "exact"});
+        << what << ": the report does not name " << named << "\n"
+        << verify.out << verify.err;
+    RunResult load = RunDdpio({"bench", "loader", "--data", db, "--workers", "1", "--batch-size",
+                               "4", "--image-size", "16", "--epochs", "1", "--decode", "exact"});
     EXPECT_EQ(load.exit_code, 1) << what << ": the loader ran over it\n" << load.err;
     EXPECT_EQ(load.signal, 0) << what;
   }
@@ -84,7 +89,8 @@ testing::TempDir* DatasetLies::dir_ = nullptr;
 TEST_F(DatasetLies, SwappedRecordsAreCaught) {
   for (int n = 0; n < kCasesPerKind; ++n) {
     const std::string db = Copy("db", n);
-    const uint64_t a = rng_.Next() % kRecords, b = (a + 1 + rng_.Next() % (kRecords - 1)) % kRecords;
+    const uint64_t a = rng_.Next() % kRecords,
+                   b = (a + 1 + rng_.Next() % (kRecords - 1)) % kRecords;
     const std::string va = Raw(db, a), vb = Raw(db, b);
     Put(db, a, vb);
     Put(db, b, va);
@@ -101,7 +107,8 @@ TEST_F(DatasetLies, DuplicatedRecordsAndRecordsOfAnotherDatasetAreCaught) {
     const uint64_t from = foreign ? to : (to + 1 + rng_.Next() % (kRecords - 1)) % kRecords;
     Put(db, to, Raw(foreign ? Sub("other") : db, from));
     ExpectCaught(db, absl::StrCat("(key ", storage::IndexKeyHex(to), ")"),
-                 absl::StrCat(foreign ? "the other dataset's record " : "record ", from, " written over ", to));
+                 absl::StrCat(foreign ? "the other dataset's record " : "record ", from,
+                              " written over ", to));
   }
 }
 
@@ -151,22 +158,25 @@ TEST_F(DatasetLies, ForgedRestartSegmentOffsetsAreCaughtByVerify) {
     const uint64_t k = rng_.Next() % kRecords;
     const std::string stored = Raw(db, k);
     storage::RecordView view;
-    ASSERT_OK(storage::DecodeRecord(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(stored.data()),
-                                                              stored.size()),
-                                    false, &view));
+    ASSERT_OK(storage::DecodeRecord(
+        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(stored.data()), stored.size()),
+        false, &view));
     storage::Record r = storage::Record::FromView(view);
     const size_t segments = r.segment_offsets.size() / 4;
     if (segments < 4) continue;  // too few restart segments to forge in this image
     // Point one segment at another segment's start: every offset still follows an RSTn marker.
     const size_t i = 1 + rng_.Next() % (segments - 2);
     const size_t j = n % 2 == 0 ? i + 1 : i - 1;
-    std::copy(r.segment_offsets.begin() + 4 * j, r.segment_offsets.begin() + 4 * j + 4, r.segment_offsets.begin() + 4 * i);
+    std::copy(r.segment_offsets.begin() + 4 * j, r.segment_offsets.begin() + 4 * j + 4,
+              r.segment_offsets.begin() + 4 * i);
     std::string bytes;
     const storage::RecordBinding binding{salt, k, true};
-    ASSERT_OK(storage::EncodeRecord(r.view(), &bytes, &binding));  // a valid checksum: the forgery is in the offsets
+    ASSERT_OK(storage::EncodeRecord(r.view(), &bytes,
+                                    &binding));  // a valid checksum: the forgery is in the offsets
     Put(db, k, bytes);
     RunResult verify = RunDdpio({"inspect", db, "--verify", "--quiet"});
-    EXPECT_EQ(verify.exit_code, 1) << "offset " << i << " of record " << k << " forged:\n" << verify.out << verify.err;
+    EXPECT_EQ(verify.exit_code, 1) << "offset " << i << " of record " << k << " forged:\n"
+                                   << verify.out << verify.err;
     EXPECT_NE(verify.out.find(absl::StrCat("bad record ", k)), std::string::npos) << verify.out;
     EXPECT_NE(verify.out.find("segment offsets"), std::string::npos) << verify.out;
     ++forged;

@@ -9,12 +9,10 @@
 
 #include <cerrno>
 #include <filesystem>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "tests/support/rank_lines.h"
@@ -50,9 +48,13 @@ class MultiHost : public ::testing::Test {
     RunResult up = testing::Run({kSim, "up", "--nodes", "2", "--name", name_});
     ASSERT_EQ(up.exit_code, 0) << up.err;
     up_ = true;
-    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("src"), "--classes", "3", "--per-class", "20", "--size", "40",
-                        "--quiet"}).exit_code, 0);
-    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("src"), "--out", dir_->Sub("db"), "--quiet"}).exit_code, 0);
+    ASSERT_EQ(RunDdpio({"synth", "--out", dir_->Sub("src"), "--classes", "3", "--per-class", "20",
+                        "--size", "40", "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunDdpio({"convert", "--src", dir_->Sub("src"), "--out", dir_->Sub("db"), "--quiet"})
+                  .exit_code,
+              0);
   }
   static void TearDownTestSuite() {
     if (up_) {
@@ -77,7 +79,8 @@ class MultiHost : public ::testing::Test {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/run/ddpio-sim", ec)) {
       const std::string name = e.path().filename().string();
-      if (name.rfind("mh", 0) != 0 || name.find_first_not_of("0123456789", 2) != std::string::npos) continue;
+      if (name.rfind("mh", 0) != 0 || name.find_first_not_of("0123456789", 2) != std::string::npos)
+        continue;
       const pid_t pid = static_cast<pid_t>(std::stol(name.substr(2)));
       if (kill(pid, 0) == 0 || errno != ESRCH) continue;
       RunResult down = testing::Run({kSim, "down", name});
@@ -87,8 +90,17 @@ class MultiHost : public ::testing::Test {
 
   // `args` on 2 nodes x 2 ranks (world 4), the way a multi-node job is started.
   static RunResult AcrossHosts(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kSim, "launch", name_, "--nproc-per-node", "2", "--timeout", "240",
-                                     "--ddpio", testing::DdpioBin(), "--", testing::DdpioBin()};
+    std::vector<std::string> argv = {kSim,
+                                     "launch",
+                                     name_,
+                                     "--nproc-per-node",
+                                     "2",
+                                     "--timeout",
+                                     "240",
+                                     "--ddpio",
+                                     testing::DdpioBin(),
+                                     "--",
+                                     testing::DdpioBin()};
     argv.insert(argv.end(), args.begin(), args.end());
     testing::RunOptions o;
     o.timeout = std::chrono::seconds(300);
@@ -102,9 +114,11 @@ class MultiHost : public ::testing::Test {
   }
   // Every rank's "joined job" line names the address it advertises: its node's.
   static void ExpectNodeAddresses(const std::string& err) {
-    const std::regex joined(R"(\[node (\d)\] \[rank (\d)\] .*joined job .* advertising ([0-9.]+): route to MASTER_ADDR 10\.77\.0\.1 via eth0)");
+    const std::regex joined(
+        R"(\[node (\d)\] \[rank (\d)\] .*joined job .* advertising ([0-9.]+): route to MASTER_ADDR 10\.77\.0\.1 via eth0)");
     int seen = 0;
-    for (auto it = std::sregex_iterator(err.begin(), err.end(), joined); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), joined);
+         it != std::sregex_iterator(); ++it) {
       const int node = std::stoi((*it)[1]);
       EXPECT_EQ((*it)[3].str(), "10.77.0." + std::to_string(node + 1)) << (*it)[0];
       EXPECT_EQ(std::stoi((*it)[2]) / 2, node) << (*it)[0];  // ranks are node-major
@@ -124,15 +138,16 @@ bool MultiHost::up_ = false;
 testing::TempDir* MultiHost::dir_ = nullptr;
 
 TEST_F(MultiHost, BenchCommConnectsEveryRankOverTheNodesAddresses) {
-  RunResult r = AcrossHosts({"bench", "comm", "--size", "1048576", "--repeat", "2", "--group-size", "2", "--layout",
-                             "strided", "--json"});
+  RunResult r = AcrossHosts({"bench", "comm", "--size", "1048576", "--repeat", "2", "--group-size",
+                             "2", "--layout", "strided", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectNodeAddresses(r.err);
   auto lines = RankLines(r.out);
   ASSERT_EQ(lines.count(0), 1u) << r.out;
   EXPECT_EQ(lines[0]["world"], 4);
   EXPECT_GT(lines[0]["broadcast_gb_per_s"].get<double>(), 0);
-  EXPECT_GT(lines[0]["ceiling_tcp_gb_per_s"].get<double>(), 0);  // rank 0 reached rank 1's advertised address
+  EXPECT_GT(lines[0]["ceiling_tcp_gb_per_s"].get<double>(),
+            0);  // rank 0 reached rank 1's advertised address
 }
 
 // Group feeding across hosts gives every rank exactly what it gets on one host: shard with
@@ -146,13 +161,16 @@ TEST_F(MultiHost, BenchFeedGivesEveryRankWhatItGetsOnOneHost) {
       {"--mode", "replicate", "--group-size", "4", "--readers", "all"}};
   for (size_t c = 0; c < configs.size(); ++c) {
     auto run = [&](bool many, const std::string& prefix) {
-      std::vector<std::string> args = {"bench", "feed", "--data", dir_->Sub("db"), "--batch-size", "4",
-                                       "--image-size", "16", "--workers", "1", "--epochs", "2", "--timeout", "60",
-                                       "--indices-out", prefix, "--json"};
+      std::vector<std::string> args = {"bench",        "feed", "--data",        dir_->Sub("db"),
+                                       "--batch-size", "4",    "--image-size",  "16",
+                                       "--workers",    "1",    "--epochs",      "2",
+                                       "--timeout",    "60",   "--indices-out", prefix,
+                                       "--json"};
       args.insert(args.end(), configs[c].begin(), configs[c].end());
       return many ? AcrossHosts(args) : OneHost(args);
     };
-    const std::string hosts = dir_->Sub("hosts" + std::to_string(c)), one = dir_->Sub("one" + std::to_string(c));
+    const std::string hosts = dir_->Sub("hosts" + std::to_string(c)),
+                      one = dir_->Sub("one" + std::to_string(c));
     RunResult a = run(true, hosts);
     ASSERT_EQ(a.exit_code, 0) << a.err;
     RunResult b = run(false, one);
@@ -165,16 +183,34 @@ TEST_F(MultiHost, BenchFeedGivesEveryRankWhatItGetsOnOneHost) {
       const std::string got = ReadFile(hosts + file);
       EXPECT_FALSE(got.empty()) << "config " << c << " rank " << rank;
       EXPECT_EQ(got, ReadFile(one + file)) << "config " << c << " rank " << rank;
-      EXPECT_EQ(la[rank]["records_read"], lb[rank]["records_read"]) << "config " << c << " rank " << rank;
+      EXPECT_EQ(la[rank]["records_read"], lb[rank]["records_read"])
+          << "config " << c << " rank " << rank;
       EXPECT_EQ(la[rank]["images"], lb[rank]["images"]) << "config " << c << " rank " << rank;
     }
   }
 }
 
 TEST_F(MultiHost, TrainAcrossHostsEndsWithTheOneHostParameters) {
-  const std::vector<std::string> args = {"train", "--data", dir_->Sub("db"), "--epochs", "2", "--batch-size", "4",
-                                         "--image-size", "16", "--hidden", "16", "--workers", "1", "--group-size",
-                                         "2", "--layout", "strided", "--timeout", "60", "--json"};
+  const std::vector<std::string> args = {"train",
+                                         "--data",
+                                         dir_->Sub("db"),
+                                         "--epochs",
+                                         "2",
+                                         "--batch-size",
+                                         "4",
+                                         "--image-size",
+                                         "16",
+                                         "--hidden",
+                                         "16",
+                                         "--workers",
+                                         "1",
+                                         "--group-size",
+                                         "2",
+                                         "--layout",
+                                         "strided",
+                                         "--timeout",
+                                         "60",
+                                         "--json"};
   RunResult a = AcrossHosts(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   RunResult b = OneHost(args);

@@ -20,13 +20,12 @@
 #include <chrono>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
@@ -108,10 +107,11 @@ JobRun RunJob(bool flood) {
     testing::RunOptions o;
     o.timeout = std::chrono::seconds(240);
     o.env["DDPIO_STORE_TOKEN"] = "flood-test-token";
-    run.result = testing::RunDdpio({"launch", "--nproc-per-node", "2", "--master-port", std::to_string(port), "--",
-                                    testing::DdpioBin(), "bench", "comm", "--size", "2097152", "--repeat", "1000",
-                                    "--group-size", "1", "--json"},
-                                   o);
+    run.result =
+        testing::RunDdpio({"launch", "--nproc-per-node", "2", "--master-port", std::to_string(port),
+                           "--", testing::DdpioBin(), "bench", "comm", "--size", "2097152",
+                           "--repeat", "1000", "--group-size", "1", "--json"},
+                          o);
     done = true;
   });
   pid_t rank0 = 0;
@@ -123,7 +123,8 @@ JobRun RunJob(bool flood) {
     threads.emplace_back([&] {  // rank 0's memory, sampled from the moment its store is up
       while (!done) {
         peak = std::max<int64_t>(peak, RssKiB(rank0));
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // sampling, not synchronisation
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(10));  // sampling, not synchronisation
       }
     });
   }
@@ -172,10 +173,13 @@ TEST(StoreFlood, JobFinishesAndRankZerosMemoryStaysBounded) {
   // from run to run, so 64 MiB over the unflooded run. Before: +1 GB after 5,000 cycles, and 150
   // announced 64 MiB messages would have asked for 9.6 GB.
   EXPECT_LT(flooded.peak_kib - quiet.peak_kib, 64 * 1024)
-      << "rank 0 peaked at " << flooded.peak_kib << " KiB flooded, " << quiet.peak_kib << " KiB not";
-  std::printf("flood: %llu connect/close cycles + 300 held connections; rank 0 peak RSS %lld KiB (unflooded %lld KiB)\n",
-              static_cast<unsigned long long>(flooded.cycles), static_cast<long long>(flooded.peak_kib),
-              static_cast<long long>(quiet.peak_kib));
+      << "rank 0 peaked at " << flooded.peak_kib << " KiB flooded, " << quiet.peak_kib
+      << " KiB not";
+  std::printf(
+      "flood: %llu connect/close cycles + 300 held connections; rank 0 peak RSS %lld KiB "
+      "(unflooded %lld KiB)\n",
+      static_cast<unsigned long long>(flooded.cycles), static_cast<long long>(flooded.peak_kib),
+      static_cast<long long>(quiet.peak_kib));
 }
 
 // Held-open connections to `ports` (client side, as /proc/net/tcp lists them: established, the
@@ -190,7 +194,8 @@ int HeldConnections(const std::set<int>& ports) {
     std::string sl, local, remote, state;
     f >> sl >> local >> remote >> state;
     if (state != "01" || remote.size() < 5) continue;
-    if (ports.count(static_cast<int>(std::stoul(remote.substr(remote.size() - 4), nullptr, 16)))) ++n;
+    if (ports.count(static_cast<int>(std::stoul(remote.substr(remote.size() - 4), nullptr, 16))))
+      ++n;
   }
   return n;
 }
@@ -211,7 +216,8 @@ int HeldConnections(const std::set<int>& ports) {
         a.sin_family = AF_INET;
         a.sin_port = htons(static_cast<uint16_t>(ports[p]));
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS)) {
+        if (fd < 0 || (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
+                       errno != EINPROGRESS)) {
           if (fd >= 0) ::close(fd);
           break;
         }
@@ -223,7 +229,8 @@ int HeldConnections(const std::set<int>& ports) {
     for (const auto& h : held) {
       for (int fd : h) fds.push_back({fd, POLLIN | POLLRDHUP, 0});
     }
-    ::poll(fds.data(), fds.size(), 10);  // paces the flood; closed ones are renewed on the next pass
+    ::poll(fds.data(), fds.size(),
+           10);  // paces the flood; closed ones are renewed on the next pass
     size_t k = 0;
     for (auto& h : held) {
       std::vector<int> kept;
@@ -267,17 +274,19 @@ TEST(StoreFlood, TwentyJobsStartWhileTheirMasterPortsAreFlooded) {
         testing::RunOptions o;
         o.timeout = std::chrono::seconds(120);
         o.env["DDPIO_STORE_TOKEN"] = "flood-test-token";
-        const testing::RunResult r = testing::Run(
-            {"/bin/sh", "-c",
-             "ulimit -n 1024 && exec \"$0\" launch --nproc-per-node 2 --master-port " + std::to_string(ports[lane]) +
-                 " -- \"$0\" bench comm --size 4096 --repeat 1 --json",
-             testing::DdpioBin()},
-            o);
+        const testing::RunResult r =
+            testing::Run({"/bin/sh", "-c",
+                          "ulimit -n 1024 && exec \"$0\" launch --nproc-per-node 2 --master-port " +
+                              std::to_string(ports[lane]) +
+                              " -- \"$0\" bench comm --size 4096 --repeat 1 --json",
+                          testing::DdpioBin()},
+                         o);
         auto lines = testing::RankLines(r.out);
         if (r.exit_code != 0 || lines.count(0) == 0 || lines[0]["world"] != 2) {
           std::lock_guard<std::mutex> lock(mu);
-          failures.push_back("lane " + std::to_string(lane) + " job " + std::to_string(job) + ": exit " +
-                             std::to_string(r.exit_code) + "\n" + r.err.substr(r.err.size() > 3000 ? r.err.size() - 3000 : 0));
+          failures.push_back("lane " + std::to_string(lane) + " job " + std::to_string(job) +
+                             ": exit " + std::to_string(r.exit_code) + "\n" +
+                             r.err.substr(r.err.size() > 3000 ? r.err.size() - 3000 : 0));
         }
       }
       --running;
@@ -293,11 +302,14 @@ TEST(StoreFlood, TwentyJobsStartWhileTheirMasterPortsAreFlooded) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
-  EXPECT_EQ(failures.size(), 0u) << failures.size() << " of " << kLanes * kJobsPerLane << " job starts failed; first:\n"
+  EXPECT_EQ(failures.size(), 0u) << failures.size() << " of " << kLanes * kJobsPerLane
+                                 << " job starts failed; first:\n"
                                  << (failures.empty() ? "" : failures[0]);
   EXPECT_GT(most_held.load(), 500) << "the flood never held many connections: it tested nothing";
-  std::printf("flood: %d jobs started, %zu failed; the flood held up to %d connections on %d master ports\n",
-              kLanes * kJobsPerLane, failures.size(), most_held.load(), kLanes);
+  std::printf(
+      "flood: %d jobs started, %zu failed; the flood held up to %d connections on %d master "
+      "ports\n",
+      kLanes * kJobsPerLane, failures.size(), most_held.load(), kLanes);
 }
 
 }  // namespace

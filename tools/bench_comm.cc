@@ -68,22 +68,27 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   float* data = reinterpret_cast<float*>(buffer.get());
   if (!comm->device_memory()) std::fill(data, data + size / sizeof(float), 1.0f);
   const auto t = std::chrono::seconds(120);
-  DDPIO_ASSIGN_OR_RETURN(double bcast, MedianSeconds(*comm, o.repeat, [&] { return comm->Broadcast(bytes, size, 0, t); }));
+  DDPIO_ASSIGN_OR_RETURN(double bcast, MedianSeconds(*comm, o.repeat, [&] {
+                           return comm->Broadcast(bytes, size, 0, t);
+                         }));
   const uint64_t part = size / comm->size();
   std::vector<const void*> parts;
   for (int i = 0; i < comm->size(); ++i) parts.push_back(bytes + i * part);
   DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mine, comm->Allocate(part));
   DDPIO_ASSIGN_OR_RETURN(double scatter, MedianSeconds(*comm, o.repeat, [&] {
-    return comm->Scatter(comm->rank() == 0 ? parts : std::vector<const void*>{}, mine.get(), part, 0, t);
-  }));
+                           return comm->Scatter(
+                               comm->rank() == 0 ? parts : std::vector<const void*>{}, mine.get(),
+                               part, 0, t);
+                         }));
   DDPIO_ASSIGN_OR_RETURN(double allreduce, MedianSeconds(*comm, o.repeat, [&] {
-    return comm->AllReduce(data, size / sizeof(float), comm::ReduceOp::kSum, t);
-  }));
+                           return comm->AllReduce(data, size / sizeof(float), comm::ReduceOp::kSum,
+                                                  t);
+                         }));
   float* small = reinterpret_cast<float*>(small_buffer.get());
   if (!comm->device_memory()) *small = 1.0f;
   DDPIO_ASSIGN_OR_RETURN(double latency, MedianSeconds(*comm, std::max(o.repeat, 21), [&] {
-    return comm->AllReduce(small, 1, comm::ReduceOp::kSum, t);
-  }));
+                           return comm->AllReduce(small, 1, comm::ReduceOp::kSum, t);
+                         }));
   double ceiling = 0;
   if (info.world_size >= 2 && info.rank <= 1) {
     DDPIO_ASSIGN_OR_RETURN(ceiling, comm::TcpCeilingGbPerS(*job, size, o.repeat));
@@ -92,21 +97,23 @@ absl::StatusOr<nlohmann::json> BenchComm(const BenchCommOptions& o) {
   leave.Succeeded();
   if (info.rank != 0) return nlohmann::json::object();
   const int n = comm->size();
-  nlohmann::json j = {{"rank", info.rank},
-                      {"world", info.world_size},
-                      {"backend", comm->backend()},
-                      {"group_size", g},
-                      {"layout", g == info.world_size ? "world" : o.layout},
-                      {"size", size},
-                      {"repeat", o.repeat},
-                      {"broadcast_gb_per_s", size / bcast / 1e9},
-                      // Bytes that cross the network: the root's own part is a local copy.
-                      {"scatter_gb_per_s", static_cast<double>(part) * (n - 1) / scatter / 1e9},
-                      {"allreduce_gb_per_s", size / allreduce / 1e9},
-                      {"allreduce_bus_gb_per_s", n > 1 ? size / allreduce / 1e9 * 2.0 * (n - 1) / n : 0.0},
-                      {"allreduce_latency_us", latency * 1e6},
-                      {"ceiling_tcp_gb_per_s", info.world_size >= 2 ? nlohmann::json(ceiling) : nlohmann::json(nullptr)},
-                      {"path", comm->device_memory() ? "gpu" : "cpu"}};
+  nlohmann::json j = {
+      {"rank", info.rank},
+      {"world", info.world_size},
+      {"backend", comm->backend()},
+      {"group_size", g},
+      {"layout", g == info.world_size ? "world" : o.layout},
+      {"size", size},
+      {"repeat", o.repeat},
+      {"broadcast_gb_per_s", size / bcast / 1e9},
+      // Bytes that cross the network: the root's own part is a local copy.
+      {"scatter_gb_per_s", static_cast<double>(part) * (n - 1) / scatter / 1e9},
+      {"allreduce_gb_per_s", size / allreduce / 1e9},
+      {"allreduce_bus_gb_per_s", n > 1 ? size / allreduce / 1e9 * 2.0 * (n - 1) / n : 0.0},
+      {"allreduce_latency_us", latency * 1e6},
+      {"ceiling_tcp_gb_per_s",
+       info.world_size >= 2 ? nlohmann::json(ceiling) : nlohmann::json(nullptr)},
+      {"path", comm->device_memory() ? "gpu" : "cpu"}};
   return j;
 }
 

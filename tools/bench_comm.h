@@ -4,9 +4,8 @@
 #ifndef DDPIO_TOOLS_BENCH_COMM_H_
 #define DDPIO_TOOLS_BENCH_COMM_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -18,7 +17,7 @@ struct BenchCommOptions {
   int repeat = 5;
   int group_size = 0;  // 0: the whole world
   std::string layout = "contiguous";
-  std::string store;   // "" (TCP on rank 0) or "file:DIR"
+  std::string store;           // "" (TCP on rank 0) or "file:DIR"
   std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
 };
 

@@ -1,22 +1,22 @@
 #include "tools/bench_feed.h"
-#include "tools/cli_util.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/comm/rendezvous.h"
-#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/pipeline/pipeline.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 
@@ -63,11 +63,12 @@ class WorldWatch {
     DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout everyone,
                            comm::GroupLayout::Make(job.info().world_size, job.info().world_size,
                                                    comm::LayoutKind::kContiguous));
-    absl::StatusOr<std::unique_ptr<comm::Communicator>> group = job.Group(everyone, /*host_memory=*/true);
+    absl::StatusOr<std::unique_ptr<comm::Communicator>> group =
+        job.Group(everyone, /*host_memory=*/true);
     if (!group.ok()) return StartFailed(*job.store(), group.status());
     std::unique_ptr<comm::Communicator> comm = std::move(group).value();
-    auto watch =
-        std::unique_ptr<WorldWatch>(new WorldWatch(std::move(comm), job.store(), store_on_rank0, feeding, timeout));
+    auto watch = std::unique_ptr<WorldWatch>(
+        new WorldWatch(std::move(comm), job.store(), store_on_rank0, feeding, timeout));
     watch->thread_ = std::thread([w = watch.get()] { w->Run(); });
     return watch;
   }
@@ -101,8 +102,9 @@ class WorldWatch {
       cv_.wait(lock, [&] { return ended_ || completed_ >= after; });
     }
     if (status_.ok()) return error;
-    return absl::Status(status_.code(), absl::StrCat(status_.message(), "; this rank's feeder failed too: ",
-                                                     error.message()));
+    return absl::Status(
+        status_.code(),
+        absl::StrCat(status_.message(), "; this rank's feeder failed too: ", error.message()));
   }
 
   // This rank has fed everything: keeps answering until every rank has (OK) or one is lost.
@@ -130,12 +132,14 @@ class WorldWatch {
   static absl::Status StartFailed(comm::Store& store, const absl::Status& why) {
     absl::StatusOr<std::string> first = store.Get("watch/first-loss", kCloseGrace);
     if (!first.ok() || first->empty()) return why;
-    return absl::Status(why.code(), absl::StrCat(*first, "; this rank was still connecting to the others (",
-                                                 why.message(), ")"));
+    return absl::Status(why.code(),
+                        absl::StrCat(*first, "; this rank was still connecting to the others (",
+                                     why.message(), ")"));
   }
 
-  WorldWatch(std::unique_ptr<comm::Communicator> comm, std::shared_ptr<comm::Store> store, bool store_on_rank0,
-             const comm::GroupLayout& feeding, std::chrono::milliseconds timeout)
+  WorldWatch(std::unique_ptr<comm::Communicator> comm, std::shared_ptr<comm::Store> store,
+             bool store_on_rank0, const comm::GroupLayout& feeding,
+             std::chrono::milliseconds timeout)
       : comm_(std::move(comm)),
         store_(std::move(store)),
         store_on_rank0_(store_on_rank0),
@@ -148,7 +152,8 @@ class WorldWatch {
       bool finished;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, n == 0 ? std::chrono::milliseconds(0) : interval_, [&] { return stop_ || hurry_; });
+        cv_.wait_for(lock, n == 0 ? std::chrono::milliseconds(0) : interval_,
+                     [&] { return stop_ || hurry_; });
         if (stop_) return;
         hurry_ = false;
         finished = finished_;
@@ -178,8 +183,9 @@ class WorldWatch {
     // Each round may wait a little longer than the one before (at most 2 s more in all): when a
     // rank stalls, the rank blocked on it is in an earlier round than anyone blocked on that rank
     // in turn, so it times out — and reports the stalled rank — first.
-    const auto step = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(2000) / rounds,
-                                                            std::chrono::milliseconds(1), std::chrono::milliseconds(200));
+    const auto step = std::clamp<std::chrono::milliseconds>(
+        std::chrono::milliseconds(2000) / rounds, std::chrono::milliseconds(1),
+        std::chrono::milliseconds(200));
     const auto start = Clock::now();
     Beat out{};
     out.number = n;
@@ -190,8 +196,9 @@ class WorldWatch {
       if (peer < 0) continue;
       const auto deadline = start + timeout_ + round * step;
       const auto left = [&] {
-        return std::max(std::chrono::milliseconds(1),
-                        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+        return std::max(
+            std::chrono::milliseconds(1),
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
       };
       Beat in{};
       absl::Status st;
@@ -203,7 +210,8 @@ class WorldWatch {
         if (st.ok()) st = comm_->Send(&out, sizeof(out), peer, kTagBase + n, left());
       }
       if (st.ok() && in.number != n) {
-        st = absl::DataLossError(absl::StrCat("its heartbeat ", in.number, " came when ", n, " was due"));
+        st = absl::DataLossError(
+            absl::StrCat("its heartbeat ", in.number, " came when ", n, " was due"));
       }
       if (!st.ok()) {
         *lost = peer;
@@ -217,12 +225,14 @@ class WorldWatch {
 
   // What this rank saw: `peer` lost, `why` the exchange that failed.
   absl::Status Lost(int peer, const absl::Status& why) const {
-    const std::string what =
-        absl::IsDeadlineExceeded(why) ? absl::StrCat("no heartbeat from it within --timeout ", timeout_.count() / 1000.0, " s")
-        : absl::IsUnavailable(why)    ? std::string("its connection closed")
-                                      : std::string("its heartbeat was wrong");
-    return absl::Status(why.code(), absl::StrCat("the job lost rank ", peer, " (group ", feeding_.group_rank(peer),
-                                                 "): ", what, " (", why.message(), ")"));
+    const std::string what = absl::IsDeadlineExceeded(why)
+                                 ? absl::StrCat("no heartbeat from it within --timeout ",
+                                                timeout_.count() / 1000.0, " s")
+                             : absl::IsUnavailable(why) ? std::string("its connection closed")
+                                                        : std::string("its heartbeat was wrong");
+    return absl::Status(
+        why.code(), absl::StrCat("the job lost rank ", peer, " (group ", feeding_.group_rank(peer),
+                                 "): ", what, " (", why.message(), ")"));
   }
 
   // Which rank the job lost first. This rank may have lost a rank that left because of an
@@ -269,8 +279,9 @@ class WorldWatch {
     }).detach();
     std::unique_lock<std::mutex> lock(answer->mu);
     answer->cv.wait_for(lock, kCloseGrace + 2 * interval_, [&] { return answer->done; });
-    const std::string also = absl::StrCat("this rank then lost rank ", peer, " (group ", feeding_.group_rank(peer),
-                                          ") as well (", why.message(), ")");
+    const std::string also =
+        absl::StrCat("this rank then lost rank ", peer, " (group ", feeding_.group_rank(peer),
+                     ") as well (", why.message(), ")");
     if (answer->done && !answer->first.empty()) {
       if (answer->first == mine) return own;
       if (absl::StartsWith(answer->first, absl::StrCat("the job lost rank ", peer, " ("))) {
@@ -280,13 +291,14 @@ class WorldWatch {
     }
     if (!store_on_rank0_ || peer == 0) return own;
     if (answer->done && absl::IsUnavailable(answer->store)) {
-      return absl::UnavailableError(absl::StrCat("the job lost rank 0 (group ", feeding_.group_rank(0),
-                                                 "): the rendezvous store it serves is gone (",
-                                                 answer->store.message(), "); ", also));
+      return absl::UnavailableError(absl::StrCat(
+          "the job lost rank 0 (group ", feeding_.group_rank(0),
+          "): the rendezvous store it serves is gone (", answer->store.message(), "); ", also));
     }
     if (!answer->done) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "the job lost rank 0 (group ", feeding_.group_rank(0), "): the rendezvous store it serves did not answer within ",
+          "the job lost rank 0 (group ", feeding_.group_rank(0),
+          "): the rendezvous store it serves did not answer within ",
           std::chrono::duration<double>(kCloseGrace + 2 * interval_).count(), " s; ", also));
     }
     return own;
@@ -294,20 +306,20 @@ class WorldWatch {
 
   // Constant after Start.
   const std::unique_ptr<comm::Communicator> comm_;  // used by the thread only
-  const std::shared_ptr<comm::Store> store_;          // the job's (thread-safe)
-  const bool store_on_rank0_;                         // served by rank 0's process (ddpio's TCP store)
+  const std::shared_ptr<comm::Store> store_;        // the job's (thread-safe)
+  const bool store_on_rank0_;  // served by rank 0's process (ddpio's TCP store)
   const comm::GroupLayout feeding_;
   const std::chrono::milliseconds timeout_, interval_;
   std::thread thread_;  // set once, in Start
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;      // guarded by mu_
-  bool hurry_ = false;     // guarded by mu_: beat now, not after the interval
-  bool finished_ = false;  // guarded by mu_: this rank has fed everything
-  bool ended_ = false;     // guarded by mu_: the thread has returned its verdict
+  bool stop_ = false;                     // guarded by mu_
+  bool hurry_ = false;                    // guarded by mu_: beat now, not after the interval
+  bool finished_ = false;                 // guarded by mu_: this rank has fed everything
+  bool ended_ = false;                    // guarded by mu_: the thread has returned its verdict
   uint64_t started_ = 0, completed_ = 0;  // guarded by mu_: beats
-  absl::Status status_;    // guarded by mu_
+  absl::Status status_;                   // guarded by mu_
 };
 
 }  // namespace
@@ -326,7 +338,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   comm::RendezvousOptions ro;
   ro.store = o.store;
   ro.advertise_addr = o.advertise_addr;
-  DDPIO_ASSIGN_OR_RETURN(ro.backend, comm::ParseBackend(o.backend));  // nccl without a device: fails here
+  DDPIO_ASSIGN_OR_RETURN(ro.backend,
+                         comm::ParseBackend(o.backend));  // nccl without a device: fails here
   DDPIO_ASSIGN_OR_RETURN(auto job, JoinJob(info, ro, po.timeout));  // every wait honours --timeout
   comm::LeaveGuard leave(*job);
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> feeder, Pipeline::Open(*job, po));
@@ -335,22 +348,25 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   // rank is lost anywhere (one group: its own feeder sees every loss).
   std::unique_ptr<WorldWatch> watch;
   if (feeder->layout().group_ws() > 1) {
-    DDPIO_ASSIGN_OR_RETURN(watch, WorldWatch::Start(*job, /*store_on_rank0=*/o.store.empty() && !info.agent_store,
-                                                    feeder->layout(), po.timeout));
+    DDPIO_ASSIGN_OR_RETURN(
+        watch, WorldWatch::Start(*job, /*store_on_rank0=*/o.store.empty() && !info.agent_store,
+                                 feeder->layout(), po.timeout));
   }
   // Where the batches arrive: device memory when the group moves decoded batches over NCCL.
   const bool device = job->backend().kind == comm::BackendKind::kNccl &&
                       po.payload == broadcast::FeedPayload::kDecoded;
   if (info.rank == 0) {
-    DDPIO_LOG(INFO) << "bench feed: " << job->backend().why << "; " << info.world_size << " ranks in groups of " << po.group_size << " ("
-                    << comm::LayoutKindName(po.layout) << "), " << broadcast::FeedModeName(po.mode) << ", "
-                    << broadcast::FeedPayloadName(po.payload) << " payload, "
-                    << (po.readers == broadcast::FeedReaders::kAll ? "every rank reading" : "leaders reading")
-                    << (po.mode == broadcast::FeedMode::kReplicate && po.readers == broadcast::FeedReaders::kLeader
+    DDPIO_LOG(INFO) << "bench feed: " << job->backend().why << "; " << info.world_size
+                    << " ranks in groups of " << po.group_size << " ("
+                    << comm::LayoutKindName(po.layout) << "), " << broadcast::FeedModeName(po.mode)
+                    << ", " << broadcast::FeedPayloadName(po.payload) << " payload, "
+                    << (po.readers == broadcast::FeedReaders::kAll ? "every rank reading"
+                                                                   : "leaders reading")
+                    << (po.mode == broadcast::FeedMode::kReplicate &&
+                                po.readers == broadcast::FeedReaders::kLeader
                             ? absl::StrCat(" (", broadcast::FeedRelayName(po.relay), " relay)")
                             : std::string())
-                    << ", " << feeder->dataset_size()
-                    << " samples, " << o.epochs << " epoch(s)";
+                    << ", " << feeder->dataset_size() << " samples, " << o.epochs << " epoch(s)";
   }
   // A feeder error caused by a rank lost elsewhere is reported as that loss.
   auto failed = [&](const absl::Status& st) { return watch != nullptr ? watch->Explain(st) : st; };
@@ -377,7 +393,9 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   const double start_unix = unix_s(wall0), end_unix = unix_s(std::chrono::system_clock::now());
   if (indices.is_open()) {
     indices.flush();
-    if (!indices) return absl::ResourceExhaustedError(absl::StrCat("writing ", o.indices_out, ".rank", info.rank, ".txt failed"));
+    if (!indices)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("writing ", o.indices_out, ".rank", info.rank, ".txt failed"));
   }
   const broadcast::FeederCounters c = feeder->counters();
   const std::optional<storage::remote::RemoteCounters> store = feeder->store_counters();
@@ -413,28 +431,37 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
 nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c) {
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : c.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
-  return nlohmann::json{{"records_read", c.records_read},         {"bytes_read", c.bytes_read},
-                        {"bytes_sent", c.bytes_sent},             {"bytes_received", c.bytes_received},
-                        {"network_wait_s", c.network_wait_ns / 1e9}, {"loader_wait_s", c.loader_wait_ns / 1e9},
-                        {"bad_samples", c.bad_samples},           {"skipped", skipped}};
+  return nlohmann::json{{"records_read", c.records_read},
+                        {"bytes_read", c.bytes_read},
+                        {"bytes_sent", c.bytes_sent},
+                        {"bytes_received", c.bytes_received},
+                        {"network_wait_s", c.network_wait_ns / 1e9},
+                        {"loader_wait_s", c.loader_wait_ns / 1e9},
+                        {"bad_samples", c.bad_samples},
+                        {"skipped", skipped}};
 }
 
 std::string SkippedText(const nlohmann::json& j) {
   if (!j.contains("bad_samples") || j["bad_samples"].get<uint64_t>() == 0) return "";
-  std::string text = absl::StrFormat("  skipped %d bad sample(s)%s:\n", j["bad_samples"].get<uint64_t>(),
-                                     j["bad_samples"].get<uint64_t>() > j["skipped"].size() ? ", the first" : "");
-  for (const auto& s : j["skipped"]) absl::StrAppendFormat(&text, "    %s\n", s["reason"].get<std::string>());
+  std::string text =
+      absl::StrFormat("  skipped %d bad sample(s)%s:\n", j["bad_samples"].get<uint64_t>(),
+                      j["bad_samples"].get<uint64_t>() > j["skipped"].size() ? ", the first" : "");
+  for (const auto& s : j["skipped"])
+    absl::StrAppendFormat(&text, "    %s\n", s["reason"].get<std::string>());
   return text;
 }
 
 std::string BenchFeedText(const nlohmann::json& j) {
   return absl::StrFormat(
-      "bench feed rank %d (%s, %s): %.0f images/s, %d images in %.2f s; read %d records (%.1f MB); sent %.1f MB, "
-      "received %.1f MB; waited %.2f s on the network, %.2f s on the feeder\n",
-      j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer", j["path"].get<std::string>(), j["images_per_s"].get<double>(),
-      j["images"].get<uint64_t>(), j["seconds"].get<double>(), j["records_read"].get<uint64_t>(),
-      j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
-      j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>()) +
+             "bench feed rank %d (%s, %s): %.0f images/s, %d images in %.2f s; read %d records "
+             "(%.1f MB); sent %.1f MB, "
+             "received %.1f MB; waited %.2f s on the network, %.2f s on the feeder\n",
+             j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer",
+             j["path"].get<std::string>(), j["images_per_s"].get<double>(),
+             j["images"].get<uint64_t>(), j["seconds"].get<double>(),
+             j["records_read"].get<uint64_t>(), j["bytes_read"].get<uint64_t>() / 1e6,
+             j["bytes_sent"].get<uint64_t>() / 1e6, j["bytes_received"].get<uint64_t>() / 1e6,
+             j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>()) +
          SkippedText(j);
 }
 

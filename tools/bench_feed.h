@@ -10,9 +10,8 @@
 #ifndef DDPIO_TOOLS_BENCH_FEED_H_
 #define DDPIO_TOOLS_BENCH_FEED_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "ddpio/broadcast/feeder_options.h"
@@ -26,8 +25,8 @@ struct BenchFeedOptions {
   PipelineOptions pipeline;
   std::string backend = "gloo";  // gloo, nccl or auto (comm/backend.h)
   int epochs = 1;
-  std::string indices_out;  // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
-  std::string store;        // "" (TCP on rank 0) or "file:DIR"
+  std::string indices_out;     // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
+  std::string store;           // "" (TCP on rank 0) or "file:DIR"
   std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
 };
 

@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/loader/augment.h"
 #include "ddpio/loader/jpeg.h"
 #include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
-#include "ddpio/loader/augment.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "tools/bench_feed.h"
 
@@ -41,7 +41,8 @@ uint64_t CurrentRssBytes() {
 // measured against: what decoding the same images costs anyone who has not transcoded them.
 struct CeilingImages {
   std::vector<std::vector<uint8_t>> stored;
-  std::vector<std::vector<uint8_t>> plain;  // stored[i] without its markers; empty: stored[i] has none
+  std::vector<std::vector<uint8_t>>
+      plain;  // stored[i] without its markers; empty: stored[i] has none
   uint64_t restart_marked = 0;
 };
 
@@ -101,7 +102,8 @@ absl::StatusOr<Ceilings> MeasureCeilings(const storage::DatasetReader& reader, u
 // Single-thread decode of the crop's segments alone (the band the loader reads in the run's decode
 // mode, decoded whole at full scale; geometry of epoch 0) over the segmented JPEG records among
 // the first `n`: images/s, and how many records were segmented; 0 / 0 without restart markers.
-absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::DatasetReader& reader, uint64_t n,
+absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::DatasetReader& reader,
+                                                           uint64_t n,
                                                            const loader::LoaderOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
   loader::RegionDecoder decoder;
@@ -112,17 +114,24 @@ absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::Datase
   for (uint64_t i = 0; i < n; ++i) {
     auto rec = txn.Get(i);
     if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
-    auto layout = rec->segment_offsets.empty() ? loader::ReadRestartLayout(rec->payload)
-                                               : loader::RestartLayoutFromOffsets(rec->payload, rec->segment_offsets);
+    auto layout = rec->segment_offsets.empty()
+                      ? loader::ReadRestartLayout(rec->payload)
+                      : loader::RestartLayoutFromOffsets(rec->payload, rec->segment_offsets);
     if (!layout.ok()) continue;
-    const loader::SampleGeometry g = loader::PlanSample(static_cast<int>(rec->width), static_cast<int>(rec->height),
-                                                        o.augment, o.seed, 0, i);
+    const loader::SampleGeometry g = loader::PlanSample(
+        static_cast<int>(rec->width), static_cast<int>(rec->height), o.augment, o.seed, 0, i);
     const auto t0 = Clock::now();
-    const loader::SegmentBand band = loader::BandFor(*layout, g.box.x0, g.box.y0, g.box.x1, g.box.y1, o.augment.size,
-                                                               /*exact_edges=*/o.decode == loader::DecodeMode::kExact);
-    if (!loader::BuildSubJpeg(rec->payload, *layout, band.row0, band.row1, band.col0, band.col1, &sub).ok()) continue;
+    const loader::SegmentBand band =
+        loader::BandFor(*layout, g.box.x0, g.box.y0, g.box.x1, g.box.y1, o.augment.size,
+                        /*exact_edges=*/o.decode == loader::DecodeMode::kExact);
+    if (!loader::BuildSubJpeg(rec->payload, *layout, band.row0, band.row1, band.col0, band.col1,
+                              &sub)
+             .ok())
+      continue;
     loader::DecodedRegion region;
-    if (!decoder.Decode(sub, loader::Box{0, 0, 1, 1}, 1, 1, false, true, false, &pixels, &region).ok()) continue;
+    if (!decoder.Decode(sub, loader::Box{0, 0, 1, 1}, 1, 1, false, true, false, &pixels, &region)
+             .ok())
+      continue;
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     ++decoded;
   }
@@ -147,9 +156,11 @@ absl::StatusOr<nlohmann::json> CheckSegmentsExact(const storage::DatasetReader& 
   for (uint64_t i = 0; i < n; ++i) {
     auto rec = txn.Get(i);
     if (!rec.ok()) continue;
-    for (const auto& [aug, epoch] : {std::pair{o.augment, uint64_t{0}}, std::pair{o.augment, uint64_t{1}},
-                                     std::pair{eval, uint64_t{0}}}) {
-      if (!segments.Process(*rec, i, epoch, o.seed, aug, loader::DecodeMode::kExact, a.data()).ok() ||
+    for (const auto& [aug, epoch] :
+         {std::pair{o.augment, uint64_t{0}}, std::pair{o.augment, uint64_t{1}},
+          std::pair{eval, uint64_t{0}}}) {
+      if (!segments.Process(*rec, i, epoch, o.seed, aug, loader::DecodeMode::kExact, a.data())
+               .ok() ||
           !whole.Process(*rec, i, epoch, o.seed, aug, loader::DecodeMode::kExact, b.data()).ok()) {
         continue;
       }
@@ -172,20 +183,24 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
   n = std::min<uint64_t>(n, reader.size());
   double sum = 0, worst = 0, t_fast = 0, t_exact = 0;
   const uint64_t first = n;
-  n = 0;  // records compared: bad ones are the loader run's business (--bad-samples), not this one's
+  n = 0;  // records compared: bad ones are the loader run's business (--bad-samples), not this
+          // one's
   for (uint64_t i = 0; i < first; ++i) {
     auto rec = txn.Get(i);
     if (!rec.ok()) continue;
     auto t0 = Clock::now();
-    if (!fast.Process(*rec, i, 0, o.seed, o.augment, loader::DecodeMode::kFast, a.data()).ok()) continue;
+    if (!fast.Process(*rec, i, 0, o.seed, o.augment, loader::DecodeMode::kFast, a.data()).ok())
+      continue;
     auto t1 = Clock::now();
-    if (!exact.Process(*rec, i, 0, o.seed, o.augment, loader::DecodeMode::kExact, b.data()).ok()) continue;
+    if (!exact.Process(*rec, i, 0, o.seed, o.augment, loader::DecodeMode::kExact, b.data()).ok())
+      continue;
     auto t2 = Clock::now();
     ++n;
     t_fast += std::chrono::duration<double>(t1 - t0).count();
     t_exact += std::chrono::duration<double>(t2 - t1).count();
     double d = 0;
-    for (size_t k = 0; k < bytes; ++k) d += std::abs(static_cast<int>(a[k]) - static_cast<int>(b[k]));
+    for (size_t k = 0; k < bytes; ++k)
+      d += std::abs(static_cast<int>(a[k]) - static_cast<int>(b[k]));
     d /= bytes;
     sum += d;
     worst = std::max(worst, d);
@@ -207,7 +222,8 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   so.num_replicas = 1;
   std::string why;
   auto cuda = loader::MakeCudaRuntime(&why);
-  DDPIO_ASSIGN_OR_RETURN(auto ld, loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
+  DDPIO_ASSIGN_OR_RETURN(auto ld,
+                         loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
   // Ceilings before and after the loader runs; the mean of the two.
   DDPIO_ASSIGN_OR_RETURN(const Ceilings before, MeasureCeilings(*reader, o.ceiling_images));
   std::vector<double> rates, rss;
@@ -225,7 +241,8 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
     rss.push_back(static_cast<double>(CurrentRssBytes()));
   }
   DDPIO_ASSIGN_OR_RETURN(const Ceilings after, MeasureCeilings(*reader, o.ceiling_images));
-  const double per_core = (before.plain + after.plain) / 2, stored_per_core = (before.stored + after.stored) / 2;
+  const double per_core = (before.plain + after.plain) / 2,
+               stored_per_core = (before.stored + after.stored) / 2;
   DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, o.loader));
   const loader::LoaderStats st = ld->stats();
   nlohmann::json skipped = nlohmann::json::array();
@@ -247,7 +264,10 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"train", o.loader.augment.train},
       {"images_per_s", ips},
       {"epoch_images_per_s", rates},
-      {"mb_per_s", ips * (static_cast<double>(reader->completion().payload_bytes) / std::max<uint64_t>(reader->size(), 1)) / 1e6},
+      {"mb_per_s", ips *
+                       (static_cast<double>(reader->completion().payload_bytes) /
+                        std::max<uint64_t>(reader->size(), 1)) /
+                       1e6},
       {"ceiling_images_per_s", per_core * workers},
       {"ceiling_per_core_images_per_s", per_core},
       {"ceiling_restart_marked_records", before.restart_marked},
@@ -256,8 +276,11 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"crop_decode_images_per_s", crop.first * workers},
       {"crop_decode_per_core_images_per_s", crop.first},
       {"segmented_records_sampled", crop.second},
-      {"ms_per_image", {{"read", ms_per_image(st.read_ns)}, {"decode", ms_per_image(st.decode_ns)},
-                        {"augment", ms_per_image(st.augment_ns)}, {"collate", ms_per_image(st.collate_ns)}}},
+      {"ms_per_image",
+       {{"read", ms_per_image(st.read_ns)},
+        {"decode", ms_per_image(st.decode_ns)},
+        {"augment", ms_per_image(st.augment_ns)},
+        {"collate", ms_per_image(st.collate_ns)}}},
       {"consumer_wait_s", st.wait_ns / 1e9},
       {"slot_bytes", st.slot_bytes},
       {"slots", st.slots},
@@ -268,52 +291,65 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"skipped", skipped},
       {"device", cuda ? "cuda" : "none: " + why}};
   DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, o.loader));
-  DDPIO_ASSIGN_OR_RETURN(j["segments_vs_whole_exact"], CheckSegmentsExact(*reader, o.ceiling_images, o.loader));
+  DDPIO_ASSIGN_OR_RETURN(j["segments_vs_whole_exact"],
+                         CheckSegmentsExact(*reader, o.ceiling_images, o.loader));
   return j;
 }
 
 std::string BenchLoaderText(const nlohmann::json& j) {
   const auto& ms = j["ms_per_image"];
   return absl::StrFormat(
-      "bench loader: %d records, %d worker(s), batch %d, %dpx, %s decode, %s output, %s, %d epoch(s)\n"
-      "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
-      "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %.0f/s per core x %d workers)\n"
-      "  ratio         %.2f of the ceiling\n"
-      "%s"
-      "%s"
-      "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms (worker time)\n"
-      "  consumer wait %.2f s; slots %d x batch = %.1f MiB %s host memory; peak RSS %.0f MiB\n"
-      "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f ms/image\n"
-      "  exact mode, segments vs whole stream: %d of %d samples differ (%d decoded from segments)\n",
-      j["records"].get<uint64_t>(), j["workers"].get<int>(), j["batch_size"].get<uint64_t>(),
-      j["image_size"].get<int>(), j["decode"].get<std::string>(), j["output"].get<std::string>(),
-      j["train"].get<bool>() ? "train augmentation" : "eval geometry", j["epochs"].get<int>(),
-      j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
-      j["ceiling_images_per_s"].get<double>(), j["ceiling_per_core_images_per_s"].get<double>(),
-      j["workers"].get<int>(), j["ratio"].get<double>(),
-      j["ceiling_restart_marked_records"].get<uint64_t>() == 0
-          ? std::string()
-          : absl::StrFormat("                (the ceiling decodes %d restart-marked records without their markers; "
-                            "as stored, the same images decode at %.0f/s per core)\n",
-                            j["ceiling_restart_marked_records"].get<uint64_t>(),
-                            j["stored_full_decode_per_core_images_per_s"].get<double>()),
-      j["segmented_records_sampled"].get<uint64_t>() == 0
-          ? std::string("  crop-decode   n/a (no record has restart markers: convert --restart-interval)\n")
-          : absl::StrFormat("  crop-decode   %8.0f images/s  (the crop's segments alone, %.0f/s per core x %d "
-                            "workers)\n",
-                            j["crop_decode_images_per_s"].get<double>(),
-                            j["crop_decode_per_core_images_per_s"].get<double>(), j["workers"].get<int>()),
-      ms["read"].get<double>(),
-      ms["decode"].get<double>(), ms["augment"].get<double>(), ms["collate"].get<double>(),
-      j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
-      j["slot_bytes"].get<uint64_t>() / 1048576.0, j["host_memory"].get<std::string>(),
-      j["peak_rss_bytes"].get<uint64_t>() / 1048576.0,
-      j["fast_vs_exact"]["mean_abs_diff"].get<double>(),
-      j["fast_vs_exact"]["worst_image_mean_abs_diff"].get<double>(),
-      j["fast_vs_exact"]["fast_ms_per_image"].get<double>(),
-      j["fast_vs_exact"]["exact_ms_per_image"].get<double>(), j["segments_vs_whole_exact"]["differ"].get<uint64_t>(),
-      j["segments_vs_whole_exact"]["samples"].get<uint64_t>(),
-      j["segments_vs_whole_exact"]["segment_decoded"].get<uint64_t>()) +
+             "bench loader: %d records, %d worker(s), batch %d, %dpx, %s decode, %s output, %s, %d "
+             "epoch(s)\n"
+             "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
+             "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %.0f/s per core x %d "
+             "workers)\n"
+             "  ratio         %.2f of the ceiling\n"
+             "%s"
+             "%s"
+             "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms "
+             "(worker time)\n"
+             "  consumer wait %.2f s; slots %d x batch = %.1f MiB %s host memory; peak RSS %.0f "
+             "MiB\n"
+             "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f "
+             "ms/image\n"
+             "  exact mode, segments vs whole stream: %d of %d samples differ (%d decoded from "
+             "segments)\n",
+             j["records"].get<uint64_t>(), j["workers"].get<int>(), j["batch_size"].get<uint64_t>(),
+             j["image_size"].get<int>(), j["decode"].get<std::string>(),
+             j["output"].get<std::string>(),
+             j["train"].get<bool>() ? "train augmentation" : "eval geometry",
+             j["epochs"].get<int>(), j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
+             j["ceiling_images_per_s"].get<double>(),
+             j["ceiling_per_core_images_per_s"].get<double>(), j["workers"].get<int>(),
+             j["ratio"].get<double>(),
+             j["ceiling_restart_marked_records"].get<uint64_t>() == 0
+                 ? std::string()
+                 : absl::StrFormat("                (the ceiling decodes %d restart-marked records "
+                                   "without their markers; "
+                                   "as stored, the same images decode at %.0f/s per core)\n",
+                                   j["ceiling_restart_marked_records"].get<uint64_t>(),
+                                   j["stored_full_decode_per_core_images_per_s"].get<double>()),
+             j["segmented_records_sampled"].get<uint64_t>() == 0
+                 ? std::string("  crop-decode   n/a (no record has restart markers: convert "
+                               "--restart-interval)\n")
+                 : absl::StrFormat("  crop-decode   %8.0f images/s  (the crop's segments alone, "
+                                   "%.0f/s per core x %d "
+                                   "workers)\n",
+                                   j["crop_decode_images_per_s"].get<double>(),
+                                   j["crop_decode_per_core_images_per_s"].get<double>(),
+                                   j["workers"].get<int>()),
+             ms["read"].get<double>(), ms["decode"].get<double>(), ms["augment"].get<double>(),
+             ms["collate"].get<double>(), j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
+             j["slot_bytes"].get<uint64_t>() / 1048576.0, j["host_memory"].get<std::string>(),
+             j["peak_rss_bytes"].get<uint64_t>() / 1048576.0,
+             j["fast_vs_exact"]["mean_abs_diff"].get<double>(),
+             j["fast_vs_exact"]["worst_image_mean_abs_diff"].get<double>(),
+             j["fast_vs_exact"]["fast_ms_per_image"].get<double>(),
+             j["fast_vs_exact"]["exact_ms_per_image"].get<double>(),
+             j["segments_vs_whole_exact"]["differ"].get<uint64_t>(),
+             j["segments_vs_whole_exact"]["samples"].get<uint64_t>(),
+             j["segments_vs_whole_exact"]["segment_decoded"].get<uint64_t>()) +
          SkippedText(j);
 }
 

@@ -6,9 +6,8 @@
 #ifndef DDPIO_TOOLS_BENCH_LOADER_H_
 #define DDPIO_TOOLS_BENCH_LOADER_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "ddpio/loader/loader.h"

@@ -37,7 +37,8 @@ for e in range(%d):
     s.set_epoch(e)
     t = time.perf_counter(); x = list(s); times.append(time.perf_counter() - t)
 print(json.dumps({"torch_version": torch.__version__, "median_ms": statistics.median(times) * 1e3, "count": len(x)}))
-)", o.size, o.world, o.rank, o.repeat);
+)",
+                                         o.size, o.world, o.rank, o.repeat);
   std::optional<nlohmann::json> result;
   for (const char* python : {"python3", "/usr/bin/python3"}) {
     std::string cmd = absl::StrCat(python, " ", path, " 2>/dev/null");
@@ -76,7 +77,8 @@ absl::StatusOr<nlohmann::json> BenchSampler(const BenchSamplerOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     DDPIO_ASSIGN_OR_RETURN(auto plan, s.Plan(static_cast<uint64_t>(r)));
     sampler::RankStream stream = plan.Stream(o.rank);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     count = stream.indices.size();
     memory = plan.memory_bytes();
   }
@@ -88,7 +90,8 @@ absl::StatusOr<nlohmann::json> BenchSampler(const BenchSamplerOptions& o) {
                       {"count", count},
                       {"median_ms", Median(ms)},
                       {"min_ms", *std::min_element(ms.begin(), ms.end())},
-                      {"permutation_bytes_per_sample", static_cast<double>(memory) / std::max<uint64_t>(o.size, 1)}};
+                      {"permutation_bytes_per_sample",
+                       static_cast<double>(memory) / std::max<uint64_t>(o.size, 1)}};
   if (o.compare_torch) {
     if (auto torch = TimeTorch(o)) {
       j["torch"] = *torch;
@@ -108,12 +111,15 @@ std::string BenchSamplerText(const nlohmann::json& j) {
       j["count"].get<uint64_t>(), j["permutation"].get<std::string>(), j["repeat"].get<int>(),
       j["median_ms"].get<double>(), j["permutation_bytes_per_sample"].get<double>());
   if (j.contains("torch") && !j["torch"].is_null()) {
-    absl::StrAppendFormat(&out, "  PyTorch %s %8.2f ms  list(DistributedSampler(...)), same run\n"
-                                "  ratio      %.1fx faster than PyTorch\n",
+    absl::StrAppendFormat(&out,
+                          "  PyTorch %s %8.2f ms  list(DistributedSampler(...)), same run\n"
+                          "  ratio      %.1fx faster than PyTorch\n",
                           j["torch"]["torch_version"].get<std::string>(),
-                          j["torch"]["median_ms"].get<double>(), j["torch_over_ddpio"].get<double>());
+                          j["torch"]["median_ms"].get<double>(),
+                          j["torch_over_ddpio"].get<double>());
   } else if (j.contains("torch")) {
-    out += "  PyTorch    not available (no python3 with torch; Debian: apt install python3-torch)\n";
+    out +=
+        "  PyTorch    not available (no python3 with torch; Debian: apt install python3-torch)\n";
   }
   return out;
 }

@@ -4,9 +4,8 @@
 #define DDPIO_TOOLS_BENCH_SAMPLER_H_
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "ddpio/sampler/distributed_sampler.h"

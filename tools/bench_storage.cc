@@ -76,8 +76,10 @@ absl::Status CopyFiles(const storage::DatasetReader& reader, int threads, double
 
 absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) {
   BenchStorageOptions o = options;
-  if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.threads < 1 || o.repeat < 1) return absl::InvalidArgumentError("threads must be >= 0 and repeat >= 1");
+  if (o.threads == 0)
+    o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads < 1 || o.repeat < 1)
+    return absl::InvalidArgumentError("threads must be >= 0 and repeat >= 1");
   storage::ReaderOptions ro;
   ro.readahead = !o.random_order;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
@@ -126,7 +128,8 @@ absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) 
   const double payload_mb = reader->completion().payload_bytes / 1e6;
   const double file_mb = reader->file_bytes() / 1e6;
   std::vector<double> ratios;
-  for (int i = 0; i < o.repeat; ++i) ratios.push_back((payload_mb / ours[i]) / (file_mb / ceiling[i]));
+  for (int i = 0; i < o.repeat; ++i)
+    ratios.push_back((payload_mb / ours[i]) / (file_mb / ceiling[i]));
   const double t_ours = Median(ours), t_lookup = Median(lookup), t_ceiling = Median(ceiling);
   nlohmann::json j = {{"data", o.data},
                       {"order", o.random_order ? "random" : "sequential"},

@@ -10,9 +10,8 @@
 #define DDPIO_TOOLS_BENCH_STORAGE_H_
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 

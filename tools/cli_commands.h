@@ -4,11 +4,10 @@
 #ifndef DDPIO_TOOLS_CLI_COMMANDS_H_
 #define DDPIO_TOOLS_CLI_COMMANDS_H_
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace ddpio::tools {
 
@@ -17,14 +16,14 @@ struct Command {
   std::function<int()> run;
 };
 
-void AddDataCommands(CLI::App& root, std::vector<Command>* commands);   // synth, convert, inspect
+void AddDataCommands(CLI::App& root, std::vector<Command>* commands);    // synth, convert, inspect
 void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands);  // sampler
-void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);  // bench storage|sampler
-void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);  // launch
-void AddTrainCommand(CLI::App& root, std::vector<Command>* commands);   // train
+void AddBenchCommands(CLI::App& root, std::vector<Command>* commands);   // bench storage|sampler
+void AddLaunchCommand(CLI::App& root, std::vector<Command>* commands);   // launch
+void AddTrainCommand(CLI::App& root, std::vector<Command>* commands);    // train
 void AddCheckpointCommand(CLI::App& root, std::vector<Command>* commands);  // checkpoint
-void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);    // info
-void AddUploadCommand(CLI::App& root, std::vector<Command>* commands);  // upload
+void AddInfoCommand(CLI::App& root, std::vector<Command>* commands);        // info
+void AddUploadCommand(CLI::App& root, std::vector<Command>* commands);      // upload
 
 }  // namespace ddpio::tools
 

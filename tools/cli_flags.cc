@@ -15,7 +15,8 @@ const CLI::Validator& FiniteNumber() {
       [](std::string& text) -> std::string {
         char* end = nullptr;
         const double x = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || !std::isfinite(x)) return "must be a finite number";
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(x))
+          return "must be a finite number";
         return "";
       },
       "FINITE");
@@ -23,7 +24,8 @@ const CLI::Validator& FiniteNumber() {
 }
 
 CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what) {
-  return app->add_option("--threads", *threads, what + " (0: all cores)")->capture_default_str()
+  return app->add_option("--threads", *threads, what + " (0: all cores)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 1024));
 }
 
@@ -41,11 +43,14 @@ struct LoaderFlagTargets {
 };
 
 void AddLoaderFlagsTo(CLI::App* app, const LoaderFlagTargets& o) {
-  app->add_option("--batch-size", *o.batch_size, "Samples per batch (per rank)")->capture_default_str()
+  app->add_option("--batch-size", *o.batch_size, "Samples per batch (per rank)")
+      ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
-  app->add_option("--image-size", *o.image_size, "Side of the output images in pixels")->capture_default_str()
+  app->add_option("--image-size", *o.image_size, "Side of the output images in pixels")
+      ->capture_default_str()
       ->check(CLI::Range(1, 8192));
-  app->add_option("--workers", *o.workers, "Decoding threads per loader (0: all cores)")->capture_default_str()
+  app->add_option("--workers", *o.workers, "Decoding threads per loader (0: all cores)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   app->add_option_function<std::string>(
          "--crop-scale",
@@ -56,14 +61,18 @@ void AddLoaderFlagsTo(CLI::App* app, const LoaderFlagTargets& o) {
          },
          "RandomResizedCrop scale range MIN,MAX")
       ->default_str("0.08,1");
-  app->add_flag_callback("--no-flip", [o] { *o.flip_probability = 0.0; }, "No random horizontal flip");
-  AddEnumOption(app, "--bad-samples", o.bad_samples, loader::ParseBadSamplePolicy, loader::BadSamplePolicyName,
-                "A record that cannot be decoded: fail (stop, naming index, key and source file) or skip (zero "
+  app->add_flag_callback(
+      "--no-flip", [o] { *o.flip_probability = 0.0; }, "No random horizontal flip");
+  AddEnumOption(app, "--bad-samples", o.bad_samples, loader::ParseBadSamplePolicy,
+                loader::BadSamplePolicyName,
+                "A record that cannot be decoded: fail (stop, naming index, key and source file) "
+                "or skip (zero "
                 "pixels flagged invalid, counted and listed)");
 }
 
 constexpr char kLayoutHelp[] =
-    "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one rank per node in each "
+    "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one rank per "
+    "node in each "
     "group)";
 
 }  // namespace
@@ -79,21 +88,22 @@ void AddLoaderFlags(CLI::App* app, PipelineOptions* o) {
 }
 
 CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout) {
-  return app
-      ->add_option("--layout", *layout, kLayoutHelp)
+  return app->add_option("--layout", *layout, kLayoutHelp)
       ->capture_default_str()
       ->check(ParsedBy(comm::ParseLayoutKind, "contiguous|strided"));
 }
 
 CLI::Option* AddLayoutFlag(CLI::App* app, comm::LayoutKind* layout) {
-  return AddEnumOption(app, "--layout", layout, comm::ParseLayoutKind, comm::LayoutKindName, kLayoutHelp);
+  return AddEnumOption(app, "--layout", layout, comm::ParseLayoutKind, comm::LayoutKindName,
+                       kLayoutHelp);
 }
 
 void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what) {
   app->add_option_function<int>(
          "--timeout", [timeout](int seconds) { *timeout = std::chrono::seconds(seconds); },
          "Seconds " + what + " may wait")
-      ->default_str(std::to_string(std::chrono::duration_cast<std::chrono::seconds>(*timeout).count()))
+      ->default_str(
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(*timeout).count()))
       ->check(CLI::Range(1, 86400));
 }
 
@@ -104,28 +114,39 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
 }
 
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {
-  app->add_option("--store", *store, "Rendezvous store: default TCP on rank 0 (MASTER_ADDR:MASTER_PORT), or file:DIR");
-  app->add_option("--advertise-addr", *advertise_addr,
-                  "Address peers reach this rank on (default: DDPIO_ADVERTISE_ADDR, else GLOO_SOCKET_IFNAME's "
-                  "address, else this host's route to MASTER_ADDR)");
+  app->add_option("--store", *store,
+                  "Rendezvous store: default TCP on rank 0 (MASTER_ADDR:MASTER_PORT), or file:DIR");
+  app->add_option(
+      "--advertise-addr", *advertise_addr,
+      "Address peers reach this rank on (default: DDPIO_ADVERTISE_ADDR, else GLOO_SOCKET_IFNAME's "
+      "address, else this host's route to MASTER_ADDR)");
 }
 
 void AddFeederFlags(CLI::App* app, PipelineOptions* o) {
   AddEnumOption(app, "--mode", &o->mode, broadcast::ParseFeedMode, broadcast::FeedModeName,
-                "shard (data parallel: each rank its own samples) or replicate (every member gets the group's "
+                "shard (data parallel: each rank its own samples) or replicate (every member gets "
+                "the group's "
                 "batches)");
-  AddEnumOption(app, "--payload", &o->payload, broadcast::ParseFeedPayload, broadcast::FeedPayloadName,
-                "encoded (stored records travel, every rank decodes its own) or decoded (the leader decodes and "
+  AddEnumOption(app, "--payload", &o->payload, broadcast::ParseFeedPayload,
+                broadcast::FeedPayloadName,
+                "encoded (stored records travel, every rank decodes its own) or decoded (the "
+                "leader decodes and "
                 "sends ready batches)");
-  AddEnumOption(app, "--readers", &o->readers, broadcast::ParseFeedReaders, broadcast::FeedReadersName,
-                "leader (the group's leader reads for it) or all (every rank reads its own stream itself: the "
+  AddEnumOption(app, "--readers", &o->readers, broadcast::ParseFeedReaders,
+                broadcast::FeedReadersName,
+                "leader (the group's leader reads for it) or all (every rank reads its own stream "
+                "itself: the "
                 "baseline without group feeding)");
   AddEnumOption(app, "--relay", &o->relay, broadcast::ParseFeedRelay, broadcast::FeedRelayName,
-                "replicate: chain (each member forwards to the next as data arrives; every link carries it once) or "
+                "replicate: chain (each member forwards to the next as data arrives; every link "
+                "carries it once) or "
                 "star (the leader sends every member a copy)");
-  app->add_option("--read-ahead", o->read_ahead, "Records a leader asks storage for ahead of the one it copies (0: none)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app->add_option("--depth", o->depth, "Messages a leader may run ahead of each member")->capture_default_str()
+  app->add_option("--read-ahead", o->read_ahead,
+                  "Records a leader asks storage for ahead of the one it copies (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app->add_option("--depth", o->depth, "Messages a leader may run ahead of each member")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
 }
 

@@ -1,7 +1,8 @@
 // Flags several `ddpio` commands share, defined once so that the same flag means the same thing,
 // takes the same range and says so in --help everywhere:
 //   --workers N      loader decoding threads (train, bench loader, bench feed); 0: all cores
-//   --threads N      threads of a one-shot tool (synth, convert, inspect, bench storage); 0: all cores
+//   --threads N      threads of a one-shot tool (synth, convert, inspect, bench storage); 0: all
+//   cores
 //   --batch-size N, --image-size PX, --crop-scale MIN,MAX, --no-flip   the loader's batches
 //   --timeout S      seconds any one collective, send or receive may wait
 //   --store, --advertise-addr   the rendezvous; --mode, --payload, --readers, --relay,
@@ -14,10 +15,9 @@
 #ifndef DDPIO_TOOLS_CLI_FLAGS_H_
 #define DDPIO_TOOLS_CLI_FLAGS_H_
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/status/statusor.h"
 
@@ -45,7 +45,8 @@ CLI::Option* AddEnumOption(CLI::App* app, const std::string& flag, E* out, Parse
           flag,
           [out, parse, flag](const std::string& text) {
             auto value = parse(text);
-            if (!value.ok()) throw CLI::ValidationError(flag, std::string(value.status().message()));
+            if (!value.ok())
+              throw CLI::ValidationError(flag, std::string(value.status().message()));
             *out = *value;
           },
           help)

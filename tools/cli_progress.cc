@@ -16,7 +16,8 @@ std::string FormatHms(double seconds) {
   return absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
 }
 
-std::string ProgressLine(const std::string& label, uint64_t done, uint64_t total, double seconds, bool final) {
+std::string ProgressLine(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                         bool final) {
   const double rate = seconds > 0 ? done / seconds : 0;
   std::string line = absl::StrFormat("%s %d", label, done);
   if (total > 0) absl::StrAppendFormat(&line, "/%d %5.1f%%", total, 100.0 * done / total);
@@ -30,8 +31,11 @@ std::string ProgressLine(const std::string& label, uint64_t done, uint64_t total
 }
 
 Progress::Progress(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled),
-      live_(isatty(STDERR_FILENO) == 1 && isatty(STDOUT_FILENO) == 1), start_(std::chrono::steady_clock::now()),
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(enabled),
+      live_(isatty(STDERR_FILENO) == 1 && isatty(STDOUT_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()),
       last_(start_) {}
 
 void Progress::Update(uint64_t done) {
@@ -48,7 +52,8 @@ void Progress::Finish(uint64_t done) {
 }
 
 void Progress::Print(uint64_t done, bool final) {
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const std::string line = ProgressLine(label_, done, total_, secs, final);
   if (live_) {
     std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");

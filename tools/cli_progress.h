@@ -19,7 +19,8 @@ std::string FormatHms(double seconds);
 
 // The progress line after `done` of `total` (0: unknown) items in `seconds`: with "ETA h:mm:ss"
 // while running, "in h:mm:ss" when final.
-std::string ProgressLine(const std::string& label, uint64_t done, uint64_t total, double seconds, bool final);
+std::string ProgressLine(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                         bool final);
 
 class Progress {
  public:

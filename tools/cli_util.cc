@@ -1,10 +1,9 @@
 #include "tools/cli_util.h"
 
-#include <algorithm>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,8 +13,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ddpio/common/status_macros.h"
 
@@ -45,7 +44,8 @@ std::string HowToSet(const absl::Status& status) {
   std::vector<std::string> flags;
   for (const std::string& setting : SettingsOf(status)) {
     for (const auto& [name, flag] : kSettingFlags) {
-      if (setting == name && std::find(flags.begin(), flags.end(), flag) == flags.end()) flags.emplace_back(flag);
+      if (setting == name && std::find(flags.begin(), flags.end(), flag) == flags.end())
+        flags.emplace_back(flag);
     }
   }
   return flags.empty() ? "" : absl::StrCat(" (see ", absl::StrJoin(flags, ", "), ")");
@@ -54,8 +54,9 @@ std::string HowToSet(const absl::Status& status) {
 }  // namespace
 
 int ReportError(std::string_view command, const absl::Status& status) {
-  std::fprintf(stderr, "ddpio %.*s: error: %.*s%s\n", static_cast<int>(command.size()), command.data(),
-               static_cast<int>(status.message().size()), status.message().data(), HowToSet(status).c_str());
+  std::fprintf(stderr, "ddpio %.*s: error: %.*s%s\n", static_cast<int>(command.size()),
+               command.data(), static_cast<int>(status.message().size()), status.message().data(),
+               HowToSet(status).c_str());
   return kExitRuntimeError;
 }
 
@@ -81,10 +82,11 @@ int RunIsolated(std::string_view command, std::string_view what, const std::func
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   std::fprintf(stderr,
-               "ddpio %.*s: error: %.*s is structurally corrupt: reading it crashed the LMDB library (signal %d, "
+               "ddpio %.*s: error: %.*s is structurally corrupt: reading it crashed the LMDB "
+               "library (signal %d, "
                "%s); do not train on it — convert the source again\n",
-               static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()), what.data(), sig,
-               strsignal(sig));
+               static_cast<int>(command.size()), command.data(), static_cast<int>(what.size()),
+               what.data(), sig, strsignal(sig));
   return kExitRuntimeError;
 }
 
@@ -105,8 +107,8 @@ int PrintResult(bool as_json, const nlohmann::json& result,
 
 bool ParseScaleRange(const std::string& text, double* min, double* max) {
   std::vector<std::string> parts = absl::StrSplit(text, ',');
-  return parts.size() == 2 && absl::SimpleAtod(parts[0], min) && absl::SimpleAtod(parts[1], max) && *min > 0 &&
-         *max <= 1 && *min <= *max;
+  return parts.size() == 2 && absl::SimpleAtod(parts[0], min) && absl::SimpleAtod(parts[1], max) &&
+         *min > 0 && *max <= 1 && *min <= *max;
 }
 
 std::string HumanBytes(double bytes) {
@@ -116,7 +118,8 @@ std::string HumanBytes(double bytes) {
     bytes /= 1024;
     ++unit;
   }
-  return unit == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
+  return unit == 0 ? absl::StrFormat("%.0f B", bytes)
+                   : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
 }
 
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
@@ -127,16 +130,22 @@ uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c) {
-  return {{"requests", c.requests},       {"retries", c.retries},         {"bytes", c.bytes},
-          {"records_fetched", c.records_fetched}, {"memory_hits", c.memory_hits}, {"disk_hits", c.disk_hits},
-          {"misses", c.misses},           {"refetches", c.refetches}};
+  return {{"requests", c.requests},
+          {"retries", c.retries},
+          {"bytes", c.bytes},
+          {"records_fetched", c.records_fetched},
+          {"memory_hits", c.memory_hits},
+          {"disk_hits", c.disk_hits},
+          {"misses", c.misses},
+          {"refetches", c.refetches}};
 }
 
 std::string StoreCountersText(const storage::remote::RemoteCounters& c) {
-  return absl::StrFormat("%d requests (%d retried), %s received, %d records fetched; cache: %d from memory, %d from "
-                         "disk, %d waited for; %d fetched again after a checksum mismatch",
-                         c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
-                         c.memory_hits, c.disk_hits, c.misses, c.refetches);
+  return absl::StrFormat(
+      "%d requests (%d retried), %s received, %d records fetched; cache: %d from memory, %d from "
+      "disk, %d waited for; %d fetched again after a checksum mismatch",
+      c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
+      c.memory_hits, c.disk_hits, c.misses, c.refetches);
 }
 
 }  // namespace ddpio::tools

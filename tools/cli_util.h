@@ -5,16 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
-#include "ddpio/storage/remote/remote_dataset.h"
-
-#include "ddpio/common/splitmix64.h"
-
 #include "absl/status/status.h"
+#include "ddpio/common/splitmix64.h"
+#include "ddpio/storage/remote/remote_dataset.h"
 #include "ddpio/version.h"
 
 namespace ddpio::tools {

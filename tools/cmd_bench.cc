@@ -7,62 +7,70 @@
 #include "tools/bench_loader.h"
 #include "tools/bench_sampler.h"
 #include "tools/bench_storage.h"
+#include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
 #include "tools/cli_util.h"
-#include "tools/cli_commands.h"
 
 namespace ddpio::tools {
 namespace {
 
 // The repetitions every benchmark reports the median of.
 CLI::Option* AddRepeatFlag(CLI::App* app, int* repeat, const std::string& what) {
-  return app->add_option("--repeat", *repeat, what + "; figures are medians")->capture_default_str()
+  return app->add_option("--repeat", *repeat, what + "; figures are medians")
+      ->capture_default_str()
       ->check(CLI::Range(1, 10000));
 }
 
 void AddBenchStorage(CLI::App* bench, std::vector<Command>* commands) {
-  auto* app = bench->add_subcommand("storage", "Read records through the dataset reader vs a plain file copy");
+  auto* app = bench->add_subcommand("storage",
+                                    "Read records through the dataset reader vs a plain file copy");
   app->footer("Example: ddpio bench storage --data /data/train.lmdb --order random --threads 2");
   auto o = std::make_shared<BenchStorageOptions>();
   auto order = std::make_shared<std::string>("sequential");
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
-  app->add_option("--order", *order, "Record order")->capture_default_str()
+  app->add_option("--order", *order, "Record order")
+      ->capture_default_str()
       ->check(CLI::IsMember({"sequential", "random"}));
   AddThreadsFlag(app, &o->threads, "Reading threads");
   AddRepeatFlag(app, &o->repeat, "Rounds");
   app->add_option("--seed", o->seed, "Seed of the random order")->capture_default_str();
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
-    o->random_order = *order == "random";
-    auto result = BenchStorage(*o);
-    if (!result.ok()) return ReportError("bench storage", result.status());
-    return PrintResult(*json, *result, BenchStorageText);
-  }});
+                         o->random_order = *order == "random";
+                         auto result = BenchStorage(*o);
+                         if (!result.ok()) return ReportError("bench storage", result.status());
+                         return PrintResult(*json, *result, BenchStorageText);
+                       }});
 }
 
 void AddBenchSampler(CLI::App* bench, std::vector<Command>* commands) {
-  auto* app = bench->add_subcommand("sampler", "One epoch's permutation plus one rank's share, vs PyTorch");
-  app->footer("Defaults: ImageNet-1k (1,281,167 samples), 64 ranks. PyTorch is timed in the same run\n"
-              "when a python3 with torch is found (Debian: python3-torch).");
+  auto* app =
+      bench->add_subcommand("sampler", "One epoch's permutation plus one rank's share, vs PyTorch");
+  app->footer(
+      "Defaults: ImageNet-1k (1,281,167 samples), 64 ranks. PyTorch is timed in the same run\n"
+      "when a python3 with torch is found (Debian: python3-torch).");
   auto o = std::make_shared<BenchSamplerOptions>();
   auto json = std::make_shared<bool>(false);
   auto no_torch = std::make_shared<bool>(false);
-  app->add_option("--size", o->size, "Dataset size")->capture_default_str()
+  app->add_option("--size", o->size, "Dataset size")
+      ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, sampler::kMaxSamples));
-  app->add_option("--world", o->world, "World size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app->add_option("--world", o->world, "World size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   app->add_option("--rank", o->rank, "Rank whose share is computed")->capture_default_str();
   AddRepeatFlag(app, &o->repeat, "Epochs timed");
-  AddEnumOption(app, "--permutation", &o->permutation, sampler::ParsePermutationKind, sampler::PermutationKindName,
-                "torch, torch-legacy or feistel");
+  AddEnumOption(app, "--permutation", &o->permutation, sampler::ParsePermutationKind,
+                sampler::PermutationKindName, "torch, torch-legacy or feistel");
   app->add_flag("--no-torch", *no_torch, "Do not time PyTorch");
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
-    o->compare_torch = !*no_torch;
-    auto result = BenchSampler(*o);
-    if (!result.ok()) return ReportError("bench sampler", result.status());
-    return PrintResult(*json, *result, BenchSamplerText);
-  }});
+                         o->compare_torch = !*no_torch;
+                         auto result = BenchSampler(*o);
+                         if (!result.ok()) return ReportError("bench sampler", result.status());
+                         return PrintResult(*json, *result, BenchSamplerText);
+                       }});
 }
 
 void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
@@ -74,96 +82,123 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   auto eval = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
   AddLoaderFlags(app, &o->loader);
-  app->add_option("--prefetch", o->loader.prefetch, "Batches prefetched")->capture_default_str()
+  app->add_option("--prefetch", o->loader.prefetch, "Batches prefetched")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app->add_flag("--eval", *eval, "Evaluation geometry (resize shorter side + center crop)");
   AddEnumOption(app, "--decode", &o->loader.decode, loader::ParseDecodeMode, loader::DecodeModeName,
-                "fast (crop region + DCT scaling) or exact (bit-identical to a full decode, then crop + resize)");
-  app->add_option("--output", *output, "uint8 (NHWC) or float (normalised NCHW)")->capture_default_str()
+                "fast (crop region + DCT scaling) or exact (bit-identical to a full decode, then "
+                "crop + resize)");
+  app->add_option("--output", *output, "uint8 (NHWC) or float (normalised NCHW)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"uint8", "float"}));
-  app->add_option("--epochs", o->epochs, "Epochs; figures are medians")->capture_default_str()
+  app->add_option("--epochs", o->epochs, "Epochs; figures are medians")
+      ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   app->add_option("--sample-images", o->ceiling_images,
                   "Records used by the ceiling, crop-decode and comparison lines (the first N)")
-      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
-    o->loader.augment.train = !*eval;
-    o->loader.output = *output == "float" ? loader::OutputFormat::kFloatNchw : loader::OutputFormat::kUint8Nhwc;
-    auto result = BenchLoader(*o);
-    if (!result.ok()) return ReportError("bench loader", result.status());
-    return PrintResult(*json, *result, BenchLoaderText);
-  }});
+                         o->loader.augment.train = !*eval;
+                         o->loader.output = *output == "float" ? loader::OutputFormat::kFloatNchw
+                                                               : loader::OutputFormat::kUint8Nhwc;
+                         auto result = BenchLoader(*o);
+                         if (!result.ok()) return ReportError("bench loader", result.status());
+                         return PrintResult(*json, *result, BenchLoaderText);
+                       }});
 }
 
 void AddBenchComm(CLI::App* bench, std::vector<Command>* commands) {
-  auto* app = bench->add_subcommand("comm", "Collective bandwidth and latency vs plain TCP (run under ddpio launch)");
-  app->footer("Example: ddpio launch --nproc-per-node 4 -- ddpio bench comm --size 67108864 --group-size 2\n"
-              "Rank 0 prints the result; the ceiling is plain TCP between ranks 0 and 1 in the same run.");
+  auto* app = bench->add_subcommand(
+      "comm", "Collective bandwidth and latency vs plain TCP (run under ddpio launch)");
+  app->footer(
+      "Example: ddpio launch --nproc-per-node 4 -- ddpio bench comm --size 67108864 --group-size "
+      "2\n"
+      "Rank 0 prints the result; the ceiling is plain TCP between ranks 0 and 1 in the same run.");
   auto o = std::make_shared<BenchCommOptions>();
   auto json = std::make_shared<bool>(false);
   app->add_option("--backend", o->backend,
-                  "gloo (CPU, TCP), nccl (needs a CUDA device), or auto: nccl when a device is usable, else gloo")
-      ->capture_default_str()->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
-  app->add_option("--size", o->size, "Bytes per operation")->capture_default_str()
+                  "gloo (CPU, TCP), nccl (needs a CUDA device), or auto: nccl when a device is "
+                  "usable, else gloo")
+      ->capture_default_str()
+      ->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
+  app->add_option("--size", o->size, "Bytes per operation")
+      ->capture_default_str()
       ->check(CLI::Range(uint64_t{4}, uint64_t{1} << 30));
   AddRepeatFlag(app, &o->repeat, "Repetitions");
-  app->add_option("--group-size", o->group_size, "Run within groups of this size (default: the world)")
+  app->add_option("--group-size", o->group_size,
+                  "Run within groups of this size (default: the world)")
       ->check(CLI::Range(1, 1 << 20));
   AddLayoutFlag(app, &o->layout);
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   app->add_flag("--json", *json, "Rank 0 prints one JSON object as its last stdout line");
   commands->push_back({app, [=] {
-    auto result = BenchComm(*o);
-    if (!result.ok()) return ReportError("bench comm", result.status());
-    if (result->empty()) return kExitOk;
-    return PrintResult(*json, *result, BenchCommText);
-  }});
+                         auto result = BenchComm(*o);
+                         if (!result.ok()) return ReportError("bench comm", result.status());
+                         if (result->empty()) return kExitOk;
+                         return PrintResult(*json, *result, BenchCommText);
+                       }});
 }
 
 void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
-  auto* app = bench->add_subcommand("feed", "Group feeding: leaders read, peers receive (run under ddpio launch)");
+  auto* app = bench->add_subcommand(
+      "feed", "Group feeding: leaders read, peers receive (run under ddpio launch)");
   app->footer(
-      "Every rank prints its own result line. Compare --group-size 1 (every rank reads for itself)\n"
+      "Every rank prints its own result line. Compare --group-size 1 (every rank reads for "
+      "itself)\n"
       "with 2, 4, ... on the same ranks. Example:\n"
-      "  ddpio launch --nproc-per-node 4 -- ddpio bench feed --data /data/train.lmdb --group-size 2 --json\n"
-      "shard: each rank gets the DistributedSampler's indices for itself; replicate: every member of a\n"
-      "group gets the group's batches. encoded: the leader sends stored records, each rank decodes its\n"
+      "  ddpio launch --nproc-per-node 4 -- ddpio bench feed --data /data/train.lmdb --group-size "
+      "2 --json\n"
+      "shard: each rank gets the DistributedSampler's indices for itself; replicate: every member "
+      "of a\n"
+      "group gets the group's batches. encoded: the leader sends stored records, each rank decodes "
+      "its\n"
       "own; decoded: the leader decodes and augments for the group and sends ready batches.\n"
       "--backend nccl (GPU ranks): decoded batches go device to device (ncclBroadcast / grouped\n"
       "ncclSend+Recv) and arrive in device memory; encoded records still travel over Gloo, since\n"
-      "every member decodes them on its CPU. Without a usable CUDA device every rank fails at once.");
+      "every member decodes them on its CPU. Without a usable CUDA device every rank fails at "
+      "once.");
   auto o = std::make_shared<BenchFeedOptions>();
   PipelineOptions* p = &o->pipeline;
   p->batch_size = 64;
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", p->data, "Dataset path (opened by group leaders only)")->required();
-  app->add_option("--group-size", p->group_size, "Ranks per group; its leader reads for all of them")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app->add_option("--group-size", p->group_size,
+                  "Ranks per group; its leader reads for all of them")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   AddLayoutFlag(app, &p->layout);
   app->add_option("--backend", o->backend,
-                  "gloo (CPU, TCP, host memory), nccl (needs a CUDA device on every rank), or auto: nccl when "
+                  "gloo (CPU, TCP, host memory), nccl (needs a CUDA device on every rank), or "
+                  "auto: nccl when "
                   "a device is usable, else gloo")
-      ->capture_default_str()->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
+      ->capture_default_str()
+      ->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
   AddFeederFlags(app, p);
   AddLoaderFlags(app, p);
-  app->add_option("--epochs", o->epochs, "Epochs fed")->capture_default_str()->check(CLI::Range(1, 100000));
-  app->add_option("--indices-out", o->indices_out, "Write the indices each rank received to PREFIX.rank<r>.txt");
+  app->add_option("--epochs", o->epochs, "Epochs fed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--indices-out", o->indices_out,
+                  "Write the indices each rank received to PREFIX.rank<r>.txt");
   app->add_option("--seed", p->seed, "Sampler seed")->capture_default_str();
   AddTimeoutFlag(app, &p->timeout, "any one send or receive");
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   AddJsonFlag(app, json.get(), /*per_rank=*/true);
   commands->push_back({app, [=] {
-    auto result = BenchFeed(*o);
-    if (!result.ok()) return ReportError("bench feed", result.status());
-    return PrintResult(*json, *result, BenchFeedText);
-  }});
+                         auto result = BenchFeed(*o);
+                         if (!result.ok()) return ReportError("bench feed", result.status());
+                         return PrintResult(*json, *result, BenchFeedText);
+                       }});
 }
 
 }  // namespace
 
 void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
-  auto* bench = root.add_subcommand("bench", "Throughput benchmarks, each next to a ceiling measured in the same run");
+  auto* bench = root.add_subcommand(
+      "bench", "Throughput benchmarks, each next to a ceiling measured in the same run");
   AddBenchStorage(bench, commands);
   AddBenchSampler(bench, commands);
   AddBenchLoader(bench, commands);

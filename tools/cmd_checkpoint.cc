@@ -22,21 +22,23 @@ struct CheckpointFlags {
 
 std::string Describe(const std::string& dir, const trainer::Checkpoint& c) {
   return absl::StrFormat(
-      "%s: epoch %d, position %d, step %d; %d parameters, checksum %016x; sampler seed %d, augment seed %d, "
+      "%s: epoch %d, position %d, step %d; %d parameters, checksum %016x; sampler seed %d, augment "
+      "seed %d, "
       "dataset of %d",
-      trainer::CheckpointPath(dir), c.epoch, c.position, c.step, c.params.size(), trainer::ParamChecksum(c.params),
-      c.sampler_seed, c.augment_seed, c.dataset_size);
+      trainer::CheckpointPath(dir), c.epoch, c.position, c.step, c.params.size(),
+      trainer::ParamChecksum(c.params), c.sampler_seed, c.augment_seed, c.dataset_size);
 }
 
 int Run(const CheckpointFlags& f) {
   absl::StatusOr<trainer::Checkpoint> a = trainer::ReadCheckpoint(f.dir);
   if (!a.ok()) return ReportError("checkpoint", a.status());
-  nlohmann::json j = {{"checkpoint", trainer::CheckpointPath(f.dir)},
-                      {"epoch", a->epoch},
-                      {"position", a->position},
-                      {"step", a->step},
-                      {"params", a->params.size()},
-                      {"param_checksum", absl::StrFormat("%016x", trainer::ParamChecksum(a->params))}};
+  nlohmann::json j = {
+      {"checkpoint", trainer::CheckpointPath(f.dir)},
+      {"epoch", a->epoch},
+      {"position", a->position},
+      {"step", a->step},
+      {"params", a->params.size()},
+      {"param_checksum", absl::StrFormat("%016x", trainer::ParamChecksum(a->params))}};
   if (!f.json) std::cout << Describe(f.dir, *a) << std::endl;
   if (f.compare.empty()) {
     if (f.json) PrintJsonLine(j);
@@ -61,14 +63,17 @@ int Run(const CheckpointFlags& f) {
   } else {
     std::cout << Describe(f.compare, *b) << "\n";
     if (!same_point) {
-      std::cout << absl::StrFormat("not the same point of training (epoch %d vs %d, position %d vs %d, step %d vs %d)",
-                                   a->epoch, b->epoch, a->position, b->position, a->step, b->step)
+      std::cout << absl::StrFormat(
+                       "not the same point of training (epoch %d vs %d, position %d vs %d, step %d "
+                       "vs %d)",
+                       a->epoch, b->epoch, a->position, b->position, a->step, b->step)
                 << "\n";
     }
-    std::cout << absl::StrFormat("%d of %d parameters differ%s; max |a - b| %.3g, relative to max |b| %.3g "
-                                 "(tolerance %.3g): %s",
-                                 d->differing, d->count, d->differing == 0 ? " (bit for bit the same)" : "",
-                                 d->max_abs, d->max_relative, f.tolerance, within ? "within" : "BEYOND")
+    std::cout << absl::StrFormat(
+                     "%d of %d parameters differ%s; max |a - b| %.3g, relative to max |b| %.3g "
+                     "(tolerance %.3g): %s",
+                     d->differing, d->count, d->differing == 0 ? " (bit for bit the same)" : "",
+                     d->max_abs, d->max_relative, f.tolerance, within ? "within" : "BEYOND")
               << std::endl;
   }
   return within ? kExitOk : kExitRuntimeError;
@@ -79,15 +84,19 @@ int Run(const CheckpointFlags& f) {
 void AddCheckpointCommand(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("checkpoint", "Describe a training checkpoint, or compare two");
   app->footer(
-      "A checkpoint directory is what `ddpio train --checkpoint-dir DIR` wrote (DIR/checkpoint.bin,\n"
-      "docs/TRAINER.md). With --compare, the exit code says whether the parameters agree: 0 when the\n"
-      "largest difference, relative to the largest parameter of the second, is within --tolerance and\n"
+      "A checkpoint directory is what `ddpio train --checkpoint-dir DIR` wrote "
+      "(DIR/checkpoint.bin,\n"
+      "docs/TRAINER.md). With --compare, the exit code says whether the parameters agree: 0 when "
+      "the\n"
+      "largest difference, relative to the largest parameter of the second, is within --tolerance "
+      "and\n"
       "both are at the same epoch, position and step; 1 otherwise. Example, after one step on the\n"
       "GPU and one on the CPU (docs/GPU.md):\n"
       "  ddpio checkpoint /tmp/g/one-cuda --compare /tmp/g/one-cpu");
   auto f = std::make_shared<CheckpointFlags>();
   app->add_option("dir", f->dir, "Checkpoint directory")->required();
-  app->add_option("--compare", f->compare, "A second checkpoint directory to compare the parameters with");
+  app->add_option("--compare", f->compare,
+                  "A second checkpoint directory to compare the parameters with");
   app->add_option("--tolerance", f->tolerance, "Largest relative difference accepted")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));

@@ -6,11 +6,11 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
-#include "tools/cli_util.h"
-#include "tools/cli_commands.h"
 #include "ddpio/convert/convert.h"
+#include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
 #include "tools/cli_progress.h"
+#include "tools/cli_util.h"
 #include "tools/inspect.h"
 #include "tools/synth.h"
 
@@ -25,32 +25,40 @@ void AddSynth(CLI::App& root, std::vector<Command>* commands) {
   auto json = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
   app->add_option("--out", o->out, "Folder to create (must not exist)")->required();
-  app->add_option("--classes", o->classes, "Number of classes")->capture_default_str()
+  app->add_option("--classes", o->classes, "Number of classes")
+      ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app->add_option("--per-class", o->per_class, "Images per class")->capture_default_str()
+  app->add_option("--per-class", o->per_class, "Images per class")
+      ->capture_default_str()
       ->check(CLI::Range(1, 10000000));
   app->add_option("--size", o->size, "Nominal image side in pixels (each image 0.8-1.25x)")
-      ->capture_default_str()->check(CLI::Range(8, 4096));
+      ->capture_default_str()
+      ->check(CLI::Range(8, 4096));
   app->add_option("--seed", o->seed, "Seed: same seed, same images")->capture_default_str();
-  app->add_option("--quality", o->quality, "JPEG quality")->capture_default_str()
+  app->add_option("--quality", o->quality, "JPEG quality")
+      ->capture_default_str()
       ->check(CLI::Range(1, 100));
   AddThreadsFlag(app, &o->threads, "Encoding threads");
   AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
   commands->push_back({app, [o, json, quiet] {
-    o->progress = !*quiet;
-    auto summary = RunSynth(*o);
-    if (!summary.ok()) return ReportError("synth", summary.status());
-    if (*json) {
-      PrintJsonLine({{"out", o->out}, {"images", summary->images}, {"classes", o->classes},
-                     {"bytes", summary->bytes}, {"seconds", summary->seconds}});
-    } else {
-      std::cout << absl::StrFormat("wrote %d JPEGs in %d classes to %s (%s) in %.1f s\n",
-                                   summary->images, o->classes, o->out,
-                                   HumanBytes(static_cast<double>(summary->bytes)), summary->seconds);
-    }
-    return kExitOk;
-  }});
+                         o->progress = !*quiet;
+                         auto summary = RunSynth(*o);
+                         if (!summary.ok()) return ReportError("synth", summary.status());
+                         if (*json) {
+                           PrintJsonLine({{"out", o->out},
+                                          {"images", summary->images},
+                                          {"classes", o->classes},
+                                          {"bytes", summary->bytes},
+                                          {"seconds", summary->seconds}});
+                         } else {
+                           std::cout << absl::StrFormat(
+                               "wrote %d JPEGs in %d classes to %s (%s) in %.1f s\n",
+                               summary->images, o->classes, o->out,
+                               HumanBytes(static_cast<double>(summary->bytes)), summary->seconds);
+                         }
+                         return kExitOk;
+                       }});
 }
 
 void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
@@ -59,22 +67,32 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
     if (json) PrintJsonLine({{"records", nullptr}, {"already_complete", true}});
     return;
   }
-  const double rate = summary.seconds > 0 ? (summary.entries - summary.resumed_from) / summary.seconds : 0;
+  const double rate =
+      summary.seconds > 0 ? (summary.entries - summary.resumed_from) / summary.seconds : 0;
   if (json) {
     nlohmann::json skipped = nlohmann::json::array();
-    for (const auto& s : summary.skipped) skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
-    PrintJsonLine({{"out", summary.out}, {"records", summary.records}, {"classes", summary.classes},
-                   {"bytes", summary.payload_bytes}, {"skipped", summary.skipped.size()}, {"skipped_files", skipped},
-                   {"resumed_from", summary.resumed_from}, {"seconds", summary.seconds}, {"images_per_s", rate},
+    for (const auto& s : summary.skipped)
+      skipped.push_back({{"source", s.relative}, {"reason", s.reason}});
+    PrintJsonLine({{"out", summary.out},
+                   {"records", summary.records},
+                   {"classes", summary.classes},
+                   {"bytes", summary.payload_bytes},
+                   {"skipped", summary.skipped.size()},
+                   {"skipped_files", skipped},
+                   {"resumed_from", summary.resumed_from},
+                   {"seconds", summary.seconds},
+                   {"images_per_s", rate},
                    {"stored_as", summary.stored_as}});
     return;
   }
   std::cout << absl::StrFormat(
-      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n", summary.source,
-      summary.out, summary.records, summary.classes, HumanBytes(static_cast<double>(summary.payload_bytes)),
-      summary.seconds, rate,
-      summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from) : "");
-  for (const auto& [how, count] : summary.stored_as) std::cout << "  " << count << " stored as " << how << "\n";
+      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n",
+      summary.source, summary.out, summary.records, summary.classes,
+      HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds, rate,
+      summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from)
+                               : "");
+  for (const auto& [how, count] : summary.stored_as)
+    std::cout << "  " << count << " stored as " << how << "\n";
   if (!summary.skipped.empty()) {
     std::cout << "skipped " << summary.skipped.size() << " file(s):\n";
     for (const auto& s : summary.skipped) std::cout << "  " << s.reason << "\n";
@@ -82,22 +100,30 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
 }
 
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
-  auto* app = root.add_subcommand(
-      "convert", "Convert an ImageFolder, a list file, an ImageNet validation folder or a Caffe LMDB into a ddpio dataset");
+  auto* app = root.add_subcommand("convert",
+                                  "Convert an ImageFolder, a list file, an ImageNet validation "
+                                  "folder or a Caffe LMDB into a ddpio dataset");
   app->footer(
-      "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, sorted\n"
-      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs are re-written losslessly\n"
-      "with restart markers (every 4 MCUs; checked pixel for pixel), so the loader decodes only a crop's\n"
-      "segments; --restart-interval 0 keeps their bytes. Other formats are stored as the RGB pixels\n"
+      "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, "
+      "sorted\n"
+      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs are re-written "
+      "losslessly\n"
+      "with restart markers (every 4 MCUs; checked pixel for pixel), so the loader decodes only a "
+      "crop's\n"
+      "segments; --restart-interval 0 keeps their bytes. Other formats are stored as the RGB "
+      "pixels\n"
       "Pillow's convert('RGB') gives.\n"
       "Examples:\n"
       "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
-      "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out /data/val.lmdb\n"
-      "  ddpio convert --src /data/imagenet/val --val-labels ILSVRC2012_validation_ground_truth.txt \\\n"
+      "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out "
+      "/data/val.lmdb\n"
+      "  ddpio convert --src /data/imagenet/val --val-labels "
+      "ILSVRC2012_validation_ground_truth.txt \\\n"
       "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
       "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
       "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
-      "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place (restart markers)\n"
+      "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place "
+      "(restart markers)\n"
       "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
   auto o = std::make_shared<convert::ConvertOptions>();
   auto src = std::make_shared<std::string>();
@@ -108,91 +134,124 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto map_mb = std::make_shared<uint64_t>(1024);
   auto decode_mb = std::make_shared<uint64_t>(o->max_decode_bytes >> 20);
   auto from = std::make_shared<std::string>(convert::SourceKindName(o->source_kind));
-  auto* src_opt = app->add_option("--src", *src, "ImageFolder root (one sub-folder per class), a flat validation folder "
-                                                 "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
-  app->add_option("--from", *from,
-                  "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio dataset, "
-                  "rewritten with this run's options: into --out, or in place without --out, resumable)")
-      ->capture_default_str()->check(CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset"}));
-  auto* labels_opt = app->add_option("--val-labels", o->val_labels,
-                                     "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
-                                     "ILSVRC2012_validation_ground_truth.txt with --synsets");
-  app->add_option("--synsets", o->synsets,
-                  "With the devkit's ground truth: its ID order, as map_clsloc.txt or one wnid per line")
+  auto* src_opt = app->add_option(
+      "--src", *src,
+      "ImageFolder root (one sub-folder per class), a flat validation folder "
+      "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
+  app->add_option(
+         "--from", *from,
+         "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio "
+         "dataset, "
+         "rewritten with this run's options: into --out, or in place without --out, resumable)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset"}));
+  auto* labels_opt = app->add_option(
+      "--val-labels", o->val_labels,
+      "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
+      "ILSVRC2012_validation_ground_truth.txt with --synsets");
+  app->add_option(
+         "--synsets", o->synsets,
+         "With the devkit's ground truth: its ID order, as map_clsloc.txt or one wnid per line")
       ->needs(labels_opt);
-  auto* list_opt = app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
+  auto* list_opt =
+      app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
   src_opt->excludes(list_opt);
   labels_opt->excludes(list_opt);
-  app->add_option("--root", o->list_root, "With --list: folder the paths are relative to (default: the list file's folder)")
+  app->add_option("--root", o->list_root,
+                  "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
   app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)");
   AddThreadsFlag(app, &o->threads, "Reading/validating threads");
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
-  app->add_flag("--skip-invalid", o->skip_invalid,
-                "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
+  app->add_flag(
+      "--skip-invalid", o->skip_invalid,
+      "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
   app->add_flag("--header-only", *header_only,
                 "Validate JPEG headers only, not a full decode (faster; corrupt data found later)");
-  auto* max_side = app->add_option("--max-side", o->shrink.max_side,
-                                   "Store images whose longer side exceeds N at a longer side of N (antialiased, "
-                                   "re-encoded JPEG; never upscaled; original size recorded)")
-                       ->check(CLI::Range(16, 65535));
-  app->add_option("--quality", o->shrink.quality, "With --max-side: JPEG quality of the re-encoded images")
-      ->capture_default_str()->check(CLI::Range(1, 100))->needs(max_side);
+  auto* max_side =
+      app->add_option(
+             "--max-side", o->shrink.max_side,
+             "Store images whose longer side exceeds N at a longer side of N (antialiased, "
+             "re-encoded JPEG; never upscaled; original size recorded)")
+          ->check(CLI::Range(16, 65535));
+  app->add_option("--quality", o->shrink.quality,
+                  "With --max-side: JPEG quality of the re-encoded images")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100))
+      ->needs(max_side);
   app->add_option("--restart-interval", o->restart_interval,
-                  "Restart marker every N MCUs (a lossless transcode, checked pixel for pixel), so the loader "
-                  "decodes only the segments a crop needs (the default, 4, is the measured choice: docs/PERFORMANCE.md); "
+                  "Restart marker every N MCUs (a lossless transcode, checked pixel for pixel), so "
+                  "the loader "
+                  "decodes only the segments a crop needs (the default, 4, is the measured choice: "
+                  "docs/PERFORMANCE.md); "
                   "0 keeps every JPEG byte for byte and converts ~2x faster")
-      ->capture_default_str()->check(CLI::Range(0, 64));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app->add_option("--shards", o->shards,
                   "Write K shards in parallel (one dataset folder, read as one in the same order)")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
-  app->add_flag("--single-file", o->writer.single_file, "Write one LMDB file instead of a directory");
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app->add_flag("--single-file", o->writer.single_file,
+                "Write one LMDB file instead of a directory");
   app->add_option("--batch-records", o->writer.batch_records, "Records per committed transaction")
-      ->capture_default_str()->check(CLI::Range(1, 100000000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000000));
   app->add_option("--max-decode-mb", *decode_mb,
-                  "Most memory, in MiB, one thread may use to decode a PNG, TIFF, BMP, WebP or PPM image (estimated "
-                  "from its header before decoding); larger images are refused (skip them with --skip-invalid). Peak "
+                  "Most memory, in MiB, one thread may use to decode a PNG, TIFF, BMP, WebP or PPM "
+                  "image (estimated "
+                  "from its header before decoding); larger images are refused (skip them with "
+                  "--skip-invalid). Peak "
                   "decoding memory is about --threads x N")
-      ->capture_default_str()->check(CLI::Range(16, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
   app->add_option("--map-size-mb", *map_mb, "Initial LMDB map size in MiB (grows automatically)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
-  commands->push_back({app, [=] {
-    if (src->empty() == list->empty()) return ReportUsageError("convert", "give exactly one of --src or --list");
-    if (o->out.empty() && *from != "dataset") {
-      return ReportUsageError("convert", "--out is required (only --from dataset may omit it, to upgrade in place)");
-    }
-    if (*from == "caffe-lmdb" && (src->empty() || !o->val_labels.empty())) {
-      return ReportUsageError("convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
-    }
-    if (!o->val_labels.empty() && src->empty()) {
-      return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
-    }
-    if (*from == "dataset" && (src->empty() || !o->val_labels.empty())) {
-      return ReportUsageError("convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
-    }
-    o->full_decode = !*header_only;
-    o->writer.initial_map_size = *map_mb << 20;
-    o->max_decode_bytes = *decode_mb << 20;
-    absl::StatusOr<convert::SourceKind> kind = convert::ParseSourceKind(*from);
-    if (!kind.ok()) return ReportUsageError("convert", std::string(kind.status().message()));
-    o->source = list->empty() ? *src : *list;
-    o->source_kind = list->empty() ? *kind : convert::SourceKind::kList;
-    std::unique_ptr<Progress> progress;  // made once the total is known
-    auto summary = convert::Convert(*o, [&](const convert::ConvertProgress& p) {
-      if (progress == nullptr) progress = std::make_unique<Progress>("convert", p.entries_total, !*quiet);
-      if (p.final) {
-        progress->Finish(p.entries_done);
-      } else {
-        progress->Update(p.entries_done);
-      }
-      return true;
-    });
-    if (!summary.ok()) return ReportError("convert", summary.status());
-    PrintConvertSummary(*summary, *json);
-    return kExitOk;
-  }});
+  commands->push_back(
+      {app, [=] {
+         if (src->empty() == list->empty())
+           return ReportUsageError("convert", "give exactly one of --src or --list");
+         if (o->out.empty() && *from != "dataset") {
+           return ReportUsageError(
+               "convert",
+               "--out is required (only --from dataset may omit it, to upgrade in place)");
+         }
+         if (*from == "caffe-lmdb" && (src->empty() || !o->val_labels.empty())) {
+           return ReportUsageError(
+               "convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
+         }
+         if (!o->val_labels.empty() && src->empty()) {
+           return ReportUsageError("convert",
+                                   "--val-labels labels the flat folder given with --src");
+         }
+         if (*from == "dataset" && (src->empty() || !o->val_labels.empty())) {
+           return ReportUsageError(
+               "convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
+         }
+         o->full_decode = !*header_only;
+         o->writer.initial_map_size = *map_mb << 20;
+         o->max_decode_bytes = *decode_mb << 20;
+         absl::StatusOr<convert::SourceKind> kind = convert::ParseSourceKind(*from);
+         if (!kind.ok()) return ReportUsageError("convert", std::string(kind.status().message()));
+         o->source = list->empty() ? *src : *list;
+         o->source_kind = list->empty() ? *kind : convert::SourceKind::kList;
+         std::unique_ptr<Progress> progress;  // made once the total is known
+         auto summary = convert::Convert(*o, [&](const convert::ConvertProgress& p) {
+           if (progress == nullptr)
+             progress = std::make_unique<Progress>("convert", p.entries_total, !*quiet);
+           if (p.final) {
+             progress->Finish(p.entries_done);
+           } else {
+             progress->Update(p.entries_done);
+           }
+           return true;
+         });
+         if (!summary.ok()) return ReportError("convert", summary.status());
+         PrintConvertSummary(*summary, *json);
+         return kExitOk;
+       }});
 }
 
 void AddInspect(CLI::App& root, std::vector<Command>* commands) {
@@ -207,57 +266,69 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   auto get = std::make_shared<int64_t>(-1);
   auto out = std::make_shared<std::string>();
   app->add_option("db", o->path, "Dataset path")->required();
-  app->add_flag("--verify", o->verify, "Check every record's checksum; list bad records; exit 1 if any");
+  app->add_flag("--verify", o->verify,
+                "Check every record's checksum; list bad records; exit 1 if any");
   app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
   AddThreadsFlag(app, &o->threads, "Scanning threads");
-  auto* get_opt = app->add_option("--get", *get, "Write record INDEX's payload to --out and describe it")
-                      ->check(CLI::NonNegativeNumber);
+  auto* get_opt =
+      app->add_option("--get", *get, "Write record INDEX's payload to --out and describe it")
+          ->check(CLI::NonNegativeNumber);
   auto* out_opt = app->add_option("--out", *out, "File for --get");
   get_opt->needs(out_opt);
   out_opt->needs(get_opt);
   AddJsonFlag(app, json.get());
   app->add_flag("--quiet", *quiet, "No progress on stderr");
-  commands->push_back({app, [=] {
-    if (*get >= 0) {
-      auto record = ExtractRecord(o->path, static_cast<uint64_t>(*get), *out);
-      if (!record.ok()) return ReportError("inspect", record.status());
-      if (*json) {
-        PrintJsonLine({{"index", *get}, {"label", record->label}, {"source", record->source_name},
-                       {"bytes", record->payload.size()}, {"width", record->width},
-                       {"height", record->height}, {"channels", record->channels}, {"out", *out},
-                       {"type", storage::ContentTypeName(record->type)},
-                       {"original_width", record->original_width}, {"original_height", record->original_height}});
-      } else {
-        std::cout << absl::StrFormat(
-            "record %d: label %d, source %s, %s %dx%dx%d%s, %d bytes -> %s%s\n", *get, record->label,
-            record->source_name, storage::ContentTypeName(record->type), record->width, record->height,
-            record->channels,
-            record->original_width != 0
-                ? absl::StrFormat(" (shrunk from %dx%d)", record->original_width, record->original_height)
-                : "",
-            record->payload.size(), *out,
-            record->type == storage::ContentType::kRawUint8 ? " (as a binary PPM)" : "");
-      }
-      return kExitOk;
-    }
-    if (o->decode) o->verify = true;
-    o->progress = !*quiet;
-    // In a child: a structurally corrupt file that crashes liblmdb becomes a report, not a dead tool.
-    return RunIsolated("inspect", o->path, [&] {
-      auto report = Inspect(*o);
-      if (!report.ok()) return ReportError("inspect", report.status());
-      if (*json) {
-        PrintJsonLine(InspectJson(*report));
-      } else {
-        std::cout << InspectText(*report) << std::flush;
-      }
-      if (!report->bad.empty()) {
-        std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(), o->path.c_str());
-        return kExitRuntimeError;
-      }
-      return kExitOk;
-    });
-  }});
+  commands->push_back(
+      {app, [=] {
+         if (*get >= 0) {
+           auto record = ExtractRecord(o->path, static_cast<uint64_t>(*get), *out);
+           if (!record.ok()) return ReportError("inspect", record.status());
+           if (*json) {
+             PrintJsonLine({{"index", *get},
+                            {"label", record->label},
+                            {"source", record->source_name},
+                            {"bytes", record->payload.size()},
+                            {"width", record->width},
+                            {"height", record->height},
+                            {"channels", record->channels},
+                            {"out", *out},
+                            {"type", storage::ContentTypeName(record->type)},
+                            {"original_width", record->original_width},
+                            {"original_height", record->original_height}});
+           } else {
+             std::cout << absl::StrFormat(
+                 "record %d: label %d, source %s, %s %dx%dx%d%s, %d bytes -> %s%s\n", *get,
+                 record->label, record->source_name, storage::ContentTypeName(record->type),
+                 record->width, record->height, record->channels,
+                 record->original_width != 0
+                     ? absl::StrFormat(" (shrunk from %dx%d)", record->original_width,
+                                       record->original_height)
+                     : "",
+                 record->payload.size(), *out,
+                 record->type == storage::ContentType::kRawUint8 ? " (as a binary PPM)" : "");
+           }
+           return kExitOk;
+         }
+         if (o->decode) o->verify = true;
+         o->progress = !*quiet;
+         // In a child: a structurally corrupt file that crashes liblmdb becomes a report, not a
+         // dead tool.
+         return RunIsolated("inspect", o->path, [&] {
+           auto report = Inspect(*o);
+           if (!report.ok()) return ReportError("inspect", report.status());
+           if (*json) {
+             PrintJsonLine(InspectJson(*report));
+           } else {
+             std::cout << InspectText(*report) << std::flush;
+           }
+           if (!report->bad.empty()) {
+             std::fprintf(stderr, "ddpio inspect: %zu bad record(s) in %s\n", report->bad.size(),
+                          o->path.c_str());
+             return kExitRuntimeError;
+           }
+           return kExitOk;
+         });
+       }});
 }
 
 }  // namespace

@@ -3,36 +3,39 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/device/probe.h"
 #include "ddpio/trainer/train_model.h"
-#include "tools/cli_util.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 
 void AddInfoCommand(CLI::App& root, std::vector<Command>* commands) {
-  auto* app = root.add_subcommand("info", "Print the version, build features and the accelerator path");
+  auto* app =
+      root.add_subcommand("info", "Print the version, build features and the accelerator path");
   auto json = std::make_shared<bool>(false);
   app->add_flag("--json", *json, "Print one JSON object");
   commands->push_back({app, [json] {
-    const device::DeviceInfo& info = device::Probe();
-    if (*json) {
-      PrintJsonLine({{"version", kVersion},
-                     {"cuda_compiled", info.cuda_compiled},
-                     {"nccl_compiled", info.nccl_compiled},
-                     {"nccl_version", info.nccl_version},
-                     {"device_model_compiled", trainer::DeviceModelCompiled()},
-                     {"cuda_devices", info.devices},
-                     {"path", info.devices > 0 ? "gpu" : "cpu"},
-                     {"why", info.why}});
-    } else {
-      std::cout << "ddpio " << kVersion << "\n"
-                << device::Describe(info) << "\n"
-                << (trainer::DeviceModelCompiled() ? "train --device cuda: compiled (nvcc kernels, cuBLAS)"
-                                                   : "train --device cuda: not compiled (no nvcc or cuBLAS)")
-                << std::endl;
-    }
-    return kExitOk;
-  }});
+                         const device::DeviceInfo& info = device::Probe();
+                         if (*json) {
+                           PrintJsonLine({{"version", kVersion},
+                                          {"cuda_compiled", info.cuda_compiled},
+                                          {"nccl_compiled", info.nccl_compiled},
+                                          {"nccl_version", info.nccl_version},
+                                          {"device_model_compiled", trainer::DeviceModelCompiled()},
+                                          {"cuda_devices", info.devices},
+                                          {"path", info.devices > 0 ? "gpu" : "cpu"},
+                                          {"why", info.why}});
+                         } else {
+                           std::cout
+                               << "ddpio " << kVersion << "\n"
+                               << device::Describe(info) << "\n"
+                               << (trainer::DeviceModelCompiled()
+                                       ? "train --device cuda: compiled (nvcc kernels, cuBLAS)"
+                                       : "train --device cuda: not compiled (no nvcc or cuBLAS)")
+                               << std::endl;
+                         }
+                         return kExitOk;
+                       }});
 }
 
 }  // namespace ddpio::tools

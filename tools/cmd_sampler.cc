@@ -3,10 +3,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-
-#include "tools/cli_util.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
+#include "tools/cli_util.h"
 #include "tools/sampler.h"
 
 namespace ddpio::tools {
@@ -24,12 +23,15 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
   auto no_shuffle = std::make_shared<bool>(false);
   auto new_world = std::make_shared<int>(0);
   auto json = std::make_shared<bool>(false);
-  app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")->required()
+  app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")
+      ->required()
       ->check(CLI::Range(uint64_t{1}, sampler::kMaxSamples));
-  app->add_option("--world", q->options.num_replicas, "World size (num_replicas)")->required()
+  app->add_option("--world", q->options.num_replicas, "World size (num_replicas)")
+      ->required()
       ->check(CLI::Range(1, 1 << 24));
   app->add_option("--rank", q->rank, "Rank")->required()->check(CLI::NonNegativeNumber);
-  app->add_option("--seed", q->options.seed, "Seed (PyTorch: seed + epoch seeds the generator)")->capture_default_str();
+  app->add_option("--seed", q->options.seed, "Seed (PyTorch: seed + epoch seeds the generator)")
+      ->capture_default_str();
   app->add_option("--epoch", q->epoch, "Epoch (set_epoch)")->capture_default_str();
   app->add_flag("--no-shuffle", *no_shuffle, "Sequential order (shuffle=False)");
   AddEnumOption(app, "--padding", &q->options.padding, sampler::ParsePadding, sampler::PaddingName,
@@ -39,32 +41,39 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
                 sampler::PermutationKindName,
                 "torch (current PyTorch), torch-legacy (PyTorch <= 1.13 for >= 214,748,364 "
                 "samples), feistel (O(1) memory, not PyTorch's order)");
-  app->add_option("--batch-size", q->batch_size, "Also group into batches as PyTorch's BatchSampler");
-  app->add_flag("--drop-last-batch", q->drop_last_batch, "With --batch-size: drop a short last batch");
-  app->add_option("--consumed", q->consumed,
-                  "Resume: entries of this epoch's order already consumed (k steps on R ranks: k*R)");
+  app->add_option("--batch-size", q->batch_size,
+                  "Also group into batches as PyTorch's BatchSampler");
+  app->add_flag("--drop-last-batch", q->drop_last_batch,
+                "With --batch-size: drop a short last batch");
+  app->add_option(
+      "--consumed", q->consumed,
+      "Resume: entries of this epoch's order already consumed (k steps on R ranks: k*R)");
   app->add_option("--new-world", *new_world, "Elastic resume: the new world size (--rank is in it)")
       ->check(CLI::Range(1, 1 << 24));
   AddJsonFlag(app, json.get());
-  commands->push_back({app, [=] {
-    q->options.shuffle = !*no_shuffle;
-    if (*new_world > 0) q->new_world = *new_world;
-    // This command prints a rank's indices: tens of millions of lines help nobody.
-    constexpr uint64_t kMaxPrinted = 10'000'000;
-    const uint64_t share = q->options.dataset_size / static_cast<uint64_t>(q->options.num_replicas);
-    if (share > kMaxPrinted) {
-      return ReportUsageError("sampler", absl::StrCat("rank ", q->rank, " would print ", share, " indices (more than ",
-                                                      kMaxPrinted, "); for datasets this large use the library "
-                                                      "(sampler/distributed_sampler.h) or `ddpio bench sampler`"));
-    }
-    auto answer = QuerySampler(*q);
-    if (!answer.ok()) {
-      return answer.status().code() == absl::StatusCode::kInvalidArgument
-                 ? ReportUsageError("sampler", std::string(answer.status().message()))
-                 : ReportError("sampler", answer.status());
-    }
-    return PrintResult(*json, *answer, SamplerText);
-  }});
+  commands->push_back(
+      {app, [=] {
+         q->options.shuffle = !*no_shuffle;
+         if (*new_world > 0) q->new_world = *new_world;
+         // This command prints a rank's indices: tens of millions of lines help nobody.
+         constexpr uint64_t kMaxPrinted = 10'000'000;
+         const uint64_t share =
+             q->options.dataset_size / static_cast<uint64_t>(q->options.num_replicas);
+         if (share > kMaxPrinted) {
+           return ReportUsageError(
+               "sampler", absl::StrCat("rank ", q->rank, " would print ", share,
+                                       " indices (more than ", kMaxPrinted,
+                                       "); for datasets this large use the library "
+                                       "(sampler/distributed_sampler.h) or `ddpio bench sampler`"));
+         }
+         auto answer = QuerySampler(*q);
+         if (!answer.ok()) {
+           return answer.status().code() == absl::StatusCode::kInvalidArgument
+                      ? ReportUsageError("sampler", std::string(answer.status().message()))
+                      : ReportError("sampler", answer.status());
+         }
+         return PrintResult(*json, *answer, SamplerText);
+       }});
 }
 
 }  // namespace ddpio::tools

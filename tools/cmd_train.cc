@@ -3,10 +3,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "tools/cli_util.h"
 #include "ddpio/comm/backend.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
+#include "tools/cli_util.h"
 #include "tools/train.h"
 
 namespace ddpio::tools {
@@ -34,64 +34,96 @@ struct TrainFlags {
 
 void AddDataFlags(CLI::App* app, TrainFlags* f) {
   trainer::TrainOptions& t = f->options.train;
-  app->add_option("--data", t.pipeline.data, "Training dataset (opened by group leaders only)")->required();
+  app->add_option("--data", t.pipeline.data, "Training dataset (opened by group leaders only)")
+      ->required();
   app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
-  app->add_option("--epochs", t.epochs, "Epochs")->capture_default_str()->check(CLI::Range(1, 100000));
+  app->add_option("--epochs", t.epochs, "Epochs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   AddLoaderFlags(app, &t.pipeline);
-  app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")->capture_default_str();
-  app->add_option("--group-size", t.pipeline.group_size, "Ranks per group; its leader reads for all of them")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")
+      ->capture_default_str();
+  app->add_option("--group-size", t.pipeline.group_size,
+                  "Ranks per group; its leader reads for all of them")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   AddLayoutFlag(app, &t.pipeline.layout);
   AddFeederFlags(app, &t.pipeline);
 }
 
 void AddModelFlags(CLI::App* app, TrainFlags* f) {
   trainer::TrainOptions& t = f->options.train;
-  app->add_option("--hidden", f->hidden, "Hidden layer widths, e.g. 256,128 ('none': linear)")->capture_default_str();
-  app->add_option("--accumulate", t.accumulate, "Micro-batches per optimizer step (no all-reduce on the others)")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
-  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str()->check(FiniteNumber())
+  app->add_option("--hidden", f->hidden, "Hidden layer widths, e.g. 256,128 ('none': linear)")
+      ->capture_default_str();
+  app->add_option("--accumulate", t.accumulate,
+                  "Micro-batches per optimizer step (no all-reduce on the others)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--lr", t.lr, "Peak learning rate")
+      ->capture_default_str()
+      ->check(FiniteNumber())
       ->check(CLI::Range(0.0, 1e3));
-  app->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str()->check(FiniteNumber())
+  app->add_option("--momentum", t.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(FiniteNumber())
       ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->capture_default_str()
-      ->check(FiniteNumber())->check(CLI::Range(0.0, 1.0));
+  app->add_option("--weight-decay", t.weight_decay, "L2 weight decay")
+      ->capture_default_str()
+      ->check(FiniteNumber())
+      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--warmup-steps", t.warmup_steps, "Linear warm-up steps")->capture_default_str();
   AddEnumOption(app, "--schedule", &t.decay, trainer::ParseDecay, trainer::DecayName,
                 "After warm-up: cosine (to 0 at the end) or step");
-  app->add_option("--step-size", t.step_size, "step schedule: x0.1 every this many steps")->capture_default_str()
+  app->add_option("--step-size", t.step_size, "step schedule: x0.1 every this many steps")
+      ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app->add_option("--bucket-kb", f->bucket_kb, "Gradient all-reduce bucket size in KiB")->capture_default_str()
+  app->add_option("--bucket-kb", f->bucket_kb, "Gradient all-reduce bucket size in KiB")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   AddEnumOption(app, "--matmul", &t.matmul, trainer::ParseMatMulEngine, trainer::MatMulEngineName,
-                "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or auto: cuda when a "
+                "With --device cpu: cpu (OpenBLAS), cuda (cuBLAS, operands staged per product) or "
+                "auto: cuda when a "
                 "device is usable");
   app->add_option("--device", f->options.device,
-                  "cpu (default): the model in host memory, gradients all-reduced over Gloo; cuda: the model "
-                  "resident on each rank's GPU (LOCAL_RANK modulo the devices), gradients all-reduced over NCCL on "
-                  "the device, and with --payload decoded the batches arrive device to device. Without a usable "
+                  "cpu (default): the model in host memory, gradients all-reduced over Gloo; cuda: "
+                  "the model "
+                  "resident on each rank's GPU (LOCAL_RANK modulo the devices), gradients "
+                  "all-reduced over NCCL on "
+                  "the device, and with --payload decoded the batches arrive device to device. "
+                  "Without a usable "
                   "GPU every rank fails at once")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--backend", f->options.backend,
-                  "Instead of --device: gloo (= --device cpu), nccl (= --device cuda) or auto: cuda when a GPU is "
+                  "Instead of --device: gloo (= --device cpu), nccl (= --device cuda) or auto: "
+                  "cuda when a GPU is "
                   "usable and this build has the device model, else cpu")
       ->check(ParsedBy(comm::ParseBackend, "gloo|nccl|auto"));
-  app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")->capture_default_str()
+  app->add_option("--blas-threads", t.blas_threads, "OpenBLAS threads per rank")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  app->add_option("--compute-ms", t.compute_ms, "Simulated extra compute per step (a heavier model)")
-      ->capture_default_str()->check(FiniteNumber())->check(CLI::Range(0.0, 1e6));
+  app->add_option("--compute-ms", t.compute_ms,
+                  "Simulated extra compute per step (a heavier model)")
+      ->capture_default_str()
+      ->check(FiniteNumber())
+      ->check(CLI::Range(0.0, 1e6));
 }
 
 void AddRunFlags(CLI::App* app, TrainFlags* f) {
   trainer::TrainOptions& t = f->options.train;
-  app->add_option("--checkpoint-dir", t.checkpoint_dir, "Directory for rank 0's checkpoint (written atomically)");
-  app->add_option("--checkpoint-every", t.checkpoint_every, "Also checkpoint every N optimizer steps")
+  app->add_option("--checkpoint-dir", t.checkpoint_dir,
+                  "Directory for rank 0's checkpoint (written atomically)");
+  app->add_option("--checkpoint-every", t.checkpoint_every,
+                  "Also checkpoint every N optimizer steps")
       ->capture_default_str();
-  app->add_flag("--resume", t.resume, "Continue from the checkpoint in --checkpoint-dir (if there is one)");
-  app->add_option("--stop-after-steps", t.stop_after_steps, "Checkpoint and stop after N steps (0: run to the end)")
+  app->add_flag("--resume", t.resume,
+                "Continue from the checkpoint in --checkpoint-dir (if there is one)");
+  app->add_option("--stop-after-steps", t.stop_after_steps,
+                  "Checkpoint and stop after N steps (0: run to the end)")
       ->capture_default_str();
-  app->add_option("--progress-every", t.progress_every, "Rank 0 logs progress every N steps (0: never)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  app->add_option("--progress-every", t.progress_every,
+                  "Rank 0 logs progress every N steps (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
   AddTimeoutFlag(app, &t.pipeline.timeout, "any one collective, send or receive");
   AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
   AddJsonFlag(app, &f->json, /*per_rank=*/true);
@@ -101,7 +133,8 @@ void AddRunFlags(CLI::App* app, TrainFlags* f) {
 int RunTrainCommand(TrainFlags& f) {
   trainer::TrainOptions& t = f.options.train;
   if (!ParseWidths(f.hidden, &t.hidden)) {
-    return ReportUsageError("train", "--hidden takes positive widths separated by commas, e.g. 256,128");
+    return ReportUsageError("train",
+                            "--hidden takes positive widths separated by commas, e.g. 256,128");
   }
   // The model lives in host memory three times (parameters, gradients, momentum): bound it
   // before anything is allocated. The last layer (to the classes) is not counted here.
@@ -113,12 +146,14 @@ int RunTrainCommand(TrainFlags& f) {
     if (params > kMaxParams) break;
   }
   if (params > kMaxParams) {
-    return ReportUsageError("train", absl::StrCat("--image-size ", t.pipeline.image_size, " and --hidden ",
-                                                  f.hidden, " make a model of more than ", kMaxParams,
-                                                  " parameters; lower them"));
+    return ReportUsageError(
+        "train",
+        absl::StrCat("--image-size ", t.pipeline.image_size, " and --hidden ", f.hidden,
+                     " make a model of more than ", kMaxParams, " parameters; lower them"));
   }
   if ((t.resume || t.stop_after_steps > 0 || t.checkpoint_every > 0) && t.checkpoint_dir.empty()) {
-    return ReportUsageError("train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
+    return ReportUsageError(
+        "train", "--resume, --stop-after-steps and --checkpoint-every need --checkpoint-dir");
   }
   t.bucket_bytes = static_cast<size_t>(f.bucket_kb) * 1024;
   t.pipeline.seed = f.seed;
@@ -132,18 +167,25 @@ int RunTrainCommand(TrainFlags& f) {
 }  // namespace
 
 void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
-  auto* app = root.add_subcommand("train", "Train the bundled MLP with DDP semantics on ddpio's data path");
+  auto* app =
+      root.add_subcommand("train", "Train the bundled MLP with DDP semantics on ddpio's data path");
   app->footer(
-      "Run it under ddpio launch, torchrun, srun or mpirun (alone it is one rank). Example, 4 ranks in\n"
+      "Run it under ddpio launch, torchrun, srun or mpirun (alone it is one rank). Example, 4 "
+      "ranks in\n"
       "2 groups whose leaders read for their peer, validating after every epoch:\n"
       "  ddpio launch --nproc-per-node 4 -- ddpio train --data train.lmdb --val val.lmdb \\\n"
       "      --epochs 5 --batch-size 32 --group-size 2 --workers 1\n"
-      "Gradients are averaged over ranks in --bucket-kb buckets while backward runs; the global batch\n"
-      "is ranks x --batch-size x --accumulate. Validation uses mask padding: every validation sample\n"
+      "Gradients are averaged over ranks in --bucket-kb buckets while backward runs; the global "
+      "batch\n"
+      "is ranks x --batch-size x --accumulate. Validation uses mask padding: every validation "
+      "sample\n"
       "is counted exactly once whatever the world size. With --checkpoint-dir, rank 0 writes a\n"
-      "checkpoint after every epoch (and every --checkpoint-every steps); --resume continues from it,\n"
-      "also on another world size. Rank 0 logs progress; with --json every rank prints one JSON line\n"
-      "(train_loss, val_accuracy, samples_per_s, stall_fraction, param_checksum, feeder counters).");
+      "checkpoint after every epoch (and every --checkpoint-every steps); --resume continues from "
+      "it,\n"
+      "also on another world size. Rank 0 logs progress; with --json every rank prints one JSON "
+      "line\n"
+      "(train_loss, val_accuracy, samples_per_s, stall_fraction, param_checksum, feeder "
+      "counters).");
   auto f = std::make_shared<TrainFlags>();
   f->options.train.pipeline.batch_size = 32;
   f->options.train.pipeline.image_size = 32;

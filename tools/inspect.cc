@@ -18,8 +18,8 @@
 #include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
-#include "tools/cli_util.h"
 #include "tools/cli_progress.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 namespace {
@@ -55,16 +55,20 @@ uint32_t RecordDigest(const storage::RecordView& v) {
 // segments. Verification holds them to the JPEG itself: they must be exactly the restart markers a
 // scan of the entropy-coded data finds.
 absl::Status CheckSegmentOffsets(const storage::RecordView& view) {
-  absl::StatusOr<loader::RestartLayout> recorded = loader::RestartLayoutFromOffsets(view.payload, view.segment_offsets);
+  absl::StatusOr<loader::RestartLayout> recorded =
+      loader::RestartLayoutFromOffsets(view.payload, view.segment_offsets);
   if (!recorded.ok()) return Annotate(recorded.status(), "the recorded restart segment offsets");
   absl::StatusOr<loader::RestartLayout> scanned = loader::ReadRestartLayout(view.payload);
   if (!scanned.ok()) return Annotate(scanned.status(), "the JPEG's restart segments");
   if (scanned->offsets != recorded->offsets) {
     size_t i = 0;
-    while (i < scanned->offsets.size() && i < recorded->offsets.size() && scanned->offsets[i] == recorded->offsets[i]) ++i;
+    while (i < scanned->offsets.size() && i < recorded->offsets.size() &&
+           scanned->offsets[i] == recorded->offsets[i])
+      ++i;
     return absl::DataLossError(absl::StrCat(
         "the recorded restart segment offsets are not the JPEG's: segment ", i, " starts at byte ",
-        i < scanned->offsets.size() ? absl::StrCat(scanned->offsets[i]) : "(none)", ", the record says ",
+        i < scanned->offsets.size() ? absl::StrCat(scanned->offsets[i]) : "(none)",
+        ", the record says ",
         i < recorded->offsets.size() ? absl::StrCat(recorded->offsets[i]) : "(none)",
         " (the loader would decode the wrong segments)"));
   }
@@ -85,17 +89,18 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool veri
   s.height = view->height;
   s.digest = RecordDigest(*view);
   if (view->label < 0 || static_cast<size_t>(view->label) >= classes) {
-    s.status = absl::DataLossError(
-        absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
+    s.status =
+        absl::DataLossError(absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
     return s;
   }
   s.jpeg = view->type == storage::ContentType::kJpeg;
   s.shrunk = view->original_width != 0;
   if (s.jpeg) {
-    s.segmented = (view->segment_offsets.empty()
-                       ? loader::ReadRestartLayout(view->payload).status()
-                       : loader::RestartLayoutFromOffsets(view->payload, view->segment_offsets).status())
-                      .ok();
+    s.segmented =
+        (view->segment_offsets.empty()
+             ? loader::ReadRestartLayout(view->payload).status()
+             : loader::RestartLayoutFromOffsets(view->payload, view->segment_offsets).status())
+            .ok();
   }
   if (verify && s.jpeg && !view->segment_offsets.empty()) s.status = CheckSegmentOffsets(*view);
   if (decode && s.status.ok()) {
@@ -135,8 +140,9 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   r.decoded = o.decode;
   r.class_counts.assign(r.header.classes.size(), 0);
 
-  const int threads = o.threads > 0 ? o.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::optional<storage::ReadTxn>> txns(threads);
   std::vector<std::unique_ptr<loader::SampleProcessor>> decoders(threads);
   std::vector<std::vector<uint8_t>> pixels(threads);
@@ -150,8 +156,8 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   {
     OrderedParallelMap<Scanned> map(0, reader->size(), threads, 64 * static_cast<uint64_t>(threads),
                                     [&](uint64_t i, int w) {
-                                      return ScanOne(*txns[w], i, classes, ro.verify_checksums, o.decode,
-                                                     decoders[w].get(), &pixels[w]);
+                                      return ScanOne(*txns[w], i, classes, ro.verify_checksums,
+                                                     o.decode, decoders[w].get(), &pixels[w]);
                                     });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
     // In an object store every record is a request: ask for the next ones while these are
@@ -197,7 +203,8 @@ nlohmann::json InspectJson(const InspectReport& r) {
     classes.push_back({{"name", r.header.classes[c]}, {"count", r.class_counts[c]}});
   }
   nlohmann::json bad = nlohmann::json::array();
-  for (const auto& b : r.bad) bad.push_back({{"index", b.index}, {"key", b.key}, {"reason", b.reason}});
+  for (const auto& b : r.bad)
+    bad.push_back({{"index", b.index}, {"key", b.key}, {"reason", b.reason}});
   return {{"path", r.path},
           {"format_version", r.header.format_version},
           {"record_protection", storage::RecordProtection(r.header)},
@@ -248,11 +255,14 @@ std::string InspectText(const InspectReport& r) {
     absl::StrAppendFormat(&out, "image size    width %d-%d, height %d-%d\n", r.width.min,
                           r.width.max, r.height.min, r.height.max);
   }
-  absl::StrAppendFormat(&out, "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
-                        "segments), %d raw pixels; %d shrunk by --max-side%s\n",
-                        r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
-                        r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
-  if (r.store.has_value()) absl::StrAppendFormat(&out, "object store  %s\n", StoreCountersText(*r.store));
+  absl::StrAppendFormat(
+      &out,
+      "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
+      "segments), %d raw pixels; %d shrunk by --max-side%s\n",
+      r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
+      r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
+  if (r.store.has_value())
+    absl::StrAppendFormat(&out, "object store  %s\n", StoreCountersText(*r.store));
   absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
     absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);

@@ -10,16 +10,15 @@
 #define DDPIO_TOOLS_INSPECT_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/status/statusor.h"
 #include "ddpio/storage/dataset_info.h"
-#include "ddpio/storage/remote/remote_dataset.h"
 #include "ddpio/storage/record.h"
+#include "ddpio/storage/remote/remote_dataset.h"
 
 namespace ddpio::tools {
 

@@ -43,10 +43,12 @@ struct JobIdentity {
 };
 
 absl::Status CheckOptions(const LaunchOptions& o) {
-  if (o.command.empty()) return absl::InvalidArgumentError("no program to launch (put it after --)");
+  if (o.command.empty())
+    return absl::InvalidArgumentError("no program to launch (put it after --)");
   if (o.nproc_per_node < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
-    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank, " must be in [0, --nnodes ",
-                                                   o.nnodes, ") and --nproc-per-node >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank,
+                                                   " must be in [0, --nnodes ", o.nnodes,
+                                                   ") and --nproc-per-node >= 1"));
   }
   if (o.master_port == 0 && o.nnodes > 1) {
     return absl::InvalidArgumentError("--master-port is required with --nnodes > 1");
@@ -64,7 +66,8 @@ absl::StatusOr<JobIdentity> ResolveIdentity(const LaunchOptions& o, const comm::
   if (id.token.empty()) {
     if (o.nnodes > 1) {
       return absl::InvalidArgumentError(
-          "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the environment");
+          "with --nnodes > 1 every node needs the same DDPIO_STORE_TOKEN: set it in the "
+          "environment");
     }
     id.token = comm::RandomToken(16);
   }
@@ -72,8 +75,8 @@ absl::StatusOr<JobIdentity> ResolveIdentity(const LaunchOptions& o, const comm::
   if (!id.job.empty()) return id;
   // Every node's launcher must name the same job without talking to the others: derive the name
   // from what they already share (the token and the rendezvous address).
-  id.job = o.nnodes > 1 ? absl::StrCat("nodes-", absl::Hex(Fnv1a64(absl::StrCat(id.token, "@", o.master_addr, ":",
-                                                                                 id.port))))
+  id.job = o.nnodes > 1 ? absl::StrCat("nodes-", absl::Hex(Fnv1a64(absl::StrCat(
+                                                     id.token, "@", o.master_addr, ":", id.port))))
                         : comm::RandomToken(8);
   return id;
 }
@@ -94,8 +97,8 @@ absl::Status VerdictStatus(const std::string& verdict, int node_rank) {
 }
 
 // Node 0: waits for every node's claim and shape, compares them with its own, answers.
-absl::StatusOr<std::string> Decide(comm::Store& store, const LaunchOptions& o, const std::string& keys,
-                                   Clock::time_point deadline) {
+absl::StatusOr<std::string> Decide(comm::Store& store, const LaunchOptions& o,
+                                   const std::string& keys, Clock::time_point deadline) {
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -115,30 +118,35 @@ absl::StatusOr<std::string> Decide(comm::Store& store, const LaunchOptions& o, c
   // later second claimer finds the rank taken (or node 0 gone) and starts nothing itself.
   for (int n = 0; n < o.nnodes; ++n) {
     DDPIO_ASSIGN_OR_RETURN(int64_t claims, store.Add(absl::StrCat(keys, "claims/", n), 0));
-    if (claims > 1) claimed_twice.push_back(absl::StrCat("--node-rank ", n, " was claimed by ", claims, " launchers"));
+    if (claims > 1)
+      claimed_twice.push_back(
+          absl::StrCat("--node-rank ", n, " was claimed by ", claims, " launchers"));
   }
   if (!claimed_twice.empty()) {
     return absl::StrCat("i", absl::StrJoin(claimed_twice, "; "),
                         ": every node's launcher needs its own --node-rank in [0, --nnodes)");
   }
   if (!differ.empty()) {
-    constexpr size_t kShown = 8;  // a job of many nodes: the first few are enough to see the mistake
+    constexpr size_t kShown =
+        8;  // a job of many nodes: the first few are enough to see the mistake
     const size_t more = differ.size() > kShown ? differ.size() - kShown : 0;
     differ.resize(std::min(differ.size(), kShown));
-    return absl::StrCat("ithe nodes' launchers disagree: node 0 has ", mine, ", ", absl::StrJoin(differ, ", "),
+    return absl::StrCat("ithe nodes' launchers disagree: node 0 has ", mine, ", ",
+                        absl::StrJoin(differ, ", "),
                         more > 0 ? absl::StrCat(" (and ", more, " more)") : "",
                         ": start every node with the same --nnodes and --nproc-per-node");
   }
   if (!missing.empty()) {
-    return absl::StrCat("dthe launcher of node(s) ", absl::StrJoin(missing, ", "), " did not come within ",
-                        o.join_timeout.count(), " s (--join-timeout)");
+    return absl::StrCat("dthe launcher of node(s) ", absl::StrJoin(missing, ", "),
+                        " did not come within ", o.join_timeout.count(), " s (--join-timeout)");
   }
   return "o" + mine;
 }
 
 // Before any rank starts, the launchers of a multi-node job meet on the master port (launch.h).
 absl::Status AgreeAcrossNodes(const LaunchOptions& o, const JobIdentity& id) {
-  const std::string token = id.token + "/launchers";  // a rank's hello is refused here, never served
+  const std::string token =
+      id.token + "/launchers";  // a rank's hello is refused here, never served
   const std::string where = absl::StrCat(o.master_addr, ":", id.port);
   const std::string keys = absl::StrCat("launch/", id.job, "/");
   const auto deadline = Clock::now() + o.join_timeout;
@@ -150,28 +158,34 @@ absl::Status AgreeAcrossNodes(const LaunchOptions& o, const JobIdentity& id) {
   if (o.node_rank == 0) {
     auto started = comm::TcpStoreServer::Start(o.master_addr, id.port, token);
     if (!started.ok()) {
-      return Annotate(started.status(), absl::StrCat("node 0's launcher serving the other nodes' launchers on ", where,
-                                                     " (is another launcher of node 0 running, or the port taken?)"));
+      return Annotate(
+          started.status(),
+          absl::StrCat("node 0's launcher serving the other nodes' launchers on ", where,
+                       " (is another launcher of node 0 running, or the port taken?)"));
     }
     server = std::move(started).value();
   }
   auto connected = comm::TcpStoreClient::Connect(o.master_addr, id.port, token, o.join_timeout);
   if (absl::IsPermissionDenied(connected.status())) {
-    return absl::InvalidArgumentError(absl::StrCat("node 0's launcher at ", where,
-                                                   " refused this node: DDPIO_STORE_TOKEN must be the same on every node"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node 0's launcher at ", where,
+                     " refused this node: DDPIO_STORE_TOKEN must be the same on every node"));
   }
   if (!connected.ok()) {
     return absl::DeadlineExceededError(absl::StrCat(
         "no word from node 0's launcher at ", where, " within ", o.join_timeout.count(),
-        " s (--join-timeout): start `ddpio launch --node-rank 0` there with the same --master-addr, --master-port and "
-        "DDPIO_STORE_TOKEN (", connected.status().message(), ")"));
+        " s (--join-timeout): start `ddpio launch --node-rank 0` there with the same "
+        "--master-addr, --master-port and "
+        "DDPIO_STORE_TOKEN (",
+        connected.status().message(), ")"));
   }
   std::unique_ptr<comm::TcpStoreClient> store = std::move(connected).value();
   const std::string me = std::to_string(o.node_rank);
   DDPIO_ASSIGN_OR_RETURN(int64_t claims, store->Add(keys + "claims/" + me, 1));
   if (claims > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--node-rank ", o.node_rank, " is already taken by another launcher of ",
-                                                   "this job (met at ", where, "): every node needs its own --node-rank"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node-rank ", o.node_rank, " is already taken by another launcher of ",
+                     "this job (met at ", where, "): every node needs its own --node-rank"));
   }
   DDPIO_RETURN_IF_ERROR(store->Set(keys + "node/" + me, Shape(o.nnodes, o.nproc_per_node)));
   std::string verdict;
@@ -191,31 +205,35 @@ absl::Status AgreeAcrossNodes(const LaunchOptions& o, const JobIdentity& id) {
   }
   absl::StatusOr<std::string> answer = store->Get(keys + "verdict", left());
   if (!answer.ok()) {
-    return absl::Status(answer.status().code(),
-                        absl::StrCat("node 0's launcher at ", where, " did not answer within --join-timeout ",
-                                     o.join_timeout.count(), " s: ", answer.status().message()));
+    return absl::Status(
+        answer.status().code(),
+        absl::StrCat("node 0's launcher at ", where, " did not answer within --join-timeout ",
+                     o.join_timeout.count(), " s: ", answer.status().message()));
   }
   verdict = *answer;
   DDPIO_RETURN_IF_ERROR(store->Set(keys + "read/" + me, "1"));
   if (verdict.empty() || verdict[0] != 'o') return VerdictStatus(verdict, o.node_rank);
-  if (verdict.substr(1) != Shape(o.nnodes, o.nproc_per_node)) {  // a node rank node 0 does not count
-    return absl::InvalidArgumentError(absl::StrCat("the nodes' launchers disagree: node 0 has ", verdict.substr(1),
-                                                   ", node ", o.node_rank, " has ", Shape(o.nnodes, o.nproc_per_node),
-                                                   " (this is node ", o.node_rank, "; no rank was started)"));
+  if (verdict.substr(1) !=
+      Shape(o.nnodes, o.nproc_per_node)) {  // a node rank node 0 does not count
+    return absl::InvalidArgumentError(
+        absl::StrCat("the nodes' launchers disagree: node 0 has ", verdict.substr(1), ", node ",
+                     o.node_rank, " has ", Shape(o.nnodes, o.nproc_per_node), " (this is node ",
+                     o.node_rank, "; no rank was started)"));
   }
   // Start the ranks once node 0's launcher has stopped listening: a rank of this node must meet
   // rank 0's store on that port, never the launchers' (it closes this connection as it goes).
   absl::Status gone = store->Wait({keys + "never-set"}, left());
   if (gone.ok() || absl::IsDeadlineExceeded(gone)) {
-    return absl::DeadlineExceededError(absl::StrCat("node 0's launcher at ", where, " agreed but did not give up ",
-                                                    "the master port within --join-timeout ", o.join_timeout.count(), " s"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("node 0's launcher at ", where, " agreed but did not give up ",
+                     "the master port within --join-timeout ", o.join_timeout.count(), " s"));
   }
   return absl::OkStatus();
 }
 
 // The launcher's environment plus torchrun's variables for one rank.
-std::vector<std::string> RankEnvironment(comm::Environment env, const LaunchOptions& o, const JobIdentity& id,
-                                         int local) {
+std::vector<std::string> RankEnvironment(comm::Environment env, const LaunchOptions& o,
+                                         const JobIdentity& id, int local) {
   env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local);
   env["WORLD_SIZE"] = std::to_string(o.nnodes * o.nproc_per_node);
   env["LOCAL_RANK"] = std::to_string(local);
@@ -247,7 +265,8 @@ class SignalFd {
     sigemptyset(&s->mask_);
     sigaddset(&s->mask_, SIGINT);
     sigaddset(&s->mask_, SIGTERM);
-    if (sigprocmask(SIG_BLOCK, &s->mask_, &s->old_mask_) != 0) return ErrnoToStatus(errno, "sigprocmask");
+    if (sigprocmask(SIG_BLOCK, &s->mask_, &s->old_mask_) != 0)
+      return ErrnoToStatus(errno, "sigprocmask");
     s->blocked_ = true;
     s->fd_.reset(signalfd(-1, &s->mask_, SFD_CLOEXEC));
     if (!s->fd_.valid()) return ErrnoToStatus(errno, "signalfd");
@@ -275,7 +294,7 @@ struct Child {
   int rank = 0;
   pid_t pid = -1;
   Fd pidfd;
-  Fd out, err;             // read ends of its stdout / stderr
+  Fd out, err;                   // read ends of its stdout / stderr
   std::string out_buf, err_buf;  // partial lines
   bool exited = false;
   int status = 0;
@@ -297,7 +316,8 @@ void EmitLines(int rank, std::string* buf, int fd, bool flush) {
 std::string Describe(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        ")");
   }
   return "ended";
 }
@@ -351,9 +371,10 @@ absl::Status Supervisor::Start(const JobIdentity& id) {
   for (int local = 0; local < o_.nproc_per_node; ++local) {
     DDPIO_RETURN_IF_ERROR(StartRank(local, RankEnvironment(env, o_, id, local)));
   }
-  std::fprintf(stderr, "ddpio launch: started %d rank(s) [%d, %d) of %d; master %s:%d\n", o_.nproc_per_node,
-               o_.node_rank * o_.nproc_per_node, (o_.node_rank + 1) * o_.nproc_per_node,
-               o_.nnodes * o_.nproc_per_node, o_.master_addr.c_str(), id.port);
+  std::fprintf(stderr, "ddpio launch: started %d rank(s) [%d, %d) of %d; master %s:%d\n",
+               o_.nproc_per_node, o_.node_rank * o_.nproc_per_node,
+               (o_.node_rank + 1) * o_.nproc_per_node, o_.nnodes * o_.nproc_per_node,
+               o_.master_addr.c_str(), id.port);
   return absl::OkStatus();
 }
 
@@ -393,7 +414,8 @@ absl::Status Supervisor::StartRank(int local, std::vector<std::string> env) {
   c.out = std::move(out_r);
   c.err = std::move(err_r);
   c.pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  if (!c.pidfd.valid()) return ErrnoToStatus(errno, "pidfd_open (Linux >= 5.3 is needed to watch the ranks)");
+  if (!c.pidfd.valid())
+    return ErrnoToStatus(errno, "pidfd_open (Linux >= 5.3 is needed to watch the ranks)");
   return absl::OkStatus();
 }
 
@@ -449,7 +471,9 @@ void Supervisor::CloseOutput(Child& c) {
 void Supervisor::EndLeftovers() {
   for (Child& c : children_) {
     if (kill(-c.pid, SIGKILL) == 0) {
-      std::fprintf(stderr, "ddpio launch: rank %d exited leaving processes in its group; killed them\n", c.rank);
+      std::fprintf(stderr,
+                   "ddpio launch: rank %d exited leaving processes in its group; killed them\n",
+                   c.rank);
     }
   }
   drain_deadline_ = Clock::now() + kDrainTime;
@@ -458,8 +482,9 @@ void Supervisor::EndLeftovers() {
 void Supervisor::KillStragglers() {
   for (Child& c : children_) {
     if (c.exited) continue;
-    std::fprintf(stderr, "ddpio launch: rank %d did not stop within %lld s of SIGTERM; sending SIGKILL\n", c.rank,
-                 static_cast<long long>(o_.grace.count()));
+    std::fprintf(stderr,
+                 "ddpio launch: rank %d did not stop within %lld s of SIGTERM; sending SIGKILL\n",
+                 c.rank, static_cast<long long>(o_.grace.count()));
     kill(-c.pid, SIGKILL);
   }
   for (Child& c : children_) {
@@ -489,7 +514,8 @@ int Supervisor::Run() {
     int timeout_ms = -1;
     if (deadline != Clock::time_point::max()) {
       timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+          0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     }
     const int n = poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno == EINTR) continue;
@@ -511,8 +537,8 @@ int Supervisor::Run() {
 
 int Supervisor::Report() const {
   if (failed_rank_ >= 0) {
-    std::fprintf(stderr, "ddpio launch: rank %d failed: %s; stopped the other %zu rank(s)\n", failed_rank_,
-                 Describe(failed_status_).c_str(), children_.size() - 1);
+    std::fprintf(stderr, "ddpio launch: rank %d failed: %s; stopped the other %zu rank(s)\n",
+                 failed_rank_, Describe(failed_status_).c_str(), children_.size() - 1);
     return ExitCodeOf(failed_status_);
   }
   return stop_signal_ != 0 ? 128 + stop_signal_ : 0;

@@ -21,7 +21,8 @@ namespace {
 TEST(LaunchInProcess, FailingToStartARankLeavesNoRankAndNoBlockedSignal) {
   auto codes = testing::RunForked(1, [](int) {
     for (int fd = 3; fd < 1024; ++fd) ::close(fd);
-    const rlimit limit{16, 16};  // room for the signalfd and a few ranks (3 descriptors each), not 64
+    const rlimit limit{16,
+                       16};  // room for the signalfd and a few ranks (3 descriptors each), not 64
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
     LaunchOptions o;
     o.nproc_per_node = 64;
@@ -36,7 +37,8 @@ TEST(LaunchInProcess, FailingToStartARankLeavesNoRankAndNoBlockedSignal) {
     if (sigismember(&blocked, SIGINT) || sigismember(&blocked, SIGTERM)) return 14;
     return 0;
   });
-  EXPECT_EQ(codes[0], 0) << "10 setrlimit, 11 no error, 12 not the pipe error, 13 a rank left, 14 signals blocked";
+  EXPECT_EQ(codes[0], 0)
+      << "10 setrlimit, 11 no error, 12 not the pipe error, 13 a rank left, 14 signals blocked";
 }
 
 }  // namespace

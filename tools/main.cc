@@ -1,18 +1,19 @@
 // `ddpio`: one program, many subcommands. See `ddpio --help`.
 #include <cstdio>
-#include <iostream>
 #include <exception>
+#include <iostream>
 #include <memory>
 #include <new>
 
-#include "tools/cli_util.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_util.h"
 
 int main(int argc, char** argv) {
   using namespace ddpio::tools;
   CLI::App app(
       "ddpio: data loading and IO for multi-node data-parallel training.\n"
-      "Typical flow: synth (or your own ImageFolder) -> convert -> inspect --verify -> train (under launch).");
+      "Typical flow: synth (or your own ImageFolder) -> convert -> inspect --verify -> train "
+      "(under launch).");
   app.require_subcommand(0, 1);
   app.footer(
       "Every subcommand has --help. Exit codes: 0 success, 1 runtime error, 2 usage error.\n"
@@ -50,8 +51,10 @@ int main(int argc, char** argv) {
     try {
       return c.run();
     } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "ddpio %s: error: out of memory (an argument asks for more than this machine has?)\n",
-                   c.app->get_name().c_str());
+      std::fprintf(
+          stderr,
+          "ddpio %s: error: out of memory (an argument asks for more than this machine has?)\n",
+          c.app->get_name().c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "ddpio %s: internal error: %s\n", c.app->get_name().c_str(), e.what());
     }

@@ -42,9 +42,10 @@ absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
   if (q.new_world.has_value()) j["previous_world"] = old_world;
   if (q.batch_size > 0) {
     nlohmann::json batches = nlohmann::json::array();
-    for (const auto& b : sampler::MakeBatches(stream.indices.size(), q.batch_size, q.drop_last_batch)) {
-      batches.push_back(std::vector<uint64_t>(stream.indices.begin() + b.begin,
-                                              stream.indices.begin() + b.end));
+    for (const auto& b :
+         sampler::MakeBatches(stream.indices.size(), q.batch_size, q.drop_last_batch)) {
+      batches.push_back(
+          std::vector<uint64_t>(stream.indices.begin() + b.begin, stream.indices.begin() + b.end));
     }
     j["batches"] = batches;
   }
@@ -56,7 +57,8 @@ std::string SamplerText(const nlohmann::json& j) {
       "rank %d of %d, epoch %d, %s padding, %s order, from entry %d of %d: %d samples (%d padding, "
       "marked *)\n",
       j["rank"].get<int>(), j["world"].get<int>(), j["epoch"].get<uint64_t>(),
-      j["padding"].get<std::string>(), j["shuffle"].get<bool>() ? j["permutation"].get<std::string>() : "sequential",
+      j["padding"].get<std::string>(),
+      j["shuffle"].get<bool>() ? j["permutation"].get<std::string>() : "sequential",
       j["start"].get<uint64_t>(), j["size"].get<uint64_t>(), j["count"].get<uint64_t>(),
       j["padded"].size());
   std::vector<bool> padded(j["count"].get<size_t>(), false);
@@ -65,7 +67,8 @@ std::string SamplerText(const nlohmann::json& j) {
     size_t pos = 0, b = 0;
     for (const auto& batch : j["batches"]) {
       absl::StrAppendFormat(&out, "batch %d:", b++);
-      for (const auto& v : batch) absl::StrAppendFormat(&out, " %d%s", v.get<uint64_t>(), padded[pos++] ? "*" : "");
+      for (const auto& v : batch)
+        absl::StrAppendFormat(&out, " %d%s", v.get<uint64_t>(), padded[pos++] ? "*" : "");
       out += "\n";
     }
     return out;

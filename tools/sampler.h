@@ -4,10 +4,9 @@
 #define DDPIO_TOOLS_SAMPLER_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "ddpio/sampler/distributed_sampler.h"
@@ -18,9 +17,9 @@ struct SamplerQuery {
   sampler::SamplerOptions options;
   int rank = 0;
   uint64_t epoch = 0;
-  uint64_t consumed = 0;             // entries of the epoch's order already consumed
-  std::optional<int> new_world;      // elastic continuation on another world size
-  uint64_t batch_size = 0;           // 0: no batches
+  uint64_t consumed = 0;         // entries of the epoch's order already consumed
+  std::optional<int> new_world;  // elastic continuation on another world size
+  uint64_t batch_size = 0;       // 0: no batches
   bool drop_last_batch = false;
 };
 

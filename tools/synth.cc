@@ -14,8 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
-#include "tools/cli_util.h"
 #include "tools/cli_progress.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 namespace {
@@ -29,12 +29,24 @@ Rgb HsvToRgb(double h, double s, double v) {
   double c = v * s, x = c * (1 - std::fabs(std::fmod(h * 6, 2) - 1)), m = v - c;
   Rgb o{0, 0, 0};
   switch (static_cast<int>(h * 6) % 6) {
-    case 0: o = {c, x, 0}; break;
-    case 1: o = {x, c, 0}; break;
-    case 2: o = {0, c, x}; break;
-    case 3: o = {0, x, c}; break;
-    case 4: o = {x, 0, c}; break;
-    default: o = {c, 0, x}; break;
+    case 0:
+      o = {c, x, 0};
+      break;
+    case 1:
+      o = {x, c, 0};
+      break;
+    case 2:
+      o = {0, c, x};
+      break;
+    case 3:
+      o = {0, x, c};
+      break;
+    case 4:
+      o = {x, 0, c};
+      break;
+    default:
+      o = {c, 0, x};
+      break;
   }
   return {(o.r + m) * 255, (o.g + m) * 255, (o.b + m) * 255};
 }
@@ -43,14 +55,22 @@ Rgb HsvToRgb(double h, double s, double v) {
 bool Inside(int s, double dx, double dy) {
   double ax = std::fabs(dx), ay = std::fabs(dy), d2 = dx * dx + dy * dy;
   switch (s) {
-    case 0: return d2 <= 1.0;                                   // disk
-    case 1: return ax <= 0.8 && ay <= 0.8;                      // square
-    case 2: return dy <= 0.8 && dy >= -0.9 && ax <= (dy + 0.9) * 0.6;  // triangle
-    case 3: return (ax <= 0.25 && ay <= 1.0) || (ay <= 0.25 && ax <= 1.0);  // cross
-    case 4: return d2 <= 1.0 && d2 >= 0.45;                     // ring
-    case 5: return ax <= 1.0 && ay <= 1.0 && static_cast<int>(std::floor((dy + 1) * 2.5)) % 2 == 0;
-    case 6: return ax + ay <= 1.0;                              // diamond
-    default: return std::fabs(dx - dy) <= 0.35 && ax <= 1.0 && ay <= 1.0;  // diagonal band
+    case 0:
+      return d2 <= 1.0;  // disk
+    case 1:
+      return ax <= 0.8 && ay <= 0.8;  // square
+    case 2:
+      return dy <= 0.8 && dy >= -0.9 && ax <= (dy + 0.9) * 0.6;  // triangle
+    case 3:
+      return (ax <= 0.25 && ay <= 1.0) || (ay <= 0.25 && ax <= 1.0);  // cross
+    case 4:
+      return d2 <= 1.0 && d2 >= 0.45;  // ring
+    case 5:
+      return ax <= 1.0 && ay <= 1.0 && static_cast<int>(std::floor((dy + 1) * 2.5)) % 2 == 0;
+    case 6:
+      return ax + ay <= 1.0;  // diamond
+    default:
+      return std::fabs(dx - dy) <= 0.35 && ax <= 1.0 && ay <= 1.0;  // diagonal band
   }
 }
 
@@ -71,8 +91,9 @@ absl::StatusOr<uint64_t> EncodeAndWrite(const SynthImage& img, int quality,
   unsigned long jpeg_size = 0;
   int rc = tjCompress2(h, img.rgb.data(), img.width, 0, img.height, TJPF_RGB, &jpeg, &jpeg_size,
                        TJSAMP_420, quality, TJFLAG_FASTDCT);
-  absl::Status status = rc == 0 ? WriteFile(path, jpeg, jpeg_size)
-                                : absl::InternalError(absl::StrCat("JPEG encode: ", tjGetErrorStr2(h)));
+  absl::Status status = rc == 0
+                            ? WriteFile(path, jpeg, jpeg_size)
+                            : absl::InternalError(absl::StrCat("JPEG encode: ", tjGetErrorStr2(h)));
   tjFree(jpeg);
   tjDestroy(h);
   if (!status.ok()) return status;
@@ -120,10 +141,12 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& o) {
     return absl::InvalidArgumentError("--classes and --per-class must be at least 1");
   }
   if (o.size < 8 || o.size > 4096) return absl::InvalidArgumentError("--size must be in [8, 4096]");
-  if (o.quality < 1 || o.quality > 100) return absl::InvalidArgumentError("--quality must be in [1, 100]");
+  if (o.quality < 1 || o.quality > 100)
+    return absl::InvalidArgumentError("--quality must be in [1, 100]");
   std::error_code ec;
   if (fs::exists(o.out, ec)) {
-    return absl::AlreadyExistsError(absl::StrCat(o.out, " already exists; choose another --out or remove it"));
+    return absl::AlreadyExistsError(
+        absl::StrCat(o.out, " already exists; choose another --out or remove it"));
   }
   const std::string partial = absl::StrCat(o.out, ".partial-", getpid());
   for (int c = 0; c < o.classes; ++c) {
@@ -133,7 +156,8 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& o) {
     }
   }
   const uint64_t total = static_cast<uint64_t>(o.classes) * o.per_class;
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = o.threads > 0 ? o.threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto start = std::chrono::steady_clock::now();
   SynthSummary summary;
   absl::Status failed;
@@ -144,7 +168,8 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& o) {
           uint64_t index = i % o.per_class;
           SynthImage img = DrawSynthImage(label, index, o.size, o.seed);
           std::string path = (fs::path(partial) / SynthClassName(label, o.classes) /
-                              absl::StrFormat("img_%05d.jpg", index)).string();
+                              absl::StrFormat("img_%05d.jpg", index))
+                                 .string();
           return EncodeAndWrite(img, o.quality, path);
         });
     Progress progress("synth", total, o.progress);

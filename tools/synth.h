@@ -21,10 +21,10 @@ struct SynthOptions {
   std::string out;
   int classes = 10;
   int per_class = 100;
-  int size = 64;         // nominal side in pixels; each image is 0.8-1.25x in each dimension
+  int size = 64;  // nominal side in pixels; each image is 0.8-1.25x in each dimension
   uint64_t seed = 0;
-  int quality = 90;      // JPEG quality
-  int threads = 0;       // 0: all cores
+  int quality = 90;  // JPEG quality
+  int threads = 0;   // 0: all cores
   bool progress = true;
 };
 

@@ -5,8 +5,8 @@
 #include <iterator>
 #include <set>
 
-#include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
+#include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -30,7 +30,8 @@ TEST(Synth, SameSeedSameBytesWhateverTheThreads) {
   int differ_c = 0;
   for (int cls = 0; cls < 3; ++cls) {
     for (int i = 0; i < 4; ++i) {
-      auto rel = std::filesystem::path(SynthClassName(cls, 3)) / ("img_0000" + std::to_string(i) + ".jpg");
+      auto rel =
+          std::filesystem::path(SynthClassName(cls, 3)) / ("img_0000" + std::to_string(i) + ".jpg");
       std::string fa = Slurp(dir.path() / "a" / rel);
       ASSERT_FALSE(fa.empty()) << rel;
       EXPECT_EQ(fa, Slurp(dir.path() / "b" / rel)) << rel;

@@ -27,25 +27,28 @@ absl::Status CheckValidationClasses(const std::string& train_path, const std::st
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device, const std::string& backend,
-                                               const comm::DeviceProbe& probe, bool device_model_compiled) {
+absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
+                                               const std::string& backend,
+                                               const comm::DeviceProbe& probe,
+                                               bool device_model_compiled) {
   if (backend.empty()) return device.empty() ? std::string("cpu") : device;
   DDPIO_ASSIGN_OR_RETURN(comm::BackendKind asked, comm::ParseBackend(backend));
   if (asked == comm::BackendKind::kAuto && !device_model_compiled) asked = comm::BackendKind::kGloo;
   DDPIO_ASSIGN_OR_RETURN(comm::BackendChoice choice, comm::ChooseBackend(asked, probe));
   const std::string chosen = choice.kind == comm::BackendKind::kNccl ? "cuda" : "cpu";
   if (!device.empty() && device != chosen) {
-    return absl::InvalidArgumentError(absl::StrCat("--backend ", backend, " trains with the model on the ", chosen,
-                                                   ", which contradicts --device ", device,
-                                                   " (gloo goes with cpu, nccl with cuda)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend ", backend, " trains with the model on the ", chosen,
+        ", which contradicts --device ", device, " (gloo goes with cpu, nccl with cuda)"));
   }
   return chosen;
 }
 
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   TrainCliOptions o = cli;
-  DDPIO_ASSIGN_OR_RETURN(const std::string device, ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
-                                                                     trainer::DeviceModelCompiled()));
+  DDPIO_ASSIGN_OR_RETURN(const std::string device,
+                         ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
+                                            trainer::DeviceModelCompiled()));
   DDPIO_ASSIGN_OR_RETURN(o.train.device, trainer::ParseModelDevice(device));
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once
@@ -60,18 +63,24 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   ro.advertise_addr = o.advertise_addr;
   // Where parameters and gradients live decides the world's backend: host memory -> Gloo, the
   // device -> NCCL (which fails here, on every rank, without a usable device).
-  ro.backend = o.train.device == trainer::ModelDevice::kCuda ? comm::BackendKind::kNccl : comm::BackendKind::kGloo;
-  DDPIO_ASSIGN_OR_RETURN(auto job, JoinJob(info, ro, o.train.pipeline.timeout));  // every wait honours --timeout
+  ro.backend = o.train.device == trainer::ModelDevice::kCuda ? comm::BackendKind::kNccl
+                                                             : comm::BackendKind::kGloo;
+  DDPIO_ASSIGN_OR_RETURN(
+      auto job, JoinJob(info, ro, o.train.pipeline.timeout));  // every wait honours --timeout
   comm::LeaveGuard leave(*job);
   if (info.rank == 0) {
-    DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) (" << comm::RankSourceName(info.source) << ") in groups of "
-                    << o.train.pipeline.group_size << " (" << comm::LayoutKindName(o.train.pipeline.layout) << "), "
+    DDPIO_LOG(INFO) << "train: " << info.world_size << " rank(s) ("
+                    << comm::RankSourceName(info.source) << ") in groups of "
+                    << o.train.pipeline.group_size << " ("
+                    << comm::LayoutKindName(o.train.pipeline.layout) << "), "
                     << broadcast::FeedModeName(o.train.pipeline.mode) << ", "
                     << broadcast::FeedPayloadName(o.train.pipeline.payload) << " payload, batch "
-                    << o.train.pipeline.batch_size << " per rank, " << o.train.epochs << " epoch(s)";
+                    << o.train.pipeline.batch_size << " per rank, " << o.train.epochs
+                    << " epoch(s)";
   }
-  DDPIO_ASSIGN_OR_RETURN(trainer::TrainResult r,
-                         trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
+  DDPIO_ASSIGN_OR_RETURN(
+      trainer::TrainResult r,
+      trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
   if (info.rank == 0) DDPIO_LOG(INFO) << "model path: " << r.path;
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
@@ -87,23 +96,26 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                    {"path", r.path}};
   j.update(FeederCountersJson(r.feeder));
   if (r.store.has_value()) j["store"] = StoreCountersJson(*r.store);
-  j["val_accuracy"] = r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
+  j["val_accuracy"] =
+      r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
   leave.Succeeded();
   return j;
 }
 
 std::string TrainText(const nlohmann::json& j) {
-  const std::string acc = j["val_accuracy"].is_null()
-                              ? std::string("no validation set")
-                              : absl::StrFormat("validation accuracy %.4f over %d samples",
-                                                j["val_accuracy"].get<double>(), j["val_samples"].get<uint64_t>());
+  const std::string acc =
+      j["val_accuracy"].is_null()
+          ? std::string("no validation set")
+          : absl::StrFormat("validation accuracy %.4f over %d samples",
+                            j["val_accuracy"].get<double>(), j["val_samples"].get<uint64_t>());
   return absl::StrFormat(
-      "train rank %d: %d steps, loss %.4f, %s; %.0f samples/s, data stall %.1f%%; params %s; read %d records, "
-      "sent %.1f MB, received %.1f MB\n",
-      j["rank"].get<int>(), j["steps"].get<uint64_t>(), j["train_loss"].get<double>(), acc,
-      j["samples_per_s"].get<double>(), 100 * j["stall_fraction"].get<double>(),
-      j["param_checksum"].get<std::string>(), j["records_read"].get<uint64_t>(), j["bytes_sent"].get<uint64_t>() / 1e6,
-      j["bytes_received"].get<uint64_t>() / 1e6) +
+             "train rank %d: %d steps, loss %.4f, %s; %.0f samples/s, data stall %.1f%%; params "
+             "%s; read %d records, "
+             "sent %.1f MB, received %.1f MB\n",
+             j["rank"].get<int>(), j["steps"].get<uint64_t>(), j["train_loss"].get<double>(), acc,
+             j["samples_per_s"].get<double>(), 100 * j["stall_fraction"].get<double>(),
+             j["param_checksum"].get<std::string>(), j["records_read"].get<uint64_t>(),
+             j["bytes_sent"].get<uint64_t>() / 1e6, j["bytes_received"].get<uint64_t>() / 1e6) +
          SkippedText(j);
 }
 

@@ -6,9 +6,8 @@
 #ifndef DDPIO_TOOLS_TRAIN_H_
 #define DDPIO_TOOLS_TRAIN_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "ddpio/comm/backend.h"
@@ -18,7 +17,7 @@ namespace ddpio::tools {
 
 struct TrainCliOptions {
   trainer::TrainOptions train;
-  std::string store;  // "" (TCP on rank 0) or "file:DIR"
+  std::string store;           // "" (TCP on rank 0) or "file:DIR"
   std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
   // --device (cpu, cuda) and --backend (gloo, nccl, auto) as given, "" when not: they decide
   // train.device together (ResolveTrainDevice).
@@ -30,8 +29,10 @@ struct TrainCliOptions {
 // cpu, auto -> cuda when a device is usable and the device model compiled in, else cpu); cpu by
 // default. FailedPrecondition for nccl without a usable device (ChooseBackend's message),
 // InvalidArgument when the two flags contradict each other.
-absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device, const std::string& backend,
-                                               const comm::DeviceProbe& probe, bool device_model_compiled);
+absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
+                                               const std::string& backend,
+                                               const comm::DeviceProbe& probe,
+                                               bool device_model_compiled);
 
 // This rank's result.
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& options);

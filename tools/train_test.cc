@@ -17,7 +17,8 @@ comm::DeviceProbe Gpus(int n) {
 
 TEST(ResolveTrainDevice, DeviceAloneBackendAloneAndBoth) {
   EXPECT_EQ(*ResolveTrainDevice("", "", Gpus(0), true), "cpu");  // the default
-  EXPECT_EQ(*ResolveTrainDevice("cuda", "", Gpus(0), true), "cuda");  // fails later, at the rendezvous
+  EXPECT_EQ(*ResolveTrainDevice("cuda", "", Gpus(0), true),
+            "cuda");  // fails later, at the rendezvous
   EXPECT_EQ(*ResolveTrainDevice("", "gloo", Gpus(2), true), "cpu");
   EXPECT_EQ(*ResolveTrainDevice("", "nccl", Gpus(2), true), "cuda");
   EXPECT_EQ(*ResolveTrainDevice("cuda", "nccl", Gpus(2), true), "cuda");
@@ -34,8 +35,10 @@ TEST(ResolveTrainDevice, ContradictionsAndMissingDevicesAreErrors) {
   auto clash = ResolveTrainDevice("cpu", "nccl", Gpus(2), true);
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(clash.status().message().find("--device cpu"), std::string::npos) << clash.status();
-  EXPECT_EQ(ResolveTrainDevice("cuda", "gloo", Gpus(2), true).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ResolveTrainDevice("", "mpi", Gpus(2), true).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveTrainDevice("cuda", "gloo", Gpus(2), true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveTrainDevice("", "mpi", Gpus(2), true).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -35,11 +35,11 @@ enum class PayloadKind : uint8_t { kEncoded = 0, kDecoded = 1 };
 enum class DType : uint8_t { kBytes = 0, kUint8 = 1, kFloat32 = 2 };
 
 struct FeedLimits {
-  uint32_t max_samples = 1 << 16;                   // per message
+  uint32_t max_samples = 1 << 16;  // per message
   uint32_t max_ndim = 4;
-  uint64_t max_dim = 1 << 16;                       // any one dimension
-  uint64_t max_sample_bytes = uint64_t{64} << 20;   // one encoded record
-  uint64_t max_payload_bytes = uint64_t{4} << 30;   // one message
+  uint64_t max_dim = 1 << 16;                      // any one dimension
+  uint64_t max_sample_bytes = uint64_t{64} << 20;  // one encoded record
+  uint64_t max_payload_bytes = uint64_t{4} << 30;  // one message
 };
 
 struct FeedHeader {
@@ -89,19 +89,22 @@ inline constexpr size_t kFeedChunkBytes = size_t{1} << 20;
 
 // Sends prefix, header and payload to `peer` (payload_bytes of `payload`).
 // `wire_bytes` (optional) gets the bytes that travelled: prefix + header + payload.
-absl::Status SendFeedMessage(comm::Communicator& comm, int peer, const FeedHeader& h, const void* payload,
-                             std::chrono::milliseconds timeout, uint64_t* wire_bytes = nullptr);
+absl::Status SendFeedMessage(comm::Communicator& comm, int peer, const FeedHeader& h,
+                             const void* payload, std::chrono::milliseconds timeout,
+                             uint64_t* wire_bytes = nullptr);
 // Receives one message from `peer`: validates the prefix and the header before sizing `payload`.
-absl::StatusOr<FeedHeader> RecvFeedMessage(comm::Communicator& comm, int peer, std::vector<uint8_t>* payload,
-                                           const FeedLimits& limits, std::chrono::milliseconds timeout,
+absl::StatusOr<FeedHeader> RecvFeedMessage(comm::Communicator& comm, int peer,
+                                           std::vector<uint8_t>* payload, const FeedLimits& limits,
+                                           std::chrono::milliseconds timeout,
                                            uint64_t* wire_bytes = nullptr);
 
 // Receives one message from `from` as RecvFeedMessage does and sends it on to `to` as it
 // arrives: the prefix and the (validated) header first, then each payload chunk as soon as it is
 // in. Replicate mode's pipelined chain: every link carries a group's data once. `wire_bytes`
 // gets the bytes received (the same number went on to `to`).
-absl::StatusOr<FeedHeader> RelayFeedMessage(comm::Communicator& comm, int from, int to, std::vector<uint8_t>* payload,
-                                            const FeedLimits& limits, std::chrono::milliseconds timeout,
+absl::StatusOr<FeedHeader> RelayFeedMessage(comm::Communicator& comm, int from, int to,
+                                            std::vector<uint8_t>* payload, const FeedLimits& limits,
+                                            std::chrono::milliseconds timeout,
                                             uint64_t* wire_bytes = nullptr);
 
 // Fixed-size header slots, for transports where a receive is posted with its size before the
@@ -112,8 +115,8 @@ size_t FeedSlotBytes(uint32_t max_samples, uint32_t ndim);
 // Fills `slot` (already of the slot size); InvalidArgument when the header does not fit.
 absl::Status EncodeFeedSlot(const FeedHeader& h, std::vector<uint8_t>* slot);
 // Parses and validates a received slot; DataLoss naming `from` for anything malformed.
-absl::StatusOr<FeedHeader> DecodeFeedSlot(const std::vector<uint8_t>& slot, const FeedLimits& limits,
-                                          const std::string& from);
+absl::StatusOr<FeedHeader> DecodeFeedSlot(const std::vector<uint8_t>& slot,
+                                          const FeedLimits& limits, const std::string& from);
 
 }  // namespace ddpio::broadcast
 

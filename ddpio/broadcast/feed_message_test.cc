@@ -186,7 +186,8 @@ TEST(FeedMessage, TravelsBetweenProcesses) {
     if (rank == 0) {
       for (const FeedHeader& h : sent) {
         std::vector<uint8_t> payload(h.payload_bytes);
-        for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7 + h.step);
+        for (size_t i = 0; i < payload.size(); ++i)
+          payload[i] = static_cast<uint8_t>(i * 7 + h.step);
         if (!SendFeedMessage(**comm, 1, h, payload.data(), t).ok()) return 2;
       }
       return 0;
@@ -195,7 +196,9 @@ TEST(FeedMessage, TravelsBetweenProcesses) {
       std::vector<uint8_t> payload;
       auto got = RecvFeedMessage(**comm, 0, &payload, {}, t);
       if (!got.ok()) return 3;
-      if (got->indices != want.indices || got->sizes != want.sizes || got->end_of_epoch != want.end_of_epoch) return 4;
+      if (got->indices != want.indices || got->sizes != want.sizes ||
+          got->end_of_epoch != want.end_of_epoch)
+        return 4;
       if (payload.size() != want.payload_bytes) return 5;
       for (size_t i = 0; i < payload.size(); ++i) {
         if (payload[i] != static_cast<uint8_t>(i * 7 + want.step)) return 6;
@@ -209,22 +212,23 @@ TEST(FeedMessage, TravelsBetweenProcesses) {
 // A sender that lies in the prefix (a payload beyond the receiver's limit) is refused before
 // the receiver allocates.
 TEST(FeedMessage, AnOversizedPrefixIsRefusedBeforeAllocating) {
-  auto codes = comm::testing::RunRanks(2, "feed-lie", [](int rank, std::shared_ptr<comm::Store> store) {
-    auto comm = comm::GlooCommunicator::Create(store, rank, 2);
-    if (!comm.ok()) return 1;
-    const auto t = std::chrono::seconds(20);
-    if (rank == 0) {
-      uint8_t prefix[16] = {'D', 'D', 'P', 'F'};
-      const uint32_t header_bytes = 40;
-      const uint64_t payload_bytes = uint64_t{1} << 40;
-      std::memcpy(prefix + 4, &header_bytes, 4);
-      std::memcpy(prefix + 8, &payload_bytes, 8);
-      return (*comm)->Send(prefix, 16, 1, 0xFEED, t).ok() ? 0 : 2;
-    }
-    std::vector<uint8_t> payload;
-    auto got = RecvFeedMessage(**comm, 0, &payload, {}, t);
-    return got.status().code() == absl::StatusCode::kDataLoss && payload.empty() ? 0 : 3;
-  });
+  auto codes =
+      comm::testing::RunRanks(2, "feed-lie", [](int rank, std::shared_ptr<comm::Store> store) {
+        auto comm = comm::GlooCommunicator::Create(store, rank, 2);
+        if (!comm.ok()) return 1;
+        const auto t = std::chrono::seconds(20);
+        if (rank == 0) {
+          uint8_t prefix[16] = {'D', 'D', 'P', 'F'};
+          const uint32_t header_bytes = 40;
+          const uint64_t payload_bytes = uint64_t{1} << 40;
+          std::memcpy(prefix + 4, &header_bytes, 4);
+          std::memcpy(prefix + 8, &payload_bytes, 8);
+          return (*comm)->Send(prefix, 16, 1, 0xFEED, t).ok() ? 0 : 2;
+        }
+        std::vector<uint8_t> payload;
+        auto got = RecvFeedMessage(**comm, 0, &payload, {}, t);
+        return got.status().code() == absl::StatusCode::kDataLoss && payload.empty() ? 0 : 3;
+      });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 

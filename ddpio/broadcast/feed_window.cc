@@ -59,7 +59,8 @@ void FeedWindow::Wake() {
 
 absl::StatusOr<FeedItem> FeedWindow::Take(uint64_t step, const std::atomic<bool>& stop) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return items_.count(step) > 0 || !error_.ok() || ended_ || draining_ || stop; });
+  changed_.wait(
+      lock, [&] { return items_.count(step) > 0 || !error_.ok() || ended_ || draining_ || stop; });
   auto it = items_.find(step);
   if (it != items_.end()) {
     FeedItem item = std::move(it->second);
@@ -70,31 +71,36 @@ absl::StatusOr<FeedItem> FeedWindow::Take(uint64_t step, const std::atomic<bool>
   if (!error_.ok()) return error_;
   if (ended_) {
     return absl::DataLossError(absl::StrCat("out of step with ", name_, ": it ended epoch ", epoch_,
-                                            " without sending batch ", step, " this rank's sampler expects"));
+                                            " without sending batch ", step,
+                                            " this rank's sampler expects"));
   }
   return absl::CancelledError("feeder stopped");
 }
 
-absl::StatusOr<std::shared_ptr<const loader::SourcedBatch>> FeedWindow::Fetch(uint64_t epoch, uint64_t step,
-                                                                              const std::atomic<bool>& stop) {
+absl::StatusOr<std::shared_ptr<const loader::SourcedBatch>> FeedWindow::Fetch(
+    uint64_t epoch, uint64_t step, const std::atomic<bool>& stop) {
   absl::StatusOr<FeedItem> item = Take(step, stop);
   if (!item.ok()) return item.status();
   if (item->header.epoch != epoch) {
-    return absl::DataLossError(absl::StrCat("out of step with ", name_, ": batch ", step, " of epoch ",
-                                            item->header.epoch, " while this rank is in epoch ", epoch));
+    return absl::DataLossError(absl::StrCat("out of step with ", name_, ": batch ", step,
+                                            " of epoch ", item->header.epoch,
+                                            " while this rank is in epoch ", epoch));
   }
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<loader::SourcedBatch> batch, ToSourcedBatch(*std::move(item)));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<loader::SourcedBatch> batch,
+                         ToSourcedBatch(*std::move(item)));
   // When the loader is done with the batch its buffer comes back here for the next message:
   // allocating (and page-faulting) megabytes per batch cost 15% of a busy machine's throughput.
-  return std::shared_ptr<const loader::SourcedBatch>(batch.release(), [this](const loader::SourcedBatch* b) {
-    Recycle(std::move(const_cast<loader::SourcedBatch*>(b)->bytes));
-    delete b;
-  });
+  return std::shared_ptr<const loader::SourcedBatch>(
+      batch.release(), [this](const loader::SourcedBatch* b) {
+        Recycle(std::move(const_cast<loader::SourcedBatch*>(b)->bytes));
+        delete b;
+      });
 }
 
 void FeedWindow::Recycle(std::vector<uint8_t> buffer) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (spare_.size() < capacity_ + 4) spare_.push_back(std::move(buffer));  // enough for every batch in flight
+  if (spare_.size() < capacity_ + 4)
+    spare_.push_back(std::move(buffer));  // enough for every batch in flight
 }
 
 std::vector<uint8_t> FeedWindow::SpareBuffer() {
@@ -115,10 +121,12 @@ absl::StatusOr<std::unique_ptr<loader::SourcedBatch>> ToSourcedBatch(FeedItem it
   batch->indices = std::move(item.header.indices);
   batch->bytes = std::move(item.payload);
   size_t offset = 0;
-  for (size_t i = 0; i < item.header.sizes.size(); ++i) {  // sizes add up to the payload (validated on receipt)
+  for (size_t i = 0; i < item.header.sizes.size();
+       ++i) {  // sizes add up to the payload (validated on receipt)
     const uint64_t size = item.header.sizes[i];
     batch->records.emplace_back(batch->bytes.data() + offset, size);
-    if (!item.header.salts.empty()) batch->bindings.push_back({item.header.salts[i], item.header.keys[i], false});
+    if (!item.header.salts.empty())
+      batch->bindings.push_back({item.header.salts[i], item.header.keys[i], false});
     offset += size;
   }
   return batch;

@@ -54,8 +54,8 @@ class FeedWindow : public loader::RecordSource {
   absl::Status error();
 
   // RecordSource for encoded messages: the records of batch `step` (from Take).
-  absl::StatusOr<std::shared_ptr<const loader::SourcedBatch>> Fetch(uint64_t epoch, uint64_t step,
-                                                                    const std::atomic<bool>& stop) override;
+  absl::StatusOr<std::shared_ptr<const loader::SourcedBatch>> Fetch(
+      uint64_t epoch, uint64_t step, const std::atomic<bool>& stop) override;
   void Wake() override;
   std::string name() const override { return name_; }
 

@@ -2,10 +2,10 @@
 
 #include <thread>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/storage/record.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 
@@ -115,7 +115,9 @@ TEST(FeedWindow, ALoaderRefusesRecordsItsSamplerDoesNotExpect) {
   w.Reset(0);
   ASSERT_OK(l->StartEpoch(0));
   const uint64_t first = l->plan()->IndexAt(1, 0);
-  w.Push(Item(0, 0, {first, (first + 1) % 10 == l->plan()->IndexAt(1, 1) ? (first + 2) % 10 : (first + 1) % 10}));
+  w.Push(Item(
+      0, 0,
+      {first, (first + 1) % 10 == l->plan()->IndexAt(1, 1) ? (first + 2) % 10 : (first + 1) % 10}));
   auto b = l->Next();
   EXPECT_CODE(b, kDataLoss);
   EXPECT_THAT(b.status().message(), HasSubstr("out of step with the leader (rank 0)"));

@@ -6,20 +6,32 @@
 namespace ddpio::broadcast {
 
 namespace {
-constexpr EnumName<FeedMode> kModes[] = {{FeedMode::kShard, "shard"}, {FeedMode::kReplicate, "replicate"}};
-constexpr EnumName<FeedPayload> kPayloads[] = {{FeedPayload::kEncoded, "encoded"}, {FeedPayload::kDecoded, "decoded"}};
-constexpr EnumName<FeedReaders> kReaders[] = {{FeedReaders::kLeader, "leader"}, {FeedReaders::kAll, "all"}};
-constexpr EnumName<FeedRelay> kRelays[] = {{FeedRelay::kChain, "chain"}, {FeedRelay::kStar, "star"}};
+constexpr EnumName<FeedMode> kModes[] = {{FeedMode::kShard, "shard"},
+                                         {FeedMode::kReplicate, "replicate"}};
+constexpr EnumName<FeedPayload> kPayloads[] = {{FeedPayload::kEncoded, "encoded"},
+                                               {FeedPayload::kDecoded, "decoded"}};
+constexpr EnumName<FeedReaders> kReaders[] = {{FeedReaders::kLeader, "leader"},
+                                              {FeedReaders::kAll, "all"}};
+constexpr EnumName<FeedRelay> kRelays[] = {{FeedRelay::kChain, "chain"},
+                                           {FeedRelay::kStar, "star"}};
 }  // namespace
 
 std::string FeedModeName(FeedMode mode) { return NameOf(kModes, mode); }
-absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name) { return ParseName(kModes, name, "feed mode"); }
+absl::StatusOr<FeedMode> ParseFeedMode(std::string_view name) {
+  return ParseName(kModes, name, "feed mode");
+}
 std::string FeedPayloadName(FeedPayload payload) { return NameOf(kPayloads, payload); }
-absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) { return ParseName(kPayloads, name, "payload"); }
+absl::StatusOr<FeedPayload> ParseFeedPayload(std::string_view name) {
+  return ParseName(kPayloads, name, "payload");
+}
 std::string FeedReadersName(FeedReaders readers) { return NameOf(kReaders, readers); }
-absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) { return ParseName(kReaders, name, "readers"); }
+absl::StatusOr<FeedReaders> ParseFeedReaders(std::string_view name) {
+  return ParseName(kReaders, name, "readers");
+}
 std::string FeedRelayName(FeedRelay relay) { return NameOf(kRelays, relay); }
-absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) { return ParseName(kRelays, name, "relay"); }
+absl::StatusOr<FeedRelay> ParseFeedRelay(std::string_view name) {
+  return ParseName(kRelays, name, "relay");
+}
 
 sampler::SamplerOptions StreamSamplerOptions(const sampler::SamplerOptions& world, FeedMode mode,
                                              const comm::GroupLayout& layout) {

@@ -72,9 +72,9 @@ struct FeederOptions {
 
 // Per-rank counters, cumulative over epochs.
 struct FeederCounters {
-  uint64_t records_read = 0;     // records this rank read from storage (0 on peers)
-  uint64_t bytes_read = 0;       // their stored bytes
-  uint64_t bytes_sent = 0;       // on the wire: prefix + header + payload
+  uint64_t records_read = 0;  // records this rank read from storage (0 on peers)
+  uint64_t bytes_read = 0;    // their stored bytes
+  uint64_t bytes_sent = 0;    // on the wire: prefix + header + payload
   uint64_t bytes_received = 0;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
@@ -82,8 +82,9 @@ struct FeederCounters {
   uint64_t loader_wait_ns = 0;   // the consumer blocked in Next()
   uint64_t batches = 0;          // handed to the consumer
   uint64_t images = 0;           // samples in them
-  uint64_t batches_copied = 0;   // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
-  uint64_t bad_samples = 0;      // decoded on this rank and skipped (bad_samples = kSkip)
+  uint64_t batches_copied =
+      0;  // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
+  uint64_t bad_samples = 0;  // decoded on this rank and skipped (bad_samples = kSkip)
   std::vector<loader::SkippedSample> skipped;  // the first 100 of them
 };
 

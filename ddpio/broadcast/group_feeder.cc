@@ -19,21 +19,22 @@ using Clock = std::chrono::steady_clock;
 
 GroupFeeder::GroupFeeder(std::unique_ptr<internal::FeedContext> ctx) : ctx_(std::move(ctx)) {}
 
-absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::DatasetReader* reader,
-                                                                 const comm::GroupLayout& layout, int rank,
-                                                                 std::unique_ptr<comm::Communicator> group,
-                                                                 const FeederOptions& options) {
+absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(
+    const storage::DatasetReader* reader, const comm::GroupLayout& layout, int rank,
+    std::unique_ptr<comm::Communicator> group, const FeederOptions& options) {
   if (rank < 0 || rank >= layout.world_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside the layout's world of ",
-                                                   layout.world_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " outside the layout's world of ", layout.world_size()));
   }
-  if (group == nullptr || group->size() != layout.group_size() || group->rank() != layout.local_group_rank(rank)) {
-    return absl::InvalidArgumentError(absl::StrCat("the group communicator does not match the layout: rank ", rank,
-                                                   " should be ", layout.local_group_rank(rank), " of ",
-                                                   layout.group_size()));
+  if (group == nullptr || group->size() != layout.group_size() ||
+      group->rank() != layout.local_group_rank(rank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the group communicator does not match the layout: rank ", rank, " should be ",
+                     layout.local_group_rank(rank), " of ", layout.group_size()));
   }
   const bool reads = layout.is_leader(rank) || options.readers == FeedReaders::kAll;
-  if (options.read_ahead < 0) return absl::InvalidArgumentError("feeder read-ahead must not be negative");
+  if (options.read_ahead < 0)
+    return absl::InvalidArgumentError("feeder read-ahead must not be negative");
   if (options.depth < 1) return absl::InvalidArgumentError("feeder depth must be at least 1");
   auto ctx = std::make_unique<internal::FeedContext>(layout, rank);
   ctx->reader = reads ? reader : nullptr;
@@ -42,9 +43,9 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(const storage::
   auto f = std::unique_ptr<GroupFeeder>(new GroupFeeder(std::move(ctx)));
   DDPIO_ASSIGN_OR_RETURN(f->dataset_size_, internal::AgreeOnGroup(*f->ctx_));
   if (reads && reader == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank,
-                                                   layout.is_leader(rank) ? " leads its group" : " reads for itself",
-                                                   " and needs the dataset"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, layout.is_leader(rank) ? " leads its group" : " reads for itself",
+        " and needs the dataset"));
   }
   DDPIO_RETURN_IF_ERROR(f->Setup());
   return f;
@@ -70,18 +71,22 @@ absl::Status GroupFeeder::Setup() {
       : upstream == 0   ? c.MemberName(0)
                         : absl::StrCat(c.MemberName(upstream), ", which relays the leader's data"),
       static_cast<size_t>(o.depth));
-  if (o.loader.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (o.loader.held_batches < 1)
+    return absl::InvalidArgumentError("held_batches must be at least 1");
   if (o.loader.copy_to_device && o.cuda != nullptr && o.payload == FeedPayload::kDecoded) {
     return absl::InvalidArgumentError(
         "copies to the GPU need the encoded payload: decoded batches arrive ready in host buffers");
   }
   decoded_held_ = std::make_shared<loader::HoldGate>(o.loader.held_batches);
-  const size_t pixels = static_cast<size_t>(o.loader.augment.out_width()) * o.loader.augment.out_height() * 3;
-  sample_bytes_ = o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  const size_t pixels =
+      static_cast<size_t>(o.loader.augment.out_width()) * o.loader.augment.out_height() * 3;
+  sample_bytes_ =
+      o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   DDPIO_RETURN_IF_ERROR(transport_->Setup(sample_bytes_));
   if (o.payload == FeedPayload::kEncoded) {
-    DDPIO_ASSIGN_OR_RETURN(loader_, loader::Loader::Create(c.window.get(), c.sampler_options, c.stream_rank(c.rank),
-                                                           o.loader, o.cuda));
+    DDPIO_ASSIGN_OR_RETURN(
+        loader_, loader::Loader::Create(c.window.get(), c.sampler_options, c.stream_rank(c.rank),
+                                        o.loader, o.cuda));
   }
   if (c.reads_storage()) {
     leader_ = std::make_unique<internal::FeedLeader>(c, *transport_);
@@ -100,7 +105,7 @@ void GroupFeeder::StopRun() {
   if (!running_) return;
   stop_ = true;
   if (reads_storage()) {
-    ctx_->window->Drain();  // the leader's own share is no longer wanted
+    ctx_->window->Drain();                   // the leader's own share is no longer wanted
     if (thread_.joinable()) thread_.join();  // it sends every peer the end of the run
     if (loader_ != nullptr) loader_->Stop();
     leader_->Stop();
@@ -115,14 +120,15 @@ void GroupFeeder::StopRun() {
 
 absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
   if (!failed_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("the group feeder failed earlier: ", failed_.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the group feeder failed earlier: ", failed_.message()));
   }
   StopRun();
   sampler_->SetEpoch(epoch);
   DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->NextPlan(start));
   plan_ = std::move(plan);
-  batches_ = sampler::MakeBatches(plan_->NumSamples(ctx_->stream_rank(ctx_->rank)), ctx_->options.loader.batch_size,
-                                  ctx_->options.loader.drop_last);
+  batches_ = sampler::MakeBatches(plan_->NumSamples(ctx_->stream_rank(ctx_->rank)),
+                                  ctx_->options.loader.batch_size, ctx_->options.loader.drop_last);
   delivered_ = 0;
   ctx_->window->Reset(epoch);
   if (loader_ != nullptr) DDPIO_RETURN_IF_ERROR(loader_->StartEpoch(epoch, start));
@@ -148,7 +154,8 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
   if (!failed_.ok()) return failed_;
   if (!running_) return absl::FailedPreconditionError("Next() before StartEpoch()");
   const auto t0 = Clock::now();
-  absl::StatusOr<loader::HeldBatch> batch = loader_ != nullptr ? loader_->NextHeld() : NextDecoded();
+  absl::StatusOr<loader::HeldBatch> batch =
+      loader_ != nullptr ? loader_->NextHeld() : NextDecoded();
   loader_wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
   if (absl::IsOutOfRange(batch.status()) && thread_.joinable()) {
     // The epoch ends when the leader's thread has sent every peer its share and the end, and a
@@ -171,10 +178,13 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
 absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   const std::shared_ptr<FeedWindow>& window = ctx_->window;
   const loader::LoaderOptions& lo = ctx_->options.loader;
-  if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+  if (delivered_ >= batches_.size())
+    return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
   // Past the held limit with HeldOverflow::kCopy (host buffers only): the batch goes out as a copy.
-  const bool may_copy = lo.held_overflow == loader::LoaderOptions::HeldOverflow::kCopy && !transport_->device_memory();
-  absl::Status gate = decoded_held_->Acquire(may_copy ? std::chrono::milliseconds(0) : lo.held_timeout, window->name());
+  const bool may_copy = lo.held_overflow == loader::LoaderOptions::HeldOverflow::kCopy &&
+                        !transport_->device_memory();
+  absl::Status gate = decoded_held_->Acquire(
+      may_copy ? std::chrono::milliseconds(0) : lo.held_timeout, window->name());
   if (!gate.ok() && !(may_copy && loader::IsHeldLimit(gate))) return gate;
   const bool copy = !gate.ok();
   absl::StatusOr<FeedItem> taken = window->Take(delivered_, stop_);
@@ -208,11 +218,13 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
   // The hold owns the received message; dropping it gives the buffer back to the window (while
   // the feeder lives) and the hold back to the gate.
   std::weak_ptr<FeedWindow> weak = window;
-  std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)), [weak, gate = decoded_held_](FeedItem* it) {
-    if (auto w = weak.lock(); w != nullptr && it->device == nullptr) w->Recycle(std::move(it->payload));
-    delete it;
-    gate->Release();
-  });
+  std::shared_ptr<FeedItem> item(new FeedItem(*std::move(taken)),
+                                 [weak, gate = decoded_held_](FeedItem* it) {
+                                   if (auto w = weak.lock(); w != nullptr && it->device == nullptr)
+                                     w->Recycle(std::move(it->payload));
+                                   delete it;
+                                   gate->Release();
+                                 });
   loader::HeldBatch held;
   loader::Batch& b = held.batch;
   b.epoch = item->header.epoch;
@@ -235,8 +247,8 @@ absl::StatusOr<loader::HeldBatch> GroupFeeder::NextDecoded() {
 
 absl::StatusOr<uint64_t> GroupFeeder::BatchesInEpoch(uint64_t epoch) const {
   DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->Plan(epoch));
-  return sampler::MakeBatches(plan.NumSamples(ctx_->stream_rank(ctx_->rank)), ctx_->options.loader.batch_size,
-                              ctx_->options.loader.drop_last)
+  return sampler::MakeBatches(plan.NumSamples(ctx_->stream_rank(ctx_->rank)),
+                              ctx_->options.loader.batch_size, ctx_->options.loader.drop_last)
       .size();
 }
 

@@ -2,8 +2,9 @@
 // the group's Communicator. Every rank constructs one and iterates it like a plain loader:
 //
 //   auto group = job->Group(layout);                       // this rank's group communicator
-//   auto feeder = GroupFeeder::Create(leader ? reader : nullptr, layout, rank, std::move(*group), options);
-//   for (epoch ...) { feeder->StartEpoch(epoch); while ((batch = feeder->Next()).ok()) Train(*batch); }
+//   auto feeder = GroupFeeder::Create(leader ? reader : nullptr, layout, rank, std::move(*group),
+//   options); for (epoch ...) { feeder->StartEpoch(epoch); while ((batch = feeder->Next()).ok())
+//   Train(*batch); }
 //
 // Modes: shard — rank r gets exactly the DistributedSampler's indices for r, with the
 // augmentation it would have got reading for itself; the leader reads the group's samples and
@@ -58,10 +59,9 @@ class GroupFeeder {
   // peers, which may pass null). `group`: this
   // rank's group communicator (group-local ranks, the leader is 0; host memory). InvalidArgument
   // for a leader without a dataset or a communicator that does not match the layout.
-  static absl::StatusOr<std::unique_ptr<GroupFeeder>> Create(const storage::DatasetReader* reader,
-                                                             const comm::GroupLayout& layout, int rank,
-                                                             std::unique_ptr<comm::Communicator> group,
-                                                             const FeederOptions& options);
+  static absl::StatusOr<std::unique_ptr<GroupFeeder>> Create(
+      const storage::DatasetReader* reader, const comm::GroupLayout& layout, int rank,
+      std::unique_ptr<comm::Communicator> group, const FeederOptions& options);
   ~GroupFeeder();
   GroupFeeder(const GroupFeeder&) = delete;
   GroupFeeder& operator=(const GroupFeeder&) = delete;
@@ -75,8 +75,8 @@ class GroupFeeder {
   // The same, kept by the caller until it drops the hold (also past StartEpoch and the feeder's
   // destruction): up to options.loader.held_batches at once, then ResourceExhausted after
   // options.loader.held_timeout (Loader::NextHeld; loader::IsHeldLimit — nothing was consumed,
-  // and Next may be called again once a batch is released). Zero-copy either way: the loader's slot, or
-  // the received buffer of a decoded batch.
+  // and Next may be called again once a batch is released). Zero-copy either way: the loader's
+  // slot, or the received buffer of a decoded batch.
   absl::StatusOr<loader::HeldBatch> NextHeld();
 
   uint64_t NumBatches() const { return batches_.size(); }
@@ -107,17 +107,17 @@ class GroupFeeder {
   std::unique_ptr<sampler::DistributedSampler> sampler_;
   uint64_t dataset_size_ = 0;
   size_t sample_bytes_ = 0;
-  std::shared_ptr<loader::HoldGate> decoded_held_;   // decoded: bounds the batches held
-  std::unique_ptr<loader::Loader> loader_;           // encoded: this rank's loader over the window
+  std::shared_ptr<loader::HoldGate> decoded_held_;  // decoded: bounds the batches held
+  std::unique_ptr<loader::Loader> loader_;          // encoded: this rank's loader over the window
   std::unique_ptr<internal::FeedTransport> transport_;
-  std::unique_ptr<internal::FeedLeader> leader_;     // on a rank that reads storage
+  std::unique_ptr<internal::FeedLeader> leader_;  // on a rank that reads storage
 
   // Run state (the consumer's thread).
   std::optional<sampler::EpochPlan> plan_;
   std::vector<sampler::BatchRange> batches_;
   uint64_t delivered_ = 0;
-  std::shared_ptr<void> held_;     // the batch Next() handed out
-  std::thread thread_;             // reads and sends (FeedLeader::Run), or receives (FeedTransport::Receive)
+  std::shared_ptr<void> held_;  // the batch Next() handed out
+  std::thread thread_;  // reads and sends (FeedLeader::Run), or receives (FeedTransport::Receive)
   std::atomic<bool> stop_{false};  // read by the thread and the loader
   bool running_ = false;
   absl::Status failed_;  // first failure seen by the consumer thread

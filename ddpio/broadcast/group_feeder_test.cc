@@ -16,8 +16,8 @@
 #include "ddpio/comm/communicator_conformance.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
-#include "gtest/gtest.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/feeder_checks.h"
@@ -72,8 +72,8 @@ int FeedRank(comm::Job& job, const FeedSetup& s) {
   const FeederCounters c = (*feeder)->counters();
   WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
   WriteFile(absl::StrCat(s.out, "/counters.", rank),
-            absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ", c.bytes_received, " ",
-                         c.messages_sent));
+            absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ",
+                         c.bytes_received, " ", c.messages_sent));
   return 0;
 }
 
@@ -83,7 +83,8 @@ std::vector<int> RunFeed(const FeedSetup& s, const std::string& job_id,
   o.token = "feed";
   o.job_id = job_id;
   o.backend = comm::BackendKind::kGloo;
-  return comm::testing::RunJob(kWorld, o, body ? body : [&](comm::Job& job) { return FeedRank(job, s); });
+  return comm::testing::RunJob(
+      kWorld, o, body ? body : [&](comm::Job& job) { return FeedRank(job, s); });
 }
 
 // What `stream_rank` gets reading for itself with a plain Loader, described like the feeder's.
@@ -94,14 +95,16 @@ std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
   so.dataset_size = (*reader)->size();
   so.num_replicas = kWorld;
   if (s.options.mode == FeedMode::kReplicate) {
-    so = StreamSamplerOptions(so, FeedMode::kReplicate, *comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
+    so = StreamSamplerOptions(so, FeedMode::kReplicate,
+                              *comm::GroupLayout::Make(kWorld, s.group_size, s.layout));
   }
   auto loader = loader::Loader::Create(reader->get(), so, stream_rank, s.options.loader);
   EXPECT_OK(loader.status());
   std::string out;
   for (int e = 0; e < s.epochs; ++e) {
     EXPECT_OK((*loader)->StartEpoch(e));
-    for (auto b = (*loader)->Next(); b.ok(); b = (*loader)->Next()) out += DescribeBatch(*b, (*loader)->sample_bytes());
+    for (auto b = (*loader)->Next(); b.ok(); b = (*loader)->Next())
+      out += DescribeBatch(*b, (*loader)->sample_bytes());
   }
   *records = (*loader)->stats().images;
   return out;
@@ -111,11 +114,13 @@ std::string Reference(const FeedSetup& s, int stream_rank, uint64_t* records) {
 void ExpectEveryRankGotItsOwnStream(const FeedSetup& s, const std::string& what) {
   for (int r = 0; r < kWorld; ++r) {
     uint64_t records = 0;
-    EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records)) << what << " rank " << r;
+    EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), Reference(s, r, &records))
+        << what << " rank " << r;
   }
 }
 
-class FeedMatrix : public ::testing::TestWithParam<std::tuple<FeedMode, FeedPayload, comm::LayoutKind>> {};
+class FeedMatrix
+    : public ::testing::TestWithParam<std::tuple<FeedMode, FeedPayload, comm::LayoutKind>> {};
 
 // Shard: rank r's samples (indices, labels, validity, pixels) equal reading for itself with the
 // world's sampler. Replicate: equal to reading the group's stream, hence identical in a group.
@@ -139,7 +144,8 @@ TEST_P(FeedMatrix, EveryRankGetsWhatItWouldHaveReadForItself) {
     const std::string want = Reference(s, stream, &records);
     EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), want) << "rank " << r;
     uint64_t read = 0, bytes_read = 0, sent = 0, received = 0, messages = 0;
-    std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read >> bytes_read >> sent >> received >> messages;
+    std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read >> bytes_read >>
+        sent >> received >> messages;
     if (!layout.is_leader(r)) {
       EXPECT_EQ(read, 0u) << "peer " << r << " read storage";
       EXPECT_GT(received, 0u);
@@ -184,9 +190,11 @@ INSTANTIATE_TEST_SUITE_P(
     ModesPayloadsLayouts, FeedMatrix,
     ::testing::Combine(::testing::Values(FeedMode::kShard, FeedMode::kReplicate),
                        ::testing::Values(FeedPayload::kEncoded, FeedPayload::kDecoded),
-                       ::testing::Values(comm::LayoutKind::kContiguous, comm::LayoutKind::kStrided)),
+                       ::testing::Values(comm::LayoutKind::kContiguous,
+                                         comm::LayoutKind::kStrided)),
     [](const auto& info) {
-      return FeedModeName(std::get<0>(info.param)) + "_" + FeedPayloadName(std::get<1>(info.param)) + "_" +
+      return FeedModeName(std::get<0>(info.param)) + "_" +
+             FeedPayloadName(std::get<1>(info.param)) + "_" +
              comm::LayoutKindName(std::get<2>(info.param));
     });
 
@@ -205,8 +213,8 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
                         Case{FeedRelay::kChain, FeedReaders::kLeader, FeedPayload::kDecoded},
                         Case{FeedRelay::kStar, FeedReaders::kLeader, FeedPayload::kEncoded},
                         Case{FeedRelay::kChain, FeedReaders::kAll, FeedPayload::kEncoded}}) {
-    const std::string name = absl::StrCat(FeedRelayName(c.relay), "_", FeedReadersName(c.readers), "_",
-                                          FeedPayloadName(c.payload));
+    const std::string name = absl::StrCat(FeedRelayName(c.relay), "_", FeedReadersName(c.readers),
+                                          "_", FeedPayloadName(c.payload));
     ddpio::testing::TempDir dir;
     FeedSetup s;
     s.data = dir.Sub("data");
@@ -225,8 +233,8 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
     uint64_t read[kWorld], bytes_read[kWorld], sent[kWorld], received[kWorld], messages[kWorld];
     for (int r = 0; r < kWorld; ++r) {
       EXPECT_EQ(ReadFileText(absl::StrCat(s.out, "/samples.", r)), want) << name << " rank " << r;
-      std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read[r] >> bytes_read[r] >> sent[r] >>
-          received[r] >> messages[r];
+      std::istringstream(ReadFileText(absl::StrCat(s.out, "/counters.", r))) >> read[r] >>
+          bytes_read[r] >> sent[r] >> received[r] >> messages[r];
     }
     if (c.readers == FeedReaders::kAll) {
       for (int r = 0; r < kWorld; ++r) {
@@ -239,7 +247,8 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
     EXPECT_GT(received[1], 0u) << name;
     for (int r = 1; r < kWorld; ++r) {
       EXPECT_EQ(read[r], 0u) << name << " rank " << r;
-      EXPECT_EQ(received[r], received[1]) << name << " rank " << r;  // every member got the same bytes
+      EXPECT_EQ(received[r], received[1])
+          << name << " rank " << r;  // every member got the same bytes
     }
     if (c.relay == FeedRelay::kChain) {
       EXPECT_EQ(sent[0], received[1]) << name << ": the leader sends one copy";
@@ -279,7 +288,8 @@ TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
     s.data = dir.Sub("data");
     ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
     std::string value;
-    ASSERT_OK(ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
+    ASSERT_OK(
+        ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
     value[value.size() - 3] ^= 0x55;  // payload damage: the CRC no longer matches
     ASSERT_OK(ddpio::testing::PokeValue(s.data, "samples", ddpio::testing::SampleKey(17), value));
     s.options = SmallOptions();
@@ -318,8 +328,9 @@ TEST(GroupFeeder, UndecodableRecordIsTheLeadersErrorOnEveryMember) {
       if (b.ok()) continue;
       if (absl::IsOutOfRange(b.status())) return 10;
       std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
-      const bool names = b.status().message().find("sample 17 (key 0000000000000011, source 'img_17.jpg')") !=
-                         absl::string_view::npos;
+      const bool names =
+          b.status().message().find("sample 17 (key 0000000000000011, source 'img_17.jpg')") !=
+          absl::string_view::npos;
       const bool real = b.status().message().find("corrupt JPEG") != absl::string_view::npos;
       return absl::IsDataLoss(b.status()) && names && real ? 0 : 11;
     }
@@ -344,16 +355,20 @@ class DamagingCommunicator : public comm::Communicator {
                        std::chrono::milliseconds t) override {
     return inner_->Scatter(parts, out, n, root, t);
   }
-  absl::Status AllReduce(float* d, size_t n, comm::ReduceOp op, std::chrono::milliseconds t) override {
+  absl::Status AllReduce(float* d, size_t n, comm::ReduceOp op,
+                         std::chrono::milliseconds t) override {
     return inner_->AllReduce(d, n, op, t);
   }
-  absl::Status AllGather(const void* in, void* out, size_t n, std::chrono::milliseconds t) override {
+  absl::Status AllGather(const void* in, void* out, size_t n,
+                         std::chrono::milliseconds t) override {
     return inner_->AllGather(in, out, n, t);
   }
-  absl::Status Send(const void* d, size_t n, int peer, uint64_t tag, std::chrono::milliseconds t) override {
+  absl::Status Send(const void* d, size_t n, int peer, uint64_t tag,
+                    std::chrono::milliseconds t) override {
     return inner_->Send(d, n, peer, tag, t);
   }
-  absl::Status Recv(void* d, size_t n, int peer, uint64_t tag, std::chrono::milliseconds t) override {
+  absl::Status Recv(void* d, size_t n, int peer, uint64_t tag,
+                    std::chrono::milliseconds t) override {
     return inner_->Recv(d, n, peer, tag, t);
   }
   absl::Status Barrier(std::chrono::milliseconds t) override { return inner_->Barrier(t); }
@@ -400,18 +415,21 @@ TEST(GroupFeeder, ADecodedBatchDamagedOnTheWayIsDataLoss) {
       if (!opened.ok()) return 4;
       reader = *std::move(opened);
     }
-    const size_t sample = static_cast<size_t>(s.options.loader.augment.size) * s.options.loader.augment.size * 3;
+    const size_t sample =
+        static_cast<size_t>(s.options.loader.augment.size) * s.options.loader.augment.size * 3;
     auto damaging = std::make_unique<DamagingCommunicator>(*std::move(group), sample);
     auto feeder = GroupFeeder::Create(reader.get(), *layout, rank, std::move(damaging), s.options);
     if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 5;
     for (;;) {
       auto b = (*feeder)->Next();
       if (b.ok()) continue;
-      if (absl::IsOutOfRange(b.status())) return layout->is_leader(rank) ? 0 : 10;  // a peer must not get here
+      if (absl::IsOutOfRange(b.status()))
+        return layout->is_leader(rank) ? 0 : 10;  // a peer must not get here
       std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
       // The leader learns of its peer's refusal as a lost peer.
       if (layout->is_leader(rank)) return absl::IsUnavailable(b.status()) ? 0 : 12;
-      const bool named = b.status().message().find("is damaged: its payload's CRC32C") != absl::string_view::npos;
+      const bool named =
+          b.status().message().find("is damaged: its payload's CRC32C") != absl::string_view::npos;
       return absl::IsDataLoss(b.status()) && named && !layout->is_leader(rank) ? 0 : 11;
     }
   });
@@ -463,7 +481,8 @@ TEST(GroupFeeder, StopResumeAndShutdownMidEpochStayInStep) {
       }
       const uint64_t position = (*feeder)->ResumePosition();
       if (!(*feeder)->StartEpoch(0, position).ok()) return 6;
-      for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status()); b = (*feeder)->Next()) {
+      for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status());
+           b = (*feeder)->Next()) {
         if (!b.ok()) return 7;
         samples += DescribeBatch(*b, (*feeder)->sample_bytes());
       }
@@ -507,8 +526,8 @@ TEST(GroupFeeder, HeldBatchesStayUnchangedPastLaterBatchesAndTheFeeder) {
         for (const Kept& k : kept) {
           if (DescribeBatch(k.held.batch, sample_bytes) != k.was) {
             std::fprintf(stderr, "rank %d: epoch %lu step %lu changed %s\n", rank,
-                         static_cast<unsigned long>(k.held.batch.epoch), static_cast<unsigned long>(k.held.batch.step),
-                         when);
+                         static_cast<unsigned long>(k.held.batch.epoch),
+                         static_cast<unsigned long>(k.held.batch.step), when);
             return true;
           }
         }
@@ -569,7 +588,8 @@ TEST(GroupFeeder, HoldingTheWholeEpochStillEndsIt) {
         auto b = (*feeder)->NextHeld();
         if (absl::IsOutOfRange(b.status())) break;
         if (!b.ok()) {
-          std::fprintf(stderr, "rank %d after %zu batches: %s\n", rank, kept.size(), b.status().ToString().c_str());
+          std::fprintf(stderr, "rank %d after %zu batches: %s\n", rank, kept.size(),
+                       b.status().ToString().c_str());
           return absl::IsResourceExhausted(b.status()) ? 6 : 7;
         }
         kept.push_back(*std::move(b));
@@ -641,10 +661,12 @@ TEST(GroupFeeder, BatchesAreStagedOnTheDeviceOfEveryRank) {
         auto b = (*feeder)->Next();
         if (absl::IsOutOfRange(b.status())) break;
         if (!b.ok()) return 5;
-        if (b->device_data == nullptr || std::memcmp(b->device_data, b->data, b->bytes) != 0) return 6;
+        if (b->device_data == nullptr || std::memcmp(b->device_data, b->data, b->bytes) != 0)
+          return 6;
         ++batches;
       }
-      if (cuda.copies != batches || cuda.waits != batches || cuda.waits_on_unrecorded != 0) return 7;
+      if (cuda.copies != batches || cuda.waits != batches || cuda.waits_on_unrecorded != 0)
+        return 7;
     }
     if (cuda.device_allocs == 0 || cuda.device_allocs != cuda.device_frees) return 8;
     return batches == 3 ? 0 : 9;

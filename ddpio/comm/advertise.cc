@@ -38,7 +38,8 @@ std::string Numeric(const sockaddr* sa) {
   const socklen_t len = sa->sa_family == AF_INET    ? sizeof(sockaddr_in)
                         : sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
                                                     : 0;
-  if (len == 0 || ::getnameinfo(sa, len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) return "";
+  if (len == 0 || ::getnameinfo(sa, len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
+    return "";
   return host;
 }
 
@@ -62,7 +63,8 @@ absl::StatusOr<std::string> RouteSource(const std::string& host) {
   addrinfo* res = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), "9", &hints, &res);
   if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve MASTER_ADDR ", host, ": ", gai_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve MASTER_ADDR ", host, ": ", gai_strerror(rc)));
   }
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(res, ::freeaddrinfo);
   std::string last_error = "no address";
@@ -79,9 +81,9 @@ absl::StatusOr<std::string> RouteSource(const std::string& host) {
     std::string address = Numeric(reinterpret_cast<sockaddr*>(&local));
     if (!address.empty()) return address;
   }
-  return absl::UnavailableError(
-      absl::StrCat("this host has no route to MASTER_ADDR ", host, " (", last_error,
-                   "); set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to the interface the ranks share"));
+  return absl::UnavailableError(absl::StrCat(
+      "this host has no route to MASTER_ADDR ", host, " (", last_error,
+      "); set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to the interface the ranks share"));
 }
 
 }  // namespace
@@ -95,9 +97,11 @@ absl::StatusOr<std::string> InterfaceAddress(const std::string& name) {
     if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET) return Numeric(i->ifa_addr);
   }
   if (!exists && ::if_nametoindex(name.c_str()) == 0) {
-    return absl::NotFoundError(absl::StrCat("GLOO_SOCKET_IFNAME: no network interface named '", name, "' on this host"));
+    return absl::NotFoundError(
+        absl::StrCat("GLOO_SOCKET_IFNAME: no network interface named '", name, "' on this host"));
   }
-  return absl::NotFoundError(absl::StrCat("GLOO_SOCKET_IFNAME: interface '", name, "' has no IPv4 address"));
+  return absl::NotFoundError(
+      absl::StrCat("GLOO_SOCKET_IFNAME: interface '", name, "' has no IPv4 address"));
 }
 
 std::string InterfaceOf(const std::string& address) {
@@ -111,7 +115,8 @@ std::string InterfaceOf(const std::string& address) {
 }
 
 absl::StatusOr<AdvertiseAddress> ChooseAdvertiseAddress(const std::string& explicit_address,
-                                                        const Environment& env, const std::string& master_addr) {
+                                                        const Environment& env,
+                                                        const std::string& master_addr) {
   AdvertiseAddress out;
   std::string given = explicit_address;
   std::string source = "the advertise address set explicitly";
@@ -131,8 +136,8 @@ absl::StatusOr<AdvertiseAddress> ChooseAdvertiseAddress(const std::string& expli
     }
     out.interface = InterfaceOf(out.address);
     if (out.interface.empty()) {
-      return refuse(
-          absl::StrCat(source, " ", out.address, " is not an address of this host (see `ip -brief address`)"));
+      return refuse(absl::StrCat(source, " ", out.address,
+                                 " is not an address of this host (see `ip -brief address`)"));
     }
     out.why = absl::StrCat(source, " on ", out.interface);
     return out;
@@ -155,7 +160,8 @@ absl::StatusOr<AdvertiseAddress> ChooseAdvertiseAddress(const std::string& expli
   if (!source_address.ok()) return source_address.status();
   out.address = *source_address;
   out.interface = InterfaceOf(out.address);
-  out.why = absl::StrCat("route to MASTER_ADDR ", master_addr, " via ", out.interface.empty() ? "?" : out.interface);
+  out.why = absl::StrCat("route to MASTER_ADDR ", master_addr, " via ",
+                         out.interface.empty() ? "?" : out.interface);
   return out;
 }
 

@@ -34,7 +34,8 @@ struct AdvertiseAddress {
 // NotFound for a GLOO_SOCKET_IFNAME interface that does not exist or has no IPv4 address;
 // Unavailable when MASTER_ADDR cannot be resolved or this host has no route to it.
 absl::StatusOr<AdvertiseAddress> ChooseAdvertiseAddress(const std::string& explicit_address,
-                                                        const Environment& env, const std::string& master_addr);
+                                                        const Environment& env,
+                                                        const std::string& master_addr);
 
 // The IPv4 address of interface `name` (NotFound when it has none).
 absl::StatusOr<std::string> InterfaceAddress(const std::string& name);

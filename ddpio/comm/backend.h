@@ -42,13 +42,15 @@ absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceP
 
 struct CommOptions {
   GlooOptions gloo;  // hostname; gloo.timeout is the connect timeout of both backends
-  int local_rank = 0;   // NCCL: device = device::DeviceForRank(local_rank, devices) unless `device` is set
+  int local_rank =
+      0;  // NCCL: device = device::DeviceForRank(local_rank, devices) unless `device` is set
   int device = -1;
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const BackendChoice& choice,
-                                                                 std::shared_ptr<Store> store, int rank,
-                                                                 int size, const CommOptions& options);
+                                                                 std::shared_ptr<Store> store,
+                                                                 int rank, int size,
+                                                                 const CommOptions& options);
 
 }  // namespace ddpio::comm
 

@@ -10,19 +10,24 @@ namespace {
 using ::testing::HasSubstr;
 
 DeviceProbe NoDriver() {
-  return {.cuda_compiled = true, .nccl_compiled = true, .devices = 0,
+  return {.cuda_compiled = true,
+          .nccl_compiled = true,
+          .devices = 0,
           .why = "cudaGetDeviceCount: error 35 CUDA driver version is insufficient"};
 }
 DeviceProbe TwoGpus() { return {.cuda_compiled = true, .nccl_compiled = true, .devices = 2}; }
 DeviceProbe NotCompiled() { return {.devices = 0, .why = "built without CUDA"}; }
-DeviceProbe GpusWithoutNccl() { return {.cuda_compiled = true, .nccl_compiled = false, .devices = 2}; }
+DeviceProbe GpusWithoutNccl() {
+  return {.cuda_compiled = true, .nccl_compiled = false, .devices = 2};
+}
 
 TEST(Backend, ParsesTheThreeNamesAndRejectsOthers) {
   EXPECT_EQ(*ParseBackend("auto"), BackendKind::kAuto);
   EXPECT_EQ(*ParseBackend("gloo"), BackendKind::kGloo);
   EXPECT_EQ(*ParseBackend("nccl"), BackendKind::kNccl);
   EXPECT_CODE(ParseBackend("mpi"), kInvalidArgument);
-  for (auto k : {BackendKind::kAuto, BackendKind::kGloo, BackendKind::kNccl}) EXPECT_EQ(*ParseBackend(BackendName(k)), k);
+  for (auto k : {BackendKind::kAuto, BackendKind::kGloo, BackendKind::kNccl})
+    EXPECT_EQ(*ParseBackend(BackendName(k)), k);
 }
 
 TEST(Backend, AutoTakesNcclOnlyWithAUsableDevice) {
@@ -56,7 +61,8 @@ TEST(Backend, NcclWithoutADeviceOrWithoutNcclIsAClearError) {
 // store is never touched) and says why.
 TEST(Backend, AnNcclCommunicatorWithoutADeviceIsRefused) {
   if (ProbeNcclDevices().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
-  auto comm = CreateCommunicator(BackendChoice{BackendKind::kNccl, "asked for"}, nullptr, 0, 1, CommOptions{});
+  auto comm = CreateCommunicator(BackendChoice{BackendKind::kNccl, "asked for"}, nullptr, 0, 1,
+                                 CommOptions{});
   EXPECT_CODE(comm, kFailedPrecondition);
 }
 

@@ -15,7 +15,8 @@ absl::Status Communicator::CheckBroadcast(int root) const {
 absl::Status Communicator::CheckScatter(const std::vector<const void*>& parts, int root) const {
   if (BadRoot(root)) return absl::InvalidArgumentError(absl::StrCat("scatter root ", root));
   if (rank() == root && static_cast<int>(parts.size()) != size()) {
-    return absl::InvalidArgumentError(absl::StrCat("scatter needs ", size(), " parts on the root, got ", parts.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scatter needs ", size(), " parts on the root, got ", parts.size()));
   }
   return absl::OkStatus();
 }
@@ -37,14 +38,16 @@ absl::Status Communicator::CheckSendMany(const std::vector<SendPart>& parts) con
 
 absl::Status Communicator::CheckSendChunked(size_t chunk, int peer) const {
   if (chunk == 0 || BadPeer(peer)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked send to peer ", peer, " in chunks of ", chunk));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked send to peer ", peer, " in chunks of ", chunk));
   }
   return absl::OkStatus();
 }
 
 absl::Status Communicator::CheckRecvChunked(size_t chunk, int peer) const {
   if (chunk == 0 || BadPeer(peer)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked receive from peer ", peer, " in chunks of ", chunk));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked receive from peer ", peer, " in chunks of ", chunk));
   }
   return absl::OkStatus();
 }
@@ -57,8 +60,8 @@ absl::Status Communicator::CheckRecvForward(size_t chunk, int from, int to) cons
   return absl::OkStatus();
 }
 
-absl::Status Communicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
-                                       std::chrono::milliseconds timeout) {
+absl::Status Communicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer,
+                                       uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckSendChunked(chunk, peer));
   const auto* p = static_cast<const uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
@@ -67,8 +70,8 @@ absl::Status Communicator::SendChunked(const void* data, size_t bytes, size_t ch
   return absl::OkStatus();
 }
 
-absl::Status Communicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
-                                       std::chrono::milliseconds timeout) {
+absl::Status Communicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer,
+                                       uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckRecvChunked(chunk, peer));
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
@@ -77,8 +80,8 @@ absl::Status Communicator::RecvChunked(void* data, size_t bytes, size_t chunk, i
   return absl::OkStatus();
 }
 
-absl::Status Communicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
-                                       std::chrono::milliseconds timeout) {
+absl::Status Communicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to,
+                                       uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckRecvForward(chunk, from, to));
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0; off < bytes; off += chunk) {
@@ -92,7 +95,8 @@ absl::Status Communicator::RecvForward(void* data, size_t bytes, size_t chunk, i
 absl::Status Communicator::SendMany(const std::vector<SendPart>& parts, uint64_t tag,
                                     std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckSendMany(parts));
-  for (const SendPart& p : parts) DDPIO_RETURN_IF_ERROR(Send(p.data, p.bytes, p.peer, tag, timeout));
+  for (const SendPart& p : parts)
+    DDPIO_RETURN_IF_ERROR(Send(p.data, p.bytes, p.peer, tag, timeout));
   return absl::OkStatus();
 }
 
@@ -101,7 +105,8 @@ absl::Status Communicator::StageIn(void* dst, const void* src, size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status Communicator::CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds /*timeout*/) {
+absl::Status Communicator::CopyOut(void* dst, const void* src, size_t bytes,
+                                   std::chrono::milliseconds /*timeout*/) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return absl::OkStatus();
 }
@@ -116,7 +121,8 @@ absl::Status AllGatherHost(Communicator& comm, const void* in, void* out, size_t
   return comm.CopyOut(out, buffer.get() + bytes, all, timeout);
 }
 
-absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root,
+                           std::chrono::milliseconds timeout) {
   if (!comm.device_memory()) return comm.Broadcast(data, bytes, root, timeout);
   DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, comm.Allocate(bytes));
   DDPIO_RETURN_IF_ERROR(comm.StageIn(buffer.get(), data, bytes));
@@ -134,15 +140,18 @@ absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, Reduce
   return comm.CopyOut(data, device, count * sizeof(float), timeout);
 }
 
-absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& mine,
-                                                          std::chrono::milliseconds timeout, size_t max_bytes) {
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm,
+                                                          const std::string& mine,
+                                                          std::chrono::milliseconds timeout,
+                                                          size_t max_bytes) {
   const size_t n = static_cast<size_t>(comm.size());
   const uint64_t length = mine.size();
   std::vector<uint64_t> lengths(n);
   DDPIO_RETURN_IF_ERROR(AllGatherHost(comm, &length, lengths.data(), sizeof(length), timeout));
   const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (longest > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a text of ", longest, " bytes to share among the ranks; at most ",
+    return absl::InvalidArgumentError(absl::StrCat("a text of ", longest,
+                                                   " bytes to share among the ranks; at most ",
                                                    max_bytes, " are allowed"));
   }
   std::vector<std::string> all(n);

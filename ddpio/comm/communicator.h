@@ -37,7 +37,8 @@ class Communicator {
   virtual bool device_memory() const { return false; }
   // `bytes` of memory this communicator can use, freed when the last reference goes.
   virtual absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) {
-    return std::shared_ptr<uint8_t>(new uint8_t[bytes > 0 ? bytes : 1], std::default_delete<uint8_t[]>());
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes > 0 ? bytes : 1],
+                                    std::default_delete<uint8_t[]>());
   }
 
   // The root's `bytes` at `data` end up in `data` on every rank.
@@ -66,16 +67,16 @@ class Communicator {
   // of `chunk` bytes (the last one shorter) under `tag`. SendChunked pairs with RecvChunked or
   // RecvForward on the peer, called with the same `bytes` and `chunk`. `timeout` applies to each
   // chunk. InvalidArgument for a zero chunk or a bad peer.
-  virtual absl::Status SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
-                                   std::chrono::milliseconds timeout);
+  virtual absl::Status SendChunked(const void* data, size_t bytes, size_t chunk, int peer,
+                                   uint64_t tag, std::chrono::milliseconds timeout);
   virtual absl::Status RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
                                    std::chrono::milliseconds timeout);
   // Receives `bytes` from `from` (sent with SendChunked or forwarded with RecvForward) into
   // `data` and forwards each chunk to `to` as soon as it has arrived, so that in a chain of
   // ranks every link carries the data once and all links are busy at the same time. The base
   // implementation does one chunk after the other; Gloo's keeps every chunk in flight.
-  virtual absl::Status RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
-                                   std::chrono::milliseconds timeout);
+  virtual absl::Status RecvForward(void* data, size_t bytes, size_t chunk, int from, int to,
+                                   uint64_t tag, std::chrono::milliseconds timeout);
   // One send of many: each part goes to its peer, which receives it with Recv (same tag). NCCL
   // posts them as one group (ncclGroupStart/End), so the sends to every peer proceed together;
   // the base implementation sends one after the other.
@@ -84,7 +85,8 @@ class Communicator {
     size_t bytes;
     int peer;
   };
-  virtual absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag, std::chrono::milliseconds timeout);
+  virtual absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag,
+                                std::chrono::milliseconds timeout);
 
   // Moving bytes between host memory and this communicator's memory (device memory for NCCL; a
   // memcpy for host-memory backends). StageIn copies `bytes` of host `src` to `dst` ordered
@@ -93,9 +95,12 @@ class Communicator {
   // unchanged until that next operation has returned. CopyOut copies to host `dst` and returns
   // once the bytes are there, after the operations before it.
   virtual absl::Status StageIn(void* dst, const void* src, size_t bytes);
-  virtual absl::Status CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout);
+  virtual absl::Status CopyOut(void* dst, const void* src, size_t bytes,
+                               std::chrono::milliseconds timeout);
   // Returns once every operation and staged copy made before it has completed.
-  virtual absl::Status Synchronize(std::chrono::milliseconds /*timeout*/) { return absl::OkStatus(); }
+  virtual absl::Status Synchronize(std::chrono::milliseconds /*timeout*/) {
+    return absl::OkStatus();
+  }
   // Orders this communicator's next operation after `event`, a CUDA event recorded on another
   // stream of this rank's device (NCCL: cudaStreamWaitEvent, no host wait) — how a gradient
   // all-reduce waits for backward. Host-memory backends have nothing to wait for.
@@ -127,13 +132,15 @@ class Communicator {
 // sums over an NCCL communicator, whose collectives accept device memory only.
 absl::Status AllGatherHost(Communicator& comm, const void* in, void* out, size_t bytes,
                            std::chrono::milliseconds timeout);
-absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
+absl::Status BroadcastHost(Communicator& comm, void* data, size_t bytes, int root,
+                           std::chrono::milliseconds timeout);
 absl::Status AllReduceHost(Communicator& comm, float* data, size_t count, ReduceOp op,
                            std::chrono::milliseconds timeout);
 // Every rank's `mine` (any length up to `max_bytes`), in rank order: two all-gathers (the lengths,
 // then the texts padded to the longest). InvalidArgument when `mine` is longer than `max_bytes`
 // (checked on every rank after the lengths are known, so all fail together).
-absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& mine,
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(Communicator& comm,
+                                                          const std::string& mine,
                                                           std::chrono::milliseconds timeout,
                                                           size_t max_bytes = size_t{1} << 20);
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "ddpio/comm/group_layout.h"
 #include "ddpio/comm/tcp_store.h"
 #include "gtest/gtest.h"
-#include "ddpio/comm/group_layout.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 
@@ -36,7 +36,8 @@ int Collectives(Communicator& c, int rank, int world) {
   if (b == nullptr) return 20;
   for (int i = 0; i < 1000; ++i) b[i] = rank == world - 1 ? static_cast<uint8_t>(7 + i) : 0;
   if (!c.Broadcast(b, 1000, world - 1, kTimeout).ok()) return 2;
-  for (int i = 0; i < 1000; ++i) if (b[i] != static_cast<uint8_t>(7 + i)) return 3;
+  for (int i = 0; i < 1000; ++i)
+    if (b[i] != static_cast<uint8_t>(7 + i)) return 3;
   // Scatter from rank 0: rank i gets 64 bytes of value i + 1.
   uint8_t* parts = Buffer<uint8_t>(c, 64 * world, &keep);
   uint8_t* mine = Buffer<uint8_t>(c, 64, &keep);
@@ -46,24 +47,29 @@ int Collectives(Communicator& c, int rank, int world) {
     ptrs.push_back(parts + 64 * i);
   }
   std::memset(mine, 0, 64);
-  if (!c.Scatter(rank == 0 ? ptrs : std::vector<const void*>{}, mine, 64, 0, kTimeout).ok()) return 4;
-  for (int i = 0; i < 64; ++i) if (mine[i] != rank + 1) return 5;
+  if (!c.Scatter(rank == 0 ? ptrs : std::vector<const void*>{}, mine, 64, 0, kTimeout).ok())
+    return 4;
+  for (int i = 0; i < 64; ++i)
+    if (mine[i] != rank + 1) return 5;
   // All-reduce: sum and average.
   float* f = Buffer<float>(c, 1000, &keep);
   std::fill(f, f + 1000, static_cast<float>(rank + 1));
   if (!c.AllReduce(f, 1000, ReduceOp::kSum, kTimeout).ok()) return 6;
-  for (int i = 0; i < 1000; ++i) if (f[i] != world * (world + 1) / 2.0f) return 7;
+  for (int i = 0; i < 1000; ++i)
+    if (f[i] != world * (world + 1) / 2.0f) return 7;
   float* g = Buffer<float>(c, 10, &keep);
   std::fill(g, g + 10, static_cast<float>(rank));
   if (!c.AllReduce(g, 10, ReduceOp::kAverage, kTimeout).ok()) return 8;
-  for (int i = 0; i < 10; ++i) if (std::fabs(g[i] - (world - 1) / 2.0f) > 1e-6f) return 9;
+  for (int i = 0; i < 10; ++i)
+    if (std::fabs(g[i] - (world - 1) / 2.0f) > 1e-6f) return 9;
   // All-gather.
   int32_t* me = Buffer<int32_t>(c, 1, &keep);
   int32_t* all = Buffer<int32_t>(c, world, &keep);
   *me = rank * 10;
   std::fill(all, all + world, -1);
   if (!c.AllGather(me, all, sizeof(int32_t), kTimeout).ok()) return 10;
-  for (int i = 0; i < world; ++i) if (all[i] != i * 10) return 11;
+  for (int i = 0; i < world; ++i)
+    if (all[i] != i * 10) return 11;
   // Point to point around a ring (even ranks send first, so it cannot deadlock).
   if (world > 1) {
     uint64_t* out = Buffer<uint64_t>(c, 1, &keep);
@@ -94,8 +100,10 @@ int Collectives(Communicator& c, int rank, int world) {
       st = c.RecvChunked(chain, kBytes, kChunk, rank - 1, 9, kTimeout);
     }
     if (!st.ok()) return 16;
-    for (size_t i = 0; i < kBytes; ++i) if (chain[i] != static_cast<uint8_t>(i * 31 + 7)) return 17;
-    if (c.SendChunked(chain, kBytes, 0, (rank + 1) % world, 9, kTimeout).code() != absl::StatusCode::kInvalidArgument) {
+    for (size_t i = 0; i < kBytes; ++i)
+      if (chain[i] != static_cast<uint8_t>(i * 31 + 7)) return 17;
+    if (c.SendChunked(chain, kBytes, 0, (rank + 1) % world, 9, kTimeout).code() !=
+        absl::StatusCode::kInvalidArgument) {
       return 18;
     }
   }
@@ -115,7 +123,8 @@ std::vector<int> RunRanks(int world, const std::string& job,
       [&](int rank) {
         auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, kTimeout);
         if (!client.ok()) return 100;
-        return body(rank, std::make_shared<PrefixStore>(job, std::shared_ptr<Store>(std::move(client).value())));
+        return body(rank, std::make_shared<PrefixStore>(
+                              job, std::shared_ptr<Store>(std::move(client).value())));
       },
       limit,
       [&] {
@@ -128,32 +137,34 @@ std::vector<int> RunRanks(int world, const std::string& job,
 
 void ExpectCollectivesCorrect(const CommFactory& make) {
   for (int world = 1; world <= 4; ++world) {
-    auto codes = RunRanks(world, "collectives-" + std::to_string(world), [&](int rank, std::shared_ptr<Store> store) {
-      auto comm = make(store, rank, world, kTimeout);
-      if (!comm.ok()) return 1;
-      return Collectives(**comm, rank, world);
-    });
+    auto codes = RunRanks(world, "collectives-" + std::to_string(world),
+                          [&](int rank, std::shared_ptr<Store> store) {
+                            auto comm = make(store, rank, world, kTimeout);
+                            if (!comm.ok()) return 1;
+                            return Collectives(**comm, rank, world);
+                          });
     for (int r = 0; r < world; ++r) EXPECT_EQ(codes[r], 0) << "world " << world << " rank " << r;
   }
 }
 
 void ExpectGroupsWork(const CommFactory& make) {
   for (auto kind : {LayoutKind::kContiguous, LayoutKind::kStrided}) {
-    auto codes = RunRanks(4, "groups-" + LayoutKindName(kind), [&](int rank, std::shared_ptr<Store> store) {
-      auto layout = GroupLayout::Make(4, 2, kind);
-      if (!layout.ok()) return 1;
-      const int g = layout->group_rank(rank);
-      auto comm = make(std::make_shared<PrefixStore>("group-" + std::to_string(g), store),
-                       layout->local_group_rank(rank), layout->group_size(), kTimeout);
-      if (!comm.ok()) return 2;
-      std::vector<std::shared_ptr<uint8_t>> keep;
-      float* v = Buffer<float>(**comm, 1, &keep);
-      *v = static_cast<float>(rank);
-      if (!(*comm)->AllReduce(v, 1, ReduceOp::kSum, kTimeout).ok()) return 3;
-      float want = 0;
-      for (int m : layout->members(rank)) want += static_cast<float>(m);
-      return *v == want ? 0 : 4;
-    });
+    auto codes =
+        RunRanks(4, "groups-" + LayoutKindName(kind), [&](int rank, std::shared_ptr<Store> store) {
+          auto layout = GroupLayout::Make(4, 2, kind);
+          if (!layout.ok()) return 1;
+          const int g = layout->group_rank(rank);
+          auto comm = make(std::make_shared<PrefixStore>("group-" + std::to_string(g), store),
+                           layout->local_group_rank(rank), layout->group_size(), kTimeout);
+          if (!comm.ok()) return 2;
+          std::vector<std::shared_ptr<uint8_t>> keep;
+          float* v = Buffer<float>(**comm, 1, &keep);
+          *v = static_cast<float>(rank);
+          if (!(*comm)->AllReduce(v, 1, ReduceOp::kSum, kTimeout).ok()) return 3;
+          float want = 0;
+          for (int m : layout->members(rank)) want += static_cast<float>(m);
+          return *v == want ? 0 : 4;
+        });
     for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 0) << LayoutKindName(kind) << " rank " << r;
   }
 }
@@ -173,7 +184,8 @@ void ExpectKilledPeerGivesUnavailable(const CommFactory& make) {
     if (s.code() != absl::StatusCode::kUnavailable) return 3;
     if (took > std::chrono::seconds(10)) return 4;
     // Later calls fail at once, naming the first error.
-    if ((*comm)->Barrier(milliseconds(1000)).code() != absl::StatusCode::kFailedPrecondition) return 5;
+    if ((*comm)->Barrier(milliseconds(1000)).code() != absl::StatusCode::kFailedPrecondition)
+      return 5;
     return 0;
   });
   EXPECT_EQ(codes[0], 0);
@@ -234,11 +246,14 @@ void ExpectAbortPoisons(const CommFactory& make) {
   EXPECT_EQ(codes[0], 0);
 }
 
-std::vector<int> RunJob(int world, RendezvousOptions options, const std::function<int(Job&)>& body) {
+std::vector<int> RunJob(int world, RendezvousOptions options,
+                        const std::function<int(Job&)>& body) {
   const int port = ddpio::testing::FreeLoopbackPort();
   return ddpio::testing::RunForked(world, [&](int rank) {
-    auto info = DiscoverRank({{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
-                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}});
+    auto info = DiscoverRank({{"RANK", std::to_string(rank)},
+                              {"WORLD_SIZE", std::to_string(world)},
+                              {"MASTER_ADDR", "127.0.0.1"},
+                              {"MASTER_PORT", std::to_string(port)}});
     if (!info.ok()) return 100;
     auto job = Job::Join(*info, options);
     if (!job.ok()) {

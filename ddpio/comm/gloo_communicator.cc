@@ -23,7 +23,8 @@ namespace {
 
 absl::Status FromGloo(const std::exception& e, const char* what, int rank) {
   std::string message = absl::StrCat(what, " on rank ", rank, ": ", e.what());
-  if (std::strstr(e.what(), "Timed out") != nullptr || std::strstr(e.what(), "timed out") != nullptr ||
+  if (std::strstr(e.what(), "Timed out") != nullptr ||
+      std::strstr(e.what(), "timed out") != nullptr ||
       std::strstr(e.what(), "not set within") != nullptr) {
     return absl::DeadlineExceededError(message);
   }
@@ -43,9 +44,8 @@ GlooCommunicator::GlooCommunicator(int rank, int size, std::unique_ptr<State> st
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(std::shared_ptr<Store> store,
-                                                                           int rank, int size,
-                                                                           const GlooOptions& options) {
+absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
+    std::shared_ptr<Store> store, int rank, int size, const GlooOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", size));
   }
@@ -70,10 +70,11 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(std::
 template <typename Fn>
 absl::Status GlooCommunicator::Run(const char* what, Fn fn) {
   if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": communicator unusable after an earlier error (",
-                                                      broken_.message(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": communicator unusable after an earlier error (", broken_.message(), ")"));
   }
-  if (state_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
+  if (state_ == nullptr)
+    return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
   try {
     fn();
     return absl::OkStatus();
@@ -83,7 +84,8 @@ absl::Status GlooCommunicator::Run(const char* what, Fn fn) {
   }
 }
 
-absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root,
+                                         std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckBroadcast(root));
   if (bytes == 0) return absl::OkStatus();
   return Run("broadcast", [&] {
@@ -96,15 +98,16 @@ absl::Status GlooCommunicator::Broadcast(void* data, size_t bytes, int root, std
   });
 }
 
-absl::Status GlooCommunicator::Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
-                                       std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::Scatter(const std::vector<const void*>& parts, void* out,
+                                       size_t bytes, int root, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckScatter(parts, root));
   if (bytes == 0) return absl::OkStatus();
   return Run("scatter", [&] {
     gloo::ScatterOptions opts(state_->context);
     std::vector<uint8_t*> inputs;
     if (rank_ == root) {
-      for (const void* p : parts) inputs.push_back(const_cast<uint8_t*>(static_cast<const uint8_t*>(p)));
+      for (const void* p : parts)
+        inputs.push_back(const_cast<uint8_t*>(static_cast<const uint8_t*>(p)));
       opts.setInputs(inputs, bytes);
     }
     opts.setOutput(static_cast<uint8_t*>(out), bytes);
@@ -115,7 +118,8 @@ absl::Status GlooCommunicator::Scatter(const std::vector<const void*>& parts, vo
   });
 }
 
-absl::Status GlooCommunicator::AllReduce(float* data, size_t count, ReduceOp op, std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::AllReduce(float* data, size_t count, ReduceOp op,
+                                         std::chrono::milliseconds timeout) {
   if (count == 0) return absl::OkStatus();
   absl::Status st = Run("all-reduce", [&] {
     gloo::AllreduceOptions opts(state_->context);
@@ -133,7 +137,8 @@ absl::Status GlooCommunicator::AllReduce(float* data, size_t count, ReduceOp op,
   return st;
 }
 
-absl::Status GlooCommunicator::AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::AllGather(const void* in, void* out, size_t bytes,
+                                         std::chrono::milliseconds timeout) {
   if (bytes == 0) return absl::OkStatus();
   return Run("all-gather", [&] {
     gloo::AllgatherOptions opts(state_->context);
@@ -167,38 +172,41 @@ absl::Status GlooCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t
   });
 }
 
-absl::Status GlooCommunicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
-                                           std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::SendChunked(const void* data, size_t bytes, size_t chunk, int peer,
+                                           uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckSendChunked(chunk, peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("send", [&] {
     auto buf = state_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
     size_t n = 0;
-    for (size_t off = 0; off < bytes; off += chunk, ++n) buf->send(peer, tag, off, std::min(chunk, bytes - off));
+    for (size_t off = 0; off < bytes; off += chunk, ++n)
+      buf->send(peer, tag, off, std::min(chunk, bytes - off));
     for (size_t k = 0; k < n; ++k) buf->waitSend(timeout);
   });
 }
 
-absl::Status GlooCommunicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer, uint64_t tag,
-                                           std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::RecvChunked(void* data, size_t bytes, size_t chunk, int peer,
+                                           uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckRecvChunked(chunk, peer));
   if (bytes == 0) return absl::OkStatus();
   return Run("recv", [&] {
     auto buf = state_->context->createUnboundBuffer(data, bytes);
     size_t n = 0;
-    for (size_t off = 0; off < bytes; off += chunk, ++n) buf->recv(peer, tag, off, std::min(chunk, bytes - off));
+    for (size_t off = 0; off < bytes; off += chunk, ++n)
+      buf->recv(peer, tag, off, std::min(chunk, bytes - off));
     for (size_t k = 0; k < n; ++k) buf->waitRecv(timeout);
   });
 }
 
-absl::Status GlooCommunicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to, uint64_t tag,
-                                           std::chrono::milliseconds timeout) {
+absl::Status GlooCommunicator::RecvForward(void* data, size_t bytes, size_t chunk, int from, int to,
+                                           uint64_t tag, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckRecvForward(chunk, from, to));
   if (bytes == 0) return absl::OkStatus();
   return Run("forward", [&] {
     auto buf = state_->context->createUnboundBuffer(data, bytes);
     size_t n = 0;
-    for (size_t off = 0; off < bytes; off += chunk, ++n) buf->recv(from, tag, off, std::min(chunk, bytes - off));
+    for (size_t off = 0; off < bytes; off += chunk, ++n)
+      buf->recv(from, tag, off, std::min(chunk, bytes - off));
     // Receives complete in the order they were posted (one TCP stream per pair, matched FIFO
     // per slot), so the k-th completion is chunk k.
     for (size_t k = 0; k < n; ++k) {

@@ -36,11 +36,14 @@ class GlooCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
-  absl::Status Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root,
+                         std::chrono::milliseconds timeout) override;
   absl::Status Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
                        std::chrono::milliseconds timeout) override;
-  absl::Status AllReduce(float* data, size_t count, ReduceOp op, std::chrono::milliseconds timeout) override;
-  absl::Status AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) override;
+  absl::Status AllReduce(float* data, size_t count, ReduceOp op,
+                         std::chrono::milliseconds timeout) override;
+  absl::Status AllGather(const void* in, void* out, size_t bytes,
+                         std::chrono::milliseconds timeout) override;
   absl::Status Send(const void* data, size_t bytes, int peer, uint64_t tag,
                     std::chrono::milliseconds timeout) override;
   absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,

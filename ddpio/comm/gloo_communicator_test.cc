@@ -10,7 +10,8 @@
 namespace ddpio::comm {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(std::shared_ptr<Store> store, int rank, int size,
+absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(std::shared_ptr<Store> store, int rank,
+                                                       int size,
                                                        std::chrono::milliseconds timeout) {
   GlooOptions o;
   o.timeout = timeout;
@@ -19,11 +20,19 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(std::shared_ptr<Store> st
   return std::unique_ptr<Communicator>(std::move(comm).value());
 }
 
-TEST(GlooCommunicator, CollectivesAreCorrectForWorldSizesOneToFour) { testing::ExpectCollectivesCorrect(MakeGloo); }
+TEST(GlooCommunicator, CollectivesAreCorrectForWorldSizesOneToFour) {
+  testing::ExpectCollectivesCorrect(MakeGloo);
+}
 TEST(GlooCommunicator, GroupsInBothLayouts) { testing::ExpectGroupsWork(MakeGloo); }
-TEST(GlooCommunicator, KilledPeerGivesUnavailableFast) { testing::ExpectKilledPeerGivesUnavailable(MakeGloo); }
-TEST(GlooCommunicator, StalledPeerGivesDeadlineExceeded) { testing::ExpectStalledPeerGivesDeadlineExceeded(MakeGloo); }
-TEST(GlooCommunicator, MissingPeerFailsTheConnectAfterTheTimeout) { testing::ExpectMissingPeerFailsCreate(MakeGloo); }
+TEST(GlooCommunicator, KilledPeerGivesUnavailableFast) {
+  testing::ExpectKilledPeerGivesUnavailable(MakeGloo);
+}
+TEST(GlooCommunicator, StalledPeerGivesDeadlineExceeded) {
+  testing::ExpectStalledPeerGivesDeadlineExceeded(MakeGloo);
+}
+TEST(GlooCommunicator, MissingPeerFailsTheConnectAfterTheTimeout) {
+  testing::ExpectMissingPeerFailsCreate(MakeGloo);
+}
 TEST(GlooCommunicator, AbortPoisonsTheCommunicator) { testing::ExpectAbortPoisons(MakeGloo); }
 TEST(GlooCommunicator, BuffersAreHostMemory) {
   auto codes = testing::RunRanks(1, "memory", [](int rank, std::shared_ptr<Store> store) {
@@ -38,14 +47,15 @@ TEST(GlooCommunicator, BuffersAreHostMemory) {
 void CountPipe(int) {}
 TEST(GlooCommunicator, SigpipeIsIgnoredUnlessTheProgramHandlesIt) {
   for (bool own_handler : {false, true}) {
-    auto codes = testing::RunRanks(1, own_handler ? "handler" : "default", [&](int rank, std::shared_ptr<Store> store) {
-      ::signal(SIGPIPE, own_handler ? CountPipe : SIG_DFL);
-      auto comm = MakeGloo(store, rank, 1, std::chrono::seconds(20));
-      if (!comm.ok()) return 1;
-      struct sigaction now {};
-      ::sigaction(SIGPIPE, nullptr, &now);
-      return now.sa_handler == (own_handler ? CountPipe : SIG_IGN) ? 0 : 2;
-    });
+    auto codes = testing::RunRanks(
+        1, own_handler ? "handler" : "default", [&](int rank, std::shared_ptr<Store> store) {
+          ::signal(SIGPIPE, own_handler ? CountPipe : SIG_DFL);
+          auto comm = MakeGloo(store, rank, 1, std::chrono::seconds(20));
+          if (!comm.ok()) return 1;
+          struct sigaction now {};
+          ::sigaction(SIGPIPE, nullptr, &now);
+          return now.sa_handler == (own_handler ? CountPipe : SIG_IGN) ? 0 : 2;
+        });
     EXPECT_EQ(codes[0], 0) << "own handler " << own_handler;
   }
 }

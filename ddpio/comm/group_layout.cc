@@ -6,15 +6,19 @@
 namespace ddpio::comm {
 
 namespace {
-// Explicit layouts are built from a list, never parsed from a flag: the parse table leaves them out.
-constexpr EnumName<LayoutKind> kLayoutNames[] = {
-    {LayoutKind::kContiguous, "contiguous"}, {LayoutKind::kStrided, "strided"}, {LayoutKind::kExplicit, "explicit"}};
+// Explicit layouts are built from a list, never parsed from a flag: the parse table leaves them
+// out.
+constexpr EnumName<LayoutKind> kLayoutNames[] = {{LayoutKind::kContiguous, "contiguous"},
+                                                 {LayoutKind::kStrided, "strided"},
+                                                 {LayoutKind::kExplicit, "explicit"}};
 constexpr EnumName<LayoutKind> kParsedLayouts[] = {{LayoutKind::kContiguous, "contiguous"},
                                                    {LayoutKind::kStrided, "strided"}};
 }  // namespace
 
 std::string LayoutKindName(LayoutKind kind) { return NameOf(kLayoutNames, kind); }
-absl::StatusOr<LayoutKind> ParseLayoutKind(std::string_view name) { return ParseName(kParsedLayouts, name, "layout"); }
+absl::StatusOr<LayoutKind> ParseLayoutKind(std::string_view name) {
+  return ParseName(kParsedLayouts, name, "layout");
+}
 
 absl::StatusOr<GroupLayout> GroupLayout::Make(int world, int group_size, LayoutKind kind) {
   if (world < 1 || group_size < 1) {
@@ -22,8 +26,8 @@ absl::StatusOr<GroupLayout> GroupLayout::Make(int world, int group_size, LayoutK
                                                    group_size, ") must be at least 1"));
   }
   if (world % group_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("group size ", group_size,
-                                                   " does not divide the world size ", world));
+    return absl::InvalidArgumentError(
+        absl::StrCat("group size ", group_size, " does not divide the world size ", world));
   }
   if (kind == LayoutKind::kExplicit) {
     return absl::InvalidArgumentError("explicit layouts are made with GroupLayout::FromGroups");
@@ -40,7 +44,8 @@ absl::StatusOr<GroupLayout> GroupLayout::Make(int world, int group_size, LayoutK
   return layout;
 }
 
-absl::StatusOr<GroupLayout> GroupLayout::FromGroups(int world, std::vector<std::vector<int>> groups) {
+absl::StatusOr<GroupLayout> GroupLayout::FromGroups(int world,
+                                                    std::vector<std::vector<int>> groups) {
   if (world < 1 || groups.empty()) return absl::InvalidArgumentError("empty world or no groups");
   GroupLayout l;
   l.world_size_ = world;
@@ -50,9 +55,8 @@ absl::StatusOr<GroupLayout> GroupLayout::FromGroups(int world, std::vector<std::
   l.local_of_.assign(world, -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     if (static_cast<int>(groups[g].size()) != l.group_size_ || groups[g].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", g, " has ", groups[g].size(),
-                                                     " ranks; all groups must have ",
-                                                     l.group_size_));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group ", g, " has ", groups[g].size(), " ranks; all groups must have ", l.group_size_));
     }
     for (size_t m = 0; m < groups[g].size(); ++m) {
       int r = groups[g][m];

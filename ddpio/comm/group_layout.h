@@ -29,7 +29,8 @@ class GroupLayout {
   static absl::StatusOr<GroupLayout> Make(int world_size, int group_size, LayoutKind kind);
   // Explicit groups: InvalidArgument when groups overlap, miss a rank, name a rank outside
   // [0, world), or differ in size.
-  static absl::StatusOr<GroupLayout> FromGroups(int world_size, std::vector<std::vector<int>> groups);
+  static absl::StatusOr<GroupLayout> FromGroups(int world_size,
+                                                std::vector<std::vector<int>> groups);
 
   int world_size() const { return world_size_; }
   int group_size() const { return group_size_; }

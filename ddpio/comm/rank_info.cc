@@ -8,7 +8,6 @@
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/status_macros.h"
 
-
 namespace ddpio::comm {
 namespace {
 
@@ -31,8 +30,8 @@ absl::Status Merge(std::optional<int> value, const std::string& where, const cha
                    std::optional<int>* out, std::string* out_where) {
   if (!value.has_value()) return absl::OkStatus();
   if (out->has_value() && **out != *value) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " is ", **out, " from ", *out_where,
-                                                   " but ", *value, " from ", where));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", **out, " from ", *out_where, " but ", *value, " from ", where));
   }
   if (!out->has_value()) {
     *out = value;
@@ -70,7 +69,6 @@ absl::StatusOr<std::string> FirstSlurmHost(const std::string& nodelist) {
   return first.substr(0, open) + head + first.substr(close + 1);
 }
 
-
 namespace {
 
 // The four counts as one source (the command line or a launcher's variables) gives them.
@@ -86,8 +84,10 @@ struct MergedCounts {
   absl::Status Add(const std::string& where, const Counts& c) {
     DDPIO_RETURN_IF_ERROR(Merge(c.rank, where, "rank", &value.rank, &rank_from));
     DDPIO_RETURN_IF_ERROR(Merge(c.world, where, "world size", &value.world, &world_from));
-    DDPIO_RETURN_IF_ERROR(Merge(c.local_rank, where, "local rank", &value.local_rank, &local_rank_from));
-    DDPIO_RETURN_IF_ERROR(Merge(c.local_world, where, "local world size", &value.local_world, &local_world_from));
+    DDPIO_RETURN_IF_ERROR(
+        Merge(c.local_rank, where, "local rank", &value.local_rank, &local_rank_from));
+    DDPIO_RETURN_IF_ERROR(
+        Merge(c.local_world, where, "local world size", &value.local_world, &local_world_from));
     return absl::OkStatus();
   }
 };
@@ -95,7 +95,7 @@ struct MergedCounts {
 // A launcher's variables, in the order they are consulted.
 struct Launcher {
   RankSource source;  // RankInfo::source when it gives the rank
-  const char* where;   // named in errors
+  const char* where;  // named in errors
   const char* rank;
   const char* world;
   const char* local_rank;
@@ -103,12 +103,12 @@ struct Launcher {
   bool local_world_is_list;  // Slurm: "4" or "4(x2)", the first number counts
 };
 constexpr Launcher kLaunchers[] = {
-    {RankSource::kTorchrun, "torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-     "LOCAL_WORLD_SIZE", false},
-    {RankSource::kSlurm, "Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-     "SLURM_NTASKS_PER_NODE", true},
-    {RankSource::kOpenMpi, "Open MPI's OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", false},
+    {RankSource::kTorchrun, "torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE", "RANK",
+     "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", false},
+    {RankSource::kSlurm, "Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID", "SLURM_PROCID",
+     "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", true},
+    {RankSource::kOpenMpi, "Open MPI's OMPI_COMM_WORLD_*", "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", false},
 };
 
 absl::StatusOr<Counts> ReadCounts(const Environment& env, const Launcher& l) {
@@ -128,10 +128,12 @@ absl::StatusOr<Counts> ReadCounts(const Environment& env, const Launcher& l) {
 
 // The command line first (it wins; any source that disagrees is reported), then each launcher.
 // *source: who gave the rank.
-absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFlags& flags, RankSource* source) {
+absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFlags& flags,
+                                           RankSource* source) {
   MergedCounts merged;
-  DDPIO_RETURN_IF_ERROR(merged.Add("the command line",
-                                   Counts{flags.rank, flags.world_size, flags.local_rank, flags.local_world_size}));
+  DDPIO_RETURN_IF_ERROR(
+      merged.Add("the command line",
+                 Counts{flags.rank, flags.world_size, flags.local_rank, flags.local_world_size}));
   std::optional<RankSource> found;
   if (flags.rank.has_value() || flags.world_size.has_value()) found = RankSource::kFlags;
   for (const Launcher& l : kLaunchers) {
@@ -147,25 +149,30 @@ absl::StatusOr<MergedCounts> CollectCounts(const Environment& env, const RankFla
 absl::Status ResolveCounts(const MergedCounts& m, RankInfo* info) {
   const Counts& c = m.value;
   if (c.rank.has_value() != c.world.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        c.rank.has_value() ? "a rank (from " + m.rank_from + ") without a world size"
-                           : "a world size (from " + m.world_from + ") without a rank",
-        ": a launcher (`ddpio launch`, torchrun, srun, mpirun) sets both for every rank it starts; set both, "
-        "start the job with a launcher, or unset it to run alone"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(c.rank.has_value() ? "a rank (from " + m.rank_from + ") without a world size"
+                                        : "a world size (from " + m.world_from + ") without a rank",
+                     ": a launcher (`ddpio launch`, torchrun, srun, mpirun) sets both for every "
+                     "rank it starts; set both, "
+                     "start the job with a launcher, or unset it to run alone"));
   }
   info->rank = c.rank.value_or(0);
   info->world_size = c.world.value_or(1);
-  info->local_rank = c.local_rank.value_or(info->source == RankSource::kSingleProcess ? 0 : info->rank);
+  info->local_rank =
+      c.local_rank.value_or(info->source == RankSource::kSingleProcess ? 0 : info->rank);
   info->local_world_size = c.local_world.value_or(c.local_rank.has_value() ? 1 : info->world_size);
   if (info->world_size < 1 || info->rank < 0 || info->rank >= info->world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", info->rank, " (from ", m.rank_from,
                                                    ") is outside the world of ", info->world_size));
   }
-  if (info->local_rank < 0 || (c.local_world.has_value() && info->local_rank >= info->local_world_size)) {
+  if (info->local_rank < 0 ||
+      (c.local_world.has_value() && info->local_rank >= info->local_world_size)) {
     return absl::InvalidArgumentError(absl::StrCat("local rank ", info->local_rank,
-                                                   " is outside the local world of ", info->local_world_size));
+                                                   " is outside the local world of ",
+                                                   info->local_world_size));
   }
-  if (!c.local_world.has_value() && !c.local_rank.has_value()) info->local_world_size = info->world_size;
+  if (!c.local_world.has_value() && !c.local_rank.has_value())
+    info->local_world_size = info->world_size;
   return absl::OkStatus();
 }
 
@@ -181,7 +188,8 @@ absl::Status ResolveMaster(const Environment& env, const RankFlags& flags, RankI
   DDPIO_ASSIGN_OR_RETURN(auto env_port, ReadInt(env, "MASTER_PORT"));
   info->master_port = flags.master_port.value_or(env_port.value_or(29500));
   if (info->master_port <= 0 || info->master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("master port ", info->master_port, " is not a TCP port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("master port ", info->master_port, " is not a TCP port"));
   }
   return absl::OkStatus();
 }

@@ -27,7 +27,15 @@ namespace ddpio::comm {
 // Who gave the rank: the caller that filled the RankInfo itself, nobody (a process started
 // alone), explicit values (RankFlags), a launcher's environment, or torch.distributed's process
 // group (the Python binding).
-enum class RankSource { kCaller, kSingleProcess, kFlags, kTorchrun, kSlurm, kOpenMpi, kTorchDistributed };
+enum class RankSource {
+  kCaller,
+  kSingleProcess,
+  kFlags,
+  kTorchrun,
+  kSlurm,
+  kOpenMpi,
+  kTorchDistributed
+};
 
 // The source as logs and messages print it: "" for kCaller, then "single process", "flags",
 // "torchrun", "slurm", "openmpi", "torch.distributed".

@@ -23,22 +23,27 @@ TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
 // launcher's variables without the launcher (WORLD_SIZE exported in a shell, a process started
 // by hand inside an allocation). Say what was found and how jobs are started.
 absl::Status NoLauncherStore(const RankInfo& info) {
-  const std::string from = info.source == RankSource::kFlags      ? "the command line"
-                           : info.source == RankSource::kTorchrun ? "RANK/WORLD_SIZE in the environment"
-                           : info.source == RankSource::kCaller   ? "the caller"
-                                                                  : absl::StrCat(RankSourceName(info.source),
-                                                                                 "'s environment variables");
+  const std::string from =
+      info.source == RankSource::kFlags      ? "the command line"
+      : info.source == RankSource::kTorchrun ? "RANK/WORLD_SIZE in the environment"
+      : info.source == RankSource::kCaller
+          ? "the caller"
+          : absl::StrCat(RankSourceName(info.source), "'s environment variables");
   absl::Status status = absl::FailedPreconditionError(absl::StrCat(
       "this process is rank ", info.rank, " of ", info.world_size, " according to ", from,
-      ", but no launcher serves a rendezvous store for it (DDPIO_STORE_TOKEN is not set): start every rank "
-      "with a launcher (`ddpio launch --nproc-per-node N -- PROGRAM`, `torchrun --nproc_per_node N ...`, srun or "
-      "mpirun, with DDPIO_STORE_TOKEN set to the same secret on every rank for the last two), or from "
+      ", but no launcher serves a rendezvous store for it (DDPIO_STORE_TOKEN is not set): start "
+      "every rank "
+      "with a launcher (`ddpio launch --nproc-per-node N -- PROGRAM`, `torchrun --nproc_per_node N "
+      "...`, srun or "
+      "mpirun, with DDPIO_STORE_TOKEN set to the same secret on every rank for the last two), or "
+      "from "
       "Python call torch.distributed.init_process_group() first; to run alone, ",
       info.source == RankSource::kFlags     ? "leave the rank and world size unset (RankFlags)"
       : info.source == RankSource::kSlurm   ? "unset SLURM_PROCID/SLURM_NTASKS"
       : info.source == RankSource::kOpenMpi ? "unset OMPI_COMM_WORLD_*"
                                             : "unset RANK and WORLD_SIZE"));
-  return info.source == RankSource::kFlags ? WithSetting(WithSetting(status, "rank"), "world_size") : status;
+  return info.source == RankSource::kFlags ? WithSetting(WithSetting(status, "rank"), "world_size")
+                                           : status;
 }
 
 }  // namespace
@@ -81,68 +86,81 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     // torchrun's agent already serves a PyTorch TCPStore on the master port.
     TorchStoreOptions to;
     to.connect_timeout = options.timeout;
-    DDPIO_ASSIGN_OR_RETURN(to.protocol, ParseTorchStoreProtocol(EnvValue(env, "DDPIO_TORCH_STORE_PROTOCOL")));
-    DDPIO_ASSIGN_OR_RETURN(auto client, TorchStoreClient::Connect(info.master_addr, info.master_port, to));
+    DDPIO_ASSIGN_OR_RETURN(to.protocol,
+                           ParseTorchStoreProtocol(EnvValue(env, "DDPIO_TORCH_STORE_PROTOCOL")));
+    DDPIO_ASSIGN_OR_RETURN(auto client,
+                           TorchStoreClient::Connect(info.master_addr, info.master_port, to));
     base = std::move(client);
     where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
-  } else if (info.source == RankSource::kSingleProcess && info.world_size == 1 && options.token.empty()) {
+  } else if (info.source == RankSource::kSingleProcess && info.world_size == 1 &&
+             options.token.empty()) {
     // Started alone, by no launcher: nobody else will join, so serve a private store on a free
     // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
     const std::string token = RandomToken();
     DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start("127.0.0.1", 0, token));
-    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token,
-                                                                options.timeout, StoreLimits(options)));
+    DDPIO_ASSIGN_OR_RETURN(auto client,
+                           TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token,
+                                                   options.timeout, StoreLimits(options)));
     base = std::move(client);
     where = absl::StrCat("private tcp://127.0.0.1:", job->server_->port());
   } else {
     if (options.token.empty()) return NoLauncherStore(info);
     if (info.rank == 0) {
-      DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
+      DDPIO_ASSIGN_OR_RETURN(
+          job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
     }
-    DDPIO_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(info.master_addr, info.master_port,
-                                                                options.token, options.timeout, StoreLimits(options)));
+    DDPIO_ASSIGN_OR_RETURN(
+        auto client, TcpStoreClient::Connect(info.master_addr, info.master_port, options.token,
+                                             options.timeout, StoreLimits(options)));
     base = std::move(client);
   }
   job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
-  auto world = CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_), info.rank,
-                                  info.world_size, options.comm);
+  auto world = CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_),
+                                  info.rank, info.world_size, options.comm);
   if (!world.ok()) {
     // The usual cause across hosts: an address the peers cannot reach. Say which one was used.
-    return Annotate(world.status(), absl::StrCat("joining job ", options.job_id, " (this rank advertises ",
-                                                 advertise.address, ": ", advertise.why,
-                                                 "; set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to an "
-                                                 "address the other hosts reach)"));
+    return Annotate(world.status(),
+                    absl::StrCat("joining job ", options.job_id, " (this rank advertises ",
+                                 advertise.address, ": ", advertise.why,
+                                 "; set GLOO_SOCKET_IFNAME or DDPIO_ADVERTISE_ADDR to an "
+                                 "address the other hosts reach)"));
   }
   job->world_ = std::move(world).value();
   // Join returns once every rank has joined, as torch.distributed's init does (its store-based
   // barrier): Gloo's mesh connect can return on one rank while another is still finishing its
   // side of their pair, and a rank that went on and left at once would cut that pair under it.
-  DDPIO_RETURN_IF_ERROR(Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
+  DDPIO_RETURN_IF_ERROR(
+      Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
   std::string nccl_if;
   if (choice.kind == BackendKind::kNccl) {
     const std::string v = EnvValue(env, "NCCL_SOCKET_IFNAME");
-    nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)" : "; NCCL_SOCKET_IFNAME=" + v;
+    nccl_if = v.empty() ? "; NCCL picks its own interface (NCCL_SOCKET_IFNAME unset)"
+                        : "; NCCL_SOCKET_IFNAME=" + v;
   }
-  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of " << info.world_size
-                  << " (" << RankSourceName(info.source) << ", store " << where << ", backend " << choice.why << ", advertising "
-                  << advertise.address << ": " << advertise.why << nccl_if << ")";
+  DDPIO_LOG(INFO) << "joined job " << options.job_id << " as rank " << info.rank << " of "
+                  << info.world_size << " (" << RankSourceName(info.source) << ", store " << where
+                  << ", backend " << choice.why << ", advertising " << advertise.address << ": "
+                  << advertise.why << nccl_if << ")";
   return job;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layout, bool host_memory) {
+absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layout,
+                                                         bool host_memory) {
   if (layout.world_size() != info_.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("layout for a world of ", layout.world_size(),
                                                    ", job has ", info_.world_size));
   }
   // The n-th layout created in the job gets its own namespace; each group one under it.
-  const std::string prefix = absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
+  const std::string prefix =
+      absl::StrCat("groups/", groups_created_++, "/", layout.group_rank(info_.rank));
   const BackendChoice gloo{BackendKind::kGloo, "host memory asked for"};
-  DDPIO_ASSIGN_OR_RETURN(auto group, CreateCommunicator(host_memory ? gloo : backend_,
-                                                        std::make_shared<PrefixStore>(prefix, store_),
-                                                        layout.local_group_rank(info_.rank), layout.group_size(),
-                                                        options_.comm));
+  DDPIO_ASSIGN_OR_RETURN(
+      auto group, CreateCommunicator(
+                      host_memory ? gloo : backend_, std::make_shared<PrefixStore>(prefix, store_),
+                      layout.local_group_rank(info_.rank), layout.group_size(), options_.comm));
   // As in Join: every member's side of the group's connections is complete before anyone goes on.
-  DDPIO_RETURN_IF_ERROR(Annotate(group->Barrier(options_.timeout), "waiting for the group's members"));
+  DDPIO_RETURN_IF_ERROR(
+      Annotate(group->Barrier(options_.timeout), "waiting for the group's members"));
   return group;
 }
 
@@ -156,10 +174,12 @@ Job::~Job() {
   auto left = store_->Add("left", 1);
   if (left.ok() && *left == info_.world_size) (void)store_->Set("all-left", "1");
   if (server_ != nullptr && left.ok()) {
-    const auto patience = failed_ ? std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2))
-                                  : options_.timeout;
+    const auto patience =
+        failed_ ? std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2))
+                : options_.timeout;
     absl::Status st = store_->Wait({"all-left"}, patience);
-    if (!st.ok()) DDPIO_LOG(WARNING) << "stopping the store before every rank left: " << st.message();
+    if (!st.ok())
+      DDPIO_LOG(WARNING) << "stopping the store before every rank left: " << st.message();
   }
 }
 

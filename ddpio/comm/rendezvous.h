@@ -18,9 +18,9 @@
 #include "ddpio/comm/advertise.h"
 #include "ddpio/comm/backend.h"
 #include "ddpio/comm/communicator.h"
+#include "ddpio/comm/group_layout.h"
 #include "ddpio/comm/rank_info.h"
 #include "ddpio/comm/store.h"
-#include "ddpio/comm/group_layout.h"
 
 namespace ddpio::comm {
 
@@ -80,7 +80,8 @@ class Job {
   // This rank's group communicator in `layout` (ranks are local ranks within the group), on the
   // job's backend or, with `host_memory`, on Gloo whatever the job's backend (what moves host
   // memory: encoded records). Every rank must call it with the same arguments in the same order.
-  absl::StatusOr<std::unique_ptr<Communicator>> Group(const GroupLayout& layout, bool host_memory = false);
+  absl::StatusOr<std::unique_ptr<Communicator>> Group(const GroupLayout& layout,
+                                                      bool host_memory = false);
 
  private:
   Job() = default;

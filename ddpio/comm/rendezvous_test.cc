@@ -103,7 +103,9 @@ TEST(Rendezvous, BackendChoiceOnAMachineWithoutADevice) {
   automatic.token = "tok";
   automatic.job_id = "auto";
   auto codes = RunJob(2, automatic, [](Job& job) {
-    return job.backend().kind == BackendKind::kGloo && job.world().backend() == "gloo" ? JobWorldAndGroups(job) : 50;
+    return job.backend().kind == BackendKind::kGloo && job.world().backend() == "gloo"
+               ? JobWorldAndGroups(job)
+               : 50;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }

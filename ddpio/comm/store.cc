@@ -26,10 +26,12 @@ std::vector<std::string> PrefixStore::Prefixed(const std::vector<std::string>& k
 absl::Status PrefixStore::Set(const std::string& key, const std::string& value) {
   return base_->Set(prefix_ + key, value);
 }
-absl::StatusOr<std::string> PrefixStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+absl::StatusOr<std::string> PrefixStore::Get(const std::string& key,
+                                             std::chrono::milliseconds timeout) {
   return base_->Get(prefix_ + key, timeout);
 }
-absl::Status PrefixStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status PrefixStore::Wait(const std::vector<std::string>& keys,
+                               std::chrono::milliseconds timeout) {
   return base_->Wait(Prefixed(keys), timeout);
 }
 absl::StatusOr<int64_t> PrefixStore::Add(const std::string& key, int64_t delta) {
@@ -63,7 +65,8 @@ std::string FileStore::PathOf(const std::string& key) const {
 
 absl::Status FileStore::Set(const std::string& key, const std::string& value) {
   const std::string path = PathOf(key);
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", std::hash<std::thread::id>()(std::this_thread::get_id()));
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".",
+                                       std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << value;
@@ -83,7 +86,8 @@ absl::StatusOr<bool> FileStore::Check(const std::vector<std::string>& keys) {
   return true;
 }
 
-absl::Status FileStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status FileStore::Wait(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
@@ -104,7 +108,8 @@ absl::Status FileStore::Wait(const std::vector<std::string>& keys, std::chrono::
   }
 }
 
-absl::StatusOr<std::string> FileStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+absl::StatusOr<std::string> FileStore::Get(const std::string& key,
+                                           std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(Wait({key}, timeout));
   std::ifstream f(PathOf(key), std::ios::binary);
   if (!f) return ErrnoToStatus(errno, absl::StrCat("file store: reading key '", key, "'"));
@@ -127,8 +132,8 @@ absl::StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta) {
     std::from_chars(text.data(), text.data() + text.size(), value);
   }
   absl::Status st = __builtin_add_overflow(value, delta, &value)
-                        ? absl::OutOfRangeError(absl::StrCat("file store: adding ", delta, " to '", key,
-                                                             "' overflows the 64-bit counter"))
+                        ? absl::OutOfRangeError(absl::StrCat("file store: adding ", delta, " to '",
+                                                             key, "' overflows the 64-bit counter"))
                         : Set(key, std::to_string(value));
   ::flock(fd, LOCK_UN);
   ::close(fd);

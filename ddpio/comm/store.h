@@ -41,8 +41,10 @@ class PrefixStore : public Store {
   PrefixStore(std::string prefix, std::shared_ptr<Store> base)
       : prefix_(std::move(prefix) + "/"), base_(std::move(base)) {}
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
 
@@ -60,8 +62,10 @@ class FileStore : public Store {
  public:
   static absl::StatusOr<std::unique_ptr<FileStore>> Open(const std::string& dir);
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
 

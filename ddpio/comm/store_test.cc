@@ -1,3 +1,5 @@
+#include "ddpio/comm/store.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,7 +18,6 @@
 #include <thread>
 
 #include "ddpio/comm/internal/socket.h"
-#include "ddpio/comm/store.h"
 #include "ddpio/comm/tcp_store.h"
 #include "ddpio/common/log.h"
 #include "gtest/gtest.h"
@@ -65,7 +66,8 @@ TEST(TcpStore, SetGetWaitAddCheck) {
 }
 
 // A counter at the edge of int64: an ADD that would overflow is refused (found by
-// store_server_fuzz as signed overflow) and the counter keeps its value; the same in the file store.
+// store_server_fuzz as signed overflow) and the counter keeps its value; the same in the file
+// store.
 TEST(TcpStore, AnOverflowingAddIsRefusedAndTheCounterKept) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken));
@@ -127,10 +129,11 @@ TEST(TcpStore, MalformedAndOversizedMessagesAreRejectedWithoutCrashing) {
       EXPECT_CODE(internal::ReadFrame(fd->get(), 4096, deadline), kUnavailable);  // then closed
     }
   };
-  raw_session(std::string("\x02\x00\x00\x00\x63\x00", 6));             // unknown op 99
-  raw_session(std::string("\x05\x00\x00\x00\x01\xff\xff\x00\x00", 9)); // SET with a key overrunning
-  raw_session(std::string("\x00\x00\x00\x40", 4));                      // claims a 1 GiB message
-  raw_session(std::string("\x00\x00\x00\x00", 4));                      // empty request
+  raw_session(std::string("\x02\x00\x00\x00\x63\x00", 6));  // unknown op 99
+  raw_session(
+      std::string("\x05\x00\x00\x00\x01\xff\xff\x00\x00", 9));  // SET with a key overrunning
+  raw_session(std::string("\x00\x00\x00\x40", 4));              // claims a 1 GiB message
+  raw_session(std::string("\x00\x00\x00\x00", 4));              // empty request
   EXPECT_GE(server->rejected(), 4);
   EXPECT_OK(good->Set("after", "attacks"));
   ASSERT_OK_AND_ASSIGN(std::string v, good->Get("after", milliseconds(1000)));
@@ -138,7 +141,8 @@ TEST(TcpStore, MalformedAndOversizedMessagesAreRejectedWithoutCrashing) {
   // A client refuses to send an oversized request itself.
   TcpStoreLimits small;
   small.max_message = 64;
-  ASSERT_OK_AND_ASSIGN(auto c, TcpStoreClient::Connect("127.0.0.1", server->port(), kToken, milliseconds(2000), small));
+  ASSERT_OK_AND_ASSIGN(auto c, TcpStoreClient::Connect("127.0.0.1", server->port(), kToken,
+                                                       milliseconds(2000), small));
   EXPECT_CODE(c->Set("big", std::string(100, 'x')), kInvalidArgument);
 }
 
@@ -199,7 +203,9 @@ TEST(TcpStore, AConnectionKeepsItsPlaceForItsGraceWhateverArrivesAfterIt) {
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
   ASSERT_OK_AND_ASSIGN(auto by_default, TcpStoreServer::Start("127.0.0.1", 0, kToken));
   EXPECT_EQ(by_default->unauthenticated_places(),
-            lim.rlim_cur == RLIM_INFINITY ? 4096 : std::clamp<int>(static_cast<int>(lim.rlim_cur / 4), 64, 4096));
+            lim.rlim_cur == RLIM_INFINITY
+                ? 4096
+                : std::clamp<int>(static_cast<int>(lim.rlim_cur / 4), 64, 4096));
 }
 
 // A non-blocking loopback connection to `port` (its connect may still be in progress), or -1.
@@ -219,7 +225,8 @@ int OpenTo(int port) {
 // Holds up to `per_thread` connections to `port` open, opening a new one for every one the server
 // closes, until `stop`. One in three sends half a length prefix and nothing more; the others say
 // nothing at all. `opened` counts every connection made.
-void HoldConnections(int port, int per_thread, const std::atomic<bool>& stop, std::atomic<uint64_t>& opened) {
+void HoldConnections(int port, int per_thread, const std::atomic<bool>& stop,
+                     std::atomic<uint64_t>& opened) {
   std::deque<int> held;
   std::vector<pollfd> fds;
   while (!stop) {
@@ -276,7 +283,9 @@ void RanksGetInDuringAFlood(const TcpStoreLimits& limits) {
   EXPECT_TRUE(all);
 }
 
-TEST(TcpStore, AFloodOfHeldConnectionsCannotLockOutRanks) { RanksGetInDuringAFlood(TcpStoreLimits{}); }
+TEST(TcpStore, AFloodOfHeldConnectionsCannotLockOutRanks) {
+  RanksGetInDuringAFlood(TcpStoreLimits{});
+}
 
 // The same with room for only 16 connections before their hello: the flood overflows it all the
 // time, and the ranks still get in.
@@ -296,14 +305,17 @@ TEST(TcpStore, AClientWhoseConnectionIsClosedBeforeTheHelloTriesAgain) {
     const auto deadline = internal::Clock::now() + std::chrono::seconds(20);
     auto accept = [&] {  // -1 once the deadline passes (the client gave up)
       pollfd p{listener.get(), POLLIN, 0};
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - internal::Clock::now()).count();
-      return left > 0 && ::poll(&p, 1, static_cast<int>(left)) == 1 ? ::accept(listener.get(), nullptr, nullptr) : -1;
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - internal::Clock::now()).count();
+      return left > 0 && ::poll(&p, 1, static_cast<int>(left)) == 1
+                 ? ::accept(listener.get(), nullptr, nullptr)
+                 : -1;
     };
     for (int i = 0; i < 3; ++i) ::close(accept());  // closed before the hello is answered
     internal::Fd fd(accept());
     hello = internal::ReadFrame(fd.get(), 4096, deadline).value_or("");
     (void)internal::WriteFrame(fd.get(), std::string(1, '\0'), deadline);  // accepted
-    if (internal::ReadFrame(fd.get(), 4096, deadline).ok()) {                // the SET
+    if (internal::ReadFrame(fd.get(), 4096, deadline).ok()) {              // the SET
       (void)internal::WriteFrame(fd.get(), std::string(1, '\0'), deadline);
     }
   });
@@ -332,7 +344,9 @@ TEST(TcpStore, ByDefaultTheStoreHoldsAtMost256MiBOfKeysAndValues) {
   }
   EXPECT_EQ(stored, 4);  // 4 x 60 MiB fit in 256 MiB, a fifth does not
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_NE(refused.message().find("127.0.0.1:" + std::to_string(server->port())), absl::string_view::npos) << refused;
+  EXPECT_NE(refused.message().find("127.0.0.1:" + std::to_string(server->port())),
+            absl::string_view::npos)
+      << refused;
   EXPECT_NE(refused.message().find("268435456"), absl::string_view::npos) << refused;
   EXPECT_OK(c->Set("small", "still served"));
   ASSERT_OK_AND_ASSIGN(std::string small, c->Get("small", milliseconds(1000)));
@@ -353,12 +367,13 @@ TEST(TcpStore, TheStoreRefusesToGrowPastItsByteLimit) {
   EXPECT_EQ(server->stored_bytes(), 3 * (2 + value.size()));
   absl::Status full = c->Set("k3", value);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
-  EXPECT_NE(full.message().find("store at 127.0.0.1:" + std::to_string(server->port())), absl::string_view::npos)
+  EXPECT_NE(full.message().find("store at 127.0.0.1:" + std::to_string(server->port())),
+            absl::string_view::npos)
       << full;
   EXPECT_NE(full.message().find("limit of 1048576 bytes"), absl::string_view::npos) << full;
   EXPECT_NE(full.message().find("'k3'"), absl::string_view::npos) << full;
   ASSERT_OK_AND_ASSIGN(bool k3, c->Check({"k3"}));
-  EXPECT_FALSE(k3);  // nothing of it stored
+  EXPECT_FALSE(k3);                  // nothing of it stored
   ASSERT_OK(c->Set("k0", "small"));  // overwriting frees what the old value held...
   ASSERT_OK(c->Set("k3", value));    // ...so this fits now
   ASSERT_OK_AND_ASSIGN(std::string k0, c->Get("k0", milliseconds(1000)));
@@ -430,7 +445,8 @@ TEST(TcpStore, StoppingTheServerReleasesBlockedClients) {
   auto c = Client((*server)->port());
   absl::Status waited;
   std::thread waiter([&] { waited = c->Wait({"never"}, milliseconds(60000)); });
-  ASSERT_OK_AND_ASSIGN(auto probe, TcpStoreClient::Connect("127.0.0.1", (*server)->port(), kToken, milliseconds(1000)));
+  ASSERT_OK_AND_ASSIGN(auto probe, TcpStoreClient::Connect("127.0.0.1", (*server)->port(), kToken,
+                                                           milliseconds(1000)));
   ASSERT_OK(probe->Set("x", "y"));  // the server is serving
   server->reset();                  // must not hang on the blocked WAIT
   waiter.join();
@@ -452,7 +468,8 @@ TEST(TcpStore, ProcessesRendezvousThroughTheServer) {
       if (!c.ok()) _exit(10);
       if (!(*c)->Set("rank/" + std::to_string(rank), std::to_string(rank * rank)).ok()) _exit(11);
       if (!(*c)->Add("arrived", 1).ok()) _exit(12);
-      if (!(*c)->Wait({"rank/0", "rank/1", "rank/2", "rank/3"}, milliseconds(20000)).ok()) _exit(13);
+      if (!(*c)->Wait({"rank/0", "rank/1", "rank/2", "rank/3"}, milliseconds(20000)).ok())
+        _exit(13);
       auto v = (*c)->Get("rank/" + std::to_string((rank + 1) % 4), milliseconds(1000));
       if (!v.ok() || *v != std::to_string(((rank + 1) % 4) * ((rank + 1) % 4))) _exit(14);
       _exit(0);
@@ -463,7 +480,8 @@ TEST(TcpStore, ProcessesRendezvousThroughTheServer) {
   for (pid_t pid : children) {
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child exit " << WEXITSTATUS(status);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child exit " << WEXITSTATUS(status);
   }
   auto c = Client(server->port());
   ASSERT_OK_AND_ASSIGN(int64_t arrived, c->Add("arrived", 0));
@@ -472,10 +490,9 @@ TEST(TcpStore, ProcessesRendezvousThroughTheServer) {
 
 TEST(TcpStore, NoServerMeansDeadlineExceeded) {
   int port = 0;
-  {
-    ASSERT_OK_AND_ASSIGN(internal::Fd probe, internal::Listen("127.0.0.1", 0, &port));
-  }
-  EXPECT_CODE(TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(300)), kDeadlineExceeded);
+  { ASSERT_OK_AND_ASSIGN(internal::Fd probe, internal::Listen("127.0.0.1", 0, &port)); }
+  EXPECT_CODE(TcpStoreClient::Connect("127.0.0.1", port, kToken, milliseconds(300)),
+              kDeadlineExceeded);
 }
 
 TEST(FileStore, SharedDirectoryAcrossProcessesAndJobsStayApart) {

@@ -38,7 +38,8 @@ absl::StatusOr<double> TcpCeilingGbPerS(Job& job, uint64_t size, int repeat) {
   std::vector<uint8_t> buf(std::min<uint64_t>(size, 4 << 20), 1);
   if (rank == 1) {
     int port = 0;
-    const std::string& address = job.advertise().address;  // reachable from rank 0, wherever it runs
+    const std::string& address =
+        job.advertise().address;  // reachable from rank 0, wherever it runs
     DDPIO_ASSIGN_OR_RETURN(Fd listener, internal::Listen(address, 0, &port));
     // Only rank 0 may feed this socket: it proves itself with a nonce it read from the
     // (authenticated) store; anyone else who connects first is turned away.
@@ -48,7 +49,8 @@ absl::StatusOr<double> TcpCeilingGbPerS(Job& job, uint64_t size, int repeat) {
     DDPIO_RETURN_IF_ERROR(job.store()->Set("bench/tcp-addr", address));
     Fd conn;
     for (const auto until = deadline(); !conn.valid();) {
-      if (Clock::now() > until) return absl::DeadlineExceededError("rank 0 never connected for the TCP ceiling");
+      if (Clock::now() > until)
+        return absl::DeadlineExceededError("rank 0 never connected for the TCP ceiling");
       int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) return absl::UnavailableError("accept failed");
       Fd candidate(fd);
@@ -66,9 +68,12 @@ absl::StatusOr<double> TcpCeilingGbPerS(Job& job, uint64_t size, int repeat) {
     }
     return 0.0;
   }
-  DDPIO_ASSIGN_OR_RETURN(std::string port, job.store()->Get("bench/tcp-port", std::chrono::seconds(60)));
-  DDPIO_ASSIGN_OR_RETURN(std::string address, job.store()->Get("bench/tcp-addr", std::chrono::seconds(60)));
-  DDPIO_ASSIGN_OR_RETURN(std::string nonce, job.store()->Get("bench/tcp-nonce", std::chrono::seconds(60)));
+  DDPIO_ASSIGN_OR_RETURN(std::string port,
+                         job.store()->Get("bench/tcp-port", std::chrono::seconds(60)));
+  DDPIO_ASSIGN_OR_RETURN(std::string address,
+                         job.store()->Get("bench/tcp-addr", std::chrono::seconds(60)));
+  DDPIO_ASSIGN_OR_RETURN(std::string nonce,
+                         job.store()->Get("bench/tcp-nonce", std::chrono::seconds(60)));
   DDPIO_ASSIGN_OR_RETURN(Fd conn, internal::Connect(address, std::stoi(port), deadline()));
   DDPIO_RETURN_IF_ERROR(internal::WriteFrame(conn.get(), nonce, deadline()));
   std::vector<double> t;
@@ -85,6 +90,5 @@ absl::StatusOr<double> TcpCeilingGbPerS(Job& job, uint64_t size, int repeat) {
   }
   return size / Median(t) / 1e9;
 }
-
 
 }  // namespace ddpio::comm

@@ -35,16 +35,16 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ddpio/common/fd.h"
 #include "ddpio/comm/store.h"
+#include "ddpio/common/fd.h"
 
 namespace ddpio::comm {
 
@@ -117,7 +117,8 @@ class TcpStoreServer {
   // Stores key = value unless the store would pass max_store_bytes; false (and "store full"
   // sent to c) then.
   bool Store(Conn& c, const std::string& key, std::string value);
-  void Process(Conn& c, std::chrono::steady_clock::time_point now);  // the complete frames in c's buffer
+  void Process(Conn& c,
+               std::chrono::steady_clock::time_point now);  // the complete frames in c's buffer
   bool Handle(Conn& c, const std::string& frame, std::chrono::steady_clock::time_point now);
   void Send(Conn& c, std::string body);
   void Flush(Conn& c);
@@ -147,11 +148,12 @@ class TcpStoreServer {
   // The loop thread's alone: no lock.
   std::map<int, std::unique_ptr<Conn>> conns_;
   std::vector<std::unique_ptr<Conn>> graveyard_;  // dropped this turn
-  std::map<uint64_t, int> unauth_;  // sequence -> fd of connections before their hello, longest waiting first
-  std::set<int> waiting_;           // fds with a parked WAIT
+  std::map<uint64_t, int>
+      unauth_;  // sequence -> fd of connections before their hello, longest waiting first
+  std::set<int> waiting_;  // fds with a parked WAIT
   std::map<std::string, std::string> data_;
-  size_t stored_bytes_ = 0;                  // keys + values in data_
-  uint64_t accepted_ = 0;                    // sequence numbers: unauth_ in order of acceptance
+  size_t stored_bytes_ = 0;  // keys + values in data_
+  uint64_t accepted_ = 0;    // sequence numbers: unauth_ in order of acceptance
   std::chrono::steady_clock::time_point accept_paused_until_{};  // after EMFILE / ENFILE
 };
 
@@ -171,8 +173,10 @@ class TcpStoreClient : public Store {
       std::chrono::milliseconds connect_timeout, const TcpStoreLimits& limits = {});
 
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/internal/store_wire.h"
-#include "ddpio/common/coding.h"
 #include "ddpio/comm/tcp_store.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
@@ -25,15 +25,15 @@ using namespace internal;  // the wire format's tags and helpers
 
 struct TcpStoreServer::Conn {
   int fd = -1;
-  uint64_t seq = 0;                  // order of acceptance
+  uint64_t seq = 0;  // order of acceptance
   bool authed = false;
   Clock::time_point accepted_at;     // hello_grace counts from here
   Clock::time_point hello_deadline;  // unauthenticated only
   std::string in;                    // bytes received, not yet processed
   std::string out;                   // bytes to send
   size_t out_pos = 0;
-  bool close_after_flush = false;    // an error was replied: close once it is out
-  bool dead = false;                 // dropped: kept alive (in graveyard_) until the turn ends
+  bool close_after_flush = false;  // an error was replied: close once it is out
+  bool dead = false;               // dropped: kept alive (in graveyard_) until the turn ends
   bool writable_watched = false;
   // A parked WAIT: answered when its keys exist or at its deadline.
   bool waiting = false;
@@ -51,7 +51,8 @@ bool TokensEqual(const std::string& a, const std::string& b) {
   // Constant time in the token's content.
   unsigned diff = a.size() == b.size() ? 0u : 1u;
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    diff |= static_cast<unsigned>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned>(i < b.size() ? b[i] : 0);
+    diff |= static_cast<unsigned>(i < a.size() ? a[i] : 0) ^
+            static_cast<unsigned>(i < b.size() ? b[i] : 0);
   }
   return diff == 0;
 }
@@ -78,18 +79,19 @@ std::string Shown(const std::string& key) {  // a key in a message: printable, n
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& addr, int port,
-                                                                      const std::string& token,
-                                                                      const TcpStoreLimits& limits) {
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
+    const std::string& addr, int port, const std::string& token, const TcpStoreLimits& limits) {
   if (token.empty()) {
     return absl::InvalidArgumentError(
-        "the store needs a per-job token (set DDPIO_STORE_TOKEN, or start the job with `ddpio launch`)");
+        "the store needs a per-job token (set DDPIO_STORE_TOKEN, or start the job with `ddpio "
+        "launch`)");
   }
   auto server = std::unique_ptr<TcpStoreServer>(new TcpStoreServer());
   server->token_ = token;
   server->limits_ = limits;
-  server->unauth_places_ = std::max(1, limits.max_unauthenticated > 0 ? limits.max_unauthenticated
-                                                                       : DefaultUnauthenticatedPlaces());
+  server->unauth_places_ =
+      std::max(1, limits.max_unauthenticated > 0 ? limits.max_unauthenticated
+                                                 : DefaultUnauthenticatedPlaces());
   DDPIO_ASSIGN_OR_RETURN(server->listener_, internal::Listen(addr, port, &server->port_));
   ::fcntl(server->listener_.get(), F_SETFL, ::fcntl(server->listener_.get(), F_GETFL) | O_NONBLOCK);
   server->epoll_ = internal::Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -99,7 +101,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (::epoll_ctl(server->epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return ErrnoToStatus(errno, "epoll_ctl");
+    if (::epoll_ctl(server->epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      return ErrnoToStatus(errno, "epoll_ctl");
   }
   server->loop_ = std::thread([s = server.get()] { s->Loop(); });
   return server;
@@ -206,8 +209,8 @@ void TcpStoreServer::Accept(Clock::time_point now) {
 bool TcpStoreServer::FreePlace(Clock::time_point now, int keep) {
   if (unauth_.empty() || unauth_.begin()->second == keep) return false;
   Conn& old = *conns_.at(unauth_.begin()->second);  // the one waiting longest
-  Read(old, now);                                    // its hello may be here, not yet seen
-  if (old.dead || old.authed) return true;           // its place is free now
+  Read(old, now);                                   // its hello may be here, not yet seen
+  if (old.dead || old.authed) return true;          // its place is free now
   if (now - old.accepted_at < limits_.hello_grace) return false;  // it still has its grace
   ++rejected_;
   Drop(old.fd);
@@ -239,7 +242,7 @@ void TcpStoreServer::Read(Conn& c, Clock::time_point now) {
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (!c.authed) ++rejected_;  // closed or failed before its hello
-    Drop(c.fd);  // closed by the peer (got == 0), or an error
+    Drop(c.fd);                  // closed by the peer (got == 0), or an error
     return;
   }
   Process(c, now);
@@ -252,7 +255,8 @@ void TcpStoreServer::Process(Conn& c, Clock::time_point now) {
     if (len > limit) {
       ++rejected_;
       if (c.authed) {
-        Send(c, ErrorReply(absl::StrCat("message of ", len, " bytes exceeds the limit of ", limit)));
+        Send(c,
+             ErrorReply(absl::StrCat("message of ", len, " bytes exceeds the limit of ", limit)));
         c.close_after_flush = true;
         Flush(c);
       } else {
@@ -271,7 +275,8 @@ void TcpStoreServer::Process(Conn& c, Clock::time_point now) {
 bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point now) {
   if (!c.authed) {
     const std::string prefix = kStoreHello;
-    if (frame.compare(0, prefix.size(), prefix) != 0 || !TokensEqual(frame.substr(prefix.size()), token_)) {
+    if (frame.compare(0, prefix.size(), prefix) != 0 ||
+        !TokensEqual(frame.substr(prefix.size()), token_)) {
       ++rejected_;
       Send(c, std::string(1, static_cast<char>(kStoreAbsent)));
       c.close_after_flush = true;
@@ -321,7 +326,8 @@ bool TcpStoreServer::Handle(Conn& c, const std::string& frame, Clock::time_point
       keys.push_back(key);
     }
     if (malformed.empty()) {
-      const bool present = std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return data_.count(k); });
+      const bool present = std::all_of(keys.begin(), keys.end(),
+                                       [&](const std::string& k) { return data_.count(k); });
       if (op == kStoreCheck) {
         reply.push_back(static_cast<char>(present ? 1 : 0));
         Send(c, reply);
@@ -369,11 +375,12 @@ bool TcpStoreServer::Store(Conn& c, const std::string& key, std::string value) {
   const size_t after = stored_bytes_ - before + key.size() + value.size();
   if (after > limits_.max_store_bytes) {
     std::string full(1, static_cast<char>(kStoreFull));
-    PutLengthPrefixed(&full, absl::StrCat("storing key '", Shown(key), "' (", key.size() + value.size(),
-                                          " bytes with its value) would take the store to ", after,
-                                          " bytes of keys and values, past its limit of ", limits_.max_store_bytes,
-                                          " bytes (TcpStoreLimits::max_store_bytes); it holds ", stored_bytes_,
-                                          " now"));
+    PutLengthPrefixed(
+        &full,
+        absl::StrCat("storing key '", Shown(key), "' (", key.size() + value.size(),
+                     " bytes with its value) would take the store to ", after,
+                     " bytes of keys and values, past its limit of ", limits_.max_store_bytes,
+                     " bytes (TcpStoreLimits::max_store_bytes); it holds ", stored_bytes_, " now"));
     Send(c, std::move(full));  // refused; the connection stays open
     return false;
   }
@@ -391,7 +398,8 @@ void TcpStoreServer::WakeWaiters(Clock::time_point now) {
   std::vector<int> ready;
   for (int fd : waiting_) {
     const Conn& c = *conns_.at(fd);
-    if (std::all_of(c.wait_keys.begin(), c.wait_keys.end(), [&](const std::string& k) { return data_.count(k); })) {
+    if (std::all_of(c.wait_keys.begin(), c.wait_keys.end(),
+                    [&](const std::string& k) { return data_.count(k); })) {
       ready.push_back(fd);
     }
   }
@@ -445,7 +453,8 @@ void TcpStoreServer::Expire(Clock::time_point now) {
 int TcpStoreServer::NextTimeoutMs(Clock::time_point now) const {
   Clock::time_point next = Clock::time_point::max();
   if (accept_paused_until_ != Clock::time_point{}) next = accept_paused_until_;
-  if (!unauth_.empty()) next = std::min(next, conns_.at(unauth_.begin()->second)->hello_deadline);  // the earliest
+  if (!unauth_.empty())
+    next = std::min(next, conns_.at(unauth_.begin()->second)->hello_deadline);  // the earliest
   for (int fd : waiting_) next = std::min(next, conns_.at(fd)->wait_deadline);
   if (next == Clock::time_point::max()) return -1;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;

@@ -1,13 +1,12 @@
-#include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/torch_store.h"
-#include "ddpio/common/enum_names.h"
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/comm/internal/socket.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
@@ -26,7 +25,9 @@ constexpr Ops kCurrent{1, 3, 4, 5, 6};
 constexpr uint8_t kLegacyGetNumKeys = 6;
 constexpr uint8_t kCurrentValidate = 0;
 
-const Ops& OpsOf(TorchStoreProtocol p) { return p == TorchStoreProtocol::kLegacy ? kLegacy : kCurrent; }
+const Ops& OpsOf(TorchStoreProtocol p) {
+  return p == TorchStoreProtocol::kLegacy ? kLegacy : kCurrent;
+}
 
 // Request builder: native little-endian integers, strings as u64 length + bytes.
 class Request {
@@ -71,25 +72,28 @@ const char* Name(TorchStoreProtocol p) {
 }  // namespace
 
 absl::StatusOr<TorchStoreProtocol> ParseTorchStoreProtocol(std::string_view name) {
-  static constexpr EnumName<TorchStoreProtocol> kProtocols[] = {{TorchStoreProtocol::kAuto, "auto"},
-                                                                {TorchStoreProtocol::kLegacy, "legacy"},
-                                                                {TorchStoreProtocol::kCurrent, "current"}};
+  static constexpr EnumName<TorchStoreProtocol> kProtocols[] = {
+      {TorchStoreProtocol::kAuto, "auto"},
+      {TorchStoreProtocol::kLegacy, "legacy"},
+      {TorchStoreProtocol::kCurrent, "current"}};
   if (name.empty()) return TorchStoreProtocol::kAuto;
   return ParseName(kProtocols, name, "PyTorch store protocol");
 }
 
-absl::StatusOr<std::unique_ptr<TorchStoreClient>> TorchStoreClient::Connect(const std::string& host, int port,
-                                                                           const TorchStoreOptions& options) {
+absl::StatusOr<std::unique_ptr<TorchStoreClient>> TorchStoreClient::Connect(
+    const std::string& host, int port, const TorchStoreOptions& options) {
   auto client = std::unique_ptr<TorchStoreClient>(new TorchStoreClient(host, port, options));
-  DDPIO_ASSIGN_OR_RETURN(client->fd_, internal::ConnectRetrying(host, port, options.connect_timeout,
-                                                                "PyTorch TCPStore (torchrun's agent store)"));
+  DDPIO_ASSIGN_OR_RETURN(client->fd_,
+                         internal::ConnectRetrying(host, port, options.connect_timeout,
+                                                   "PyTorch TCPStore (torchrun's agent store)"));
   client->protocol_ = options.protocol;
   if (client->protocol_ == TorchStoreProtocol::kAuto) {
     DDPIO_RETURN_IF_ERROR(client->Detect());
   } else {
     DDPIO_RETURN_IF_ERROR(client->Handshake());
   }
-  DDPIO_LOG(INFO) << "torchrun's agent store at " << client->Where() << ": " << Name(client->protocol_) << " protocol";
+  DDPIO_LOG(INFO) << "torchrun's agent store at " << client->Where() << ": "
+                  << Name(client->protocol_) << " protocol";
   return client;
 }
 
@@ -99,8 +103,10 @@ absl::Status TorchStoreClient::Detect() {
   // A legacy server answers GETNUMKEYS with an i64 at once; a current one waits for VALIDATE.
   int64_t keys = 0;
   const std::string probe(1, static_cast<char>(kLegacyGetNumKeys));
-  absl::Status s = internal::WriteAll(fd_.get(), probe.data(), probe.size(), Clock::now() + options_.probe_timeout);
-  if (s.ok()) s = internal::ReadFull(fd_.get(), &keys, sizeof(keys), Clock::now() + options_.probe_timeout);
+  absl::Status s = internal::WriteAll(fd_.get(), probe.data(), probe.size(),
+                                      Clock::now() + options_.probe_timeout);
+  if (s.ok())
+    s = internal::ReadFull(fd_.get(), &keys, sizeof(keys), Clock::now() + options_.probe_timeout);
   if (s.ok()) {
     protocol_ = TorchStoreProtocol::kLegacy;
     return absl::OkStatus();
@@ -112,8 +118,9 @@ absl::Status TorchStoreClient::Detect() {
 
 absl::Status TorchStoreClient::EnsureConnected() {
   if (fd_.valid()) return absl::OkStatus();
-  DDPIO_ASSIGN_OR_RETURN(fd_, internal::ConnectRetrying(host_, port_, options_.connect_timeout,
-                                                        "PyTorch TCPStore (torchrun's agent store)"));
+  DDPIO_ASSIGN_OR_RETURN(fd_,
+                         internal::ConnectRetrying(host_, port_, options_.connect_timeout,
+                                                   "PyTorch TCPStore (torchrun's agent store)"));
   return Handshake();
 }
 
@@ -138,59 +145,69 @@ absl::Status TorchStoreClient::Exchange(const std::string& request, void* reply,
   if (s.ok() && reply_size > 0) s = internal::ReadFull(fd_.get(), reply, reply_size, deadline);
   if (s.ok()) return s;
   fd_ = internal::Fd();  // the stream is out of step now
-  std::string hint = s.code() == absl::StatusCode::kDeadlineExceeded
-                         ? ""
-                         : absl::StrCat(" (with the ", Name(protocol_),
-                                        " protocol; PyTorch 2.1-2.2 stores are not supported — set "
-                                        "DDPIO_TORCH_STORE_PROTOCOL, or start with `ddpio launch`)");
-  return absl::Status(s.code(), absl::StrCat(what, " on torchrun's store at ", Where(), ": ", s.message(), hint));
+  std::string hint =
+      s.code() == absl::StatusCode::kDeadlineExceeded
+          ? ""
+          : absl::StrCat(" (with the ", Name(protocol_),
+                         " protocol; PyTorch 2.1-2.2 stores are not supported — set "
+                         "DDPIO_TORCH_STORE_PROTOCOL, or start with `ddpio launch`)");
+  return absl::Status(
+      s.code(), absl::StrCat(what, " on torchrun's store at ", Where(), ": ", s.message(), hint));
 }
 
 absl::Status TorchStoreClient::Set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   Request r(OpsOf(protocol_).set);
   r.Key(key).Str(value);
-  return Exchange(r.bytes(), nullptr, 0, Clock::now() + options_.connect_timeout, absl::StrCat("set '", key, "'"));
+  return Exchange(r.bytes(), nullptr, 0, Clock::now() + options_.connect_timeout,
+                  absl::StrCat("set '", key, "'"));
 }
 
-absl::Status TorchStoreClient::WaitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status TorchStoreClient::WaitLocked(const std::vector<std::string>& keys,
+                                          std::chrono::milliseconds timeout) {
   Request r(OpsOf(protocol_).wait);
   r.Keys(keys);
   uint8_t done = 0xFF;
-  absl::Status s = Exchange(r.bytes(), &done, 1, Clock::now() + timeout,
-                            absl::StrCat("waiting for '", keys.empty() ? "" : keys.front(), "'",
-                                         keys.size() > 1 ? absl::StrCat(" and ", keys.size() - 1, " more") : ""));
+  absl::Status s = Exchange(
+      r.bytes(), &done, 1, Clock::now() + timeout,
+      absl::StrCat("waiting for '", keys.empty() ? "" : keys.front(), "'",
+                   keys.size() > 1 ? absl::StrCat(" and ", keys.size() - 1, " more") : ""));
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(absl::StrCat("key '", keys.front(), "'", keys.size() > 1 ? " (or another)" : "",
-                                                    " not set in torchrun's store at ", Where(), " within ",
-                                                    timeout.count(), " ms"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "key '", keys.front(), "'", keys.size() > 1 ? " (or another)" : "",
+        " not set in torchrun's store at ", Where(), " within ", timeout.count(), " ms"));
   }
   DDPIO_RETURN_IF_ERROR(s);
   if (done != 0) {
     fd_ = internal::Fd();
-    return absl::DataLossError(absl::StrCat("torchrun's store at ", Where(), " answered a wait with ", int{done}));
+    return absl::DataLossError(
+        absl::StrCat("torchrun's store at ", Where(), " answered a wait with ", int{done}));
   }
   return absl::OkStatus();
 }
 
-absl::Status TorchStoreClient::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status TorchStoreClient::Wait(const std::vector<std::string>& keys,
+                                    std::chrono::milliseconds timeout) {
   if (keys.empty()) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   return WaitLocked(keys, timeout);
 }
 
-absl::StatusOr<std::string> TorchStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
+absl::StatusOr<std::string> TorchStoreClient::Get(const std::string& key,
+                                                  std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mu_);
   DDPIO_RETURN_IF_ERROR(WaitLocked({key}, timeout));  // a GET of a missing key kills the connection
   Request r(OpsOf(protocol_).get);
   r.Key(key);
   const auto deadline = Clock::now() + options_.connect_timeout;
   uint64_t size = 0;
-  DDPIO_RETURN_IF_ERROR(Exchange(r.bytes(), &size, sizeof(size), deadline, absl::StrCat("get '", key, "'")));
+  DDPIO_RETURN_IF_ERROR(
+      Exchange(r.bytes(), &size, sizeof(size), deadline, absl::StrCat("get '", key, "'")));
   if (size > options_.max_value) {
     fd_ = internal::Fd();
-    return absl::DataLossError(absl::StrCat("torchrun's store at ", Where(), " sent ", size, " bytes for '", key,
-                                            "', more than the limit of ", options_.max_value));
+    return absl::DataLossError(absl::StrCat("torchrun's store at ", Where(), " sent ", size,
+                                            " bytes for '", key, "', more than the limit of ",
+                                            options_.max_value));
   }
   // Grow with the bytes that arrive, not with the size the server claims.
   std::string value;
@@ -202,7 +219,8 @@ absl::StatusOr<std::string> TorchStoreClient::Get(const std::string& key, std::c
   }
   if (!s.ok()) {
     fd_ = internal::Fd();
-    return absl::Status(s.code(), absl::StrCat("get '", key, "' on torchrun's store at ", Where(), ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("get '", key, "' on torchrun's store at ", Where(),
+                                               ": ", s.message()));
   }
   return value;
 }
@@ -212,7 +230,8 @@ absl::StatusOr<int64_t> TorchStoreClient::Add(const std::string& key, int64_t de
   Request r(OpsOf(protocol_).add);
   r.Key(key).I64(delta);
   int64_t value = 0;
-  DDPIO_RETURN_IF_ERROR(Exchange(r.bytes(), &value, sizeof(value), Clock::now() + options_.connect_timeout,
+  DDPIO_RETURN_IF_ERROR(Exchange(r.bytes(), &value, sizeof(value),
+                                 Clock::now() + options_.connect_timeout,
                                  absl::StrCat("add '", key, "'")));
   return value;
 }
@@ -222,10 +241,12 @@ absl::StatusOr<bool> TorchStoreClient::Check(const std::vector<std::string>& key
   Request r(OpsOf(protocol_).check);
   r.Keys(keys);
   uint8_t ready = 0xFF;
-  DDPIO_RETURN_IF_ERROR(Exchange(r.bytes(), &ready, 1, Clock::now() + options_.connect_timeout, "check"));
+  DDPIO_RETURN_IF_ERROR(
+      Exchange(r.bytes(), &ready, 1, Clock::now() + options_.connect_timeout, "check"));
   if (ready > 1) {
     fd_ = internal::Fd();
-    return absl::DataLossError(absl::StrCat("torchrun's store at ", Where(), " answered a check with ", int{ready}));
+    return absl::DataLossError(
+        absl::StrCat("torchrun's store at ", Where(), " answered a check with ", int{ready}));
   }
   return ready == 0;
 }

@@ -9,8 +9,9 @@
 //            0x3C85F7CE); SET 1, GET 3, ADD 4, CHECK 5, WAIT 6.
 // Messages are the operation byte, then strings and byte vectors as a u64 length and the bytes,
 // integers as native 64-bit little-endian values; keys carry a leading "/" as PyTorch's own
-// clients send them (so a key "k" here is "k" for a Python TCPStore client too). Replies: GET a vector, ADD an i64, CHECK one
-// byte (0 = all present), WAIT one byte once every key exists; SET none.
+// clients send them (so a key "k" here is "k" for a Python TCPStore client too). Replies: GET a
+// vector, ADD an i64, CHECK one byte (0 = all present), WAIT one byte once every key exists; SET
+// none.
 //
 // kAuto tells them apart once per connection: it sends the legacy GETNUMKEYS, which a legacy
 // server answers at once with 8 bytes; a current server does not (it wants VALIDATE first), so
@@ -32,14 +33,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ddpio/common/fd.h"
 #include "ddpio/comm/store.h"
+#include "ddpio/common/fd.h"
 
 namespace ddpio::comm {
 
 enum class TorchStoreProtocol { kAuto, kLegacy, kCurrent };
 
-absl::StatusOr<TorchStoreProtocol> ParseTorchStoreProtocol(std::string_view name);  // auto|legacy|current
+absl::StatusOr<TorchStoreProtocol> ParseTorchStoreProtocol(
+    std::string_view name);  // auto|legacy|current
 
 struct TorchStoreOptions {
   TorchStoreProtocol protocol = TorchStoreProtocol::kAuto;
@@ -51,14 +53,16 @@ struct TorchStoreOptions {
 class TorchStoreClient : public Store {
  public:
   // DeadlineExceeded when nothing listens within connect_timeout.
-  static absl::StatusOr<std::unique_ptr<TorchStoreClient>> Connect(const std::string& host, int port,
-                                                                   const TorchStoreOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<TorchStoreClient>> Connect(
+      const std::string& host, int port, const TorchStoreOptions& options = {});
   // The protocol in use (never kAuto).
   TorchStoreProtocol protocol() const { return protocol_; }
 
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
 

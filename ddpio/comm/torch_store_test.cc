@@ -20,9 +20,9 @@
 namespace ddpio::comm {
 namespace {
 
+using internal::Clock;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
-using internal::Clock;
 
 // A minimal PyTorch-protocol server: one thread per connection, SET/GET/ADD/CHECK/WAIT. A
 // current-protocol server treats a connection whose first message is not VALIDATE as PyTorch's
@@ -64,7 +64,9 @@ class FakeTorchStore {
       clients_.emplace_back([this, fd] { Serve(fd); });
     }
   }
-  bool Read(int fd, void* p, size_t n) { return ::recv(fd, p, n, MSG_WAITALL) == static_cast<ssize_t>(n); }
+  bool Read(int fd, void* p, size_t n) {
+    return ::recv(fd, p, n, MSG_WAITALL) == static_cast<ssize_t>(n);
+  }
   bool ReadStr(int fd, std::string* s) {
     uint64_t n = 0;
     if (!Read(fd, &n, 8) || n > (1u << 20)) return false;
@@ -86,7 +88,7 @@ class FakeTorchStore {
           continue;
         }
         if (close_unvalidated_) break;  // classic backend: an exception closes the socket
-        continue;                        // libuv backend: ignored, no answer
+        continue;                       // libuv backend: ignored, no answer
       }
       if (legacy && op == 6) {  // GETNUMKEYS
         std::lock_guard<std::mutex> lock(mu_);
@@ -186,8 +188,9 @@ TEST(TorchStore, DetectsEitherProtocolAndSpeaksIt) {
     TorchStoreProtocol protocol;
     bool close_unvalidated;
   };
-  for (Case c : {Case{TorchStoreProtocol::kLegacy, false}, Case{TorchStoreProtocol::kCurrent, false},
-                 Case{TorchStoreProtocol::kCurrent, true}}) {
+  for (Case c :
+       {Case{TorchStoreProtocol::kLegacy, false}, Case{TorchStoreProtocol::kCurrent, false},
+        Case{TorchStoreProtocol::kCurrent, true}}) {
     FakeTorchStore server(c.protocol, c.close_unvalidated);
     auto client = TorchStoreClient::Connect("127.0.0.1", server.port(), Quick());
     ASSERT_OK(client);
@@ -199,7 +202,8 @@ TEST(TorchStore, DetectsEitherProtocolAndSpeaksIt) {
 TEST(TorchStore, AnExplicitProtocolSkipsTheProbe) {
   FakeTorchStore server(TorchStoreProtocol::kCurrent);
   const auto t0 = Clock::now();
-  auto client = TorchStoreClient::Connect("127.0.0.1", server.port(), Quick(TorchStoreProtocol::kCurrent));
+  auto client =
+      TorchStoreClient::Connect("127.0.0.1", server.port(), Quick(TorchStoreProtocol::kCurrent));
   ASSERT_OK(client);
   ExerciseStore(**client);
   EXPECT_EQ(server.connections(), 1);  // no probe connection

@@ -23,13 +23,14 @@ namespace ddpio {
 
 namespace coding_internal {
 template <typename T>
-using UintOf = std::conditional_t<
-    sizeof(T) == 1, uint8_t,
-    std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+using UintOf =
+    std::conditional_t<sizeof(T) == 1, uint8_t,
+                       std::conditional_t<sizeof(T) == 2, uint16_t,
+                                          std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 
 template <typename T>
-constexpr bool kFixedWidth =
-    std::is_arithmetic_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+constexpr bool kFixedWidth = std::is_arithmetic_v<T> &&
+                             (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
 }  // namespace coding_internal
 
 // Little-endian, any width. `T` is an integer or float of 1, 2, 4 or 8 bytes; `dst` / `p` hold
@@ -48,7 +49,8 @@ T GetLe(const void* p) {
   static_assert(coding_internal::kFixedWidth<T>);
   const auto* b = static_cast<const uint8_t*>(p);
   coding_internal::UintOf<T> u = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<coding_internal::UintOf<T>>(b[i]) << (8 * i);
+  for (size_t i = 0; i < sizeof(T); ++i)
+    u |= static_cast<coding_internal::UintOf<T>>(b[i]) << (8 * i);
   T v;
   std::memcpy(&v, &u, sizeof(T));
   return v;

@@ -1,8 +1,9 @@
 // One way to name an enum's values and parse the names back, for flags and JSON:
 //
-//   constexpr EnumName<FeedMode> kFeedModes[] = {{FeedMode::kShard, "shard"}, {FeedMode::kReplicate, "replicate"}};
-//   std::string FeedModeName(FeedMode m) { return NameOf(kFeedModes, m); }
-//   absl::StatusOr<FeedMode> ParseFeedMode(std::string_view s) { return ParseName(kFeedModes, s, "feed mode"); }
+//   constexpr EnumName<FeedMode> kFeedModes[] = {{FeedMode::kShard, "shard"},
+//   {FeedMode::kReplicate, "replicate"}}; std::string FeedModeName(FeedMode m) { return
+//   NameOf(kFeedModes, m); } absl::StatusOr<FeedMode> ParseFeedMode(std::string_view s) { return
+//   ParseName(kFeedModes, s, "feed mode"); }
 //
 // ParseName's error names what was parsed and lists the accepted names.
 #ifndef DDPIO_COMMON_ENUM_NAMES_H_
@@ -31,7 +32,8 @@ std::string NameOf(const EnumName<E> (&table)[N], E value) {
 }
 
 template <typename E, size_t N>
-absl::StatusOr<E> ParseName(const EnumName<E> (&table)[N], std::string_view name, std::string_view what) {
+absl::StatusOr<E> ParseName(const EnumName<E> (&table)[N], std::string_view name,
+                            std::string_view what) {
   std::string accepted;
   for (const auto& e : table) {
     if (name == e.name) return e.value;

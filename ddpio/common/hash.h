@@ -19,7 +19,9 @@ inline uint64_t Fnv1a64Bytes(const void* bytes, size_t n, uint64_t h = kFnv1a64B
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnv1a64Prime;
   return h;
 }
-inline uint64_t Fnv1a64(std::string_view s, uint64_t h = kFnv1a64Basis) { return Fnv1a64Bytes(s.data(), s.size(), h); }
+inline uint64_t Fnv1a64(std::string_view s, uint64_t h = kFnv1a64Basis) {
+  return Fnv1a64Bytes(s.data(), s.size(), h);
+}
 
 }  // namespace ddpio
 

@@ -19,7 +19,8 @@ TEST(ByteOrder, LittleEndianWhateverTheHost) {
   PutLe<uint16_t>(&out, 0xA1B2);
   PutLe<int64_t>(&out, -2);
   PutLe<float>(&out, 1.5f);  // 0x3FC00000
-  const std::string want("\x44\x33\x22\x11\xB2\xA1\xFE\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x00\x00\xC0\x3F", 18);
+  const std::string want("\x44\x33\x22\x11\xB2\xA1\xFE\xFF\xFF\xFF\xFF\xFF\xFF\xFF\x00\x00\xC0\x3F",
+                         18);
   EXPECT_EQ(out, want);
   ByteReader r(out);
   uint32_t a = 0;
@@ -43,7 +44,8 @@ TEST(Coding, FixedBigEndianAndLengthPrefixed) {
   PutFixed32(&out, 0x11223344u);
   PutFixed64(&out, 0x0102030405060708ull);
   PutLengthPrefixed(&out, "key");
-  EXPECT_EQ(out, std::string("\x44\x33\x22\x11\x08\x07\x06\x05\x04\x03\x02\x01\x03\x00\x00\x00key", 19));
+  EXPECT_EQ(out,
+            std::string("\x44\x33\x22\x11\x08\x07\x06\x05\x04\x03\x02\x01\x03\x00\x00\x00key", 19));
   EXPECT_EQ(DecodeFixed32(out.data()), 0x11223344u);
   EXPECT_EQ(DecodeFixed64(out.data() + 4), 0x0102030405060708ull);
   uint8_t be[8];

@@ -44,7 +44,8 @@ void SetLogSink(LogSink sink) { g_sink.store(sink); }
 
 namespace internal {
 
-LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level), file_(file), line_(line) {
+LogMessage::LogMessage(LogLevel level, const char* file, int line)
+    : level_(level), file_(file), line_(line) {
   if (g_sink.load() != nullptr) return;  // the sink gets the parts, not the prefixed line
   static constexpr char kLetters[] = {'D', 'I', 'W', 'E'};
   timeval tv;
@@ -52,9 +53,8 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
   tm local;
   localtime_r(&tv.tv_sec, &local);
   char when[32];
-  std::snprintf(when, sizeof(when), "%02d%02d %02d:%02d:%02d.%03d", local.tm_mon + 1,
-                local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
-                static_cast<int>(tv.tv_usec / 1000));
+  std::snprintf(when, sizeof(when), "%02d%02d %02d:%02d:%02d.%03d", local.tm_mon + 1, local.tm_mday,
+                local.tm_hour, local.tm_min, local.tm_sec, static_cast<int>(tv.tv_usec / 1000));
   stream_ << kLetters[static_cast<int>(level_)] << when << " rank ";
   int rank = g_rank.load();
   if (rank < 0) {

@@ -59,10 +59,10 @@ class LogMessage {
 
 // An expression, safe anywhere a statement is (also under an unbraced if): the stream is only
 // built when the level is enabled.
-#define DDPIO_LOG(level)                                                     \
-  !::ddpio::LogEnabled(DDPIO_LOG_LEVEL_##level)                              \
-      ? (void)0                                                              \
-      : ::ddpio::internal::LogVoidify() &                                    \
+#define DDPIO_LOG(level)                        \
+  !::ddpio::LogEnabled(DDPIO_LOG_LEVEL_##level) \
+      ? (void)0                                 \
+      : ::ddpio::internal::LogVoidify() &       \
             ::ddpio::internal::LogMessage(DDPIO_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
 
 #endif  // DDPIO_COMMON_LOG_H_

@@ -34,7 +34,10 @@ class OrderedParallelMap {
   using Fn = std::function<T(uint64_t index, int worker)>;
 
   OrderedParallelMap(uint64_t begin, uint64_t end, int threads, uint64_t window, Fn fn)
-      : end_(end), window_(window < 1 ? 1 : window), fn_(std::move(fn)), next_claim_(begin),
+      : end_(end),
+        window_(window < 1 ? 1 : window),
+        fn_(std::move(fn)),
+        next_claim_(begin),
         next_deliver_(begin) {
     if (threads < 1) threads = 1;
     workers_.reserve(threads);

@@ -23,15 +23,16 @@ const char* KindOf(mode_t mode) {
 
 }  // namespace
 
-absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& what, uint64_t* bytes) {
+absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& what,
+                                   uint64_t* bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) return ErrnoToStatus(errno, absl::StrCat(what, " ", path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat(what, " ", path));
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", path, " is ", KindOf(st.st_mode), ", not a regular file: give a file"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", KindOf(st.st_mode),
+                                                   ", not a regular file: give a file"));
   }
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
@@ -39,12 +40,14 @@ absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& w
   return fd;
 }
 
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
+                                            const std::string& what) {
   uint64_t size = 0;
   DDPIO_ASSIGN_OR_RETURN(Fd fd, OpenRegularFile(path, what, &size));
   if (size > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", size, " bytes; a ", what,
-                                                   " is at most ", max_bytes, ": this is not one"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", size, " bytes; a ",
+                                                   what, " is at most ", max_bytes,
+                                                   ": this is not one"));
   }
   std::string text(static_cast<size_t>(size), '\0');
   size_t got = 0;
@@ -57,8 +60,8 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
   }
   char extra;
   if (got != text.size() || ::read(fd.get(), &extra, 1) > 0) {
-    return absl::DataLossError(absl::StrCat(what, " ", path, " changed size while it was read (", size,
-                                            " bytes at the start)"));
+    return absl::DataLossError(absl::StrCat(what, " ", path, " changed size while it was read (",
+                                            size, " bytes at the start)"));
   }
   return text;
 }

@@ -20,12 +20,14 @@ namespace ddpio {
 // The file at `path`, open for reading (blocking mode restored), with its size in *bytes.
 // NotFound / PermissionDenied from the filesystem; InvalidArgument naming `what` and the kind of
 // file when it is not a regular file (a FIFO, a device, a directory, a socket).
-absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& what, uint64_t* bytes = nullptr);
+absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& what,
+                                   uint64_t* bytes = nullptr);
 
 // The whole file, at most `max_bytes` of it: errors as OpenRegularFile, and InvalidArgument naming
 // the size and the limit when it is larger (checked before reading); DataLoss when it changes
 // size while being read.
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, const std::string& what);
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
+                                            const std::string& what);
 
 }  // namespace ddpio
 

@@ -46,9 +46,7 @@ TEST(RegularFile, DevicesAndDirectoriesAreRefused) {
 TEST(RegularFile, AFileLargerThanItsFormatAllowsIsRefusedBeforeReading) {
   ddpio::testing::TempDir dir;
   const std::string path = dir.Sub("sparse");
-  {
-    std::ofstream out(path);
-  }
+  { std::ofstream out(path); }
   ASSERT_EQ(::truncate(path.c_str(), int64_t{20} << 30), 0);  // 20 GiB, sparse: nothing on disk
   auto read = ReadRegularFile(path, 64 << 20, "checkpoint");
   EXPECT_CODE(read, kInvalidArgument);

@@ -42,8 +42,10 @@ absl::Status ErrnoToStatus(int err, std::string_view context) {
 
 absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok()) return status;
-  absl::Status out(status.code(), absl::StrCat(std::string(context), ": ", std::string(status.message())));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  absl::Status out(status.code(),
+                   absl::StrCat(std::string(context), ": ", std::string(status.message())));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 
@@ -54,7 +56,8 @@ constexpr char kSettingUrl[] = "ddpio.dev/setting";
 absl::Status WithSetting(absl::Status status, std::string_view setting) {
   if (status.ok()) return status;
   std::string settings;
-  if (auto old = status.GetPayload(kSettingUrl); old.has_value()) settings = absl::StrCat(std::string(*old), ",");
+  if (auto old = status.GetPayload(kSettingUrl); old.has_value())
+    settings = absl::StrCat(std::string(*old), ",");
   status.SetPayload(kSettingUrl, absl::Cord(settings + std::string(setting)));
   return status;
 }

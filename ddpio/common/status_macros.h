@@ -21,10 +21,10 @@
 #define DDPIO_INTERNAL_CONCAT(a, b) DDPIO_INTERNAL_CONCAT_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define DDPIO_RETURN_IF_ERROR(expr)                     \
-  do {                                                  \
-    ::absl::Status ddpio_status_ = (expr);              \
-    if (!ddpio_status_.ok()) return ddpio_status_;      \
+#define DDPIO_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status ddpio_status_ = (expr);         \
+    if (!ddpio_status_.ok()) return ddpio_status_; \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, otherwise moves the

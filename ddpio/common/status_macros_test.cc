@@ -53,7 +53,8 @@ TEST(StatusMacros, AnnotateKeepsCodeAndPrependsContext) {
 // Settings ride along as a payload, accumulate in order, survive Annotate, and never touch the
 // message (library text names no command-line flag).
 TEST(StatusMacros, SettingsAttachedToAnErrorSurviveAnnotate) {
-  absl::Status s = WithSetting(WithSetting(absl::FailedPreconditionError("seed differs"), "seed"), "data");
+  absl::Status s =
+      WithSetting(WithSetting(absl::FailedPreconditionError("seed differs"), "seed"), "data");
   EXPECT_EQ(SettingsOf(s), (std::vector<std::string>{"seed", "data"}));
   absl::Status annotated = Annotate(s, "resuming");
   EXPECT_EQ(annotated.message(), "resuming: seed differs");

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
-#include "ddpio/loader/jpeg.h"
 #include "ddpio/convert/caffe_datum.h"
+#include "ddpio/loader/jpeg.h"
 
 namespace ddpio::convert {
 
@@ -21,10 +21,11 @@ absl::StatusOr<SourceListing> ListCaffeLmdb(const storage::LmdbFile& lmdb) {
         // reader looks records up by key and would get the first every time: two samples with
         // the same pixels, one image lost. Refuse instead of mislabelling.
         if (!listing.entries.empty() && listing.entries.back().relative == key) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "key '", std::string(key), "' of ", lmdb.path(),
-              " holds more than one Datum (a database with duplicate keys): ddpio converts one Datum per key; "
-              "write the LMDB with unique keys"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("key '", std::string(key), "' of ", lmdb.path(),
+                           " holds more than one Datum (a database with duplicate keys): ddpio "
+                           "converts one Datum per key; "
+                           "write the LMDB with unique keys"));
         }
         CaffeDatum datum;
         absl::Status parsed = ParseCaffeDatum(value, &datum);

@@ -1,8 +1,8 @@
-// `ddpio convert --from caffe-lmdb SRC`: a Caffe/DALI LMDB of Datum messages (ddpio/convert/caffe_datum.h)
-// as a conversion source. Entries are the LMDB's keys in key order (Caffe's convert_imageset
-// writes "%08d_<path>" keys, so key order is its insertion order); labels come from the Datums.
-// Encoded Datums hand over their image file bytes (JPEGs are stored as they are, other formats
-// decoded like files); raw Datums hand over their pixels as RGB.
+// `ddpio convert --from caffe-lmdb SRC`: a Caffe/DALI LMDB of Datum messages
+// (ddpio/convert/caffe_datum.h) as a conversion source. Entries are the LMDB's keys in key order
+// (Caffe's convert_imageset writes "%08d_<path>" keys, so key order is its insertion order); labels
+// come from the Datums. Encoded Datums hand over their image file bytes (JPEGs are stored as they
+// are, other formats decoded like files); raw Datums hand over their pixels as RGB.
 #ifndef DDPIO_CONVERT_CAFFE_LMDB_H_
 #define DDPIO_CONVERT_CAFFE_LMDB_H_
 
@@ -10,9 +10,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ddpio/storage/lmdb_file.h"
 #include "ddpio/convert/convert_sources.h"
 #include "ddpio/convert/source_reader.h"
+#include "ddpio/storage/lmdb_file.h"
 
 namespace ddpio::convert {
 

@@ -6,21 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "ddpio/convert/caffe_datum.h"
+#include "ddpio/convert/convert.h"
 #include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
-#include "ddpio/convert/caffe_datum.h"
-#include "ddpio/convert/convert.h"
 
 namespace ddpio::convert {
 namespace {
 
 // Writes key -> value pairs into a fresh LMDB directory, as Caffe's convert_imageset does.
 void WriteLmdb(const std::string& dir,
-               const std::vector<std::pair<std::string, std::string>>& entries, unsigned db_flags = 0) {
+               const std::vector<std::pair<std::string, std::string>>& entries,
+               unsigned db_flags = 0) {
   std::filesystem::create_directories(dir);
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
@@ -132,8 +133,10 @@ TEST(CaffeLmdb, DuplicateKeysAreRefusedNamingTheKey) {
   ASSERT_OK_AND_ASSIGN(auto lmdb, storage::LmdbFile::Open(dir.Sub("caffe")));
   auto listing = ListCaffeLmdb(*lmdb);
   EXPECT_CODE(listing, kInvalidArgument);
-  EXPECT_NE(listing.status().message().find("key '00000001'"), std::string::npos) << listing.status();
-  EXPECT_NE(listing.status().message().find("more than one Datum"), std::string::npos) << listing.status();
+  EXPECT_NE(listing.status().message().find("key '00000001'"), std::string::npos)
+      << listing.status();
+  EXPECT_NE(listing.status().message().find("more than one Datum"), std::string::npos)
+      << listing.status();
 }
 
 }  // namespace

@@ -2,18 +2,17 @@
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
-#include "ddpio/loader/jpeg.h"
-#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/convert/image_decode.h"
 #include "ddpio/convert/image_shrink.h"
+#include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/version.h"
 
 namespace ddpio::convert {
@@ -37,17 +36,20 @@ struct Decoders {
 };
 
 absl::Status CheckRaw(const SourceItem& item) {
-  if (static_cast<uint64_t>(item.raw_width) * static_cast<uint64_t>(item.raw_height) * 3 != item.bytes.size()) {
-    return absl::DataLossError(absl::StrCat("raw pixels of ", item.bytes.size(), " bytes are not ", item.raw_width,
-                                            "x", item.raw_height, "x3"));
+  if (static_cast<uint64_t>(item.raw_width) * static_cast<uint64_t>(item.raw_height) * 3 !=
+      item.bytes.size()) {
+    return absl::DataLossError(absl::StrCat("raw pixels of ", item.bytes.size(), " bytes are not ",
+                                            item.raw_width, "x", item.raw_height, "x3"));
   }
-  return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels, "raw image");
+  return loader::CheckImagePixels(item.raw_width, item.raw_height, loader::kDefaultMaxImagePixels,
+                                  "raw image");
 }
 
 // JPEGs keep their bytes here (validated by a full decode unless `full_decode` is off; the
 // restart-marker transcode below may then re-write them losslessly); every other format
 // torchvision reads is decoded as Pillow's convert("RGB") would and stored raw.
-absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage::Record* r, std::string* stored_as) {
+absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage::Record* r,
+                        std::string* stored_as) {
   r->original_width = static_cast<uint32_t>(item.original_width);
   r->original_height = static_cast<uint32_t>(item.original_height);
   if (item.raw_width > 0) {
@@ -72,8 +74,9 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
     return absl::OkStatus();
   }
   if (SniffImageFormat(item.bytes).empty()) {
-    return absl::DataLossError(absl::StrCat(loader::DescribeNonJpeg(item.bytes),
-                                            "; ddpio reads JPEG, PNG, WebP, BMP, TIFF, PPM and PGM images"));
+    return absl::DataLossError(
+        absl::StrCat(loader::DescribeNonJpeg(item.bytes),
+                     "; ddpio reads JPEG, PNG, WebP, BMP, TIFF, PPM and PGM images"));
   }
   DDPIO_ASSIGN_OR_RETURN(DecodedImage image, DecodeImage(item.bytes, d->image));
   r->type = storage::ContentType::kRawUint8;
@@ -81,18 +84,22 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
   r->height = static_cast<uint32_t>(image.height);
   r->channels = 3;
   r->payload = std::move(image.rgb);
-  *stored_as = absl::StrCat(image.format, image.detail.empty() ? "" : absl::StrCat(" (", image.detail, ")"),
-                            " -> raw RGB");
+  *stored_as =
+      absl::StrCat(image.format, image.detail.empty() ? "" : absl::StrCat(" (", image.detail, ")"),
+                   " -> raw RGB");
   return absl::OkStatus();
 }
 
 // Restart markers for the loader's segment decode (loader/jpeg_restart.h): JPEGs without suitable
 // ones are transcoded losslessly, and the result is checked to decode to exactly the original's
 // pixels. A JPEG the transcoder cannot handle keeps its bytes (the loader decodes it whole).
-void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r, std::string* stored_as) {
+void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r,
+                 std::string* stored_as) {
   if (interval <= 0 || r->type != storage::ContentType::kJpeg) return;
-  if (auto layout = loader::ReadRestartLayout(r->payload); layout.ok() && layout->interval <= interval) {
-    r->segment_offsets = loader::EncodeSegmentOffsets(*layout);  // suitable markers already: keep the bytes
+  if (auto layout = loader::ReadRestartLayout(r->payload);
+      layout.ok() && layout->interval <= interval) {
+    r->segment_offsets =
+        loader::EncodeSegmentOffsets(*layout);  // suitable markers already: keep the bytes
     return;
   }
   absl::StatusOr<std::vector<uint8_t>> segmented = loader::AddRestartMarkers(r->payload, interval);
@@ -101,9 +108,11 @@ void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r
   std::vector<uint8_t> after;
   auto info = d->jpeg.ReadInfo(r->payload);
   auto info2 = d->jpeg.ReadInfo(*segmented);
-  if (!info.ok() || !info2.ok() || (!have_pixels && !d->jpeg.Decode(r->payload, *info, &d->pixels).ok()) ||
+  if (!info.ok() || !info2.ok() ||
+      (!have_pixels && !d->jpeg.Decode(r->payload, *info, &d->pixels).ok()) ||
       !d->jpeg.Decode(*segmented, *info2, &after).ok() || d->pixels != after) {
-    DDPIO_LOG(WARNING) << r->source_name << ": restart-marker transcode did not reproduce the pixels; kept as is";
+    DDPIO_LOG(WARNING) << r->source_name
+                       << ": restart-marker transcode did not reproduce the pixels; kept as is";
     return;
   }
   auto layout = loader::ReadRestartLayout(*segmented);
@@ -111,11 +120,13 @@ void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r
   r->segment_offsets = loader::EncodeSegmentOffsets(*layout);
   r->payload = std::move(segmented).value();
   const std::string kept = "(original bytes)";
-  if (size_t at = stored_as->find(kept); at != std::string::npos) stored_as->replace(at, kept.size(), "(coefficients)");
+  if (size_t at = stored_as->find(kept); at != std::string::npos)
+    stored_as->replace(at, kept.size(), "(coefficients)");
   absl::StrAppend(stored_as, ", restart markers added");
 }
 
-Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry, bool full_decode, Decoders* d) {
+Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry, bool full_decode,
+                 Decoders* d) {
   Loaded out{absl::UnknownError("unset")};
   auto item = reader.Read(index, entry);
   if (!item.ok()) {
@@ -133,8 +144,9 @@ Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry,
     filled = shrunk.status();
     if (shrunk.ok() && *shrunk) {
       reencoded = true;
-      out.stored_as = r.type == storage::ContentType::kJpeg ? "JPEG, shrunk to --max-side and re-encoded"
-                                                            : "raw RGB, shrunk to --max-side";
+      out.stored_as = r.type == storage::ContentType::kJpeg
+                          ? "JPEG, shrunk to --max-side and re-encoded"
+                          : "raw RGB, shrunk to --max-side";
     }
   }
   // The validation decode's pixels are the original's unless the image was shrunk (re-encoded).
@@ -166,22 +178,26 @@ std::string ProgressJson(uint64_t next_source, const std::vector<SkippedFile>& s
 }  // namespace
 
 absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source,
-                           std::vector<SkippedFile>* skipped) {
+                                  std::vector<SkippedFile>* skipped) {
   const auto bad = [](const std::string& what) {
-    return absl::DataLossError(absl::StrCat("the conversion progress entry is malformed (", what,
-                                            "); the dataset cannot be resumed: convert again without --resume"));
+    return absl::DataLossError(
+        absl::StrCat("the conversion progress entry is malformed (", what,
+                     "); the dataset cannot be resumed: convert again without --resume"));
   };
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  if (!j.contains("next_source") || !j["next_source"].is_number_unsigned()) return bad("next_source");
+  if (!j.contains("next_source") || !j["next_source"].is_number_unsigned())
+    return bad("next_source");
   if (!j.contains("skipped") || !j["skipped"].is_array()) return bad("skipped");
   *next_source = j["next_source"].get<uint64_t>();
   for (const auto& s : j["skipped"]) {
-    if (!s.is_object() || !s.contains("index") || !s["index"].is_number_unsigned() || !s.contains("source") ||
-        !s["source"].is_string() || !s.contains("reason") || !s["reason"].is_string()) {
+    if (!s.is_object() || !s.contains("index") || !s["index"].is_number_unsigned() ||
+        !s.contains("source") || !s["source"].is_string() || !s.contains("reason") ||
+        !s["reason"].is_string()) {
       return bad("a skipped entry");
     }
-    skipped->push_back({s["index"].get<uint64_t>(), s["source"].get<std::string>(), s["reason"].get<std::string>()});
+    skipped->push_back({s["index"].get<uint64_t>(), s["source"].get<std::string>(),
+                        s["reason"].get<std::string>()});
   }
   if (skipped->size() > *next_source) return bad("more skipped entries than entries done");
   return absl::OkStatus();
@@ -189,12 +205,13 @@ absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source
 
 std::string ConvertFingerprint(const SourceListing& listing, const ConvertOptions& o) {
   return ListingFingerprint(
-      listing, absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode,
-                            o.shrink.max_side > 0 ? absl::StrCat(";max_side=", o.shrink.max_side, ";quality=",
-                                                                 o.shrink.quality)
-                                                  : "",
-                            o.shards > 1 ? absl::StrCat(";shards=", o.shards) : "",
-                            o.restart_interval > 0 ? absl::StrCat(";restart=", o.restart_interval) : ""));
+      listing,
+      absl::StrCat("skip_invalid=", o.skip_invalid, ";full_decode=", o.full_decode,
+                   o.shrink.max_side > 0 ? absl::StrCat(";max_side=", o.shrink.max_side,
+                                                        ";quality=", o.shrink.quality)
+                                         : "",
+                   o.shards > 1 ? absl::StrCat(";shards=", o.shards) : "",
+                   o.restart_interval > 0 ? absl::StrCat(";restart=", o.restart_interval) : ""));
 }
 
 namespace {
@@ -218,11 +235,12 @@ storage::DatasetHeader HeaderFor(const SourceListing& listing, const ConvertOpti
 
 // Resumes the dataset at o.out (setting summary->resumed_from, the skipped entries and
 // *next_source), or creates it. Null when it is already complete.
-absl::StatusOr<std::unique_ptr<storage::DatasetWriter>> OpenWriter(const storage::DatasetHeader& header,
-                                                                   const ConvertOptions& o, ConvertSummary* summary,
-                                                                   uint64_t* next_source) {
+absl::StatusOr<std::unique_ptr<storage::DatasetWriter>> OpenWriter(
+    const storage::DatasetHeader& header, const ConvertOptions& o, ConvertSummary* summary,
+    uint64_t* next_source) {
   std::error_code ec;
-  if (!o.resume || !std::filesystem::exists(o.out, ec)) return storage::DatasetWriter::Create(o.out, header, o.writer);
+  if (!o.resume || !std::filesystem::exists(o.out, ec))
+    return storage::DatasetWriter::Create(o.out, header, o.writer);
   auto resumed = storage::DatasetWriter::Resume(o.out, header, o.writer);
   if (resumed.status().code() == absl::StatusCode::kAlreadyExists) {
     summary->already_complete = true;
@@ -231,11 +249,12 @@ absl::StatusOr<std::unique_ptr<storage::DatasetWriter>> OpenWriter(const storage
   if (!resumed.ok()) return resumed.status();
   std::unique_ptr<storage::DatasetWriter> writer = std::move(resumed).value();
   DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kProgressKey));
-  if (progress.has_value()) DDPIO_RETURN_IF_ERROR(ParseConvertProgress(*progress, next_source, &summary->skipped));
+  if (progress.has_value())
+    DDPIO_RETURN_IF_ERROR(ParseConvertProgress(*progress, next_source, &summary->skipped));
   if (*next_source - summary->skipped.size() != writer->committed_count()) {
-    return absl::DataLossError(absl::StrCat(o.out, ": progress says ", *next_source, " entries done with ",
-                                            summary->skipped.size(), " skipped, but ", writer->committed_count(),
-                                            " records are stored"));
+    return absl::DataLossError(absl::StrCat(
+        o.out, ": progress says ", *next_source, " entries done with ", summary->skipped.size(),
+        " skipped, but ", writer->committed_count(), " records are stored"));
   }
   summary->resumed_from = *next_source;
   return writer;
@@ -298,17 +317,21 @@ class ProgressReporter {
 };
 
 absl::Status Cancelled(const ConvertOptions& o, uint64_t done, uint64_t total) {
-  return WithSetting(absl::CancelledError(absl::StrCat("conversion into ", o.out, " cancelled after ", done, " of ",
-                                                       total, " source entries; the dataset is incomplete: "
-                                                              "convert again with resume to continue")),
+  return WithSetting(absl::CancelledError(absl::StrCat(
+                         "conversion into ", o.out, " cancelled after ", done, " of ", total,
+                         " source entries; the dataset is incomplete: "
+                         "convert again with resume to continue")),
                      "resume_conversion");
 }
 
 // Reads, validates and appends entries [next_source, end) in source order, committing each full
 // batch together with the progress entry (what a resumed conversion continues from).
-absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, uint64_t next_source,
-                         storage::DatasetWriter& writer, ConvertSummary* summary, ProgressReporter& progress) {
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o,
+                         uint64_t next_source, storage::DatasetWriter& writer,
+                         ConvertSummary* summary, ProgressReporter& progress) {
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::optional<Decoders>> decoders(threads);
   for (auto& d : decoders) {
     DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
@@ -328,10 +351,12 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
     return absl::OkStatus();
   };
   const uint64_t total = listing.entries.size();
-  if (!progress.Start(next_source, summary->skipped.size())) return Cancelled(o, next_source, total);
+  if (!progress.Start(next_source, summary->skipped.size()))
+    return Cancelled(o, next_source, total);
   OrderedParallelMap<Loaded> map(next_source, total, threads, 16 * static_cast<uint64_t>(threads),
                                  [&](uint64_t i, int worker) {
-                                   return LoadEntry(reader, i, listing.entries[i], o.full_decode, &*decoders[worker]);
+                                   return LoadEntry(reader, i, listing.entries[i], o.full_decode,
+                                                    &*decoders[worker]);
                                  });
   for (uint64_t i = next_source; i < total; ++i) {
     std::optional<Loaded> loaded = map.Next();
@@ -341,10 +366,14 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o, 
       if (!o.skip_invalid || !Skippable(bad)) {
         // Keep everything before the bad file: after fixing it, --resume continues from here.
         DDPIO_RETURN_IF_ERROR(commit(i));
-        absl::Status stop(bad.code(), absl::StrCat(bad.message(), " (source entry ", i,
-                                                   "; fix or remove the file, or pass --skip-invalid; --resume continues)"));
+        absl::Status stop(
+            bad.code(),
+            absl::StrCat(bad.message(), " (source entry ", i,
+                         "; fix or remove the file, or pass --skip-invalid; --resume continues)"));
         // Keep the error's payloads: the setting it names (e.g. max_decode_bytes) becomes the flag.
-        bad.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { stop.SetPayload(url, payload); });
+        bad.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+          stop.SetPayload(url, payload);
+        });
         return stop;
       }
       summary->skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
@@ -381,11 +410,13 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
                          OpenWriter(HeaderFor(listing, o), o, &summary, &next_source));
   ProgressReporter progress(o, callback, listing.entries.size());
   if (writer == nullptr) {  // already complete
-    if (o.counters != nullptr) o.counters->entries.fetch_add(listing.entries.size(), std::memory_order_relaxed);
+    if (o.counters != nullptr)
+      o.counters->entries.fetch_add(listing.entries.size(), std::memory_order_relaxed);
     return summary;
   }
   DDPIO_RETURN_IF_ERROR(CopyEntries(listing, o, next_source, *writer, &summary, progress));
-  DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
+  DDPIO_RETURN_IF_ERROR(
+      writer->PutMeta(kProgressKey, ProgressJson(listing.entries.size(), summary.skipped)));
   DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));
   summary.records = writer->record_count();
   summary.payload_bytes = writer->payload_bytes();

@@ -31,12 +31,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ddpio/storage/dataset_writer.h"
 #include "ddpio/convert/convert_sources.h"
 #include "ddpio/convert/image_decode.h"
 #include "ddpio/convert/image_shrink.h"
 #include "ddpio/convert/source_kind.h"
 #include "ddpio/convert/source_reader.h"
+#include "ddpio/storage/dataset_writer.h"
 
 namespace ddpio::convert {
 
@@ -77,7 +77,7 @@ struct ConvertOptions {
   bool resume = false;        // continue an interrupted conversion of the same source
   bool skip_invalid = false;  // skip unreadable/non-JPEG/corrupt files instead of stopping
   bool full_decode = true;    // validate by decoding every image (false: header only)
-  ShrinkOptions shrink;  // max_side (0: off, else 16 to 65535) and quality (1 to 100)
+  ShrinkOptions shrink;       // max_side (0: off, else 16 to 65535) and quality (1 to 100)
   // Most memory one thread may spend decoding a non-JPEG image (ddpio/convert/image_decode.h);
   // larger images are refused (DataLoss, skippable). Default 1 GiB: a 60 MP TIFF, a 75 MP PNG.
   // The conversion's decoding memory is at most threads x this. At least 16 MiB.
@@ -112,12 +112,12 @@ absl::Status ValidateConvertOptions(const ConvertOptions& options);
 
 // What a progress callback sees.
 struct ConvertProgress {
-  uint64_t entries_done = 0;   // source entries done (stored or skipped), including a resume's
-  uint64_t entries_total = 0;  // source entries in all; 0 while unknown
-  uint64_t records = 0;        // entries stored
-  uint64_t skipped = 0;        // entries skipped (skip_invalid)
+  uint64_t entries_done = 0;       // source entries done (stored or skipped), including a resume's
+  uint64_t entries_total = 0;      // source entries in all; 0 while unknown
+  uint64_t records = 0;            // entries stored
+  uint64_t skipped = 0;            // entries skipped (skip_invalid)
   uint64_t source_bytes_read = 0;  // bytes read from the source in this run
-  bool final = false;          // the last call: the dataset is complete
+  bool final = false;              // the last call: the dataset is complete
 };
 
 // Called on Convert's calling thread: once the source is listed, then at most every 100 ms while
@@ -135,11 +135,12 @@ struct SkippedFile {
 
 // Parses the progress entry a conversion stores with every commit (what --resume continues
 // from). DataLoss naming what is malformed.
-absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source, std::vector<SkippedFile>* skipped);
+absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source,
+                                  std::vector<SkippedFile>* skipped);
 
 struct ConvertSummary {
-  std::string source;  // what was converted, as the user named it (folder, list file, LMDB)
-  std::string out;     // the dataset written (the source itself when rewritten in place)
+  std::string source;    // what was converted, as the user named it (folder, list file, LMDB)
+  std::string out;       // the dataset written (the source itself when rewritten in place)
   uint64_t entries = 0;  // source entries in the listing
   uint64_t records = 0;
   uint64_t classes = 0;
@@ -147,8 +148,8 @@ struct ConvertSummary {
   uint64_t source_bytes_read = 0;  // bytes read from source files in this run
   std::vector<SkippedFile> skipped;
   std::map<std::string, uint64_t> stored_as;  // records of this run by how they were stored
-  uint64_t resumed_from = 0;       // source entries already done before this run
-  bool already_complete = false;   // resume on a finished dataset: nothing to do
+  uint64_t resumed_from = 0;                  // source entries already done before this run
+  bool already_complete = false;              // resume on a finished dataset: nothing to do
   double seconds = 0;
 };
 
@@ -156,7 +157,8 @@ struct ConvertSummary {
 // no out). Errors: InvalidArgument for settings out of range or not fitting together
 // (ValidateConvertOptions); NotFound / InvalidArgument / DataLoss from reading the source's
 // listing; then as Convert(listing, ...).
-absl::StatusOr<ConvertSummary> Convert(const ConvertOptions& options, const ProgressCallback& progress = nullptr);
+absl::StatusOr<ConvertSummary> Convert(const ConvertOptions& options,
+                                       const ProgressCallback& progress = nullptr);
 
 // Converts `listing` (its entries read through options.reader, or files under listing.root).
 // Errors: from the writer (AlreadyExists without resume, FailedPrecondition when resuming a
@@ -172,7 +174,8 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
 std::string ConvertFingerprint(const SourceListing& listing, const ConvertOptions& options);
 
 // Convert with options.shards > 1 (Convert calls it).
-absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, const ConvertOptions& options,
+absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing,
+                                              const ConvertOptions& options,
                                               const ProgressCallback& progress = nullptr);
 
 }  // namespace ddpio::convert

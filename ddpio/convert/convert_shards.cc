@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/convert/convert.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/shards.h"
-#include "ddpio/convert/convert.h"
 
 namespace ddpio::convert {
 namespace fs = std::filesystem;
@@ -60,9 +60,11 @@ absl::StatusOr<bool> CheckExisting(const std::string& fingerprint, const Convert
         o.out, " already exists; --resume continues an interrupted conversion, or remove it"));
   }
   if (!fs::is_directory(o.out, ec) || fs::exists(o.out + "/data.mdb", ec)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        o.out, " holds an unsharded dataset (or is a file): a sharded conversion cannot continue it; convert into "
-               "another folder"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(o.out,
+                     " holds an unsharded dataset (or is a file): a sharded conversion cannot "
+                     "continue it; convert into "
+                     "another folder"));
   }
   const std::string manifest = o.out + "/" + storage::kShardManifest;
   if (!fs::exists(manifest, ec)) return false;
@@ -157,10 +159,12 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, cons
   for (size_t s = 0; s < k; ++s) {
     if (results[s].status().code() == absl::StatusCode::kCancelled) {
       const uint64_t done = counters.entries.load(std::memory_order_relaxed);
-      return WithSetting(absl::CancelledError(absl::StrCat("conversion into ", o.out, " cancelled after ", done, " of ",
-                                                           listing.entries.size(), " source entries; the dataset is "
-                                                           "incomplete: convert again with resume to continue")),
-                         "resume_conversion");
+      return WithSetting(
+          absl::CancelledError(absl::StrCat("conversion into ", o.out, " cancelled after ", done,
+                                            " of ", listing.entries.size(),
+                                            " source entries; the dataset is "
+                                            "incomplete: convert again with resume to continue")),
+          "resume_conversion");
     }
   }
   storage::ShardManifest manifest;
@@ -182,7 +186,8 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, cons
     }
     const std::string shard = storage::ShardName(s, k);
     DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.out + "/" + shard));
-    manifest.shards.push_back({shard, reader->size(), storage::ContentDigest(reader->header(), reader->completion())});
+    manifest.shards.push_back(
+        {shard, reader->size(), storage::ContentDigest(reader->header(), reader->completion())});
     summary.records += reader->size();
   }
   DDPIO_RETURN_IF_ERROR(WriteFileAtomically(o.out + "/" + storage::kShardManifest,

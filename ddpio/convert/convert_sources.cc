@@ -21,7 +21,7 @@
 namespace ddpio::convert {
 namespace fs = std::filesystem;
 bool HasImageExtension(std::string_view name) {
-  static const char* kExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+  static const char* kExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                       ".pgm", ".tif",  ".tiff", ".webp"};
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -64,7 +64,8 @@ absl::Status CollectDirs(const fs::path& root, const std::string& rel,
 absl::StatusOr<SourceListing> ListImageFolder(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
-    return absl::NotFoundError(absl::StrCat("source folder ", root, " does not exist or is not a directory"));
+    return absl::NotFoundError(
+        absl::StrCat("source folder ", root, " does not exist or is not a directory"));
   }
   SourceListing listing;
   listing.kind = "imagefolder";
@@ -77,8 +78,8 @@ absl::StatusOr<SourceListing> ListImageFolder(const std::string& root) {
   }
   if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("listing ", root));
   if (listing.classes.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no class folder in ", root, " (an ImageFolder has one sub-folder per class)"));
+    return absl::NotFoundError(absl::StrCat("no class folder in ", root,
+                                            " (an ImageFolder has one sub-folder per class)"));
   }
   std::sort(listing.classes.begin(), listing.classes.end());  // byte order = code-point order
   std::vector<std::string> empty_classes;
@@ -131,9 +132,9 @@ absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const s
     const std::streamsize got = in.gcount();
     if (in.bad()) break;
     if (in.fail() && !in.eof()) {  // the buffer filled before the line ended
-      return absl::InvalidArgumentError(absl::StrFormat("%s:%d: a line longer than %d bytes (starts '%s...')",
-                                                        list_path, line_no, kMaxListLine,
-                                                        std::string(buf.data(), 200)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s:%d: a line longer than %d bytes (starts '%s...')", list_path, line_no,
+                          kMaxListLine, std::string(buf.data(), 200)));
     }
     if (got == 0 && in.eof()) break;  // nothing after the last newline
     // gcount counts the newline getline consumed but did not store; a NUL stays part of the line.
@@ -145,12 +146,13 @@ absl::StatusOr<SourceListing> ReadListFile(const std::string& list_path, const s
     std::string path = space == std::string::npos ? "" : line.substr(0, space);
     std::string label_text = space == std::string::npos ? "" : line.substr(space + 1);
     int64_t label = -1;
-    auto [ptr, err] = std::from_chars(label_text.data(), label_text.data() + label_text.size(), label);
+    auto [ptr, err] =
+        std::from_chars(label_text.data(), label_text.data() + label_text.size(), label);
     if (path.empty() || label_text.empty() || err != std::errc() ||
         ptr != label_text.data() + label_text.size() || label < 0 || label >= kMaxListClasses) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s:%d: expected 'relative/path label' with a label in [0, %d), got '%s'", list_path, line_no,
-          kMaxListClasses, line.size() > 200 ? line.substr(0, 200) + "..." : line));
+          "%s:%d: expected 'relative/path label' with a label in [0, %d), got '%s'", list_path,
+          line_no, kMaxListClasses, line.size() > 200 ? line.substr(0, 200) + "..." : line));
     }
     listing.entries.push_back({path, static_cast<int32_t>(label)});
     max_label = std::max(max_label, static_cast<int32_t>(label));

@@ -32,9 +32,9 @@ struct SourceEntry {
 };
 
 struct SourceListing {
-  std::string kind;       // "imagefolder" or "list"
-  std::string root;       // entries are root/relative
-  std::string described;  // what the user named (the folder or the list file)
+  std::string kind;                  // "imagefolder" or "list"
+  std::string root;                  // entries are root/relative
+  std::string described;             // what the user named (the folder or the list file)
   std::vector<std::string> classes;  // label i is classes[i]
   std::vector<SourceEntry> entries;
 };

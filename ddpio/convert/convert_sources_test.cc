@@ -37,9 +37,9 @@ TEST(ImageFolder, LabelsAndOrderMatchTorchvision) {
   }
   ASSERT_OK_AND_ASSIGN(SourceListing l, ListImageFolder(r.string()));
   EXPECT_EQ(l.classes, (std::vector<std::string>{"B", "a", "c d"}));
-  EXPECT_EQ(Names(l), (std::vector<std::string>{"B/1.jpg:0", "a/b.JPEG:1", "a/z.jpg:1",
-                                                "a/sub/x.jpg:1", "a/sub-x/y.png:1",
-                                                "a/sub/deeper/w.jpg:1", "c d/k.webp:2"}));
+  EXPECT_EQ(Names(l),
+            (std::vector<std::string>{"B/1.jpg:0", "a/b.JPEG:1", "a/z.jpg:1", "a/sub/x.jpg:1",
+                                      "a/sub-x/y.png:1", "a/sub/deeper/w.jpg:1", "c d/k.webp:2"}));
 }
 
 TEST(ImageFolder, FollowsSymlinkedClassFoldersWithoutLooping) {
@@ -81,7 +81,8 @@ TEST(ListFile, ParsesCaffeLinesRelativeToTheListFolder) {
 
 TEST(ListFile, BadLineNamesFileAndLineNumber) {
   testing::TempDir dir;
-  for (const char* bad : {"nolabel.jpg", "x.jpg -1", "x.jpg 1.5", "x.jpg 99999999999", "x.jpg one"}) {
+  for (const char* bad :
+       {"nolabel.jpg", "x.jpg -1", "x.jpg 1.5", "x.jpg 99999999999", "x.jpg one"}) {
     std::ofstream(dir.Sub("l.txt"), std::ios::trunc) << "ok.jpg 1\nok2.jpg 2\n" << bad << "\n";
     auto l = ReadListFile(dir.Sub("l.txt"), "");
     EXPECT_CODE(l, kInvalidArgument);
@@ -98,15 +99,18 @@ TEST(ListFile, AnEndlessLineIsRefusedAtTheBoundAndNulsAreNotCutAway) {
   }
   auto l = ReadListFile(dir.Sub("l.txt"), "");
   EXPECT_CODE(l, kInvalidArgument);
-  EXPECT_NE(l.status().message().find("l.txt:2: a line longer than 8192 bytes"), absl::string_view::npos)
+  EXPECT_NE(l.status().message().find("l.txt:2: a line longer than 8192 bytes"),
+            absl::string_view::npos)
       << l.status();
   // The longest allowed line, with a CRLF ending and no final newline, still parses.
   const std::string path(kMaxListLine - 3, 'p');
-  std::ofstream(dir.Sub("long.txt"), std::ios::binary | std::ios::trunc) << "a.jpg 0\n" << path << " 7\r";
+  std::ofstream(dir.Sub("long.txt"), std::ios::binary | std::ios::trunc) << "a.jpg 0\n"
+                                                                         << path << " 7\r";
   ASSERT_OK_AND_ASSIGN(SourceListing ok, ReadListFile(dir.Sub("long.txt"), ""));
   EXPECT_EQ(Names(ok), (std::vector<std::string>{"a.jpg:0", path + ":7"}));
   // A NUL inside a line is part of it: "x.jpg 1\0junk" has no valid label, it is not "x.jpg 1".
-  std::ofstream(dir.Sub("nul.txt"), std::ios::binary | std::ios::trunc) << std::string("x.jpg 1\0junk\n", 13);
+  std::ofstream(dir.Sub("nul.txt"), std::ios::binary | std::ios::trunc)
+      << std::string("x.jpg 1\0junk\n", 13);
   auto nul = ReadListFile(dir.Sub("nul.txt"), "");
   EXPECT_CODE(nul, kInvalidArgument);
   EXPECT_NE(nul.status().message().find("nul.txt:1:"), absl::string_view::npos) << nul.status();

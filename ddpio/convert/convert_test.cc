@@ -8,13 +8,13 @@
 #include <fstream>
 #include <iterator>
 
-#include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/resize.h"
 #include "ddpio/loader/sample_processor.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/shards.h"
+#include "gtest/gtest.h"
 #include "tests/support/crashing_conversion.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -24,10 +24,10 @@
 namespace ddpio::convert {
 namespace {
 
-using tools::RunSynth;
 using tools::Inspect;
 using tools::InspectOptions;
 using tools::InspectReport;
+using tools::RunSynth;
 namespace fs = std::filesystem;
 
 std::string Slurp(const fs::path& p) {
@@ -89,7 +89,8 @@ TEST_F(ConverterTest, NonJpegStopsWithItsNameOrIsSkipped) {
   ASSERT_EQ(listing.entries.size(), 91u);
   auto failed = Convert(listing, Options(dir_.Sub("strict")));
   EXPECT_CODE(failed, kDataLoss);
-  EXPECT_NE(failed.status().message().find("img_00003b.png"), absl::string_view::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("img_00003b.png"), absl::string_view::npos)
+      << failed.status();
   EXPECT_NE(failed.status().message().find("PNG"), absl::string_view::npos) << failed.status();
   EXPECT_CODE(storage::DatasetReader::Open(dir_.Sub("strict")), kFailedPrecondition);  // incomplete
 
@@ -138,7 +139,8 @@ TEST_F(ConverterTest, ResumeAfterACrashGivesAnIdenticalDataset) {
   ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(src_));
   ASSERT_OK(Convert(listing, Options(dir_.Sub("clean"))));
   // A real crash: the child process dies with _exit right after its third commit.
-  ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, Options(dir_.Sub("crashed")), 3), testing::kInjectedCrash)
+  ASSERT_EQ(testing::ConvertCrashingAfterCommit(listing, Options(dir_.Sub("crashed")), 3),
+            testing::kInjectedCrash)
       << "the injected crash did not happen";
   EXPECT_CODE(storage::DatasetReader::Open(dir_.Sub("crashed")), kFailedPrecondition);
   ConvertOptions o = Options(dir_.Sub("crashed"));
@@ -205,12 +207,15 @@ TEST_F(ConverterTest, MaxSideShrinksOnlyLargerImagesAndRecordsTheirSize) {
   for (uint64_t i = 0; i < reader->size(); ++i) {
     ASSERT_OK_AND_ASSIGN(storage::RecordView r, txn.Get(i));
     const std::string original = Slurp(fs::path(src_) / listing.entries[i].relative);
-    const absl::Span<const uint8_t> original_bytes(reinterpret_cast<const uint8_t*>(original.data()), original.size());
+    const absl::Span<const uint8_t> original_bytes(
+        reinterpret_cast<const uint8_t*>(original.data()), original.size());
     ASSERT_OK_AND_ASSIGN(loader::JpegInfo info, jpeg.ReadInfo(original_bytes));
     EXPECT_LE(std::max(r.width, r.height), 32u) << i;
     if (std::max(info.width, info.height) <= 32) {
       ++kept;
-      EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()), original) << i;
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()),
+                original)
+          << i;
       EXPECT_EQ(r.original_width, 0u);
       continue;
     }
@@ -225,13 +230,16 @@ TEST_F(ConverterTest, MaxSideShrinksOnlyLargerImagesAndRecordsTheirSize) {
     source.height = static_cast<uint32_t>(info.height);
     std::vector<uint8_t> full, want(static_cast<size_t>(r.width) * r.height * 3), got;
     ASSERT_OK(decoder.DecodeWhole(source.view(), &full));
-    resampler.Resize(full.data(), info.width, info.height, info.width * 3, 3,
-                     loader::Box{0, 0, static_cast<double>(info.width), static_cast<double>(info.height)}, want.data(),
-                     static_cast<int>(r.width), static_cast<int>(r.height), static_cast<int>(r.width) * 3);
+    resampler.Resize(
+        full.data(), info.width, info.height, info.width * 3, 3,
+        loader::Box{0, 0, static_cast<double>(info.width), static_cast<double>(info.height)},
+        want.data(), static_cast<int>(r.width), static_cast<int>(r.height),
+        static_cast<int>(r.width) * 3);
     ASSERT_OK(decoder.DecodeWhole(r, &got));
     double diff = 0;
     for (size_t k = 0; k < want.size(); ++k) diff += std::abs(int{want[k]} - int{got[k]});
-    EXPECT_LT(diff / want.size(), 6.0) << i;  // JPEG q90 of noisy 32 px images; a wrong resize is ~40
+    EXPECT_LT(diff / want.size(), 6.0)
+        << i;  // JPEG q90 of noisy 32 px images; a wrong resize is ~40
   }
   EXPECT_GT(shrunk, 10);
   EXPECT_GT(kept, 10);
@@ -263,7 +271,9 @@ TEST_F(ConverterTest, TwoShardsReadIdenticallyToOneDataset) {
       ASSERT_OK_AND_ASSIGN(storage::RecordView y, b.Get(i));
       EXPECT_EQ(x.source_name, y.source_name) << i;
       EXPECT_EQ(x.label, y.label) << i;
-      EXPECT_TRUE(std::equal(x.payload.begin(), x.payload.end(), y.payload.begin(), y.payload.end())) << i;
+      EXPECT_TRUE(
+          std::equal(x.payload.begin(), x.payload.end(), y.payload.begin(), y.payload.end()))
+          << i;
     }
     EXPECT_EQ(two->header().classes, one->header().classes);
   }
@@ -301,7 +311,8 @@ TEST_F(ConverterTest, RestartMarkersAreLosslessAndTheLoaderReadsOnlyTheCrop) {
     ASSERT_OK_AND_ASSIGN(storage::RecordView x, a.Get(i));
     ASSERT_OK_AND_ASSIGN(storage::RecordView y, b.Get(i));
     ASSERT_OK(loader::ReadRestartLayout(y.payload).status()) << i;
-    ASSERT_OK(loader::RestartLayoutFromOffsets(y.payload, y.segment_offsets).status()) << i;  // recorded
+    ASSERT_OK(loader::RestartLayoutFromOffsets(y.payload, y.segment_offsets).status())
+        << i;  // recorded
     std::vector<uint8_t> px, py;
     ASSERT_OK_AND_ASSIGN(loader::JpegInfo ix, jpeg.ReadInfo(x.payload));
     ASSERT_OK(jpeg.Decode(x.payload, ix, &px));

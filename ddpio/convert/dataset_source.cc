@@ -40,16 +40,17 @@ absl::Status CheckUpgradeOf(const std::string& upgraded, const std::string& orig
   DDPIO_ASSIGN_OR_RETURN(SourceListing before, ListDataset(*old));
   DDPIO_ASSIGN_OR_RETURN(SourceListing after, ListDataset(*up));
   if (after.entries.size() + up->completion().skipped != before.entries.size()) {
-    return absl::DataLossError(absl::StrCat(upgraded, " holds ", after.entries.size(), " records and skipped ",
-                                            up->completion().skipped, " of the ", before.entries.size(), " of ",
-                                            original));
+    return absl::DataLossError(absl::StrCat(upgraded, " holds ", after.entries.size(),
+                                            " records and skipped ", up->completion().skipped,
+                                            " of the ", before.entries.size(), " of ", original));
   }
   if (up->completion().skipped == 0) {
     for (size_t i = 0; i < before.entries.size(); ++i) {
-      if (before.entries[i].relative != after.entries[i].relative || before.entries[i].label != after.entries[i].label) {
-        return absl::DataLossError(absl::StrCat("record ", i, " of ", upgraded, " is not record ", i, " of ", original,
-                                                " (", after.entries[i].relative, " vs ", before.entries[i].relative,
-                                                ")"));
+      if (before.entries[i].relative != after.entries[i].relative ||
+          before.entries[i].label != after.entries[i].label) {
+        return absl::DataLossError(
+            absl::StrCat("record ", i, " of ", upgraded, " is not record ", i, " of ", original,
+                         " (", after.entries[i].relative, " vs ", before.entries[i].relative, ")"));
       }
     }
   }
@@ -69,8 +70,9 @@ absl::StatusOr<SourceListing> ListDataset(const storage::DatasetReader& dataset)
   listing.kind = "ddpio-dataset";
   listing.root = dataset.path();
   const storage::DatasetHeader& h = dataset.header();
-  listing.described = absl::StrCat(dataset.path(), h.source_kind.empty() ? "" : absl::StrCat(" (from ", h.source_kind,
-                                                                                             " ", h.source_path, ")"));
+  listing.described = absl::StrCat(
+      dataset.path(),
+      h.source_kind.empty() ? "" : absl::StrCat(" (from ", h.source_kind, " ", h.source_path, ")"));
   listing.classes = h.classes;
   listing.entries.reserve(dataset.size());
   DDPIO_ASSIGN_OR_RETURN(storage::ReadTxn txn, dataset.BeginRead());
@@ -78,7 +80,7 @@ absl::StatusOr<SourceListing> ListDataset(const storage::DatasetReader& dataset)
     DDPIO_ASSIGN_OR_RETURN(storage::RecordView r, txn.Get(i));
     listing.entries.push_back({std::string(r.source_name), r.label});
     DDPIO_RETURN_IF_ERROR(txn.CheckMapped());  // the name was copied out of the map after Get
-    if (i % 4096 == 4095) txn.Reset();  // do not pin the pages of a whole scan
+    if (i % 4096 == 4095) txn.Reset();         // do not pin the pages of a whole scan
   }
   return listing;
 }
@@ -98,8 +100,9 @@ absl::StatusOr<SourceItem> DatasetSourceReader::Read(uint64_t index, const Sourc
   item.original_height = static_cast<int>(r.original_height);
   if (r.type == storage::ContentType::kRawUint8) {
     if (r.channels != 3) {
-      return absl::UnimplementedError(absl::StrCat("record ", index, " of ", dataset_->path(), " holds raw pixels with ",
-                                                   r.channels, " channels; convert reads RGB (3) only"));
+      return absl::UnimplementedError(absl::StrCat("record ", index, " of ", dataset_->path(),
+                                                   " holds raw pixels with ", r.channels,
+                                                   " channels; convert reads RGB (3) only"));
     }
     item.raw_width = static_cast<int>(r.width);
     item.raw_height = static_cast<int>(r.height);
@@ -111,9 +114,12 @@ absl::StatusOr<SourceItem> DatasetSourceReader::Read(uint64_t index, const Sourc
 std::string UpgradingPath(const std::string& dataset) {
   return WithoutTrailingSlash(dataset) + ".upgrading";
 }
-std::string ReplacedPath(const std::string& dataset) { return WithoutTrailingSlash(dataset) + ".replaced"; }
+std::string ReplacedPath(const std::string& dataset) {
+  return WithoutTrailingSlash(dataset) + ".replaced";
+}
 
-absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, ConvertOptions o, SourceListing* listing,
+absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, ConvertOptions o,
+                                              SourceListing* listing,
                                               const ProgressCallback& progress) {
   const std::string path = WithoutTrailingSlash(dataset);
   const std::string upgrading = UpgradingPath(path), replaced = ReplacedPath(path);
@@ -127,9 +133,10 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
       // The original goes back where it belongs (the only rename that cannot lose anything); the
       // incomplete copy stays for --resume.
       DDPIO_RETURN_IF_ERROR(Rename(replaced, path));
-      return absl::FailedPreconditionError(absl::StrCat(
-          upgrading, " is not a complete upgrade of ", path, " (", complete.message(), "); the original, found at ",
-          replaced, ", is back at ", path, " and nothing was removed: run the upgrade again with --resume"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(upgrading, " is not a complete upgrade of ", path, " (", complete.message(),
+                       "); the original, found at ", replaced, ", is back at ", path,
+                       " and nothing was removed: run the upgrade again with --resume"));
     }
     DDPIO_LOG(INFO) << "finishing the interrupted swap of " << upgrading << " into " << path;
     DDPIO_RETURN_IF_ERROR(Rename(upgrading, path));
@@ -144,14 +151,16 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
   if (have_replaced) {
     if (!have_path) {
       return absl::FailedPreconditionError(
-          absl::StrCat(path, " is missing and ", replaced, " holds the dataset an upgrade replaced: move it back"));
+          absl::StrCat(path, " is missing and ", replaced,
+                       " holds the dataset an upgrade replaced: move it back"));
     }
     // The last run stopped after the swap, before removing the old copy.
     DDPIO_RETURN_IF_ERROR(RemoveOld(replaced));
   }
   if (have_upgrading && !o.resume) {
-    return absl::AlreadyExistsError(absl::StrCat(upgrading, " exists: an earlier upgrade of ", path,
-                                                 " did not finish; pass --resume to continue it, or remove it"));
+    return absl::AlreadyExistsError(
+        absl::StrCat(upgrading, " exists: an earlier upgrade of ", path,
+                     " did not finish; pass --resume to continue it, or remove it"));
   }
   ConvertSummary summary;
   {

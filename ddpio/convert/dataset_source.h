@@ -1,9 +1,9 @@
-// Source kind "dataset" (`ddpio convert --from dataset --src DATASET`): an existing ddpio dataset (any format version,
-// sharded or not) as a conversion source, to rewrite it with other options — restart markers for
-// the loader's segment decode (loader/jpeg_restart.h), --max-side, --shards — without the original
-// image folder. Entries are its records in index order with their labels and source names;
-// classes are its classes. JPEG records hand over their bytes, raw records their pixels, and a
-// record shrunk by an earlier --max-side keeps its recorded original geometry.
+// Source kind "dataset" (`ddpio convert --from dataset --src DATASET`): an existing ddpio dataset
+// (any format version, sharded or not) as a conversion source, to rewrite it with other options —
+// restart markers for the loader's segment decode (loader/jpeg_restart.h), --max-side, --shards —
+// without the original image folder. Entries are its records in index order with their labels and
+// source names; classes are its classes. JPEG records hand over their bytes, raw records their
+// pixels, and a record shrunk by an earlier --max-side keeps its recorded original geometry.
 //
 // UpgradeInPlace rewrites the dataset where it is: the new one is written beside it
 // (DATASET.upgrading, resumable), then swapped in by two renames; a run interrupted between them
@@ -14,10 +14,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ddpio/storage/dataset_reader.h"
 #include "ddpio/convert/convert.h"
 #include "ddpio/convert/convert_sources.h"
 #include "ddpio/convert/source_reader.h"
+#include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::convert {
 
@@ -27,7 +27,8 @@ absl::StatusOr<SourceListing> ListDataset(const storage::DatasetReader& dataset)
 // Thread-safe (each Read opens its own read transaction).
 class DatasetSourceReader : public SourceReader {
  public:
-  explicit DatasetSourceReader(const storage::DatasetReader* dataset) : dataset_(dataset) {}  // not owned
+  explicit DatasetSourceReader(const storage::DatasetReader* dataset)
+      : dataset_(dataset) {}  // not owned
   absl::StatusOr<SourceItem> Read(uint64_t index, const SourceEntry& entry) override;
   std::string Describe(const SourceEntry& entry) const override;
 
@@ -44,7 +45,8 @@ std::string ReplacedPath(const std::string& dataset);
 // an existing UpgradingPath is AlreadyExists (naming it). Errors from opening or converting
 // (Cancelled too, `progress` as for Convert) leave `path` untouched.
 absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& path, ConvertOptions options,
-                                              SourceListing* listing, const ProgressCallback& progress = nullptr);
+                                              SourceListing* listing,
+                                              const ProgressCallback& progress = nullptr);
 
 }  // namespace ddpio::convert
 

@@ -101,7 +101,8 @@ TEST_F(DatasetSourceTest, ConvertingADatasetAddsRestartsAndKeepsEverySample) {
   ExpectSameSamples(dir_.Sub("plain"), dir_.Sub("segmented"));
   ASSERT_OK_AND_ASSIGN(auto shrunk, storage::DatasetReader::Open(dir_.Sub("segmented")));
   int with_original = 0;
-  for (uint64_t i = 0; i < shrunk->size(); ++i) with_original += shrunk->ReadCopy(i)->original_width > 0;
+  for (uint64_t i = 0; i < shrunk->size(); ++i)
+    with_original += shrunk->ReadCopy(i)->original_width > 0;
   EXPECT_GT(with_original, 0);
 }
 
@@ -168,7 +169,8 @@ TEST_F(DatasetSourceTest, AnIncompleteUpgradeIsNeverSwappedInAndTheOriginalComes
   fs::rename(db, ReplacedPath(db));
   auto refused = UpgradeInPlace(db, o, &upgraded);
   EXPECT_CODE(refused, kFailedPrecondition);
-  EXPECT_NE(refused.status().message().find("not a complete upgrade"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("not a complete upgrade"), std::string::npos)
+      << refused.status();
   EXPECT_FALSE(fs::exists(ReplacedPath(db)));
   ASSERT_TRUE(fs::exists(db));
   EXPECT_TRUE(fs::exists(UpgradingPath(db)));
@@ -190,7 +192,8 @@ TEST_F(DatasetSourceTest, ASingleFileUpgradeLeavesNoLockFileBehind) {
   ASSERT_OK(UpgradeInPlace(db, o, &upgraded).status());
   EXPECT_EQ(SegmentedRecords(db), 36);
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir_.path())) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir_.path()))
+    names.push_back(e.path().filename().string());
   for (const std::string& n : names) {
     EXPECT_EQ(n.find(".upgrading"), std::string::npos) << n;
     EXPECT_EQ(n.find(".replaced"), std::string::npos) << n;
@@ -223,7 +226,8 @@ TEST_F(DatasetSourceTest, ASecondWriterOfADatasetIsRefusedSayingAnotherIsWriting
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_CODE(second, kFailedPrecondition);
-  EXPECT_NE(second.status().message().find("another process is writing"), std::string::npos) << second.status();
+  EXPECT_NE(second.status().message().find("another process is writing"), std::string::npos)
+      << second.status();
   // Once the first is gone, the dataset can be resumed.
   EXPECT_OK(storage::DatasetWriter::Resume(db, testing::MakeHeader(), {}).status());
 }

@@ -551,7 +551,8 @@ absl::Status DescribeBmpMasks(absl::Span<const uint8_t> b, uint32_t header, int 
     // Pillow reads zero masks as B, G, R, A bytes; GraphicsMagick needs to be told so.
     std::string patched(reinterpret_cast<const char*>(b.data()), b.size());
     const uint32_t masks[] = {0xFF0000, 0xFF00, 0xFF, 0xFF000000};
-    for (size_t i = 0; i < (header >= 52 ? 4u : 3u); ++i) EncodeFixed32(&patched[masks_at + 4 * i], masks[i]);
+    for (size_t i = 0; i < (header >= 52 ? 4u : 3u); ++i)
+      EncodeFixed32(&patched[masks_at + 4 * i], masks[i]);
     plan->patched = std::move(patched);
     return absl::OkStatus();
   }

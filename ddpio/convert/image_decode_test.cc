@@ -349,8 +349,8 @@ TEST(ImageDecode, BombWithinThePixelLimitIsRefusedWithBoundedMemory) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     setenv("DDPIO_IMAGE_DECODE_BOMB_CHILD", "1", 1);
-    execl("/proc/self/exe", "convert_sources_test", "--gtest_filter=ImageDecode.BombDecodedInAChild",
-          nullptr);
+    execl("/proc/self/exe", "convert_sources_test",
+          "--gtest_filter=ImageDecode.BombDecodedInAChild", nullptr);
     std::_Exit(2);
   }
   int status = 0;

@@ -54,7 +54,8 @@ absl::StatusOr<bool> Shrinker::Apply(storage::Record* r) {
     r->payload = small_;
   }
   r->channels = 3;
-  if (r->original_width == 0) {  // else shrunk before (a dataset converted again): keep the first size
+  if (r->original_width ==
+      0) {  // else shrunk before (a dataset converted again): keep the first size
     r->original_width = static_cast<uint32_t>(w);
     r->original_height = static_cast<uint32_t>(h);
   }

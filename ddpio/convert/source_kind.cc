@@ -30,7 +30,8 @@ absl::StatusOr<SourceKind> ParseSourceKind(std::string_view name) {
     if (known == name) return kind;
     absl::StrAppend(&valid, valid.empty() ? "" : ", ", std::string(known));
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown source kind '", std::string(name), "': one of ", valid));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown source kind '", std::string(name), "': one of ", valid));
 }
 
 }  // namespace ddpio::convert

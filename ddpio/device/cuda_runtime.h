@@ -35,12 +35,13 @@ class CudaRuntime {
   virtual void DeviceFree(void* ptr) = 0;
   virtual absl::StatusOr<void*> CreateStream() = 0;  // non-blocking stream
   virtual void DestroyStream(void* stream) = 0;
-  virtual absl::StatusOr<void*> CreateEvent() = 0;   // without timing
+  virtual absl::StatusOr<void*> CreateEvent() = 0;  // without timing
   virtual void DestroyEvent(void* event) = 0;
 
   // Queues a copy on `stream` (cudaMemcpyAsync). A copy into pageable host memory returns only
   // once it is done.
-  virtual absl::Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) = 0;
+  virtual absl::Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
+                                 void* stream) = 0;
   absl::Status CopyToDeviceAsync(void* dst, const void* src, size_t bytes, void* stream) {
     return CopyAsync(dst, src, bytes, CopyKind::kHostToDevice, stream);
   }

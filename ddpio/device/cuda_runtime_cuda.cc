@@ -11,7 +11,8 @@ namespace {
 
 absl::Status Check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), " ", cudaGetErrorString(err)));
+  return absl::InternalError(
+      absl::StrCat(what, ": ", cudaGetErrorName(err), " ", cudaGetErrorString(err)));
 }
 
 cudaMemcpyKind KindOf(CopyKind kind) {
@@ -27,10 +28,10 @@ cudaMemcpyKind KindOf(CopyKind kind) {
 }
 
 // Every call acts on the runtime's device (the current device is per thread).
-#define DDPIO_CUDA_ON_DEVICE                    \
-  do {                                          \
-    absl::Status on = Activate();               \
-    if (!on.ok()) return on;                    \
+#define DDPIO_CUDA_ON_DEVICE      \
+  do {                            \
+    absl::Status on = Activate(); \
+    if (!on.ok()) return on;      \
   } while (0)
 
 class RealCudaRuntime : public CudaRuntime {
@@ -59,7 +60,8 @@ class RealCudaRuntime : public CudaRuntime {
   absl::StatusOr<void*> CreateStream() override {
     DDPIO_CUDA_ON_DEVICE;
     cudaStream_t s = nullptr;
-    absl::Status st = Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    absl::Status st =
+        Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
     if (!st.ok()) return st;
     return static_cast<void*>(s);
   }
@@ -70,7 +72,8 @@ class RealCudaRuntime : public CudaRuntime {
   absl::StatusOr<void*> CreateEvent() override {
     DDPIO_CUDA_ON_DEVICE;
     cudaEvent_t e = nullptr;
-    absl::Status st = Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    absl::Status st =
+        Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     if (!st.ok()) return st;
     return static_cast<void*>(e);
   }
@@ -78,20 +81,23 @@ class RealCudaRuntime : public CudaRuntime {
     cudaSetDevice(device_);
     cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
-  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) override {
+  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
+                         void* stream) override {
     DDPIO_CUDA_ON_DEVICE;
     return Check(cudaMemcpyAsync(dst, src, bytes, KindOf(kind), static_cast<cudaStream_t>(stream)),
                  "cudaMemcpyAsync");
   }
   absl::Status RecordEvent(void* event, void* stream) override {
     DDPIO_CUDA_ON_DEVICE;
-    return Check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
-                 "cudaEventRecord");
+    return Check(
+        cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
+        "cudaEventRecord");
   }
   absl::Status StreamWaitEvent(void* stream, void* event) override {
     DDPIO_CUDA_ON_DEVICE;
-    return Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
-                 "cudaStreamWaitEvent");
+    return Check(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
   }
   absl::Status WaitEvent(void* event) override {
     DDPIO_CUDA_ON_DEVICE;
@@ -121,7 +127,8 @@ std::unique_ptr<CudaRuntime> MakeCudaRuntime(std::string* why_not, int device) {
     return nullptr;
   }
   if (device < 0 || device >= info.devices) {
-    if (why_not != nullptr) *why_not = absl::StrCat("no CUDA device ", device, " (this machine has ", info.devices, ")");
+    if (why_not != nullptr)
+      *why_not = absl::StrCat("no CUDA device ", device, " (this machine has ", info.devices, ")");
     return nullptr;
   }
   return std::make_unique<RealCudaRuntime>(device);

@@ -13,8 +13,8 @@ void ProbeCuda(DeviceInfo* info) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     info->devices = 0;
-    info->why = absl::StrCat("cudaGetDeviceCount: error ", static_cast<int>(err), " ", cudaGetErrorName(err),
-                             " (", cudaGetErrorString(err), ")");
+    info->why = absl::StrCat("cudaGetDeviceCount: error ", static_cast<int>(err), " ",
+                             cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
     return;
   }
   info->devices = count;

@@ -18,14 +18,14 @@ namespace ddpio::loader {
 
 struct AugmentOptions {
   bool train = true;
-  int size = 224;                  // output width, and height unless `height` is set
-  int height = 0;                  // output height; 0: `size` (square)
-  double scale_min = 0.08;         // RandomResizedCrop scale range
+  int size = 224;           // output width, and height unless `height` is set
+  int height = 0;           // output height; 0: `size` (square)
+  double scale_min = 0.08;  // RandomResizedCrop scale range
   double scale_max = 1.0;
-  double ratio_min = 3.0 / 4.0;    // RandomResizedCrop aspect-ratio range
+  double ratio_min = 3.0 / 4.0;  // RandomResizedCrop aspect-ratio range
   double ratio_max = 4.0 / 3.0;
-  double flip_probability = 0.5;   // 0 disables the flip
-  int resize_size = 0;             // evaluation: shorter side before the crop; 0 = max side * 256 / 224
+  double flip_probability = 0.5;  // 0 disables the flip
+  int resize_size = 0;  // evaluation: shorter side before the crop; 0 = max side * 256 / 224
 
   int out_width() const { return size; }
   int out_height() const { return height > 0 ? height : size; }
@@ -37,7 +37,7 @@ struct CropParams {
 };
 
 struct SampleGeometry {
-  Box box;            // source region to resample into size x size
+  Box box;  // source region to resample into size x size
   bool flip = false;
 };
 

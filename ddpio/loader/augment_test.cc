@@ -9,7 +9,8 @@ namespace {
 
 TEST(RandomResizedCrop, ParametersStayWithinTorchvisionBounds) {
   AugmentOptions o;
-  for (auto [w, h] : {std::pair{500, 375}, std::pair{375, 500}, std::pair{64, 64}, std::pair{1000, 40}}) {
+  for (auto [w, h] :
+       {std::pair{500, 375}, std::pair{375, 500}, std::pair{64, 64}, std::pair{1000, 40}}) {
     int outside = 0;
     for (uint64_t i = 0; i < 3000; ++i) {
       CropParams c = RandomResizedCropParams(w, h, o, 1, 2, i, nullptr);

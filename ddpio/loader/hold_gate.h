@@ -32,9 +32,10 @@ class HoldGate {
     std::unique_lock<std::mutex> lock(mu_);
     if (!released_.wait_for(lock, timeout, [&] { return held_ < limit_; })) {
       absl::Status st = absl::ResourceExhaustedError(absl::StrCat(
-          held_, " batches (from ", what, ") are still held by the consumer, the most allowed (held_batches = ",
-          limit_, "); waited ",
-          timeout.count(), " ms for one to be released. Let go of a batch before asking for the next, or allow ",
+          held_, " batches (from ", what,
+          ") are still held by the consumer, the most allowed (held_batches = ", limit_,
+          "); waited ", timeout.count(),
+          " ms for one to be released. Let go of a batch before asking for the next, or allow ",
           "more (held_batches; each costs one batch of memory)"));
       st.SetPayload(kHeldLimitPayload, absl::Cord("1"));
       return st;

@@ -45,7 +45,8 @@ class HostBuffer {
 
 // `cuda` may be null (no device). With `try_lock` false, skips mlock. ResourceExhausted when
 // memory cannot be had.
-absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, CudaRuntime* cuda, bool try_lock = true);
+absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, CudaRuntime* cuda,
+                                              bool try_lock = true);
 
 }  // namespace ddpio::loader
 

@@ -1,8 +1,8 @@
 #include "ddpio/loader/jpeg.h"
 
-#include <algorithm>
-
 #include <turbojpeg.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
@@ -15,7 +15,8 @@ bool LooksLikeJpeg(absl::Span<const uint8_t> b) {
 
 const char* DescribeNonJpeg(absl::Span<const uint8_t> b) {
   if (b.empty()) return "empty file";
-  if (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G') return "PNG image";
+  if (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G')
+    return "PNG image";
   if (b.size() >= 2 && b[0] == 'B' && b[1] == 'M') return "BMP image";
   if (b.size() >= 4 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F') return "GIF image";
   if (b.size() >= 12 && b[0] == 'R' && b[1] == 'I' && b[2] == 'F' && b[3] == 'F' && b[8] == 'W')
@@ -31,14 +32,15 @@ void JpegDecoder::HandleCloser::operator()(void* handle) const {
 
 absl::Status CheckImagePixels(int64_t width, int64_t height, uint64_t max_pixels,
                               absl::string_view format) {
-  const uint64_t pixels = static_cast<uint64_t>(std::max<int64_t>(width, 0)) * static_cast<uint64_t>(std::max<int64_t>(height, 0));
+  const uint64_t pixels = static_cast<uint64_t>(std::max<int64_t>(width, 0)) *
+                          static_cast<uint64_t>(std::max<int64_t>(height, 0));
   if (pixels > max_pixels) {
     return WithSetting(
-        absl::DataLossError(absl::StrCat(
-            "the ", format, " declares ", width, "x", height, " = ", pixels,
-            " pixels, more than the limit of ", max_pixels,
-            " (a decompression bomb? the limit is the decoder's max_pixels setting, ",
-            kDefaultMaxImagePixels, " by default)")),
+        absl::DataLossError(
+            absl::StrCat("the ", format, " declares ", width, "x", height, " = ", pixels,
+                         " pixels, more than the limit of ", max_pixels,
+                         " (a decompression bomb? the limit is the decoder's max_pixels setting, ",
+                         kDefaultMaxImagePixels, " by default)")),
         "max_pixels");
   }
   return absl::OkStatus();
@@ -63,14 +65,15 @@ absl::StatusOr<JpegInfo> JpegDecoder::ReadInfo(absl::Span<const uint8_t> bytes) 
   JpegInfo info;
   if (tjDecompressHeader3(handle_.get(), bytes.data(), bytes.size(), &info.width, &info.height,
                           &info.subsampling, &info.colorspace) != 0) {
-    return Fail(absl::DataLossError(
-        absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(handle_.get()))));
+    return Fail(
+        absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(handle_.get()))));
   }
   if (info.width <= 0 || info.height <= 0) {
-    return Fail(absl::DataLossError(
-        absl::StrCat("JPEG with invalid size ", info.width, "x", info.height)));
+    return Fail(
+        absl::DataLossError(absl::StrCat("JPEG with invalid size ", info.width, "x", info.height)));
   }
-  if (absl::Status st = CheckImagePixels(info.width, info.height, max_pixels_); !st.ok()) return Fail(st);
+  if (absl::Status st = CheckImagePixels(info.width, info.height, max_pixels_); !st.ok())
+    return Fail(st);
   switch (info.colorspace) {
     case TJCS_GRAY:
       info.channels = 1;

@@ -20,7 +20,7 @@ namespace ddpio::loader {
 struct JpegInfo {
   int width = 0;
   int height = 0;
-  int channels = 0;    // 1 (grayscale), 3 (YCbCr/RGB) or 4 (CMYK/YCCK)
+  int channels = 0;     // 1 (grayscale), 3 (YCbCr/RGB) or 4 (CMYK/YCCK)
   int subsampling = 0;  // TurboJPEG TJSAMP_* value
   int colorspace = 0;   // TurboJPEG TJCS_* value
 };

@@ -31,7 +31,8 @@ struct RegionDecoder::State {
   std::vector<uint8_t> cmyk;  // scratch for CMYK/YCCK images
 };
 
-RegionDecoder::RegionDecoder(uint64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
+RegionDecoder::RegionDecoder(uint64_t max_pixels)
+    : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
   jpeg_decompress_struct& c = state_->cinfo;
   c.err = internal::UseJpegError(&state_->error);
   jpeg_create_decompress(&c);
@@ -59,12 +60,13 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   // The box was planned from the record's stored geometry; a record whose geometry claims more
   // than its JPEG holds (CRC-valid, so written that way) would crop outside the image.
   constexpr double kSlack = 1e-3;
-  if (!(box.x0 >= -kSlack && box.y0 >= -kSlack && box.x1 <= image_w + kSlack && box.y1 <= image_h + kSlack &&
-        box.x0 < box.x1 && box.y0 < box.y1)) {
+  if (!(box.x0 >= -kSlack && box.y0 >= -kSlack && box.x1 <= image_w + kSlack &&
+        box.y1 <= image_h + kSlack && box.x0 < box.x1 && box.y0 < box.y1)) {
     jpeg_abort_decompress(&c);
-    return absl::DataLossError(absl::StrCat("the crop (", box.x0, ",", box.y0, ")-(", box.x1, ",", box.y1,
-                                            ") planned from the record's stored geometry lies outside its ",
-                                            image_w, "x", image_h, " JPEG: the stored geometry is wrong"));
+    return absl::DataLossError(
+        absl::StrCat("the crop (", box.x0, ",", box.y0, ")-(", box.x1, ",", box.y1,
+                     ") planned from the record's stored geometry lies outside its ", image_w, "x",
+                     image_h, " JPEG: the stored geometry is wrong"));
   }
   int d = 1;
   if (allow_scaling) {
@@ -112,8 +114,8 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   for (int r = 0; r < rh; ++r) state_->rows[r] = target.data() + target_stride * r;
   int done = 0;
   while (done < rh) {
-    done += static_cast<int>(jpeg_read_scanlines(&c, state_->rows.data() + done,
-                                                 static_cast<JDIMENSION>(rh - done)));
+    done += static_cast<int>(
+        jpeg_read_scanlines(&c, state_->rows.data() + done, static_cast<JDIMENSION>(rh - done)));
   }
   if (cmyk) CmykToRgb(state_->cmyk.data(), static_cast<size_t>(rw) * rh, pixels->data());
   if (full) {

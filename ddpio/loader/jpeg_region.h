@@ -5,8 +5,9 @@
 // when the crop will be downscaled by at least that much anyway. The decoded region includes a
 // margin for the resampling filter, so resampling it matches resampling the full image except
 // for the DCT scaling itself (measured in docs/PERFORMANCE.md). Output is always RGB (gray is
-// expanded, CMYK/YCCK converted to RGB exactly as Pillow's convert("RGB") does). Strict like JpegDecoder:
-// libjpeg warnings (corrupt data) are DataLoss. Not thread-safe: one per worker thread.
+// expanded, CMYK/YCCK converted to RGB exactly as Pillow's convert("RGB") does). Strict like
+// JpegDecoder: libjpeg warnings (corrupt data) are DataLoss. Not thread-safe: one per worker
+// thread.
 #ifndef DDPIO_LOADER_JPEG_REGION_H_
 #define DDPIO_LOADER_JPEG_REGION_H_
 
@@ -21,10 +22,10 @@
 namespace ddpio::loader {
 
 struct DecodedRegion {
-  int width = 0, height = 0;    // decoded pixels (RGB rows of width * 3 bytes)
-  int scale_denom = 1;          // the image was decoded at 1 / scale_denom
+  int width = 0, height = 0;              // decoded pixels (RGB rows of width * 3 bytes)
+  int scale_denom = 1;                    // the image was decoded at 1 / scale_denom
   int image_width = 0, image_height = 0;  // the JPEG's own size
-  Box box;                      // the requested box, in decoded-region pixel coordinates
+  Box box;                                // the requested box, in decoded-region pixel coordinates
 };
 
 // Adobe-inverted CMYK (what libjpeg returns for a 4-channel JPEG) to RGB, bit-identical to

@@ -12,7 +12,9 @@
 namespace ddpio::loader {
 namespace {
 
-absl::Status Malformed(const std::string& why) { return absl::DataLossError(absl::StrCat("malformed JPEG: ", why)); }
+absl::Status Malformed(const std::string& why) {
+  return absl::DataLossError(absl::StrCat("malformed JPEG: ", why));
+}
 absl::Status NotSegmented(const std::string& why) {
   return absl::FailedPreconditionError(absl::StrCat("not segment-decodable: ", why));
 }
@@ -32,7 +34,8 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
       return Malformed(absl::StrCat("marker FF", absl::Hex(marker), " before the scan"));
     }
     const size_t len = DecodeBigEndian16(&b[pos + 2]);
-    if (len < 2 || pos + 2 + len > b.size()) return Malformed(absl::StrCat("segment at byte ", pos, " runs past the end"));
+    if (len < 2 || pos + 2 + len > b.size())
+      return Malformed(absl::StrCat("segment at byte ", pos, " runs past the end"));
     const uint8_t* s = b.data() + pos + 4;  // len - 2 bytes of payload (may be none)
     if (marker == 0xC0 || marker == 0xC1) {
       if (len < 8) return Malformed("short SOF");
@@ -40,14 +43,17 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
       l->height = static_cast<int>(DecodeBigEndian16(s + 1));
       l->width = static_cast<int>(DecodeBigEndian16(s + 3));
       components = s[5];
-      if (components < 1 || components > 4 || len < 8 + 3u * components) return Malformed("SOF components");
+      if (components < 1 || components > 4 || len < 8 + 3u * components)
+        return Malformed("SOF components");
       for (int c = 0; c < components; ++c) {
         hmax = std::max(hmax, s[6 + 3 * c + 1] >> 4);
         vmax = std::max(vmax, s[6 + 3 * c + 1] & 15);
       }
       sof = true;
-    } else if ((marker >= 0xC2 && marker <= 0xCF) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
-      return NotSegmented(marker == 0xC2 ? "progressive" : absl::StrCat("coding process FF", absl::Hex(marker)));
+    } else if ((marker >= 0xC2 && marker <= 0xCF) && marker != 0xC4 && marker != 0xC8 &&
+               marker != 0xCC) {
+      return NotSegmented(marker == 0xC2 ? "progressive"
+                                         : absl::StrCat("coding process FF", absl::Hex(marker)));
     } else if (marker == 0xDD) {
       if (len != 4) return Malformed("DRI length");
       l->interval = static_cast<int>(DecodeBigEndian16(s));
@@ -67,8 +73,8 @@ absl::Status ReadHeader(absl::Span<const uint8_t> b, RestartLayout* l) {
   l->mcus_per_row = (l->width + l->mcu_width - 1) / l->mcu_width;
   l->mcu_rows = (l->height + l->mcu_height - 1) / l->mcu_height;
   if (l->mcus_per_row % l->interval != 0) {
-    return NotSegmented(absl::StrCat("restart interval ", l->interval, " does not divide the ", l->mcus_per_row,
-                                     " MCUs of a row"));
+    return NotSegmented(absl::StrCat("restart interval ", l->interval, " does not divide the ",
+                                     l->mcus_per_row, " MCUs of a row"));
   }
   l->segments_per_row = l->mcus_per_row / l->interval;
   return absl::OkStatus();
@@ -91,7 +97,8 @@ absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> b) {
     if (m == 0x00 || m == 0xFF) {  // stuffed byte or fill
       p += m == 0x00 ? 2 : 1;
     } else if (m >= 0xD0 && m <= 0xD7) {
-      if (m != 0xD0 + (l.offsets.size() - 1) % 8) return Malformed("restart markers out of sequence");
+      if (m != 0xD0 + (l.offsets.size() - 1) % 8)
+        return Malformed("restart markers out of sequence");
       if (l.offsets.size() > expected) return NotSegmented("more segments than the image has");
       l.offsets.push_back(static_cast<uint32_t>(p + 2 - b.data()));
       p += 2;
@@ -99,12 +106,13 @@ absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> b) {
       l.offsets.push_back(static_cast<uint32_t>(p - b.data()));
       break;
     } else {
-      return NotSegmented(absl::StrCat("marker FF", absl::Hex(m), " inside the scan (a second scan or DNL)"));
+      return NotSegmented(
+          absl::StrCat("marker FF", absl::Hex(m), " inside the scan (a second scan or DNL)"));
     }
   }
   if (l.offsets.size() != expected + 1) {
-    return NotSegmented(absl::StrCat(l.offsets.size() - 1, " segments where ", l.mcu_rows, " rows of ",
-                                     l.segments_per_row, " need ", expected));
+    return NotSegmented(absl::StrCat(l.offsets.size() - 1, " segments where ", l.mcu_rows,
+                                     " rows of ", l.segments_per_row, " need ", expected));
   }
   return l;
 }
@@ -115,23 +123,27 @@ absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t>
   if (absl::Status st = ReadHeader(b, &l); !st.ok()) return st;
   const size_t expected = static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1;
   if (offsets.size() != 4 * expected) {
-    return absl::DataLossError(absl::StrCat("recorded segment offsets: ", offsets.size() / 4, " where the JPEG has ",
-                                            expected - 1, " segments"));
+    return absl::DataLossError(absl::StrCat("recorded segment offsets: ", offsets.size() / 4,
+                                            " where the JPEG has ", expected - 1, " segments"));
   }
   l.offsets.resize(expected);
   for (size_t i = 0; i < expected; ++i) {
     l.offsets[i] = DecodeFixed32(offsets.data() + 4 * i);
   }
-  if (l.offsets[0] != l.header_bytes) return absl::DataLossError("recorded segment offsets: first is not the scan");
+  if (l.offsets[0] != l.header_bytes)
+    return absl::DataLossError("recorded segment offsets: first is not the scan");
   for (size_t i = 1; i < expected; ++i) {
     const uint32_t at = l.offsets[i];
     const bool last = i + 1 == expected;
     if (at <= l.offsets[i - 1] + (last ? 0 : 1) || at + (last ? 2 : 0) > b.size()) {
-      return absl::DataLossError(absl::StrCat("recorded segment offset ", i, " out of order or past the end"));
+      return absl::DataLossError(
+          absl::StrCat("recorded segment offset ", i, " out of order or past the end"));
     }
     const bool marker = last ? (b[at] == 0xFF && b[at + 1] == 0xD9)
                              : (b[at - 2] == 0xFF && b[at - 1] == 0xD0 + (i - 1) % 8);
-    if (!marker) return absl::DataLossError(absl::StrCat("recorded segment offset ", i, " is not at a restart marker"));
+    if (!marker)
+      return absl::DataLossError(
+          absl::StrCat("recorded segment offset ", i, " is not at a restart marker"));
   }
   return l;
 }
@@ -153,7 +165,8 @@ namespace {
 
 // The coefficient transcode behind AddRestartMarkers and RemoveRestartMarkers: a restart marker
 // every RestartIntervalFor(MCUs per row, target_interval) MCUs, none for target_interval 0.
-absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg, int target_interval) {
+absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg,
+                                               int target_interval) {
   jpeg_decompress_struct src;
   jpeg_compress_struct dst;
   internal::JpegError err;
@@ -179,7 +192,9 @@ absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg, i
   const int mcu_w = src.num_components == 1 ? 8 : 8 * src.max_h_samp_factor;
   const int mcus_per_row = static_cast<int>((src.image_width + mcu_w - 1) / mcu_w);
   dst.restart_interval =
-      target_interval == 0 ? 0u : static_cast<unsigned>(RestartIntervalFor(mcus_per_row, target_interval));
+      target_interval == 0
+          ? 0u
+          : static_cast<unsigned>(RestartIntervalFor(mcus_per_row, target_interval));
   jpeg_write_coefficients(&dst, coefficients);
   jpeg_finish_compress(&dst);
   jpeg_finish_decompress(&src);
@@ -192,16 +207,20 @@ absl::StatusOr<std::vector<uint8_t>> Transcode(absl::Span<const uint8_t> jpeg, i
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval) {
+absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg,
+                                                       int target_interval) {
   return Transcode(jpeg, std::max(1, target_interval));
 }
 
-absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8_t> jpeg) { return Transcode(jpeg, 0); }
+absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8_t> jpeg) {
+  return Transcode(jpeg, 0);
+}
 
-SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, double y1, int out_size,
-                    bool exact_edges) {
+SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, double y1,
+                    int out_size, bool exact_edges) {
   const double scale = std::max((x1 - x0) / out_size, (y1 - y0) / out_size);
-  const int reach = static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;  // the filter's support, and slack
+  const int reach =
+      static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;  // the filter's support, and slack
   // Fancy (triangle) chroma upsampling gives a band's outermost luma column and row other pixels
   // than the full image's (the band replicates its edge where the image has a neighbour); a
   // quarter MCU (4 pixels for 4:2:0, 2 for 4:4:4) keeps those out of the filter's reach.
@@ -209,20 +228,25 @@ SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, dou
   const int seg_w = l.interval * l.mcu_width;
   SegmentBand b;
   b.col0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - mx) / seg_w;
-  b.col1 = std::min(l.segments_per_row, (static_cast<int>(std::ceil(x1)) + reach + mx + seg_w - 1) / seg_w);
+  b.col1 = std::min(l.segments_per_row,
+                    (static_cast<int>(std::ceil(x1)) + reach + mx + seg_w - 1) / seg_w);
   b.row0 = std::max(0, static_cast<int>(std::floor(y0)) - reach - my) / l.mcu_height;
-  b.row1 = std::min(l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + my + l.mcu_height - 1) / l.mcu_height);
+  b.row1 = std::min(
+      l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + my + l.mcu_height - 1) / l.mcu_height);
   b.whole = b.col0 == 0 && b.col1 == l.segments_per_row && b.row0 == 0 && b.row1 == l.mcu_rows;
   return b;
 }
 
-absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l, int row0, int row1, int col0,
-                          int col1, std::vector<uint8_t>* out) {
-  if (!(0 <= row0 && row0 < row1 && row1 <= l.mcu_rows && 0 <= col0 && col0 < col1 && col1 <= l.segments_per_row)) {
-    return absl::InvalidArgumentError(absl::StrCat("band rows [", row0, ", ", row1, ") x segment columns [", col0,
-                                                   ", ", col1, ") outside ", l.mcu_rows, " x ", l.segments_per_row));
+absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l, int row0,
+                          int row1, int col0, int col1, std::vector<uint8_t>* out) {
+  if (!(0 <= row0 && row0 < row1 && row1 <= l.mcu_rows && 0 <= col0 && col0 < col1 &&
+        col1 <= l.segments_per_row)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("band rows [", row0, ", ", row1, ") x segment columns [", col0, ", ", col1,
+                     ") outside ", l.mcu_rows, " x ", l.segments_per_row));
   }
-  if (l.offsets.size() != static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1 || l.offsets.back() > jpeg.size()) {
+  if (l.offsets.size() != static_cast<size_t>(l.mcu_rows) * l.segments_per_row + 1 ||
+      l.offsets.back() > jpeg.size()) {
     return absl::InvalidArgumentError("restart layout does not belong to this JPEG");
   }
   const int seg_w = l.interval * l.mcu_width;

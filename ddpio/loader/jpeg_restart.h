@@ -25,10 +25,10 @@ struct RestartLayout {
   int width = 0, height = 0;          // the image's pixels
   int mcu_width = 0, mcu_height = 0;  // pixels per MCU (8 or 16)
   int mcus_per_row = 0, mcu_rows = 0;
-  int interval = 0;                   // MCUs per segment; divides mcus_per_row
-  int segments_per_row = 0;           // mcus_per_row / interval
-  uint32_t header_bytes = 0;          // SOI .. end of the SOS header: the tables every sub-JPEG copies
-  uint32_t sof_offset = 0;            // of the SOF marker (its size fields are rewritten)
+  int interval = 0;           // MCUs per segment; divides mcus_per_row
+  int segments_per_row = 0;   // mcus_per_row / interval
+  uint32_t header_bytes = 0;  // SOI .. end of the SOS header: the tables every sub-JPEG copies
+  uint32_t sof_offset = 0;    // of the SOF marker (its size fields are rewritten)
   // Byte offset of each segment's first entropy-coded byte, in raster order, and one more: the
   // offset just past the last segment (where EOI starts). Segment i spans [offsets[i], offsets[i+1]
   // - 2) — the 2 bytes before the next segment are its RSTn marker.
@@ -60,7 +60,8 @@ int RestartIntervalFor(int mcus_per_row, int target);
 // it and a restart marker every RestartIntervalFor(MCUs per row, target_interval) MCUs; the
 // coefficients are copied, so a decoder gives exactly the original's pixels. Metadata markers
 // (EXIF, ICC, comments) are not copied. DataLoss when `jpeg` does not decode.
-absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg, int target_interval);
+absl::StatusOr<std::vector<uint8_t>> AddRestartMarkers(absl::Span<const uint8_t> jpeg,
+                                                       int target_interval);
 
 // The same transcode without restart markers: `jpeg` as an ordinary baseline JPEG (optimised
 // tables, the same pixels). `bench loader` times its full-decode ceiling on these: libjpeg-turbo
@@ -78,15 +79,15 @@ struct SegmentBand {
   int row0 = 0, row1 = 0, col0 = 0, col1 = 0;
   bool whole = false;  // the band is the whole image: nothing to gain
 };
-SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1, int out_size,
-                    bool exact_edges);
+SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1,
+                    int out_size, bool exact_edges);
 
 // The JPEG made of the segments covering MCU rows [row0, row1) and segment columns [col0, col1)
 // of `jpeg` (laid out as `layout`): pixels [col0 * interval * mcu_width, min(width, col1 * ...))
 // x [row0 * mcu_height, min(height, row1 * mcu_height)) of the image. InvalidArgument for an
 // empty or out-of-range band.
-absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& layout, int row0, int row1,
-                          int col0, int col1, std::vector<uint8_t>* out);
+absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& layout, int row0,
+                          int row1, int col0, int col1, std::vector<uint8_t>* out);
 
 }  // namespace ddpio::loader
 

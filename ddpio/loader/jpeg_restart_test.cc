@@ -14,8 +14,10 @@
 namespace ddpio::loader {
 namespace {
 
-// A w x h photo-like JPEG (gradients plus noise) with the given subsampling; progressive on request.
-std::vector<uint8_t> Photo(int w, int h, int subsampling, bool progressive = false, int pixel_format = TJPF_RGB) {
+// A w x h photo-like JPEG (gradients plus noise) with the given subsampling; progressive on
+// request.
+std::vector<uint8_t> Photo(int w, int h, int subsampling, bool progressive = false,
+                           int pixel_format = TJPF_RGB) {
   const int channels = tjPixelSize[pixel_format];
   std::vector<uint8_t> px(static_cast<size_t>(w) * h * channels);
   uint32_t seed = 12345;
@@ -56,14 +58,16 @@ TEST(JpegRestart, TranscodingIsLosslessTilesEveryRowAndComesBack) {
     bool progressive;
     int format;
   };
-  for (const Case& c : {Case{333, 250, TJSAMP_420, false, TJPF_RGB}, Case{320, 240, TJSAMP_444, true, TJPF_RGB},
-                        Case{257, 129, TJSAMP_422, false, TJPF_RGB}, Case{200, 150, TJSAMP_GRAY, false, TJPF_GRAY},
-                        Case{96, 72, TJSAMP_444, false, TJPF_CMYK}}) {
+  for (const Case& c :
+       {Case{333, 250, TJSAMP_420, false, TJPF_RGB}, Case{320, 240, TJSAMP_444, true, TJPF_RGB},
+        Case{257, 129, TJSAMP_422, false, TJPF_RGB}, Case{200, 150, TJSAMP_GRAY, false, TJPF_GRAY},
+        Case{96, 72, TJSAMP_444, false, TJPF_CMYK}}) {
     const std::vector<uint8_t> original = Photo(c.w, c.h, c.subsampling, c.progressive, c.format);
     EXPECT_CODE(ReadRestartLayout(original), kFailedPrecondition);  // no restart markers yet
     ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> segmented, AddRestartMarkers(original, 4));
     int w0, h0, c0, w1, h1, c1;
-    EXPECT_EQ(Decode(original, &w0, &h0, &c0), Decode(segmented, &w1, &h1, &c1)) << c.w << "x" << c.h;
+    EXPECT_EQ(Decode(original, &w0, &h0, &c0), Decode(segmented, &w1, &h1, &c1))
+        << c.w << "x" << c.h;
     ASSERT_OK_AND_ASSIGN(RestartLayout l, ReadRestartLayout(segmented));
     EXPECT_EQ(l.width, c.w);
     EXPECT_EQ(l.height, c.h);
@@ -95,8 +99,10 @@ TEST(JpegRestart, SubJpegPixelsAreTheFullImagesAwayFromTheBandEdges) {
   struct Band {
     int row0, row1, col0, col1;
   };
-  for (const Band& b : {Band{0, l.mcu_rows, 0, l.segments_per_row}, Band{2, 7, 1, 3},
-                        Band{l.mcu_rows - 3, l.mcu_rows, l.segments_per_row - 2, l.segments_per_row}, Band{5, 6, 2, 3}}) {
+  for (const Band& b :
+       {Band{0, l.mcu_rows, 0, l.segments_per_row}, Band{2, 7, 1, 3},
+        Band{l.mcu_rows - 3, l.mcu_rows, l.segments_per_row - 2, l.segments_per_row},
+        Band{5, 6, 2, 3}}) {
     std::vector<uint8_t> sub;
     ASSERT_OK(BuildSubJpeg(segmented, l, b.row0, b.row1, b.col0, b.col1, &sub));
     int sw, sh, sc;
@@ -108,14 +114,16 @@ TEST(JpegRestart, SubJpegPixelsAreTheFullImagesAwayFromTheBandEdges) {
     for (int y = 0; y < sh; ++y)
       for (int x = 0; x < sw; ++x) {
         const bool near_edge = (x < l.mcu_width && x0 > 0) || (y < l.mcu_height && y0 > 0) ||
-                               (x >= sw - l.mcu_width && x0 + sw < fw) || (y >= sh - l.mcu_height && y0 + sh < fh);
+                               (x >= sw - l.mcu_width && x0 + sw < fw) ||
+                               (y >= sh - l.mcu_height && y0 + sh < fh);
         for (int c = 0; c < 3; ++c) {
           const bool differs = px[(static_cast<size_t>(y) * sw + x) * 3 + c] !=
                                full[(static_cast<size_t>(y + y0) * fw + x + x0) * 3 + c];
           (near_edge ? edge_diffs : inside_diffs) += differs;
         }
       }
-    EXPECT_EQ(inside_diffs, 0) << "band rows " << b.row0 << "-" << b.row1 << " cols " << b.col0 << "-" << b.col1;
+    EXPECT_EQ(inside_diffs, 0) << "band rows " << b.row0 << "-" << b.row1 << " cols " << b.col0
+                               << "-" << b.col1;
   }
   std::vector<uint8_t> sub;
   EXPECT_CODE(BuildSubJpeg(segmented, l, 3, 3, 0, 1, &sub), kInvalidArgument);
@@ -123,7 +131,8 @@ TEST(JpegRestart, SubJpegPixelsAreTheFullImagesAwayFromTheBandEdges) {
 }
 
 // The band covers the crop and the filter's reach in both modes; the exact band adds a quarter MCU
-// on every side (chroma upsampling), the fast band does not, so it is never larger and often smaller.
+// on every side (chroma upsampling), the fast band does not, so it is never larger and often
+// smaller.
 TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
   RestartLayout l;
   l.width = 700, l.height = 525, l.mcu_width = 16, l.mcu_height = 16, l.interval = 4;
@@ -144,13 +153,18 @@ TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
     const double reach = std::ceil(std::max(1.0, std::max(x1 - x0, y1 - y0) / 112)) + 2;
     for (const SegmentBand& b : {fast, exact}) {
       EXPECT_LE(b.col0 * seg_w, std::max(0.0, std::floor(x0) - reach)) << i;
-      EXPECT_GE(std::min(l.width, b.col1 * seg_w), std::min<double>(l.width, std::ceil(x1) + reach)) << i;
+      EXPECT_GE(std::min(l.width, b.col1 * seg_w), std::min<double>(l.width, std::ceil(x1) + reach))
+          << i;
       EXPECT_LE(b.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach)) << i;
-      EXPECT_GE(std::min(l.height, b.row1 * l.mcu_height), std::min<double>(l.height, std::ceil(y1) + reach)) << i;
+      EXPECT_GE(std::min(l.height, b.row1 * l.mcu_height),
+                std::min<double>(l.height, std::ceil(y1) + reach))
+          << i;
     }
     EXPECT_LE(exact.col0 * seg_w, std::max(0.0, std::floor(x0) - reach - l.mcu_width / 4)) << i;
-    EXPECT_LE(exact.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach - l.mcu_height / 4)) << i;
-    EXPECT_GE(std::min(l.width, exact.col1 * seg_w), std::min<double>(l.width, std::ceil(x1) + reach + l.mcu_width / 4))
+    EXPECT_LE(exact.row0 * l.mcu_height, std::max(0.0, std::floor(y0) - reach - l.mcu_height / 4))
+        << i;
+    EXPECT_GE(std::min(l.width, exact.col1 * seg_w),
+              std::min<double>(l.width, std::ceil(x1) + reach + l.mcu_width / 4))
         << i;
     EXPECT_GE(std::min(l.height, exact.row1 * l.mcu_height),
               std::min<double>(l.height, std::ceil(y1) + reach + l.mcu_height / 4))
@@ -158,7 +172,8 @@ TEST(JpegRestart, TheFastBandCoversTheCropAndIsNeverLargerThanTheExactBand) {
     EXPECT_TRUE(exact.col0 <= fast.col0 && fast.col1 <= exact.col1 && exact.row0 <= fast.row0 &&
                 fast.row1 <= exact.row1)
         << i;
-    smaller += (fast.col1 - fast.col0) * (fast.row1 - fast.row0) < (exact.col1 - exact.col0) * (exact.row1 - exact.row0);
+    smaller += (fast.col1 - fast.col0) * (fast.row1 - fast.row0) <
+               (exact.col1 - exact.col0) * (exact.row1 - exact.row0);
   }
   EXPECT_GT(smaller, 100);  // many crops read fewer segments in fast mode (208 of these 500)
 }
@@ -170,11 +185,13 @@ TEST(JpegRestart, DamageIsDataLossOrNotSegmented) {
   EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF}), kDataLoss);
   // An empty segment ending exactly at the end of the bytes (found by jpeg_restart_fuzz), and a
   // scan header with no payload.
-  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xFF, 0xBF, 0x00, 0x02}), kDataLoss);
-  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 8, 0, 8, 0, 8, 1, 1, 0x11, 0,
-                                                     0xFF, 0xDA, 0x00, 0x02}),
+  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xFF, 0xBF, 0x00, 0x02}),
               kDataLoss);
-  EXPECT_CODE(ReadRestartLayout(Photo(64, 64, TJSAMP_420, /*progressive=*/true)), kFailedPrecondition);
+  EXPECT_CODE(ReadRestartLayout(std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 8, 0, 8, 0,
+                                                     8, 1, 1, 0x11, 0, 0xFF, 0xDA, 0x00, 0x02}),
+              kDataLoss);
+  EXPECT_CODE(ReadRestartLayout(Photo(64, 64, TJSAMP_420, /*progressive=*/true)),
+              kFailedPrecondition);
   EXPECT_CODE(AddRestartMarkers(cut, 4), kDataLoss);
   // Every prefix: an error, never a crash.
   for (size_t n = 0; n < segmented.size(); n += 7) {
@@ -197,7 +214,8 @@ TEST(JpegRestart, RecordedOffsetsAreCheckedAgainstTheJpeg) {
   std::vector<uint8_t> past = recorded;
   past[past.size() - 1] = 0x7f;  // the end far past the JPEG
   EXPECT_CODE(RestartLayoutFromOffsets(segmented, past), kDataLoss);
-  EXPECT_CODE(RestartLayoutFromOffsets(segmented, std::vector<uint8_t>(recorded.begin(), recorded.end() - 4)),
+  EXPECT_CODE(RestartLayoutFromOffsets(segmented,
+                                       std::vector<uint8_t>(recorded.begin(), recorded.end() - 4)),
               kDataLoss);
 }
 

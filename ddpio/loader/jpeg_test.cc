@@ -1,8 +1,8 @@
 #include "ddpio/loader/jpeg.h"
 
-#include <cstdlib>
-
 #include <turbojpeg.h>
+
+#include <cstdlib>
 
 #include "ddpio/loader/jpeg_region.h"
 #include "gtest/gtest.h"
@@ -37,8 +37,8 @@ TEST(Jpeg, ReadsGeometryAndDecodes) {
   std::vector<uint8_t> px;
   ASSERT_OK(d.Decode(jpeg, info, &px));
   ASSERT_EQ(px.size(), 37u * 21 * 3);
-  EXPECT_LT(px[0], 20);                 // left edge dark
-  EXPECT_GT(px[(37 - 1) * 3], 220);     // right edge bright
+  EXPECT_LT(px[0], 20);              // left edge dark
+  EXPECT_GT(px[(37 - 1) * 3], 220);  // right edge bright
 }
 
 TEST(Jpeg, NonJpegInputIsNamed) {
@@ -80,9 +80,9 @@ TEST(Jpeg, DecoderRecoversAfterAnError) {
 // value that shows the rounding.
 TEST(Jpeg, CmykToRgbIsPillowsInvertedAdobeConversion) {
   const uint8_t cmyk[] = {255, 255, 255, 255,  // stored 255 = no ink: white
-                          0, 0, 0, 255,        // full C, M, Y, no black: black
-                          0, 128, 255, 0,      // full black
-                          100, 200, 30, 180};
+                          0,   0,   0,   255,  // full C, M, Y, no black: black
+                          0,   128, 255, 0,    // full black
+                          100, 200, 30,  180};
   uint8_t rgb[12];
   CmykToRgb(cmyk, 4, rgb);
   const auto pil = [](int c, int k) {  // k - MULDIV255(255 - c, k), Pillow's integer rounding
@@ -92,7 +92,8 @@ TEST(Jpeg, CmykToRgbIsPillowsInvertedAdobeConversion) {
   EXPECT_EQ(std::vector<int>(rgb, rgb + 3), (std::vector<int>{255, 255, 255}));
   EXPECT_EQ(std::vector<int>(rgb + 3, rgb + 6), (std::vector<int>{0, 0, 0}));
   EXPECT_EQ(std::vector<int>(rgb + 6, rgb + 9), (std::vector<int>{0, 0, 0}));
-  EXPECT_EQ(std::vector<int>(rgb + 9, rgb + 12), (std::vector<int>{pil(100, 180), pil(200, 180), pil(30, 180)}));
+  EXPECT_EQ(std::vector<int>(rgb + 9, rgb + 12),
+            (std::vector<int>{pil(100, 180), pil(200, 180), pil(30, 180)}));
   EXPECT_EQ(rgb[9], 71);  // 100 * 180 / 255 = 70.6
 }
 
@@ -119,12 +120,14 @@ TEST(Jpeg, RegionDecoderConvertsCmykJpegsToRgb) {
   RegionDecoder region_decoder;
   std::vector<uint8_t> px;
   DecodedRegion region;
-  ASSERT_OK(region_decoder.Decode(jpeg, Box{0, 0, w, h}, w, h, false, /*full=*/true, false, &px, &region));
+  ASSERT_OK(region_decoder.Decode(jpeg, Box{0, 0, w, h}, w, h, false, /*full=*/true, false, &px,
+                                  &region));
   ASSERT_EQ(region.width, w);
   ASSERT_EQ(region.height, h);
   EXPECT_TRUE(std::equal(want.begin(), want.end(), px.begin()));
   // A crop of the bottom-right quarter: the decoded rows are the same pixels of the same image.
-  ASSERT_OK(region_decoder.Decode(jpeg, Box{32, 24, 64, 48}, 16, 12, false, /*full=*/false, false, &px, &region));
+  ASSERT_OK(region_decoder.Decode(jpeg, Box{32, 24, 64, 48}, 16, 12, false, /*full=*/false, false,
+                                  &px, &region));
   const int x0 = static_cast<int>(32 - region.box.x0), y0 = static_cast<int>(24 - region.box.y0);
   int mismatches = 0;
   for (int y = 0; y < region.height; ++y)

@@ -27,7 +27,9 @@ constexpr EnumName<BadSamplePolicy> kBadSamplePolicies[] = {{BadSamplePolicy::kF
                                                             {BadSamplePolicy::kSkip, "skip"}};
 }  // namespace
 
-std::string BadSamplePolicyName(BadSamplePolicy policy) { return NameOf(kBadSamplePolicies, policy); }
+std::string BadSamplePolicyName(BadSamplePolicy policy) {
+  return NameOf(kBadSamplePolicies, policy);
+}
 absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name) {
   return ParseName(kBadSamplePolicies, name, "bad-sample policy");
 }
@@ -74,7 +76,7 @@ struct Loader::SlotPool {
 struct Loader::Worker {
   SampleProcessor processor;
   std::optional<storage::ReadTxn> txn;
-  std::vector<uint8_t> hwc;  // one sample, for float output
+  std::vector<uint8_t> hwc;        // one sample, for float output
   std::vector<uint64_t> prefetch;  // the indices of the batch being read
   std::atomic<uint64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, collate_ns{0};
   std::atomic<uint64_t> images{0}, bad{0}, payload_bytes{0};
@@ -86,34 +88,33 @@ struct Loader::Pipeline {
   explicit Pipeline(Args&&... args) : map(std::forward<Args>(args)...) {}
 };
 
-absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const storage::DatasetReader* reader,
-                                                       const sampler::SamplerOptions& sampler_options,
-                                                       int rank, const LoaderOptions& options,
-                                                       CudaRuntime* cuda) {
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
+    const storage::DatasetReader* reader, const sampler::SamplerOptions& sampler_options, int rank,
+    const LoaderOptions& options, CudaRuntime* cuda) {
   if (sampler_options.dataset_size != reader->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ", sampler_options.dataset_size,
+    return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ",
+                                                   sampler_options.dataset_size,
                                                    " differs from the dataset's ", reader->size()));
   }
   return CreateImpl(reader, nullptr, sampler_options, rank, options, cuda);
 }
 
-absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(RecordSource* source,
-                                                       const sampler::SamplerOptions& sampler_options,
-                                                       int rank, const LoaderOptions& options,
-                                                       CudaRuntime* cuda) {
+absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
+    RecordSource* source, const sampler::SamplerOptions& sampler_options, int rank,
+    const LoaderOptions& options, CudaRuntime* cuda) {
   return CreateImpl(nullptr, source, sampler_options, rank, options, cuda);
 }
 
-absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::DatasetReader* reader,
-                                                           RecordSource* source,
-                                                           const sampler::SamplerOptions& sampler_options,
-                                                           int rank, const LoaderOptions& options,
-                                                           CudaRuntime* cuda) {
+absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(
+    const storage::DatasetReader* reader, RecordSource* source,
+    const sampler::SamplerOptions& sampler_options, int rank, const LoaderOptions& options,
+    CudaRuntime* cuda) {
   if (rank < 0 || rank >= sampler_options.num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside the sampler's world of ",
-                                                   sampler_options.num_replicas));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, " outside the sampler's world of ", sampler_options.num_replicas));
   }
-  if (options.batch_size == 0 || options.augment.size <= 0 || options.augment.height < 0 || options.prefetch < 1) {
+  if (options.batch_size == 0 || options.augment.size <= 0 || options.augment.height < 0 ||
+      options.prefetch < 1) {
     return absl::InvalidArgumentError("batch size, output size and prefetch must be positive");
   }
   auto loader = std::unique_ptr<Loader>(new Loader());
@@ -125,17 +126,21 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
   loader->rank_ = rank;
   loader->options_ = options;
   loader->cuda_ = cuda;
-  int workers = options.workers > 0 ? options.workers
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int workers = options.workers > 0
+                    ? options.workers
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   loader->options_.workers = workers;
-  const size_t pixels = static_cast<size_t>(options.augment.out_width()) * options.augment.out_height() * 3;
-  loader->sample_bytes_ = options.output == OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  const size_t pixels =
+      static_cast<size_t>(options.augment.out_width()) * options.augment.out_height() * 3;
+  loader->sample_bytes_ =
+      options.output == OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) {
       loader->lut_[c][v] = (v / 255.0f - options.mean[c]) / options.stddev[c];
     }
   }
-  if (options.held_batches < 1) return absl::InvalidArgumentError("held_batches must be at least 1");
+  if (options.held_batches < 1)
+    return absl::InvalidArgumentError("held_batches must be at least 1");
   if (options.held_overflow == LoaderOptions::HeldOverflow::kCopy && options.copy_to_device) {
     return absl::InvalidArgumentError("held_overflow copy cannot be combined with copy_to_device");
   }
@@ -170,7 +175,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(const storage::Datase
 
 absl::StatusOr<std::unique_ptr<Loader::Slot>> Loader::MakeSlot() const {
   auto slot = std::make_unique<Slot>();
-  DDPIO_ASSIGN_OR_RETURN(slot->data, AllocateHostBuffer(sample_bytes_ * options_.batch_size, cuda_));
+  DDPIO_ASSIGN_OR_RETURN(slot->data,
+                         AllocateHostBuffer(sample_bytes_ * options_.batch_size, cuda_));
   slot->labels.resize(options_.batch_size);
   slot->indices.resize(options_.batch_size);
   slot->valid.resize(options_.batch_size);
@@ -195,7 +201,8 @@ absl::StatusOr<int> Loader::TakeSlot() {
     // Every slot is in flight or held: in flight are at most window_, held at most
     // held_batches, so below the bound a new slot is due (allocated once, kept).
     if (pool.allocated >= static_cast<int>(pool.slots.size())) {
-      return absl::InternalError(absl::StrCat("loader of ", where_, ": no free batch slot of ", pool.allocated));
+      return absl::InternalError(
+          absl::StrCat("loader of ", where_, ": no free batch slot of ", pool.allocated));
     }
     DDPIO_ASSIGN_OR_RETURN(pool.slots[pool.allocated], MakeSlot());
     return pool.allocated++;
@@ -216,7 +223,7 @@ void Loader::StopEpoch() {
   if (pool_ == nullptr) return;  // Create failed before making it: nothing ever started
   stop_ = true;
   if (source_ != nullptr) source_->Wake();  // workers waiting for records see stop_
-  pipeline_.reset();  // cancels and joins the workers
+  pipeline_.reset();                        // cancels and joins the workers
   stop_ = false;
   held_.reset();
   // Results never consumed still hold slots: once the pipeline is gone every slot the consumer
@@ -233,11 +240,11 @@ absl::Status Loader::StartEpoch(uint64_t epoch, uint64_t start) {
   sampler_->SetEpoch(epoch);
   DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler_->NextPlan(start));
   plan_ = std::move(plan);
-  batches_ = sampler::MakeBatches(plan_->NumSamples(rank_), options_.batch_size, options_.drop_last);
+  batches_ =
+      sampler::MakeBatches(plan_->NumSamples(rank_), options_.batch_size, options_.drop_last);
   delivered_ = 0;
-  pipeline_ = std::make_unique<Pipeline>(
-      0, batches_.size(), options_.workers, window_,
-      [this](uint64_t b, int w) { return Assemble(b, w); });
+  pipeline_ = std::make_unique<Pipeline>(0, batches_.size(), options_.workers, window_,
+                                         [this](uint64_t b, int w) { return Assemble(b, w); });
   return absl::OkStatus();
 }
 
@@ -249,19 +256,21 @@ uint64_t Loader::ResumePosition() const {
   return plan_->ConsumedAfter(samples);
 }
 
-absl::Status Loader::CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const {
+absl::Status Loader::CheckSourced(const SourcedBatch& batch, uint64_t b,
+                                  const sampler::BatchRange& range) const {
   const uint64_t n = range.end - range.begin;
-  if (batch.epoch != plan_->epoch() || batch.step != b || batch.indices.size() != n || batch.records.size() != n) {
-    return absl::DataLossError(absl::StrCat("out of step with ", where_, ": expected epoch ", plan_->epoch(),
-                                            " batch ", b, " of ", n, " samples, got epoch ", batch.epoch, " batch ",
-                                            batch.step, " of ", batch.indices.size()));
+  if (batch.epoch != plan_->epoch() || batch.step != b || batch.indices.size() != n ||
+      batch.records.size() != n) {
+    return absl::DataLossError(absl::StrCat(
+        "out of step with ", where_, ": expected epoch ", plan_->epoch(), " batch ", b, " of ", n,
+        " samples, got epoch ", batch.epoch, " batch ", batch.step, " of ", batch.indices.size()));
   }
   for (uint64_t k = 0; k < n; ++k) {
     const uint64_t want = plan_->IndexAt(rank_, range.begin + k);
     if (batch.indices[k] != want) {
-      return absl::DataLossError(absl::StrCat("out of step with ", where_, ": epoch ", batch.epoch, " batch ", b,
-                                              " position ", k, " holds sample ", batch.indices[k],
-                                              ", this rank's sampler expects ", want));
+      return absl::DataLossError(absl::StrCat(
+          "out of step with ", where_, ": epoch ", batch.epoch, " batch ", b, " position ", k,
+          " holds sample ", batch.indices[k], ", this rank's sampler expects ", want));
     }
   }
   return absl::OkStatus();
@@ -269,11 +278,14 @@ absl::Status Loader::CheckSourced(const SourcedBatch& batch, uint64_t b, const s
 
 absl::StatusOr<storage::RecordView> Loader::Sourced(const SourcedBatch& batch, uint64_t k,
                                                     uint64_t index) const {
-  const std::string what = absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") from ", where_);
-  if (batch.records[k].empty()) return absl::DataLossError(absl::StrCat(what, ": unreadable at the source"));
+  const std::string what =
+      absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") from ", where_);
+  if (batch.records[k].empty())
+    return absl::DataLossError(absl::StrCat(what, ": unreadable at the source"));
   storage::RecordView view;
   const storage::RecordBinding* binding = k < batch.bindings.size() ? &batch.bindings[k] : nullptr;
-  absl::Status st = storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view, binding);
+  absl::Status st =
+      storage::DecodeRecord(batch.records[k], /*verify_checksum=*/true, &view, binding);
   if (!st.ok()) return Annotate(st, what);
   return view;
 }
@@ -292,8 +304,9 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
     st = w.processor.Process(*record, index, plan_->epoch(), options_.seed, options_.augment,
                              options_.decode, as_float ? w.hwc.data() : out);
     if (!st.ok()) {
-      st = Annotate(st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ", source '",
-                                     std::string(record->source_name), "') of ", where_));
+      st = Annotate(
+          st, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ", source '",
+                           std::string(record->source_name), "') of ", where_));
     }
     w.decode_ns += w.processor.nanos().decode - before.decode;
     w.augment_ns += w.processor.nanos().augment - before.augment;
@@ -301,7 +314,8 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
     slot.labels[k] = -1;
   }
   if (!st.ok()) {
-    if (options_.bad_samples == BadSamplePolicy::kFail || st.code() != absl::StatusCode::kDataLoss) {
+    if (options_.bad_samples == BadSamplePolicy::kFail ||
+        st.code() != absl::StatusCode::kDataLoss) {
       return st;
     }
     // Skip: a deterministic substitute (zeros), flagged invalid, counted and listed.
@@ -314,7 +328,8 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
   }
   if (as_float) {
     const auto t2 = Clock::now();
-    const size_t plane = static_cast<size_t>(options_.augment.out_width()) * options_.augment.out_height();
+    const size_t plane =
+        static_cast<size_t>(options_.augment.out_width()) * options_.augment.out_height();
     float* f = reinterpret_cast<float*>(out);
     const uint8_t* p = w.hwc.data();
     for (size_t i = 0; i < plane; ++i) {
@@ -381,13 +396,15 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
       // policy: the file is gone, not one sample, and every later read of it fails too.
       absl::Status mapped = w.txn->CheckMapped();
       if (!mapped.ok()) {
-        st = Annotate(mapped, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index), ") of ", where_));
+        st = Annotate(mapped, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index),
+                                           ") of ", where_));
       }
     }
   }
   if (w.txn.has_value()) w.txn->Reset();  // do not pin old pages between batches
   if (st.ok() && stream_ != nullptr) {
-    st = cuda_->CopyToDeviceAsync(slot.device, slot.data.data(), slot.size * sample_bytes_, stream_);
+    st =
+        cuda_->CopyToDeviceAsync(slot.device, slot.data.data(), slot.size * sample_bytes_, stream_);
     if (st.ok()) st = cuda_->RecordEvent(slot.event, stream_);
   }
   if (!st.ok()) {
@@ -406,10 +423,12 @@ absl::StatusOr<Batch> Loader::Next() {
 
 absl::StatusOr<HeldBatch> Loader::NextHeld() {
   if (pipeline_ == nullptr) return absl::FailedPreconditionError("Next() before StartEpoch()");
-  if (delivered_ >= batches_.size()) return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
+  if (delivered_ >= batches_.size())
+    return absl::OutOfRangeError(absl::StrCat("end of epoch ", plan_->epoch()));
   SlotPool& pool = *pool_;
   const bool may_copy = options_.held_overflow == LoaderOptions::HeldOverflow::kCopy;
-  absl::Status gate = pool.gate.Acquire(may_copy ? std::chrono::milliseconds(0) : options_.held_timeout, where_);
+  absl::Status gate =
+      pool.gate.Acquire(may_copy ? std::chrono::milliseconds(0) : options_.held_timeout, where_);
   if (!gate.ok() && !(may_copy && IsHeldLimit(gate))) return gate;
   const bool copy = !gate.ok();  // every hold is taken: this batch goes out as a copy
   const auto t0 = Clock::now();

@@ -46,8 +46,8 @@
 namespace ddpio::loader {
 
 enum class OutputFormat {
-  kUint8Nhwc,   // default: 4x less host-to-device traffic; normalise on the device
-  kFloatNchw,   // float32, (x / 255 - mean) / std per channel
+  kUint8Nhwc,  // default: 4x less host-to-device traffic; normalise on the device
+  kFloatNchw,  // float32, (x / 255 - mean) / std per channel
 };
 enum class BadSamplePolicy {
   kFail,  // default: Next() returns DataLoss naming index, key and source file
@@ -58,18 +58,18 @@ std::string BadSamplePolicyName(BadSamplePolicy policy);
 absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name);
 
 struct LoaderOptions {
-  int workers = 0;             // worker threads; 0: the cores available
-  int prefetch = 2;            // batches assembled ahead of the consumer
+  int workers = 0;   // worker threads; 0: the cores available
+  int prefetch = 2;  // batches assembled ahead of the consumer
   uint64_t batch_size = 64;
-  bool drop_last = false;      // drop a short last batch (as DataLoader's drop_last)
+  bool drop_last = false;  // drop a short last batch (as DataLoader's drop_last)
   OutputFormat output = OutputFormat::kUint8Nhwc;
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};  // kFloatNchw normalisation (ImageNet)
   std::array<float, 3> stddev = {0.229f, 0.224f, 0.225f};
-  AugmentOptions augment;      // train (RandomResizedCrop + flip) or eval geometry, output size
+  AugmentOptions augment;  // train (RandomResizedCrop + flip) or eval geometry, output size
   DecodeMode decode = DecodeMode::kFast;
   BadSamplePolicy bad_samples = BadSamplePolicy::kFail;
-  uint64_t seed = 0;           // augmentation seed (the sampler has its own)
-  bool copy_to_device = false; // with a usable CUDA runtime: stage each batch on the GPU
+  uint64_t seed = 0;            // augmentation seed (the sampler has its own)
+  bool copy_to_device = false;  // with a usable CUDA runtime: stage each batch on the GPU
   // Before reading a batch from the dataset, ask the OS to read all of its records at once
   // (storage::ReadTxn::Prefetch): one IO per record, a batch of them in flight, instead of one
   // 4 KiB page fault at a time. Default on; costs a lookup per record when the data is cached.
@@ -95,8 +95,8 @@ struct LoaderOptions {
 // From NextHeld(): valid as long as its HeldBatch::hold.
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t step = 0;       // batch number within this epoch's plan
-  uint64_t size = 0;       // samples in this batch (<= batch_size)
+  uint64_t step = 0;              // batch number within this epoch's plan
+  uint64_t size = 0;              // samples in this batch (<= batch_size)
   const uint8_t* data = nullptr;  // uint8 NHWC or float NCHW, size samples, in the slot
   size_t bytes = 0;
   const int32_t* labels = nullptr;
@@ -124,17 +124,17 @@ struct SkippedSample {
 
 struct LoaderStats {
   uint64_t images = 0, batches = 0, bad_samples = 0;
-  std::vector<SkippedSample> skipped;  // first 100
+  std::vector<SkippedSample> skipped;                                   // first 100
   uint64_t read_ns = 0, decode_ns = 0, augment_ns = 0, collate_ns = 0;  // summed over workers
-  uint64_t wait_ns = 0;                // consumer time blocked in Next()
-  uint64_t payload_bytes = 0;          // stored bytes read
-  uint64_t slot_bytes = 0;             // host bytes in batch slots (slots x batch bytes)
+  uint64_t wait_ns = 0;        // consumer time blocked in Next()
+  uint64_t payload_bytes = 0;  // stored bytes read
+  uint64_t slot_bytes = 0;     // host bytes in batch slots (slots x batch bytes)
   int slots = 0;
   int workers = 0;
   HostMemoryKind memory = HostMemoryKind::kPlain;
-  uint64_t slot_allocations = 0;       // host buffers ever allocated (grows only with NextHeld)
-  int held = 0;                        // batches the consumer holds now
-  uint64_t copied = 0;                 // batches handed out as copies (HeldOverflow::kCopy)
+  uint64_t slot_allocations = 0;  // host buffers ever allocated (grows only with NextHeld)
+  int held = 0;                   // batches the consumer holds now
+  uint64_t copied = 0;            // batches handed out as copies (HeldOverflow::kCopy)
 };
 
 class Loader {
@@ -197,8 +197,10 @@ class Loader {
                                                             int rank, const LoaderOptions& options,
                                                             CudaRuntime* cuda);
   absl::StatusOr<int> Assemble(uint64_t batch, int worker);
-  absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b, const sampler::BatchRange& range) const;
-  absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k, uint64_t index) const;
+  absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b,
+                            const sampler::BatchRange& range) const;
+  absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k,
+                                              uint64_t index) const;
   absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
                           absl::StatusOr<storage::RecordView> record, Worker& w);
   void StopEpoch();
@@ -217,14 +219,14 @@ class Loader {
   void* stream_ = nullptr;
   size_t sample_bytes_ = 0;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
-  uint64_t window_ = 0;  // batches in flight at most: max(prefetch, workers)
+  uint64_t window_ = 0;             // batches in flight at most: max(prefetch, workers)
   std::shared_ptr<SlotPool> pool_;  // shared with the holds of held batches
   std::vector<std::unique_ptr<Worker>> workers_;
 
   // Consumer state.
   std::optional<sampler::EpochPlan> plan_;
   std::vector<sampler::BatchRange> batches_;
-  uint64_t delivered_ = 0;  // batches handed out this epoch
+  uint64_t delivered_ = 0;      // batches handed out this epoch
   std::shared_ptr<void> held_;  // the batch Next() handed out
   struct Pipeline;
   std::unique_ptr<Pipeline> pipeline_;

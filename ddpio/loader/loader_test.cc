@@ -1,7 +1,7 @@
 #include "ddpio/loader/loader.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -30,7 +30,8 @@ class LoaderTest : public ::testing::Test {
     ASSERT_OK(testing::WriteJpegDataset(dir_.Sub("ds"), n, 40, 5, corrupt));
     ASSERT_OK_AND_ASSIGN(reader_, storage::DatasetReader::Open(dir_.Sub("ds")));
   }
-  sampler::SamplerOptions Sampler(int world = 1, sampler::Padding padding = sampler::Padding::kPad) {
+  sampler::SamplerOptions Sampler(int world = 1,
+                                  sampler::Padding padding = sampler::Padding::kPad) {
     sampler::SamplerOptions s;
     s.dataset_size = reader_->size();
     s.num_replicas = world;
@@ -45,7 +46,8 @@ class LoaderTest : public ::testing::Test {
     return o;
   }
   // Runs one epoch and copies everything out.
-  absl::StatusOr<Collected> Epoch(Loader& l, uint64_t epoch, uint64_t start = 0, int max_batches = -1) {
+  absl::StatusOr<Collected> Epoch(Loader& l, uint64_t epoch, uint64_t start = 0,
+                                  int max_batches = -1) {
     Collected c;
     absl::Status st = l.StartEpoch(epoch, start);
     if (!st.ok()) return st;
@@ -132,12 +134,13 @@ TEST_F(LoaderTest, BatchesFollowTheSamplerAndEndTheEpoch) {
   std::vector<uint64_t> got;
   for (size_t b = 0; b < c.indices.size(); ++b) {
     got.insert(got.end(), c.indices[b].begin(), c.indices[b].end());
-    for (size_t k = 0; k < c.indices[b].size(); ++k) EXPECT_EQ(c.labels[b][k], static_cast<int32_t>(c.indices[b][k] % 5));
+    for (size_t k = 0; k < c.indices[b].size(); ++k)
+      EXPECT_EQ(c.labels[b][k], static_cast<int32_t>(c.indices[b][k] % 5));
   }
   EXPECT_EQ(got, want.indices);
   ASSERT_EQ(c.indices.size(), 3u);
   EXPECT_EQ(c.indices.back().size(), 1u);  // 17 = 8 + 8 + 1
-  EXPECT_CODE(l->Next(), kOutOfRange);       // and it stays at the end
+  EXPECT_CODE(l->Next(), kOutOfRange);     // and it stays at the end
   LoaderOptions drop = Options(2);
   drop.drop_last = true;
   ASSERT_OK_AND_ASSIGN(auto ld, Loader::Create(reader_.get(), Sampler(3), 1, drop));
@@ -158,10 +161,12 @@ TEST_F(LoaderTest, AugmentationDependsOnSeedEpochAndIndexOnly) {
   const size_t sb = a->sample_bytes();
   for (size_t bt = 0; bt < e1a.indices.size(); ++bt)
     for (size_t k = 0; k < e1a.indices[bt].size(); ++k)
-      first[e1a.indices[bt][k]].assign(e1a.data[bt].begin() + k * sb, e1a.data[bt].begin() + (k + 1) * sb);
+      first[e1a.indices[bt][k]].assign(e1a.data[bt].begin() + k * sb,
+                                       e1a.data[bt].begin() + (k + 1) * sb);
   for (size_t bt = 0; bt < e2.indices.size(); ++bt)
     for (size_t k = 0; k < e2.indices[bt].size(); ++k)
-      second[e2.indices[bt][k]].assign(e2.data[bt].begin() + k * sb, e2.data[bt].begin() + (k + 1) * sb);
+      second[e2.indices[bt][k]].assign(e2.data[bt].begin() + k * sb,
+                                       e2.data[bt].begin() + (k + 1) * sb);
   int differ = 0;
   for (auto& [index, pixels] : first) differ += pixels != second[index];
   EXPECT_GE(differ, 14);
@@ -175,7 +180,8 @@ TEST_F(LoaderTest, CorruptJpegFailsByDefaultAndIsSkippedOnRequest) {
   ASSERT_OK(fail->StartEpoch(0));
   auto b0 = fail->Next();  // indices 0..7 hold record 5
   EXPECT_CODE(b0, kDataLoss);
-  EXPECT_NE(b0.status().message().find("sample 5 (key 0000000000000005, source 'img_5.jpg')"), absl::string_view::npos)
+  EXPECT_NE(b0.status().message().find("sample 5 (key 0000000000000005, source 'img_5.jpg')"),
+            absl::string_view::npos)
       << b0.status();
   LoaderOptions o = Options(2);
   o.bad_samples = BadSamplePolicy::kSkip;
@@ -185,7 +191,8 @@ TEST_F(LoaderTest, CorruptJpegFailsByDefaultAndIsSkippedOnRequest) {
   EXPECT_EQ(c.valid[1][13 - 8], 0);
   EXPECT_EQ(c.valid[0][4], 1);
   const size_t sb = skip->sample_bytes();
-  EXPECT_TRUE(std::all_of(c.data[0].begin() + 5 * sb, c.data[0].begin() + 6 * sb, [](uint8_t v) { return v == 0; }));
+  EXPECT_TRUE(std::all_of(c.data[0].begin() + 5 * sb, c.data[0].begin() + 6 * sb,
+                          [](uint8_t v) { return v == 0; }));
   LoaderStats st = skip->stats();
   EXPECT_EQ(st.bad_samples, 2u);
   ASSERT_EQ(st.skipped.size(), 2u);
@@ -195,7 +202,8 @@ TEST_F(LoaderTest, CorruptJpegFailsByDefaultAndIsSkippedOnRequest) {
 
 TEST_F(LoaderTest, SamplerPaddingIsFlaggedInvalid) {
   Open(10);
-  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(4, sampler::Padding::kMask), 3, Options(1)));
+  ASSERT_OK_AND_ASSIGN(
+      auto l, Loader::Create(reader_.get(), Sampler(4, sampler::Padding::kMask), 3, Options(1)));
   ASSERT_OK_AND_ASSIGN(Collected c, Epoch(*l, 0));
   ASSERT_EQ(c.valid.size(), 1u);
   EXPECT_EQ(c.valid[0], (std::vector<uint8_t>{1, 1, 0}));  // rank 3 of 4 over 10: last is padding
@@ -246,8 +254,8 @@ TEST_F(LoaderTest, SlotsAreAllocatedOnceAndReused) {
     }
   }
   LoaderStats st = l->stats();
-  EXPECT_EQ(st.slots, 3);                  // max(prefetch, workers) + 1
-  EXPECT_LE(buffers.size(), 3u);           // 39 batches, at most 3 distinct buffers
+  EXPECT_EQ(st.slots, 3);         // max(prefetch, workers) + 1
+  EXPECT_LE(buffers.size(), 3u);  // 39 batches, at most 3 distinct buffers
   EXPECT_EQ(st.slot_allocations, 3u);
   EXPECT_EQ(st.slot_bytes, 3u * 8 * 24 * 24 * 3);
   EXPECT_EQ(st.images, 300u);
@@ -445,14 +453,16 @@ TEST_F(LoaderTest, ReleaseOnAnotherThreadWakesAWaitingNextHeld) {
   consumer.join();
   ASSERT_OK(h2);
   EXPECT_EQ(h2->batch.step, 2u);
-  EXPECT_EQ(std::vector<uint64_t>(h2->batch.indices, h2->batch.indices + h2->batch.size), want.indices[2]);
+  EXPECT_EQ(std::vector<uint64_t>(h2->batch.indices, h2->batch.indices + h2->batch.size),
+            want.indices[2]);
   // And the other way round: the consumer waits here while another thread drops a hold.
   std::thread releaser([&h1] { h1.hold.reset(); });
   absl::StatusOr<HeldBatch> h3 = l->NextHeld();
   releaser.join();
   ASSERT_OK(h3);
   EXPECT_EQ(h3->batch.step, 3u);
-  EXPECT_EQ(std::vector<uint64_t>(h3->batch.indices, h3->batch.indices + h3->batch.size), want.indices[3]);
+  EXPECT_EQ(std::vector<uint64_t>(h3->batch.indices, h3->batch.indices + h3->batch.size),
+            want.indices[3]);
   EXPECT_EQ(std::vector<uint8_t>(h3->batch.data, h3->batch.data + h3->batch.bytes), want.data[3]);
   EXPECT_EQ(std::vector<uint8_t>(h2->batch.data, h2->batch.data + h2->batch.bytes), want.data[2]);
 }
@@ -483,7 +493,8 @@ TEST_F(LoaderTest, HeldBatchOutlivesTheEpochAndTheLoader) {
     ASSERT_OK(b);
     ASSERT_LT(taken, want1.data.size());
     EXPECT_NE(b->data, k0.held.batch.data) << "epoch 1 step " << taken << " got the held slot";
-    EXPECT_EQ(std::vector<uint8_t>(b->data, b->data + b->bytes), want1.data[taken]) << "epoch 1 step " << taken;
+    EXPECT_EQ(std::vector<uint8_t>(b->data, b->data + b->bytes), want1.data[taken])
+        << "epoch 1 step " << taken;
     EXPECT_TRUE(Unchanged(k0)) << "after epoch 1 step " << taken;
   }
   EXPECT_EQ(taken, want1.data.size());
@@ -596,7 +607,8 @@ TEST_F(LoaderTest, HeldBatchesMustBePositive) {
   for (int held : {0, -1}) {
     LoaderOptions o = Options(1);
     o.held_batches = held;
-    EXPECT_CODE(Loader::Create(reader_.get(), Sampler(), 0, o), kInvalidArgument) << "held_batches " << held;
+    EXPECT_CODE(Loader::Create(reader_.get(), Sampler(), 0, o), kInvalidArgument)
+        << "held_batches " << held;
   }
 }
 

@@ -40,8 +40,8 @@ class RecordSource {
   // Batch `step` of `epoch`, blocking until it is there. Cancelled once `stop` is true (Wake()
   // makes a waiting call look at it); the source's own error otherwise (e.g. Unavailable: the
   // leader is gone; the error the leader sent).
-  virtual absl::StatusOr<std::shared_ptr<const SourcedBatch>> Fetch(uint64_t epoch, uint64_t step,
-                                                                    const std::atomic<bool>& stop) = 0;
+  virtual absl::StatusOr<std::shared_ptr<const SourcedBatch>> Fetch(
+      uint64_t epoch, uint64_t step, const std::atomic<bool>& stop) = 0;
   // Wakes every Fetch waiting, so that it sees its stop flag.
   virtual void Wake() = 0;
   // What the loader names in errors (e.g. "records from rank 0").

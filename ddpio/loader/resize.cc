@@ -113,8 +113,8 @@ void HorizontalRow(const uint8_t* in, int channels, const std::vector<int>& star
 // exactly the generic loop's. Selected at run time (HaveSse41); otherwise the generic loop runs.
 template <int P>
 __attribute__((target("sse4.1"))) void HorizontalRowPairs3(const uint8_t* in, const int* start,
-                                                           const uint32_t* pairs, int x_begin, int x_end,
-                                                           uint8_t* out) {
+                                                           const uint32_t* pairs, int x_begin,
+                                                           int x_end, uint8_t* out) {
   const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
   const __m128i spread = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   for (int x = x_begin; x < x_end; ++x) {
@@ -122,7 +122,8 @@ __attribute__((target("sse4.1"))) void HorizontalRowPairs3(const uint8_t* in, co
     const uint8_t* p = in + static_cast<size_t>(start[x]) * 3;
     __m128i acc = half;
     for (int i = 0; i < P; ++i) {
-      const __m128i px = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 6 * i)), spread);
+      const __m128i px =
+          _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 6 * i)), spread);
       acc = _mm_add_epi32(acc, _mm_madd_epi16(px, _mm_set1_epi32(static_cast<int32_t>(w[i]))));
     }
     acc = _mm_srai_epi32(acc, kPrecisionBits);
@@ -148,33 +149,41 @@ bool HaveAvx2() {
 // VerticalRow with AVX2: 16 bytes at a time, two rows per pmaddwd (their bytes interleaved into
 // int16 pairs), the accumulators in registers; the tail goes through the generic loop. The integer
 // sums are exactly the generic loop's.
-__attribute__((target("avx2"))) size_t VerticalRowAvx2(const uint8_t* base, size_t stride, const int32_t* w, int n,
-                                                      size_t bytes, uint8_t* out) {
+__attribute__((target("avx2"))) size_t VerticalRowAvx2(const uint8_t* base, size_t stride,
+                                                       const int32_t* w, int n, size_t bytes,
+                                                       uint8_t* out) {
   const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
   size_t i = 0;
   for (; i + 16 <= bytes; i += 16) {
     __m256i lo = half, hi = half;
     int k = 0;
     for (; k + 1 < n; k += 2) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
-      const __m128i b =
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k + 1) * stride + i));
+      const __m128i a = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
+      const __m128i b = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k + 1) * stride + i));
       const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(PackPair(w[k], w[k + 1])));
-      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), pair));
-      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), pair));
+      lo = _mm256_add_epi32(lo,
+                            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), pair));
+      hi = _mm256_add_epi32(hi,
+                            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), pair));
     }
     if (k < n) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
+      const __m128i a = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(base + static_cast<size_t>(k) * stride + i));
       const __m128i zero = _mm_setzero_si128();
       const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(PackPair(w[k], 0)));
-      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), pair));
-      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), pair));
+      lo = _mm256_add_epi32(
+          lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), pair));
+      hi = _mm256_add_epi32(
+          hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), pair));
     }
     lo = _mm256_srai_epi32(lo, kPrecisionBits);
     hi = _mm256_srai_epi32(hi, kPrecisionBits);
     // packs works within 128-bit lanes: [lo0-3 hi0-3 | lo4-7 hi4-7] -> reorder to [lo0-7 | hi0-7].
     const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
-    const __m128i packed = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    const __m128i packed =
+        _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
   }
   return i;
@@ -182,8 +191,8 @@ __attribute__((target("avx2"))) size_t VerticalRowAvx2(const uint8_t* base, size
 
 // out[i] for i in [0, bytes): vertical filter over `n` rows `stride` bytes apart.
 DDPIO_MULTIVERSION
-void VerticalRowGeneric(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t begin, size_t bytes,
-                        int32_t* acc, uint8_t* out) {
+void VerticalRowGeneric(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t begin,
+                        size_t bytes, int32_t* acc, uint8_t* out) {
   // Whole rows at a time: the inner loops are contiguous and vectorise.
   std::fill(acc + begin, acc + bytes, 1 << (kPrecisionBits - 1));
   for (int k = 0; k < n; ++k) {
@@ -194,8 +203,8 @@ void VerticalRowGeneric(const uint8_t* base, size_t stride, const int32_t* w, in
   for (size_t i = begin; i < bytes; ++i) out[i] = Clip8(acc[i]);
 }
 
-void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t bytes, int32_t* acc,
-                 uint8_t* out) {
+void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, size_t bytes,
+                 int32_t* acc, uint8_t* out) {
   const size_t done = HaveAvx2() ? VerticalRowAvx2(base, stride, w, n, bytes, out) : 0;
   VerticalRowGeneric(base, stride, w, n, done, bytes, acc, out);
 }
@@ -203,9 +212,10 @@ void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, si
 // One output row of the horizontal pass: output pixels [simd_begin, simd_end) through the paired
 // SSE kernel (their windows lie inside the readable pixels: Resampler::Apply), the rest through
 // the generic loop.
-void HorizontalPass(const uint8_t* in, int channels, const std::vector<int>& start, const std::vector<int>& count,
-                    const std::vector<int32_t>& w, int ksize, const std::vector<uint32_t>& pairs, int simd_begin,
-                    int simd_end, int dst_w, uint8_t* out) {
+void HorizontalPass(const uint8_t* in, int channels, const std::vector<int>& start,
+                    const std::vector<int>& count, const std::vector<int32_t>& w, int ksize,
+                    const std::vector<uint32_t>& pairs, int simd_begin, int simd_end, int dst_w,
+                    uint8_t* out) {
   if (simd_begin < simd_end) {
     const int p = (ksize + 1) / 2;
     if (p == 2) HorizontalRowPairs3<2>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
@@ -228,9 +238,9 @@ void Resampler::Resize(const uint8_t* src, int src_w, int src_h, int src_stride,
   Apply(src, src_w, src_h, src_stride, channels, dst, dst_w, dst_h, dst_stride, flip);
 }
 
-bool Resampler::ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, int origin_x,
-                             int origin_y, int full_w, int full_h, const Box& box, uint8_t* dst, int dst_w, int dst_h,
-                             int dst_stride, bool flip) {
+bool Resampler::ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels,
+                             int origin_x, int origin_y, int full_w, int full_h, const Box& box,
+                             uint8_t* dst, int dst_w, int dst_h, int dst_stride, bool flip) {
   Compute(full_w, box.x0, box.x1, dst_w, &horizontal_);
   Compute(full_h, box.y0, box.y1, dst_h, &vertical_);
   const auto shift = [](Weights& w, int origin, int size) {
@@ -279,13 +289,14 @@ std::pair<int, int> Resampler::SimdRange(int row_pixels) const {
   while (begin < n && start[begin] + reach > row_pixels) ++begin;
   while (end > begin && start[end - 1] + reach > row_pixels) --end;
   for (int x = begin; x < end; ++x) {
-    if (start[x] + reach > row_pixels) return {0, 0};  // not one run (cannot happen: starts are monotone)
+    if (start[x] + reach > row_pixels)
+      return {0, 0};  // not one run (cannot happen: starts are monotone)
   }
   return {begin, end};
 }
 
-void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
-                      int dst_w, int dst_h, int dst_stride, bool flip) {
+void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels,
+                      uint8_t* dst, int dst_w, int dst_h, int dst_stride, bool flip) {
   PrepareHorizontal(channels, flip);
   int row0 = src_h, row1 = 0, col0 = src_w, col1 = 0;
   for (int y = 0; y < dst_h; ++y) {
@@ -309,16 +320,18 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
     for (int y = 0; y < dst_h; ++y) {
       VerticalRow(src + static_cast<size_t>(vertical_.start[y]) * src_stride +
                       static_cast<size_t>(col0) * channels,
-                  static_cast<size_t>(src_stride), &vertical_.w[static_cast<size_t>(y) * vertical_.ksize],
-                  vertical_.count[y], mid_bytes, acc_.data(), rows_.data() + y * mid_stride);
+                  static_cast<size_t>(src_stride),
+                  &vertical_.w[static_cast<size_t>(y) * vertical_.ksize], vertical_.count[y],
+                  mid_bytes, acc_.data(), rows_.data() + y * mid_stride);
       std::memset(rows_.data() + y * mid_stride + mid_bytes, 0, mid_stride - mid_bytes);
     }
     // Horizontal starts are relative to col0 in the intermediate rows.
     for (int x = 0; x < dst_w; ++x) horizontal_.start[x] -= col0;
     const auto [simd_begin, simd_end] = SimdRange(ncols + kPad);
     for (int y = 0; y < dst_h; ++y) {
-      HorizontalPass(rows_.data() + y * mid_stride, channels, horizontal_.start, horizontal_.count, horizontal_.w,
-                     horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w, dst + static_cast<size_t>(y) * dst_stride);
+      HorizontalPass(rows_.data() + y * mid_stride, channels, horizontal_.start, horizontal_.count,
+                     horizontal_.w, horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w,
+                     dst + static_cast<size_t>(y) * dst_stride);
     }
   } else {
     const size_t row_bytes = static_cast<size_t>(dst_w) * channels;
@@ -327,13 +340,14 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
     const auto [simd_begin, simd_end] = SimdRange(src_w);
     for (int r = 0; r < nrows; ++r) {
       HorizontalPass(src + static_cast<size_t>(row0 + r) * src_stride, channels, horizontal_.start,
-                     horizontal_.count, horizontal_.w, horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w,
-                     rows_.data() + static_cast<size_t>(r) * row_bytes);
+                     horizontal_.count, horizontal_.w, horizontal_.ksize, pairs_, simd_begin,
+                     simd_end, dst_w, rows_.data() + static_cast<size_t>(r) * row_bytes);
     }
     for (int y = 0; y < dst_h; ++y) {
-      VerticalRow(rows_.data() + static_cast<size_t>(vertical_.start[y] - row0) * row_bytes, row_bytes,
-                  &vertical_.w[static_cast<size_t>(y) * vertical_.ksize], vertical_.count[y],
-                  row_bytes, acc_.data(), dst + static_cast<size_t>(y) * dst_stride);
+      VerticalRow(rows_.data() + static_cast<size_t>(vertical_.start[y] - row0) * row_bytes,
+                  row_bytes, &vertical_.w[static_cast<size_t>(y) * vertical_.ksize],
+                  vertical_.count[y], row_bytes, acc_.data(),
+                  dst + static_cast<size_t>(y) * dst_stride);
     }
   }
 }

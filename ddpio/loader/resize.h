@@ -35,11 +35,11 @@ class Resampler {
   // image starting at (origin_x, origin_y), and `box` is in the full image's coordinates. The
   // weights are the full image's, so the output is bit-identical to Resize over the whole image —
   // provided every filter window lies inside the window; false (nothing written) when one does not.
-  bool ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, int origin_x,
-                    int origin_y, int full_w, int full_h, const Box& box, uint8_t* dst, int dst_w, int dst_h,
-                    int dst_stride, bool flip = false);
+  bool ResizeWindow(const uint8_t* src, int src_w, int src_h, int src_stride, int channels,
+                    int origin_x, int origin_y, int full_w, int full_h, const Box& box,
+                    uint8_t* dst, int dst_w, int dst_h, int dst_stride, bool flip = false);
 
- // Tests: false runs the generic loops only (the SIMD kernels must give the same bytes).
+  // Tests: false runs the generic loops only (the SIMD kernels must give the same bytes).
   static void UseSimdForTesting(bool on);
 
  private:
@@ -48,12 +48,12 @@ class Resampler {
   // The output pixels whose SIMD reads stay within `row_pixels` readable pixels: [first, second).
   std::pair<int, int> SimdRange(int row_pixels) const;
   // The two passes with the weights in horizontal_ and vertical_ (starts relative to `src`).
-  void Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst, int dst_w,
-             int dst_h, int dst_stride, bool flip);
+  void Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
+             int dst_w, int dst_h, int dst_stride, bool flip);
   struct Weights {
-    std::vector<int> start;   // first source pixel of each output pixel
-    std::vector<int> count;   // number of source pixels
-    std::vector<int32_t> w;   // fixed-point weights, `ksize` per output pixel
+    std::vector<int> start;  // first source pixel of each output pixel
+    std::vector<int> count;  // number of source pixels
+    std::vector<int32_t> w;  // fixed-point weights, `ksize` per output pixel
     int ksize = 0;
   };
   static void Compute(int in_size, double in0, double in1, int out_size, Weights* out);
@@ -61,7 +61,8 @@ class Resampler {
   Weights horizontal_, vertical_;
   std::vector<uint8_t> rows_;  // horizontally resampled rows
   std::vector<int32_t> acc_;   // one output row of accumulators
-  std::vector<uint32_t> pairs_;  // horizontal weights two by two (int16 pairs), pairs_per_pixel_ each
+  std::vector<uint32_t>
+      pairs_;  // horizontal weights two by two (int16 pairs), pairs_per_pixel_ each
   int pairs_per_pixel_ = 0;
 };
 

@@ -10,14 +10,16 @@ namespace {
 
 std::vector<uint8_t> Pattern(int w, int h, int c) {
   std::vector<uint8_t> v(static_cast<size_t>(w) * h * c);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 7919 + (i / 97) * 31) >> 2);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<uint8_t>((i * 7919 + (i / 97) * 31) >> 2);
   return v;
 }
 
 // Straightforward double-precision reference of PIL's antialiased bilinear resample.
 double RefPixel(const std::vector<uint8_t>& src, int w, int h, int c, const Box& b, int dw, int dh,
                 int ox, int oy, int ch) {
-  auto weights = [](int in_size, double in0, double in1, int out_size, int o, std::vector<double>* k, int* xmin) {
+  auto weights = [](int in_size, double in0, double in1, int out_size, int o,
+                    std::vector<double>* k, int* xmin) {
     double scale = (in1 - in0) / out_size, fs = std::max(scale, 1.0), support = fs;
     double center = in0 + (o + 0.5) * scale;
     *xmin = std::max(static_cast<int>(center - support + 0.5), 0);
@@ -65,7 +67,8 @@ TEST(Resize, MatchesTheSeparableReferenceWithinOneLevel) {
         for (int x = 0; x < dw; x += 5) {
           for (int c = 0; c < 3; ++c) {
             double want = RefPixel(src, 300, 210, 3, b, dw, dh, x, y, c);
-            worst = std::max(worst, static_cast<int>(std::fabs(dst[(y * dw + x) * 3 + c] - want) + 0.5));
+            worst = std::max(worst,
+                             static_cast<int>(std::fabs(dst[(y * dw + x) * 3 + c] - want) + 0.5));
           }
         }
       }
@@ -114,7 +117,8 @@ TEST(Resize, SimdAndGenericLoopsGiveTheSameBytes) {
   int compared = 0;
   for (Box b : {Box{0, 0, 997, 611}, Box{0.5, 0, 997, 600.25}, Box{313.3, 17.9, 331.1, 40.2},
                 Box{900, 500, 997, 611}, Box{1, 2, 650, 333}}) {
-    for (auto [dw, dh] : {std::pair{224, 224}, std::pair{61, 37}, std::pair{100, 500}, std::pair{33, 17}}) {
+    for (auto [dw, dh] :
+         {std::pair{224, 224}, std::pair{61, 37}, std::pair{100, 500}, std::pair{33, 17}}) {
       for (bool flip : {false, true}) {
         std::vector<uint8_t> simd(static_cast<size_t>(dw) * dh * 3), generic(simd.size(), 1);
         Resampler::UseSimdForTesting(true);
@@ -122,8 +126,8 @@ TEST(Resize, SimdAndGenericLoopsGiveTheSameBytes) {
         Resampler::UseSimdForTesting(false);
         r.Resize(src.data(), 997, 611, 997 * 3, 3, b, generic.data(), dw, dh, dw * 3, flip);
         Resampler::UseSimdForTesting(true);
-        ASSERT_EQ(simd, generic) << b.x0 << "," << b.y0 << "-" << b.x1 << "," << b.y1 << " -> " << dw << "x" << dh
-                                 << (flip ? " flipped" : "");
+        ASSERT_EQ(simd, generic) << b.x0 << "," << b.y0 << "-" << b.x1 << "," << b.y1 << " -> "
+                                 << dw << "x" << dh << (flip ? " flipped" : "");
         ++compared;
       }
     }

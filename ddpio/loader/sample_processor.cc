@@ -11,7 +11,8 @@
 namespace ddpio::loader {
 
 namespace {
-constexpr EnumName<DecodeMode> kDecodeModes[] = {{DecodeMode::kFast, "fast"}, {DecodeMode::kExact, "exact"}};
+constexpr EnumName<DecodeMode> kDecodeModes[] = {{DecodeMode::kFast, "fast"},
+                                                 {DecodeMode::kExact, "exact"}};
 }  // namespace
 
 std::string DecodeModeName(DecodeMode mode) { return NameOf(kDecodeModes, mode); }
@@ -23,22 +24,27 @@ namespace {
 
 absl::Status CheckGeometry(const storage::RecordView& record) {
   if (record.width == 0 || record.height == 0) {
-    return absl::DataLossError(absl::StrCat("record has an empty image (", record.width, "x", record.height, ")"));
+    return absl::DataLossError(
+        absl::StrCat("record has an empty image (", record.width, "x", record.height, ")"));
   }
   if (record.type == storage::ContentType::kRawUint8 &&
-      (record.channels != 3 || record.payload.size() != static_cast<size_t>(record.width) * record.height * 3)) {
-    return absl::DataLossError(absl::StrCat("raw record of ", record.payload.size(), " bytes and ", record.channels,
-                                            " channels is not ", record.width, "x", record.height, "x3"));
+      (record.channels != 3 ||
+       record.payload.size() != static_cast<size_t>(record.width) * record.height * 3)) {
+    return absl::DataLossError(absl::StrCat("raw record of ", record.payload.size(), " bytes and ",
+                                            record.channels, " channels is not ", record.width, "x",
+                                            record.height, "x3"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box, int out_w, int out_h,
-                                         DecodeMode mode, bool full, DecodedRegion* region) {
-  DDPIO_RETURN_IF_ERROR(decoder_.Decode(record.payload, box, out_w, out_h, mode == DecodeMode::kFast, full,
-                                        /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region));
+absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box,
+                                         int out_w, int out_h, DecodeMode mode, bool full,
+                                         DecodedRegion* region) {
+  DDPIO_RETURN_IF_ERROR(
+      decoder_.Decode(record.payload, box, out_w, out_h, mode == DecodeMode::kFast, full,
+                      /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region));
   if (static_cast<uint32_t>(region->image_width) != record.width ||
       static_cast<uint32_t>(region->image_height) != record.height) {
     return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
@@ -48,48 +54,53 @@ absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, cons
   return absl::OkStatus();
 }
 
-absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record, const RestartLayout& l,
-                                              const SampleGeometry& g, int ow, int oh, DecodeMode mode,
-                                              uint8_t* out, bool* used) {
+absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
+                                              const RestartLayout& l, const SampleGeometry& g,
+                                              int ow, int oh, DecodeMode mode, uint8_t* out,
+                                              bool* used) {
   *used = false;
-  if (static_cast<uint32_t>(l.width) != record.width || static_cast<uint32_t>(l.height) != record.height) {
+  if (static_cast<uint32_t>(l.width) != record.width ||
+      static_cast<uint32_t>(l.height) != record.height) {
     return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
                                             " differs from the JPEG's ", l.width, "x", l.height));
   }
   const Box& b = g.box;
-  const SegmentBand band =
-      BandFor(l, b.x0, b.y0, b.x1, b.y1, std::max(ow, oh), /*exact_edges=*/mode == DecodeMode::kExact);
+  const SegmentBand band = BandFor(l, b.x0, b.y0, b.x1, b.y1, std::max(ow, oh),
+                                   /*exact_edges=*/mode == DecodeMode::kExact);
   if (band.whole) return absl::OkStatus();
   const int seg_w = l.interval * l.mcu_width;
   const int row0 = band.row0, row1 = band.row1, col0 = band.col0, col1 = band.col1;
   DDPIO_RETURN_IF_ERROR(BuildSubJpeg(record.payload, l, row0, row1, col0, col1, &sub_));
   const int ox = col0 * seg_w, oy = row0 * l.mcu_height;
-  const int sw = std::min(l.width, col1 * seg_w) - ox, sh = std::min(l.height, row1 * l.mcu_height) - oy;
+  const int sw = std::min(l.width, col1 * seg_w) - ox,
+            sh = std::min(l.height, row1 * l.mcu_height) - oy;
   const Box local{b.x0 - ox, b.y0 - oy, b.x1 - ox, b.y1 - oy};
   DecodedRegion region;
   DDPIO_RETURN_IF_ERROR(decoder_.Decode(sub_, local, ow, oh, mode == DecodeMode::kFast,
                                         /*full=*/mode == DecodeMode::kExact,
-                                        /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, &region));
+                                        /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_,
+                                        &pixels_, &region));
   if (region.image_width != sw || region.image_height != sh) {
-    return absl::DataLossError(absl::StrCat("segment band decoded to ", region.image_width, "x", region.image_height,
-                                            ", expected ", sw, "x", sh));
+    return absl::DataLossError(absl::StrCat("segment band decoded to ", region.image_width, "x",
+                                            region.image_height, ", expected ", sw, "x", sh));
   }
   last_scale_denom_ = region.scale_denom;
   if (mode == DecodeMode::kExact) {
     // The full image's weights over the band: bit-identical to resampling the full decode.
-    if (!resampler_.ResizeWindow(pixels_.data(), sw, sh, sw * 3, 3, ox, oy, l.width, l.height, b, out, ow, oh,
-                                 ow * 3, g.flip)) {
+    if (!resampler_.ResizeWindow(pixels_.data(), sw, sh, sw * 3, 3, ox, oy, l.width, l.height, b,
+                                 out, ow, oh, ow * 3, g.flip)) {
       return absl::OkStatus();  // cannot happen with the reach above; the full path is the answer
     }
   } else {
-    resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box, out, ow, oh,
-                      ow * 3, g.flip);
+    resampler_.Resize(pixels_.data(), region.width, region.height, region.width * 3, 3, region.box,
+                      out, ow, oh, ow * 3, g.flip);
   }
   *used = true;
   return absl::OkStatus();
 }
 
-absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record, std::vector<uint8_t>* rgb) {
+absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record,
+                                          std::vector<uint8_t>* rgb) {
   DDPIO_RETURN_IF_ERROR(CheckGeometry(record));
   if (record.type == storage::ContentType::kRawUint8) {
     rgb->assign(record.payload.begin(), record.payload.end());
@@ -98,8 +109,10 @@ absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record, std
   const Box all{0, 0, static_cast<double>(record.width), static_cast<double>(record.height)};
   DecodedRegion region;
   const int side = static_cast<int>(std::max(record.width, record.height));
-  DDPIO_RETURN_IF_ERROR(DecodeJpeg(record, all, side, side, DecodeMode::kExact, /*full=*/true, &region));
-  rgb->assign(pixels_.begin(), pixels_.begin() + static_cast<size_t>(region.width) * region.height * 3);
+  DDPIO_RETURN_IF_ERROR(
+      DecodeJpeg(record, all, side, side, DecodeMode::kExact, /*full=*/true, &region));
+  rgb->assign(pixels_.begin(),
+              pixels_.begin() + static_cast<size_t>(region.width) * region.height * 3);
   return absl::OkStatus();
 }
 
@@ -122,9 +135,10 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
   last_used_segments_ = false;
   if (segment_decode_) {
     // Offsets recorded at conversion; a JPEG that came with its own restart markers is scanned.
-    absl::StatusOr<RestartLayout> layout = record.segment_offsets.empty()
-                                               ? ReadRestartLayout(record.payload)
-                                               : RestartLayoutFromOffsets(record.payload, record.segment_offsets);
+    absl::StatusOr<RestartLayout> layout =
+        record.segment_offsets.empty()
+            ? ReadRestartLayout(record.payload)
+            : RestartLayoutFromOffsets(record.payload, record.segment_offsets);
     if (!layout.ok() && !record.segment_offsets.empty()) return layout.status();
     if (layout.ok()) {
       bool used = false;
@@ -138,7 +152,8 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
     }
   }
   DecodedRegion region;
-  absl::Status decoded = DecodeJpeg(record, g.box, ow, oh, mode, /*full=*/mode == DecodeMode::kExact, &region);
+  absl::Status decoded =
+      DecodeJpeg(record, g.box, ow, oh, mode, /*full=*/mode == DecodeMode::kExact, &region);
   const auto t1 = Clock::now();
   nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
   if (!decoded.ok()) return decoded;

@@ -44,8 +44,7 @@ class SampleProcessor {
   // Writes the sample's size x size x 3 pixels to `out` (rows of size * 3 bytes). DataLoss for
   // a corrupt or unsupported image (the caller adds index and key).
   absl::Status Process(const storage::RecordView& record, uint64_t index, uint64_t epoch,
-                       uint64_t seed, const AugmentOptions& augment, DecodeMode mode,
-                       uint8_t* out);
+                       uint64_t seed, const AugmentOptions& augment, DecodeMode mode, uint8_t* out);
 
   // Decodes the whole image of `record` at full size into `rgb` (height * width * 3), through the
   // same decoder and checks Process uses: a record DecodeWhole accepts is one the loader loads
@@ -71,7 +70,8 @@ class SampleProcessor {
   // The segment path of Process for a JPEG laid out as `layout`; *used false (nothing written)
   // when the crop needs the whole image anyway.
   absl::Status ProcessSegments(const storage::RecordView& record, const RestartLayout& layout,
-                               const SampleGeometry& g, int out_w, int out_h, DecodeMode mode, uint8_t* out, bool* used);
+                               const SampleGeometry& g, int out_w, int out_h, DecodeMode mode,
+                               uint8_t* out, bool* used);
 
   RegionDecoder decoder_;
   std::vector<uint8_t> sub_;  // the last sub-JPEG

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "gtest/gtest.h"
 #include "ddpio/loader/jpeg.h"
 #include "ddpio/loader/jpeg_restart.h"
+#include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 
@@ -38,7 +38,8 @@ TEST(SampleProcessor, ExactModeIsFullDecodeThenCropAndResize) {
     std::vector<uint8_t> got(96 * 96 * 3), want(96 * 96 * 3);
     ASSERT_OK(p.Process(r.view(), index, 1, 2, o, DecodeMode::kExact, got.data()));
     SampleGeometry g = PlanSample(333, 250, o, 2, 1, index);
-    reference.Resize(pixels.data(), 333, 250, 333 * 3, 3, g.box, want.data(), 96, 96, 96 * 3, g.flip);
+    reference.Resize(pixels.data(), 333, 250, 333 * 3, 3, g.box, want.data(), 96, 96, 96 * 3,
+                     g.flip);
     ASSERT_EQ(got, want) << "index " << index;
   }
 }
@@ -50,7 +51,8 @@ TEST(SampleProcessor, FastModeIsCloseToExactAndScalesInTheDctDomain) {
   double total_diff = 0;
   int scaled = 0, samples = 0;
   for (uint64_t index = 0; index < 40; ++index) {
-    storage::Record r = JpegRecord(400 + static_cast<int>(index) * 7, 300 + static_cast<int>(index) * 3, index);
+    storage::Record r =
+        JpegRecord(400 + static_cast<int>(index) * 7, 300 + static_cast<int>(index) * 3, index);
     std::vector<uint8_t> fast(64 * 64 * 3), exact(64 * 64 * 3);
     ASSERT_OK(p.Process(r.view(), index, 0, 0, o, DecodeMode::kFast, fast.data()));
     scaled += p.last_scale_denom() > 1;
@@ -93,12 +95,13 @@ TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
     int subsampling;  // -1: MakeJpeg's smooth 4:2:0 pattern
   };
   for (const Image& im : {Image{500, 375, 1, -1}, Image{333, 250, 2, -1}, Image{640, 427, 3, -1},
-                          Image{375, 500, 4, -1}, Image{257, 193, 5, -1}, Image{500, 375, 6, TJSAMP_420},
-                          Image{333, 250, 7, TJSAMP_422}, Image{375, 500, 8, TJSAMP_440},
-                          Image{450, 300, 9, TJSAMP_444}, Image{400, 300, 10, TJSAMP_411},
-                          Image{257, 193, 11, TJSAMP_GRAY}}) {
+                          Image{375, 500, 4, -1}, Image{257, 193, 5, -1},
+                          Image{500, 375, 6, TJSAMP_420}, Image{333, 250, 7, TJSAMP_422},
+                          Image{375, 500, 8, TJSAMP_440}, Image{450, 300, 9, TJSAMP_444},
+                          Image{400, 300, 10, TJSAMP_411}, Image{257, 193, 11, TJSAMP_GRAY}}) {
     storage::Record r = JpegRecord(im.w, im.h, im.seed);
-    if (im.subsampling >= 0) r.payload = testing::MakeDetailedJpeg(im.w, im.h, im.seed, im.subsampling);
+    if (im.subsampling >= 0)
+      r.payload = testing::MakeDetailedJpeg(im.w, im.h, im.seed, im.subsampling);
     ASSERT_OK_AND_ASSIGN(r.payload, AddRestartMarkers(r.payload, 4));
     int segment_samples = 0, samples = 0;  // of this image
     for (bool train : {true, false}) {
@@ -117,7 +120,8 @@ TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
           ASSERT_OK(whole.Process(r.view(), index, epoch, 7, o, DecodeMode::kExact, want.data()));
           ASSERT_FALSE(whole.last_used_segments());
           ASSERT_EQ(got, want) << im.w << "x" << im.h << " subsampling " << im.subsampling
-                               << (train ? " train" : " eval") << " epoch " << epoch << " index " << index;
+                               << (train ? " train" : " eval") << " epoch " << epoch << " index "
+                               << index;
           segment_samples += segments.last_used_segments();
           ++samples;
         }
@@ -125,7 +129,8 @@ TEST(SampleProcessor, SegmentDecodeIsBitIdenticalToTheFullDecodeInExactMode) {
     }
     // Most crops leave segments out; a band the resampler cannot serve falls back to the whole
     // stream silently, which this catches per image (every subsampling).
-    EXPECT_GT(segment_samples, samples / 2) << im.w << "x" << im.h << " subsampling " << im.subsampling;
+    EXPECT_GT(segment_samples, samples / 2)
+        << im.w << "x" << im.h << " subsampling " << im.subsampling;
   }
 }
 
@@ -148,8 +153,10 @@ TEST(SampleProcessor, FastModeFromSegmentsIsAsCloseToExactAsFastModeFromTheWhole
     SampleProcessor segments, whole;
     whole.set_segment_decode(false);
     for (uint64_t index = 0; index < 30; ++index) {
-      std::vector<uint8_t> fast_segments(112 * 112 * 3), fast_whole(112 * 112 * 3), exact(112 * 112 * 3);
-      ASSERT_OK(segments.Process(r.view(), index, 0, 3, o, DecodeMode::kFast, fast_segments.data()));
+      std::vector<uint8_t> fast_segments(112 * 112 * 3), fast_whole(112 * 112 * 3),
+          exact(112 * 112 * 3);
+      ASSERT_OK(
+          segments.Process(r.view(), index, 0, 3, o, DecodeMode::kFast, fast_segments.data()));
       segment_samples += segments.last_used_segments();
       ASSERT_OK(whole.Process(r.view(), index, 0, 3, o, DecodeMode::kFast, fast_whole.data()));
       ASSERT_OK(whole.Process(r.view(), index, 0, 3, o, DecodeMode::kExact, exact.data()));
@@ -159,8 +166,8 @@ TEST(SampleProcessor, FastModeFromSegmentsIsAsCloseToExactAsFastModeFromTheWhole
     }
   }
   EXPECT_GT(segment_samples, samples / 2);
-  std::printf("mean |fast - exact|: %.3f from segments, %.3f from the whole stream\n", from_segments / samples,
-              from_whole / samples);
+  std::printf("mean |fast - exact|: %.3f from segments, %.3f from the whole stream\n",
+              from_segments / samples, from_whole / samples);
   EXPECT_LT(from_segments, 1.1 * from_whole);
 }
 

@@ -48,8 +48,9 @@ Pipeline::Pipeline(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 
 absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& options) {
   DDPIO_RETURN_IF_ERROR(internal::ValidatePipelineOptions(options));
-  DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
-                         comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
+  DDPIO_ASSIGN_OR_RETURN(
+      comm::GroupLayout layout,
+      comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
   if (Reads(layout, rank.rank, options)) {
     // Which dataset is there (in an object store: its manifest), not its record index yet.
     DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Peek(options.data).status());
@@ -57,13 +58,15 @@ absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& options,
-                                                          const comm::RendezvousOptions& rendezvous) {
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(
+    const PipelineOptions& options, const comm::RendezvousOptions& rendezvous) {
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   DDPIO_RETURN_IF_ERROR(Check(info, options));
   comm::RendezvousOptions ro = rendezvous;
-  if (ro.backend == comm::BackendKind::kAuto) ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, JoinJob(info, std::move(ro), options.timeout));
+  if (ro.backend == comm::BackendKind::kAuto)
+    ro.backend = comm::BackendKind::kGloo;  // the feeder moves host memory
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job,
+                         JoinJob(info, std::move(ro), options.timeout));
   absl::StatusOr<std::unique_ptr<Pipeline>> p = Open(*job, options);
   if (!p.ok()) {
     job->MarkFailed();  // leaving on an error: rank 0 must not wait for this rank at the end
@@ -73,11 +76,13 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(const PipelineOptions& 
   return p;
 }
 
-absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const PipelineOptions& options) {
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
+                                                         const PipelineOptions& options) {
   DDPIO_RETURN_IF_ERROR(internal::ValidatePipelineOptions(options));
   const comm::RankInfo& info = job.info();
-  DDPIO_ASSIGN_OR_RETURN(comm::GroupLayout layout,
-                         comm::GroupLayout::Make(info.world_size, options.group_size, options.layout));
+  DDPIO_ASSIGN_OR_RETURN(
+      comm::GroupLayout layout,
+      comm::GroupLayout::Make(info.world_size, options.group_size, options.layout));
   auto rep = std::make_unique<Rep>(std::move(layout));
   Rep& p = *rep;
   p.job = &job;
@@ -89,9 +94,10 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
   const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
   const bool host_memory = nccl && options.payload == broadcast::FeedPayload::kEncoded;
   if (nccl && info.rank == 0) {
-    DDPIO_LOG(INFO) << "group feeder: " << broadcast::FeedPayloadName(options.payload) << " payload over "
-                    << (host_memory ? "gloo in host memory (encoded records are decoded on each member's CPU)"
-                                    : "nccl in device memory (decoded batches go device to device)");
+    DDPIO_LOG(INFO)
+        << "group feeder: " << broadcast::FeedPayloadName(options.payload) << " payload over "
+        << (host_memory ? "gloo in host memory (encoded records are decoded on each member's CPU)"
+                        : "nccl in device memory (decoded batches go device to device)");
   }
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p.layout, host_memory));
   broadcast::FeederOptions feeder = internal::FeederOptionsFor(options);
@@ -100,16 +106,19 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
   // group naming it, instead of silently training on its leader's data.
   absl::Status opened = absl::OkStatus();
   if (Reads(p.layout, info.rank, options)) {
-    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader = storage::DatasetReader::Open(options.data, {});
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
+        storage::DatasetReader::Open(options.data, {});
     if (reader.ok()) {
       p.reader = *std::move(reader);
-      feeder.dataset.identity = storage::DatasetIdentity(p.reader->header(), p.reader->completion());
+      feeder.dataset.identity =
+          storage::DatasetIdentity(p.reader->header(), p.reader->completion());
     } else {
       opened = reader.status();
     }
   } else {
     // Fed by another: which dataset it names is all it needs (from an object store, one GET).
-    absl::StatusOr<storage::DatasetReader::Summary> peek = storage::DatasetReader::Peek(options.data);
+    absl::StatusOr<storage::DatasetReader::Summary> peek =
+        storage::DatasetReader::Peek(options.data);
     if (peek.ok()) {
       feeder.dataset.identity = storage::DatasetIdentity(peek->header, peek->completion);
       p.peeked_store = peek->store;
@@ -124,7 +133,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job, const P
     std::string why;
     const int devices = comm::ProbeNcclDevices().devices;
     p.cuda = loader::MakeCudaRuntime(&why, device::DeviceForRank(info.local_rank, devices));
-    if (p.cuda == nullptr) DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
+    if (p.cuda == nullptr)
+      DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
     feeder.cuda = p.cuda.get();
   }
   absl::StatusOr<std::unique_ptr<broadcast::GroupFeeder>> created =
@@ -175,7 +185,8 @@ size_t Pipeline::sample_bytes() const {
 
 const storage::DatasetReader* Pipeline::dataset() const { return rep_->reader.get(); }
 std::optional<storage::remote::RemoteCounters> Pipeline::store_counters() const {
-  if (rep_->reader != nullptr && rep_->reader->remote() != nullptr) return rep_->reader->remote()->counters();
+  if (rep_->reader != nullptr && rep_->reader->remote() != nullptr)
+    return rep_->reader->remote()->counters();
   return rep_->peeked_store;
 }
 const comm::GroupLayout& Pipeline::layout() const { return rep_->layout; }
@@ -187,7 +198,8 @@ void Pipeline::MarkFailed() { rep_->job->MarkFailed(); }
 void Pipeline::Close() {
   broadcast::GroupFeeder* f = rep_->feeder.get();
   if (f == nullptr) return;
-  rep_->closed = {f->NumBatches(), f->ResumePosition(), f->dataset_size(), f->sample_bytes(), f->counters()};
+  rep_->closed = {f->NumBatches(), f->ResumePosition(), f->dataset_size(), f->sample_bytes(),
+                  f->counters()};
   rep_->feeder.reset();
 }
 

@@ -85,7 +85,8 @@ TEST(Pipeline, APeerFailsPromptlyWhenItsLeaderCannotOpenTheDataset) {
     if (job.info().rank == 0) return absl::IsNotFound(p.status()) ? 0 : 11;
     return absl::IsDeadlineExceeded(p.status()) ? 12 : 0;
   });
-  EXPECT_EQ(codes, (std::vector<int>{0, 0})) << "10 opened, 11 leader's error, 12 the peer waited out the timeout";
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}))
+      << "10 opened, 11 leader's error, 12 the peer waited out the timeout";
 }
 
 // Started alone (no launcher): Open joins a one-rank job by itself. After Close, the pipeline
@@ -95,7 +96,9 @@ TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
   const std::string data = dir.Sub("db");
   ASSERT_OK(testing::WriteJpegDataset(data, 12, 24));
   auto codes = testing::RunForked(1, [&](int) {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) unsetenv(v);
+    for (const char* v :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+      unsetenv(v);
     auto p = Pipeline::Open(Small(data, 1));
     if (!p.ok()) return 10;
     if ((*p)->rank() != 0 || !(*p)->is_leader()) return 11;
@@ -107,11 +110,13 @@ TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
     if (!absl::IsFailedPrecondition((*p)->StartEpoch(1))) return 13;
     if (!absl::IsFailedPrecondition((*p)->Next().status())) return 14;
     if (!absl::IsFailedPrecondition((*p)->BatchesInEpoch(1).status())) return 15;
-    if ((*p)->NumBatches() != batches || (*p)->counters().records_read != records || records != 12) return 16;
+    if ((*p)->NumBatches() != batches || (*p)->counters().records_read != records || records != 12)
+      return 16;
     if ((*p)->dataset_size() != 12) return 17;
     return 0;
   });
-  EXPECT_EQ(codes[0], 0) << "10 open, 11 rank, 12 epoch, 13-15 not refused after Close, 16-17 values lost";
+  EXPECT_EQ(codes[0], 0)
+      << "10 open, 11 rank, 12 epoch, 13-15 not refused after Close, 16-17 values lost";
 }
 
 // What can be known before joining fails before joining, on the rank that knows it.
@@ -121,7 +126,8 @@ TEST(Pipeline, CheckRefusesABadLayoutAndAMissingDatasetOnReadersOnly) {
   leader.world_size = 4;
   comm::RankInfo peer = leader;
   peer.rank = 1;
-  EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("db"), 3)), kInvalidArgument);  // 4 ranks, groups of 3
+  EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("db"), 3)),
+              kInvalidArgument);  // 4 ranks, groups of 3
   EXPECT_CODE(Pipeline::Check(leader, Small(dir.Sub("missing"), 2)), kNotFound);
   EXPECT_OK(Pipeline::Check(peer, Small(dir.Sub("missing"), 2)));  // a peer never opens it
   PipelineOptions every = Small(dir.Sub("missing"), 2);

@@ -9,12 +9,16 @@
 namespace ddpio::sampler {
 
 namespace {
-constexpr EnumName<Padding> kPaddings[] = {
-    {Padding::kPad, "pad"}, {Padding::kDrop, "drop"}, {Padding::kNone, "none"}, {Padding::kMask, "mask"}};
+constexpr EnumName<Padding> kPaddings[] = {{Padding::kPad, "pad"},
+                                           {Padding::kDrop, "drop"},
+                                           {Padding::kNone, "none"},
+                                           {Padding::kMask, "mask"}};
 }  // namespace
 
 std::string PaddingName(Padding padding) { return NameOf(kPaddings, padding); }
-absl::StatusOr<Padding> ParsePadding(std::string_view name) { return ParseName(kPaddings, name, "padding"); }
+absl::StatusOr<Padding> ParsePadding(std::string_view name) {
+  return ParseName(kPaddings, name, "padding");
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -30,13 +34,15 @@ uint64_t EpochPlan::NumSteps() const { return NumSamples(0); }
 
 uint64_t EpochPlan::IndexAt(int rank, uint64_t j) const {
   // Global position in the epoch's padded list; padding wraps to the permutation's start.
-  uint64_t g = start_ + static_cast<uint64_t>(rank) + j * static_cast<uint64_t>(options_.num_replicas);
+  uint64_t g =
+      start_ + static_cast<uint64_t>(rank) + j * static_cast<uint64_t>(options_.num_replicas);
   const uint64_t n = options_.dataset_size;
   return perm_->At(g < n ? g : g % n);
 }
 
 bool EpochPlan::IsPadding(int rank, uint64_t j) const {
-  uint64_t g = start_ + static_cast<uint64_t>(rank) + j * static_cast<uint64_t>(options_.num_replicas);
+  uint64_t g =
+      start_ + static_cast<uint64_t>(rank) + j * static_cast<uint64_t>(options_.num_replicas);
   return g >= options_.dataset_size;
 }
 
@@ -63,14 +69,16 @@ uint64_t EpochPlan::ConsumedAfter(uint64_t steps) const {
 // ---------------------------------------------------------------------------------------------
 
 absl::StatusOr<DistributedSampler> DistributedSampler::Create(const SamplerOptions& options) {
-  const bool shuffled_in_memory = options.shuffle && options.permutation != PermutationKind::kFeistel;
+  const bool shuffled_in_memory =
+      options.shuffle && options.permutation != PermutationKind::kFeistel;
   const uint64_t limit = shuffled_in_memory ? kMaxMaterializedSamples : kMaxSamples;
   if (options.dataset_size > limit) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset size ", options.dataset_size, " is more than the ", limit, " samples ",
-        shuffled_in_memory ? "a shuffled permutation held in memory allows (4-8 bytes per sample); use the "
-                             "feistel permutation for datasets this large"
-                           : "the sampler supports"));
+        shuffled_in_memory
+            ? "a shuffled permutation held in memory allows (4-8 bytes per sample); use the "
+              "feistel permutation for datasets this large"
+            : "the sampler supports"));
   }
   if (options.num_replicas < 1) {
     return absl::InvalidArgumentError(
@@ -112,7 +120,8 @@ absl::StatusOr<EpochPlan> DistributedSampler::Plan(uint64_t epoch, uint64_t star
 void DistributedSampler::SetEpoch(uint64_t epoch) { epoch_ = epoch; }
 
 absl::StatusOr<EpochPlan> DistributedSampler::NextPlan(uint64_t start) {
-  if (options_.shuffle && options_.warn_repeated_epoch && last_planned_epoch_ == epoch_ && start == 0 && !warned_) {
+  if (options_.shuffle && options_.warn_repeated_epoch && last_planned_epoch_ == epoch_ &&
+      start == 0 && !warned_) {
     warned_ = true;
     DDPIO_LOG(WARNING) << "sampler: epoch " << epoch_
                        << " is being iterated again with the same shuffle; call SetEpoch(epoch) "

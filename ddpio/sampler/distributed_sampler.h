@@ -59,9 +59,9 @@ inline constexpr uint64_t kMaxSamples = uint64_t{1} << 48;
 
 struct SamplerOptions {
   uint64_t dataset_size = 0;
-  int num_replicas = 1;         // world size (or number of groups in replicate mode)
+  int num_replicas = 1;  // world size (or number of groups in replicate mode)
   bool shuffle = true;
-  uint64_t seed = 0;            // PyTorch seeds its generator with seed + epoch
+  uint64_t seed = 0;  // PyTorch seeds its generator with seed + epoch
   Padding padding = Padding::kPad;
   PermutationKind permutation = PermutationKind::kTorch;
   // Log a warning when a shuffled epoch is planned twice in a row from its start (a forgotten

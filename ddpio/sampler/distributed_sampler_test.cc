@@ -45,8 +45,8 @@ EpochPlan MakePlan(const Config& c, Padding padding) {
 }
 
 std::string Describe(const Config& c) {
-  return "n=" + std::to_string(c.n) + " R=" + std::to_string(c.world) + " seed=" +
-         std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) +
+  return "n=" + std::to_string(c.n) + " R=" + std::to_string(c.world) +
+         " seed=" + std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) +
          " shuffle=" + std::to_string(c.shuffle) + " " + PermutationKindName(c.kind);
 }
 

@@ -3,8 +3,8 @@
 #include <map>
 #include <random>
 
-#include "gtest/gtest.h"
 #include "ddpio/sampler/distributed_sampler.h"
+#include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
 namespace ddpio::sampler {
@@ -55,7 +55,8 @@ TEST(Resume, ConsumedSetIsAPrefixOfThePermutation) {
           for (uint64_t j = 0; j < k; ++j) consumed[plan.IndexAt(r, j)]++;
         }
         uint64_t p = plan.ConsumedAfter(k);
-        for (uint64_t i = 0; i < p; ++i) ASSERT_EQ(consumed.count(identity_order.IndexAt(0, i)), 1u);
+        for (uint64_t i = 0; i < p; ++i)
+          ASSERT_EQ(consumed.count(identity_order.IndexAt(0, i)), 1u);
         ASSERT_EQ(consumed.size(), p) << "n=" << n << " R=" << world << " k=" << k;
       }
     }

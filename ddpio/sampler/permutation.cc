@@ -9,9 +9,10 @@
 namespace ddpio::sampler {
 
 namespace {
-constexpr EnumName<PermutationKind> kPermutations[] = {{PermutationKind::kTorch, "torch"},
-                                                      {PermutationKind::kTorchLegacy, "torch-legacy"},
-                                                      {PermutationKind::kFeistel, "feistel"}};
+constexpr EnumName<PermutationKind> kPermutations[] = {
+    {PermutationKind::kTorch, "torch"},
+    {PermutationKind::kTorchLegacy, "torch-legacy"},
+    {PermutationKind::kFeistel, "feistel"}};
 }  // namespace
 
 std::string PermutationKindName(PermutationKind kind) { return NameOf(kPermutations, kind); }

@@ -20,14 +20,15 @@ bool IsPermutation(const Permutation& p) {
 }
 
 TEST(Permutation, EveryKindIsABijectionForAwkwardSizes) {
-  for (PermutationKind kind : {PermutationKind::kTorch, PermutationKind::kTorchLegacy,
-                               PermutationKind::kFeistel}) {
+  for (PermutationKind kind :
+       {PermutationKind::kTorch, PermutationKind::kTorchLegacy, PermutationKind::kFeistel}) {
     for (uint64_t n : {0ull, 1ull, 2ull, 3ull, 7ull, 8ull, 9ull, 255ull, 256ull, 257ull, 1000ull,
                        4097ull, 65537ull}) {
       for (uint64_t seed : {0ull, 1ull, 12345ull}) {
         Permutation p = Permutation::Make(n, seed, true, kind);
         ASSERT_EQ(p.size(), n);
-        EXPECT_TRUE(IsPermutation(p)) << PermutationKindName(kind) << " n=" << n << " seed=" << seed;
+        EXPECT_TRUE(IsPermutation(p))
+            << PermutationKindName(kind) << " n=" << n << " seed=" << seed;
       }
     }
   }
@@ -35,13 +36,14 @@ TEST(Permutation, EveryKindIsABijectionForAwkwardSizes) {
 
 TEST(Permutation, SeedsChangeTheOrderAndShuffleOffIsIdentity) {
   for (PermutationKind kind : {PermutationKind::kTorch, PermutationKind::kFeistel}) {
-    Permutation a = Permutation::Make(1000, 5, true, kind), b = Permutation::Make(1000, 6, true, kind);
+    Permutation a = Permutation::Make(1000, 5, true, kind),
+                b = Permutation::Make(1000, 6, true, kind);
     int same = 0, fixed = 0;
     for (uint64_t i = 0; i < 1000; ++i) {
       same += a.At(i) == b.At(i);
       fixed += a.At(i) == i;
     }
-    EXPECT_LT(same, 20) << PermutationKindName(kind);   // ~1 expected by chance
+    EXPECT_LT(same, 20) << PermutationKindName(kind);  // ~1 expected by chance
     EXPECT_LT(fixed, 20) << PermutationKindName(kind);
     Permutation id = Permutation::Make(1000, 5, false, kind);
     for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(id.At(i), i);
@@ -52,7 +54,7 @@ TEST(Permutation, CompactStorage) {
   EXPECT_EQ(Permutation::Make(1281167, 0, true, PermutationKind::kTorch).memory_bytes(),
             1281167u * 4);  // 4 bytes per sample
   EXPECT_EQ(Permutation::Make(uint64_t{1} << 40, 0, true, PermutationKind::kFeistel).memory_bytes(),
-            0u);            // O(1): 2^40 samples
+            0u);  // O(1): 2^40 samples
   Permutation huge = Permutation::Make(uint64_t{1} << 40, 3, true, PermutationKind::kFeistel);
   std::set<uint64_t> some;
   for (uint64_t i = 0; i < 10000; ++i) {

@@ -1,11 +1,10 @@
 // Every reference vector written by a real torch.utils.data.DistributedSampler run
 // (tests/data/torch_sampler_vectors.json, from PyTorch 1.13) must match.
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
-#include "gtest/gtest.h"
 #include "ddpio/sampler/distributed_sampler.h"
+#include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
 namespace ddpio::sampler {

@@ -1,17 +1,15 @@
 #include "ddpio/storage/dataset_info.h"
 
 #include <algorithm>
-#include <random>
-
-#include "ddpio/storage/internal/json_fields.h"
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/internal/json_fields.h"
 
 namespace ddpio::storage {
 
@@ -21,16 +19,20 @@ std::string EncodeHeader(const DatasetHeader& h) {
   json j = {{"format", kFormatName},
             {"format_version", h.format_version},
             {"classes", h.classes},
-            {"source", {{"kind", h.source_kind},
-                        {"path", h.source_path},
-                        {"fingerprint", h.source_fingerprint},
-                        {"files", h.source_files}}},
+            {"source",
+             {{"kind", h.source_kind},
+              {"path", h.source_path},
+              {"fingerprint", h.source_fingerprint},
+              {"files", h.source_files}}},
             {"tool_version", h.tool_version}};
   if (!h.id.empty()) j["id"] = h.id;
   if (h.shard_count > 0) {
-    j["shard"] = {{"index", h.shard_index}, {"count", h.shard_count}, {"dataset_fingerprint", h.dataset_fingerprint}};
+    j["shard"] = {{"index", h.shard_index},
+                  {"count", h.shard_count},
+                  {"dataset_fingerprint", h.dataset_fingerprint}};
   }
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
+  return j.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
 }
 
 absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
@@ -40,17 +42,17 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
   }
   try {
     if (j.at("format").get<std::string>() != kFormatName) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "not a ddpio dataset: format is '", j.at("format").get<std::string>(), "'"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("not a ddpio dataset: format is '", j.at("format").get<std::string>(), "'"));
     }
     DatasetHeader h;
     if (!internal::GetInt(j, "format_version", &h.format_version)) {
       return absl::DataLossError("dataset metadata: format_version is not an integer");
     }
     if (h.format_version < kFormatVersion || h.format_version > kMaxFormatVersion) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("unsupported dataset format version ", h.format_version,
-                       " (this build of ddpio reads versions ", kFormatVersion, " to ", kMaxFormatVersion, ")"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "unsupported dataset format version ", h.format_version,
+          " (this build of ddpio reads versions ", kFormatVersion, " to ", kMaxFormatVersion, ")"));
     }
     h.classes = j.at("classes").get<std::vector<std::string>>();
     const json& s = j.at("source");
@@ -64,9 +66,11 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
     if (j.contains("id")) h.id = j.at("id").get<std::string>();
     if (j.contains("shard")) {
       const json& sh = j.at("shard");
-      if (!internal::GetU64(sh, "index", &h.shard_index) || !internal::GetU64(sh, "count", &h.shard_count) ||
-          h.shard_count == 0 || h.shard_index >= h.shard_count) {
-        return absl::DataLossError("dataset metadata: the shard's index and count are not a place in a dataset");
+      if (!internal::GetU64(sh, "index", &h.shard_index) ||
+          !internal::GetU64(sh, "count", &h.shard_count) || h.shard_count == 0 ||
+          h.shard_index >= h.shard_count) {
+        return absl::DataLossError(
+            "dataset metadata: the shard's index and count are not a place in a dataset");
       }
       h.dataset_fingerprint = sh.at("dataset_fingerprint").get<std::string>();
     }
@@ -77,10 +81,10 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
 }
 
 std::string EncodeCompletion(const DatasetCompletion& c) {
-  json j = {{"sample_count", c.sample_count},
-            {"payload_bytes", c.payload_bytes},
-            {"skipped", c.skipped}};
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
+  json j = {
+      {"sample_count", c.sample_count}, {"payload_bytes", c.payload_bytes}, {"skipped", c.skipped}};
+  return j.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
 }
 
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
@@ -90,9 +94,11 @@ absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
   }
   try {
     DatasetCompletion c;
-    if (!internal::GetU64(j, "sample_count", &c.sample_count) || !internal::GetU64(j, "payload_bytes", &c.payload_bytes) ||
+    if (!internal::GetU64(j, "sample_count", &c.sample_count) ||
+        !internal::GetU64(j, "payload_bytes", &c.payload_bytes) ||
         !internal::GetU64(j, "skipped", &c.skipped)) {
-      return absl::DataLossError("completion marker is malformed: counts must be non-negative integers");
+      return absl::DataLossError(
+          "completion marker is malformed: counts must be non-negative integers");
     }
     return c;
   } catch (const json::exception& e) {
@@ -106,38 +112,39 @@ IndexKey EncodeIndexKey(uint64_t index) {
   return key;
 }
 
-uint64_t DecodeIndexKey(const uint8_t* key8) {
-  return DecodeBigEndian64(key8);
-}
+uint64_t DecodeIndexKey(const uint8_t* key8) { return DecodeBigEndian64(key8); }
 
 std::string IndexKeyHex(uint64_t index) { return absl::StrFormat("%016x", index); }
 
-absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::vector<std::string>& val) {
+absl::Status CheckSameClasses(const std::vector<std::string>& train,
+                              const std::vector<std::string>& val) {
   const size_t n = std::min(train.size(), val.size());
   for (size_t i = 0; i < n; ++i) {
     if (train[i] != val[i]) {
-      return WithSetting(
-          absl::InvalidArgumentError(absl::StrCat(
-              "the validation set's classes differ from the training set's: label ", i, " is '", val[i],
-              "' in the validation set but '", train[i], "' in the training set (convert the validation set with "
-              "the training set's class folders, or with a validation labels file (val_labels), so labels mean "
-              "the same classes)")),
-          "val_labels");
+      return WithSetting(absl::InvalidArgumentError(absl::StrCat(
+                             "the validation set's classes differ from the training set's: label ",
+                             i, " is '", val[i], "' in the validation set but '", train[i],
+                             "' in the training set (convert the validation set with "
+                             "the training set's class folders, or with a validation labels file "
+                             "(val_labels), so labels mean "
+                             "the same classes)")),
+                         "val_labels");
     }
   }
   if (train.size() != val.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the validation set has ", val.size(), " classes and the training set ", train.size(), "; the first ", n,
-        " agree, then ", val.size() > n ? absl::StrCat("the validation set names '", val[n], "'")
-                                        : absl::StrCat("the training set names '", train[n], "'"),
-        " (both must list the same classes in the same order)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the validation set has ", val.size(), " classes and the training set ",
+                     train.size(), "; the first ", n, " agree, then ",
+                     val.size() > n ? absl::StrCat("the validation set names '", val[n], "'")
+                                    : absl::StrCat("the training set names '", train[n], "'"),
+                     " (both must list the same classes in the same order)"));
   }
   return absl::OkStatus();
 }
 
 uint64_t RecordSalt(const DatasetHeader& header) {
-  return Fnv1a64(absl::StrCat(kFormatName, "|", header.id, "|", header.source_fingerprint, "|", header.shard_index,
-                              "/", header.shard_count));
+  return Fnv1a64(absl::StrCat(kFormatName, "|", header.id, "|", header.source_fingerprint, "|",
+                              header.shard_index, "/", header.shard_count));
 }
 
 std::string NewDatasetId() {
@@ -155,13 +162,15 @@ std::string RecordProtection(const DatasetHeader& header) {
 }
 
 std::string ContentDigest(const DatasetHeader& header, const DatasetCompletion& completion) {
-  const uint64_t digest = Fnv1a64(EncodeCompletion(completion), Fnv1a64(EncodeHeader(header) + "\n"));
+  const uint64_t digest =
+      Fnv1a64(EncodeCompletion(completion), Fnv1a64(EncodeHeader(header) + "\n"));
   return absl::StrCat(absl::Hex(digest, absl::kZeroPad16));
 }
 
 std::string DatasetIdentity(const DatasetHeader& header, const DatasetCompletion& completion) {
-  return absl::StrCat(kFormatName, " v", header.format_version, ", ", completion.sample_count, " records, ",
-                      header.classes.size(), " classes, digest ", ContentDigest(header, completion));
+  return absl::StrCat(kFormatName, " v", header.format_version, ", ", completion.sample_count,
+                      " records, ", header.classes.size(), " classes, digest ",
+                      ContentDigest(header, completion));
 }
 
 }  // namespace ddpio::storage

@@ -94,7 +94,8 @@ std::string ContentDigest(const DatasetHeader& header, const DatasetCompletion& 
 // OK when `val` names the same classes as `train`, in the same order (labels mean the same
 // thing); otherwise InvalidArgument naming the first label that differs, or the counts, and how
 // to convert the validation set so it matches.
-absl::Status CheckSameClasses(const std::vector<std::string>& train, const std::vector<std::string>& val);
+absl::Status CheckSameClasses(const std::vector<std::string>& train,
+                              const std::vector<std::string>& val);
 
 // Sample keys: the index as 8 big-endian bytes.
 using IndexKey = std::array<uint8_t, 8>;

@@ -44,10 +44,11 @@ TEST(DatasetInfo, CompletionRoundTrip) {
 // Found by the dataset_meta fuzz target: a number too large for the field was cast silently
 // (undefined behaviour); negative, fractional and huge counts are DataLoss now.
 TEST(DatasetInfo, CountsThatDoNotFitAreDataLoss) {
-  for (const char* text : {R"({"payload_bytes":3444444444444444444444444444242,"sample_count":4,"skipped":1})",
-                           R"({"payload_bytes":1,"sample_count":-4,"skipped":1})",
-                           R"({"payload_bytes":1,"sample_count":4.5,"skipped":1})",
-                           R"({"payload_bytes":1,"sample_count":"4","skipped":1})"}) {
+  for (const char* text :
+       {R"({"payload_bytes":3444444444444444444444444444242,"sample_count":4,"skipped":1})",
+        R"({"payload_bytes":1,"sample_count":-4,"skipped":1})",
+        R"({"payload_bytes":1,"sample_count":4.5,"skipped":1})",
+        R"({"payload_bytes":1,"sample_count":"4","skipped":1})"}) {
     EXPECT_CODE(DecodeCompletion(text), kDataLoss) << text;
   }
   DatasetHeader h;
@@ -74,7 +75,9 @@ TEST(DatasetInfo, ClassesMustMatchInNameAndOrder) {
   EXPECT_OK(CheckSameClasses({"a", "b"}, {"a", "b"}));
   absl::Status swapped = CheckSameClasses({"a", "b"}, {"b", "a"});
   EXPECT_CODE(swapped, kInvalidArgument);
-  EXPECT_NE(swapped.message().find("label 0 is 'b' in the validation set but 'a'"), absl::string_view::npos) << swapped;
+  EXPECT_NE(swapped.message().find("label 0 is 'b' in the validation set but 'a'"),
+            absl::string_view::npos)
+      << swapped;
   absl::Status fewer = CheckSameClasses({"a", "b", "c"}, {"a", "b"});
   EXPECT_CODE(fewer, kInvalidArgument);
   EXPECT_NE(fewer.message().find("the training set names 'c'"), absl::string_view::npos) << fewer;

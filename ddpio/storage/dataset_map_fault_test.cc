@@ -84,7 +84,8 @@ TEST(DatasetMapFault, ATruncatedFileUnderAnOpenReaderIsDataLossAndStaysSo) {
   for (uint64_t i = 0; i < kRecords; i += 37) {
     absl::StatusOr<Record> copy = reader->ReadCopy(i);
     ASSERT_EQ(copy.status().code(), absl::StatusCode::kDataLoss) << i;
-    EXPECT_THAT(Message(copy.status()), HasSubstr("truncated or replaced under the running process"));
+    EXPECT_THAT(Message(copy.status()),
+                HasSubstr("truncated or replaced under the running process"));
   }
 }
 
@@ -124,7 +125,8 @@ TEST(DatasetMapFault, APagePastTheEndOfAWholeFileIsCorruptionNotTruncation) {
     size_t mapped = 0;
     ASSERT_TRUE(internal::FindFileMapping(st.st_dev, st.st_ino, &base, &mapped));
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t past_end = (static_cast<size_t>(st.st_size) + page - 1) / page * page + 3 * page + 8;
+    const size_t past_end =
+        (static_cast<size_t>(st.st_size) + page - 1) / page * page + 3 * page + 8;
     ASSERT_LT(past_end, mapped) << "the map ends with the file: nothing past its end to read";
     EXPECT_EQ(*(static_cast<const volatile uint8_t*>(base) + past_end), 0);  // a SIGBUS, handled
 
@@ -135,7 +137,8 @@ TEST(DatasetMapFault, APagePastTheEndOfAWholeFileIsCorruptionNotTruncation) {
     EXPECT_THAT(m, HasSubstr(file));
     EXPECT_THAT(m, HasSubstr("record 5 (key " + IndexKeyHex(5) + ")"));
     EXPECT_THAT(m, HasSubstr("bus error at byte " + std::to_string(past_end) + ")"));
-    EXPECT_THAT(m, HasSubstr("LMDB followed a page past the end of the file (" + std::to_string(st.st_size) +
+    EXPECT_THAT(m, HasSubstr("LMDB followed a page past the end of the file (" +
+                             std::to_string(st.st_size) +
                              " bytes): the file is corrupt (e.g. pages overwritten or swapped)"));
     EXPECT_THAT(m, HasSubstr("`ddpio inspect --verify` checks every record"));
     EXPECT_THAT(m, Not(HasSubstr("truncated")));
@@ -162,8 +165,10 @@ TEST(DatasetMapFault, AShardCutShortIsNamedAndTheOtherShardsStillRead) {
   const std::string sharded = dir.Sub("sharded");
   std::filesystem::create_directories(sharded);
   const uint64_t half = kRecords / 2;
-  ASSERT_OK(testing::WriteRecords(sharded + "/" + ShardName(0, 2), {all.begin(), all.begin() + half}, 7));
-  ASSERT_OK(testing::WriteRecords(sharded + "/" + ShardName(1, 2), {all.begin() + half, all.end()}, 7));
+  ASSERT_OK(
+      testing::WriteRecords(sharded + "/" + ShardName(0, 2), {all.begin(), all.begin() + half}, 7));
+  ASSERT_OK(
+      testing::WriteRecords(sharded + "/" + ShardName(1, 2), {all.begin() + half, all.end()}, 7));
   std::ofstream(sharded + "/" + kShardManifest)
       << EncodeShardManifest({"fp", {{ShardName(0, 2), half}, {ShardName(1, 2), kRecords - half}}});
 

@@ -5,14 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -22,10 +22,10 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/lmdb_check.h"
-#include "ddpio/storage/shards.h"
 #include "ddpio/storage/internal/lmdb_util.h"
 #include "ddpio/storage/internal/map_guard.h"
 #include "ddpio/storage/s3/s3_config.h"
+#include "ddpio/storage/shards.h"
 
 namespace ddpio::storage {
 
@@ -68,34 +68,38 @@ struct SharedEnv {
 std::string MapFaultCause(const SharedEnv& env, uint64_t offset) {
   int fd = -1;
   struct stat now;
-  const bool have_size = mdb_env_get_fd(env.env.get(), &fd) == MDB_SUCCESS && ::fstat(fd, &now) == 0;
+  const bool have_size =
+      mdb_env_get_fd(env.env.get(), &fd) == MDB_SUCCESS && ::fstat(fd, &now) == 0;
   const uint64_t bytes = have_size ? static_cast<uint64_t>(now.st_size) : 0;
   if (have_size && bytes < env.opened_bytes) {
-    return absl::StrCat("the file was truncated or replaced under the running process (", bytes, " bytes now, ",
-                        env.opened_bytes, " when it was opened)");
+    return absl::StrCat("the file was truncated or replaced under the running process (", bytes,
+                        " bytes now, ", env.opened_bytes, " when it was opened)");
   }
   struct stat named;
   if (::stat(env.data_file.c_str(), &named) != 0 || named.st_dev != env.opened_dev ||
       named.st_ino != env.opened_ino) {
-    return "the file was truncated or replaced under the running process (its path names another file now, or none)";
+    return "the file was truncated or replaced under the running process (its path names another "
+           "file now, or none)";
   }
   if (!have_size || offset >= bytes) {
     return absl::StrCat("LMDB followed a page past the end of the file (", bytes,
                         " bytes): the file is corrupt (e.g. pages overwritten or swapped)");
   }
   // Inside a file that is whole: the kernel could not read the page.
-  return "the file is whole but reading the page failed: its storage failed (an I/O error; the kernel log may "
+  return "the file is whole but reading the page failed: its storage failed (an I/O error; the "
+         "kernel log may "
          "say more)";
 }
 
 // Cold: after a fault only.
 absl::Status MapFaultError(const SharedEnv& env, uint64_t offset, const std::string& what) {
   std::call_once(env.cause_once, [&] { env.cause = MapFaultCause(env, offset); });
-  return absl::DataLossError(absl::StrCat(
-      what, what.empty() ? "" : ": ", "dataset file ", env.data_file,
-      " became unreadable while mapped (bus error at byte ", offset, "): ", env.cause,
-      ". Every later read of it in this process fails too; check the file (`ddpio inspect --verify` checks every "
-      "record), restore it and restart"));
+  return absl::DataLossError(
+      absl::StrCat(what, what.empty() ? "" : ": ", "dataset file ", env.data_file,
+                   " became unreadable while mapped (bus error at byte ", offset, "): ", env.cause,
+                   ". Every later read of it in this process fails too; check the file (`ddpio "
+                   "inspect --verify` checks every "
+                   "record), restore it and restart"));
 }
 
 // OK unless a bus error has hit env's map; then DataLoss as MapFaultError. `what` is built only
@@ -138,8 +142,8 @@ std::map<EnvKey, std::weak_ptr<internal::SharedEnv>>& Envs() {
 // Whether `dir` holds a "shard-..." folder (a sharded conversion's output).
 bool HasShardFolders(const std::string& dir) {
   std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     if (it->path().filename().string().rfind("shard-", 0) == 0) return true;
   }
   return false;
@@ -151,7 +155,8 @@ absl::StatusOr<internal::EnvPtr> OpenEnvWithFlags(const std::string& path, unsig
   DDPIO_RETURN_IF_ERROR(LmdbError(mdb_env_create(&raw), "mdb_env_create"));
   internal::EnvPtr env(raw);
   DDPIO_RETURN_IF_ERROR(LmdbError(mdb_env_set_maxdbs(raw, 4), "mdb_env_set_maxdbs"));
-  DDPIO_RETURN_IF_ERROR(LmdbError(mdb_env_set_maxreaders(raw, max_readers), "mdb_env_set_maxreaders"));
+  DDPIO_RETURN_IF_ERROR(
+      LmdbError(mdb_env_set_maxreaders(raw, max_readers), "mdb_env_set_maxreaders"));
   *rc_out = mdb_env_open(raw, path.c_str(), flags, 0444);
   if (*rc_out != MDB_SUCCESS) return LmdbError(*rc_out, absl::StrCat("opening dataset ", path));
   return env;
@@ -169,7 +174,8 @@ absl::StatusOr<std::optional<std::string>> GetMeta(const internal::SharedEnv& en
     if (st.ok()) value.emplace(static_cast<const char*>(v.mv_data), v.mv_size);
   }
   // A fault while LMDB looked or the value was copied: zeros, whatever LMDB made of them.
-  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(env, [&] { return absl::StrCat("reading metadata '", key, "'"); }));
+  DDPIO_RETURN_IF_ERROR(
+      internal::CheckMapped(env, [&] { return absl::StrCat("reading metadata '", key, "'"); }));
   if (!st.ok()) return st;
   return value;
 }
@@ -186,11 +192,12 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
     data_file = path + "/data.mdb";
     if (::stat(data_file.c_str(), &st) != 0) {
       if (HasShardFolders(path)) {
-        return WithSetting(absl::FailedPreconditionError(absl::StrCat(
-                               "dataset ", path, " holds shards but no ", kShardManifest,
-                               ": its sharded conversion was interrupted (resume it, from the same source, to "
-                               "finish it)")),
-                           "resume_conversion");
+        return WithSetting(
+            absl::FailedPreconditionError(absl::StrCat(
+                "dataset ", path, " holds shards but no ", kShardManifest,
+                ": its sharded conversion was interrupted (resume it, from the same source, to "
+                "finish it)")),
+            "resume_conversion");
       }
       return absl::NotFoundError(
           absl::StrCat("dataset ", path, " is a directory without data.mdb: not an LMDB dataset"));
@@ -210,10 +217,12 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
     unsigned want = flags & ~MDB_NOLOCK, have = existing->flags & ~MDB_NOLOCK;
     if (want != have) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "dataset ", path, " is already open in this process with other reader options "
+          "dataset ", path,
+          " is already open in this process with other reader options "
           "(LMDB allows one environment per process; open it once and share the reader)"));
     }
-    DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*existing, [&] { return absl::StrCat("opening ", path); }));
+    DDPIO_RETURN_IF_ERROR(
+        internal::CheckMapped(*existing, [&] { return absl::StrCat("opening ", path); }));
     return existing;
   }
   auto shared = std::make_shared<internal::SharedEnv>();
@@ -237,7 +246,8 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   shared->opened_ino = st.st_ino;
   shared->opened_bytes = static_cast<uint64_t>(st.st_size);
   int fd = -1;
-  struct stat mapped_file;  // the file LMDB opened, should data_file have changed since the stat above
+  struct stat
+      mapped_file;  // the file LMDB opened, should data_file have changed since the stat above
   if (mdb_env_get_fd(shared->env.get(), &fd) == MDB_SUCCESS && ::fstat(fd, &mapped_file) == 0) {
     shared->opened_dev = mapped_file.st_dev;
     shared->opened_ino = mapped_file.st_ino;
@@ -251,15 +261,18 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
     shared->map_end = shared->map_begin + std::min<uint64_t>(layout.needed_bytes, mapped);
     shared->fault = internal::GuardMappedRegion(map, mapped, data_file);
   } else {
-    DDPIO_LOG(WARNING) << "dataset " << path << ": cannot find its memory map in /proc/self/maps; reading it "
+    DDPIO_LOG(WARNING) << "dataset " << path
+                       << ": cannot find its memory map in /proc/self/maps; reading it "
                        << "without the bounds and bus-error guards";
   }
 
   Txn txn;
   DDPIO_RETURN_IF_ERROR(txn.Begin(shared->env.get(), MDB_RDONLY, absl::StrCat("opening ", path)));
-  for (auto [name, dbi] : {std::pair{kSamplesDb, &shared->samples}, std::pair{kMetaDb, &shared->meta}}) {
+  for (auto [name, dbi] :
+       {std::pair{kSamplesDb, &shared->samples}, std::pair{kMetaDb, &shared->meta}}) {
     int drc = mdb_dbi_open(txn.get(), name, 0, dbi);
-    DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*shared, [&] { return absl::StrCat("opening ", path); }));
+    DDPIO_RETURN_IF_ERROR(
+        internal::CheckMapped(*shared, [&] { return absl::StrCat("opening ", path); }));
     if (drc == MDB_NOTFOUND) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, " is an LMDB database but not a ddpio dataset (no '", name,
@@ -304,8 +317,10 @@ std::string RecordName(uint64_t index, const std::string& path) {
 // the index within the shard.
 absl::StatusOr<ReadTxn*> DatasetReader::ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard,
                                                  uint64_t* local) const {
-  const size_t k = static_cast<size_t>(std::upper_bound(shard_starts_.begin(), shard_starts_.end(), index) -
-                                       shard_starts_.begin()) - 1;
+  const size_t k =
+      static_cast<size_t>(std::upper_bound(shard_starts_.begin(), shard_starts_.end(), index) -
+                          shard_starts_.begin()) -
+      1;
   *shard = k;
   if (!impl.shards[k].has_value()) {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, shards_[k]->BeginRead());
@@ -339,7 +354,8 @@ void ReadTxn::Reset() {
   }
 }
 
-absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t>* stored, RecordBinding* binding) {
+absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t>* stored,
+                                        RecordBinding* binding) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Get on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (index >= reader.size()) {
@@ -351,7 +367,8 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
     uint64_t local = 0;
     DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
     absl::StatusOr<RecordView> view = shard->Get(local, stored, binding);
-    if (!view.ok()) return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
+    if (!view.ok())
+      return Annotate(view.status(), absl::StrCat("record ", index, " of ", reader.path()));
     return view;
   }
   if (impl_->remote != nullptr) return GetRemote(index, stored, binding);
@@ -369,8 +386,8 @@ absl::StatusOr<RecordView> ReadTxn::Get(uint64_t index, absl::Span<const uint8_t
   absl::Status st;
   RecordView view;
   if (rc == MDB_NOTFOUND) {
-    st = absl::DataLossError(absl::StrCat("record ", index, " (key ", IndexKeyHex(index), ") is missing from ",
-                                          reader.path()));
+    st = absl::DataLossError(absl::StrCat("record ", index, " (key ", IndexKeyHex(index),
+                                          ") is missing from ", reader.path()));
   } else if (rc != MDB_SUCCESS) {
     st = LmdbError(rc, absl::StrCat("reading ", name()));
   } else {
@@ -414,8 +431,8 @@ absl::StatusOr<RecordView> ReadTxn::GetRemote(uint64_t index, absl::Span<const u
     if (!bytes.ok()) return Annotate(bytes.status(), RecordName(index, path));
     st = DecodeRecord(bytes_of(**bytes), true, &view, &bound);
     if (!st.ok()) {
-      return Annotate(st, absl::StrCat(RecordName(index, path), ", as stored at ", remote.Where(index),
-                                       " (fetched twice)"));
+      return Annotate(st, absl::StrCat(RecordName(index, path), ", as stored at ",
+                                       remote.Where(index), " (fetched twice)"));
     }
   }
   if (!st.ok()) return Annotate(st, RecordName(index, path));
@@ -428,8 +445,9 @@ absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBin
   if (impl_ == nullptr) return absl::FailedPreconditionError("Locate on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (impl_->remote != nullptr) {
-    return absl::UnimplementedError(absl::StrCat(reader.path(), " is in an object store: its records are located "
-                                                                "by its own index"));
+    return absl::UnimplementedError(absl::StrCat(reader.path(),
+                                                 " is in an object store: its records are located "
+                                                 "by its own index"));
   }
   if (!impl_->shards.empty()) {
     if (index >= reader.size()) return Get(index).status();  // the range error
@@ -437,15 +455,18 @@ absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBin
     uint64_t local = 0;
     DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
     absl::StatusOr<remote::RecordLocation> where = shard->Locate(local, binding);
-    if (!where.ok()) return Annotate(where.status(), absl::StrCat("record ", index, " of ", reader.path()));
+    if (!where.ok())
+      return Annotate(where.status(), absl::StrCat("record ", index, " of ", reader.path()));
     where->file = static_cast<uint32_t>(k);
     return where;
   }
   absl::Span<const uint8_t> stored;
   DDPIO_RETURN_IF_ERROR(Get(index, &stored, binding).status());
   const auto* base = reinterpret_cast<const uint8_t*>(impl_->env->map_begin);
-  if (stored.data() < base || static_cast<uint64_t>(stored.data() - base) + stored.size() > reader.file_bytes()) {
-    return absl::DataLossError(absl::StrCat(RecordName(index, reader.path()), " lies outside its file"));
+  if (stored.data() < base ||
+      static_cast<uint64_t>(stored.data() - base) + stored.size() > reader.file_bytes()) {
+    return absl::DataLossError(
+        absl::StrCat(RecordName(index, reader.path()), " lies outside its file"));
   }
   remote::RecordLocation where;
   where.offset = static_cast<uint64_t>(stored.data() - base);
@@ -454,7 +475,7 @@ absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBin
 }
 
 absl::Status ReadTxn::CheckMapped() const {
-  if (impl_ == nullptr) return absl::OkStatus();  // nothing read, nothing to check
+  if (impl_ == nullptr) return absl::OkStatus();          // nothing read, nothing to check
   if (impl_->remote != nullptr) return absl::OkStatus();  // nothing mapped
   if (!impl_->shards.empty()) {
     for (size_t k : impl_->touched) DDPIO_RETURN_IF_ERROR(impl_->shards[k]->CheckMapped());
@@ -470,8 +491,8 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   if (impl_->remote != nullptr) {
     for (uint64_t index : indices) {
       if (index >= reader.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ", reader.size(),
-                                                       ") of ", reader.path()));
+        return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ",
+                                                       reader.size(), ") of ", reader.path()));
       }
     }
     return impl_->remote->Prefetch(indices);
@@ -504,9 +525,11 @@ absl::StatusOr<uint64_t> ReadTxn::Prefetch(absl::Span<const uint64_t> indices) {
   uint64_t hinted = 0;
   for (size_t i = 0; i < ranges.size();) {
     auto [begin, end] = ranges[i];
-    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i)
+      end = std::max(end, ranges[i].second);
     // Advice only: a failure costs speed, never correctness, so it is not an error.
-    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED) == 0) hinted += end - begin;
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED) == 0)
+      hinted += end - begin;
   }
   return hinted;
 }
@@ -516,8 +539,8 @@ absl::StatusOr<uint64_t> ReadTxn::PrefetchShards(absl::Span<const uint64_t> indi
   std::vector<std::vector<uint64_t>> per_shard(impl_->shards.size());
   for (uint64_t index : indices) {
     if (index >= reader.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ", reader.size(),
-                                                     ") of ", reader.path()));
+      return absl::InvalidArgumentError(absl::StrCat("record index ", index, " out of range [0, ",
+                                                     reader.size(), ") of ", reader.path()));
     }
     size_t shard = 0;
     uint64_t local = 0;
@@ -545,7 +568,8 @@ bool DatasetReader::no_lock() const {
 std::vector<DatasetReader::DataFile> DatasetReader::data_files() const {
   if (remote_ != nullptr) {
     std::vector<DataFile> files;
-    for (const remote::RemoteFile& f : remote_->manifest().files) files.push_back({path_ + "/" + f.object, f.bytes});
+    for (const remote::RemoteFile& f : remote_->manifest().files)
+      files.push_back({path_ + "/" + f.object, f.bytes});
     return files;
   }
   if (shards_.empty()) return {{data_file_, file_bytes_}};
@@ -589,7 +613,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   DDPIO_ASSIGN_OR_RETURN(auto complete_text, GetMeta(*reader->env_, txn.get(), kCompleteKey));
   if (!complete_text.has_value()) {
     return WithSetting(absl::FailedPreconditionError(absl::StrCat(
-                           "dataset ", path, " is incomplete: its conversion was interrupted or is still running "
+                           "dataset ", path,
+                           " is incomplete: its conversion was interrupted or is still running "
                            "(resume the conversion, from the same source, to finish it)")),
                        "resume_conversion");
   }
@@ -598,7 +623,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   reader->completion_ = *completion;
   MDB_stat ms;
   const int rc = mdb_stat(txn.get(), reader->env_->samples, &ms);
-  DDPIO_RETURN_IF_ERROR(internal::CheckMapped(*reader->env_, [&] { return absl::StrCat("opening ", path); }));
+  DDPIO_RETURN_IF_ERROR(
+      internal::CheckMapped(*reader->env_, [&] { return absl::StrCat("opening ", path); }));
   DDPIO_RETURN_IF_ERROR(LmdbError(rc, "mdb_stat"));
   if (ms.ms_entries != reader->completion_.sample_count) {
     return absl::DataLossError(absl::StrCat("dataset ", path, " holds ", ms.ms_entries,
@@ -608,8 +634,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   return reader;
 }
 
-absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(const std::string& url,
-                                                                         const ReaderOptions& options) {
+absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
+    const std::string& url, const ReaderOptions& options) {
   const Environment env = CurrentEnvironment();
   DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
   remote::RemoteOptions ro = options.remote;
@@ -618,14 +644,16 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(const s
   if (const std::string gib = EnvValue(env, "DDPIO_S3_CACHE_GB"); !gib.empty()) {
     double v = 0;
     if (!absl::SimpleAtod(gib, &v) || !(v > 0) || v > 1e6) {
-      return absl::InvalidArgumentError(absl::StrCat("DDPIO_S3_CACHE_GB=", gib, " is not a size in GiB (> 0)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DDPIO_S3_CACHE_GB=", gib, " is not a size in GiB (> 0)"));
     }
     ro.cache_bytes = static_cast<uint64_t>(v * (1 << 30));
   }
   if (const std::string kib = EnvValue(env, "DDPIO_S3_COALESCE_KB"); !kib.empty()) {
     uint64_t v = 0;
     if (!absl::SimpleAtoi(kib, &v) || v > (uint64_t{1} << 20)) {
-      return absl::InvalidArgumentError(absl::StrCat("DDPIO_S3_COALESCE_KB=", kib, " is not a size in KiB"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DDPIO_S3_COALESCE_KB=", kib, " is not a size in KiB"));
     }
     ro.coalesce_gap = v << 10;
   }
@@ -635,16 +663,18 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(const s
   reader->options_ = options;
   reader->header_ = reader->remote_->manifest().header;
   reader->completion_ = reader->remote_->manifest().completion;
-  for (const remote::RemoteFile& f : reader->remote_->manifest().files) reader->file_bytes_ += f.bytes;
+  for (const remote::RemoteFile& f : reader->remote_->manifest().files)
+    reader->file_bytes_ += f.bytes;
   return reader;
 }
 
-absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& path, const ReaderOptions& options) {
+absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& path,
+                                                           const ReaderOptions& options) {
   if (s3::IsS3Url(path)) {
     DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
     remote::RemoteCounters counters;
-    DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m,
-                           remote::RemoteDataset::ReadManifest(path, config, options.remote, &counters));
+    DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m, remote::RemoteDataset::ReadManifest(
+                                                         path, config, options.remote, &counters));
     return Summary{std::move(m.header), m.completion, counters};
   }
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<DatasetReader> reader, Open(path, options));

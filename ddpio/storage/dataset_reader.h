@@ -129,7 +129,8 @@ class ReadTxn {
   struct Impl;
   explicit ReadTxn(std::unique_ptr<Impl> impl);
   absl::StatusOr<uint64_t> PrefetchShards(absl::Span<const uint64_t> indices);
-  absl::StatusOr<RecordView> GetRemote(uint64_t index, absl::Span<const uint8_t>* stored, RecordBinding* binding);
+  absl::StatusOr<RecordView> GetRemote(uint64_t index, absl::Span<const uint8_t>* stored,
+                                       RecordBinding* binding);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -186,7 +187,8 @@ class DatasetReader {
  private:
   friend class ReadTxn;
   DatasetReader() = default;
-  absl::StatusOr<ReadTxn*> ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard, uint64_t* local) const;
+  absl::StatusOr<ReadTxn*> ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard,
+                                    uint64_t* local) const;
   static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenSharded(const std::string& path,
                                                                     const ReaderOptions& options);
   static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenRemote(const std::string& url,

@@ -15,30 +15,36 @@ namespace {
 // and its dataset (format 3), and the manifest (version 2) its digest. A lying manifest — a path
 // pointing at another shard of the dataset, a shard copied in from another dataset — is DataLoss
 // naming the shard, before a record is read.
-absl::Status CheckShardPlace(const DatasetReader& shard, size_t place, const ShardManifest& manifest,
-                             const ShardEntry& entry, const std::string& manifest_path) {
+absl::Status CheckShardPlace(const DatasetReader& shard, size_t place,
+                             const ShardManifest& manifest, const ShardEntry& entry,
+                             const std::string& manifest_path) {
   const DatasetHeader& h = shard.header();
   const size_t count = manifest.shards.size();
   if (h.shard_count > 0) {
     if (h.shard_count != count || h.shard_index != place) {
-      return absl::DataLossError(absl::StrCat(shard.path(), " is shard ", h.shard_index, " of ", h.shard_count,
-                                              " but ", manifest_path, " lists it as shard ", place, " of ", count,
+      return absl::DataLossError(absl::StrCat(shard.path(), " is shard ", h.shard_index, " of ",
+                                              h.shard_count, " but ", manifest_path,
+                                              " lists it as shard ", place, " of ", count,
                                               ": the manifest does not describe these shards"));
     }
     if (h.dataset_fingerprint != manifest.source_fingerprint) {
-      return absl::DataLossError(absl::StrCat(shard.path(), " belongs to another dataset (fingerprint ",
-                                              h.dataset_fingerprint, ", ", manifest_path, " says ",
-                                              manifest.source_fingerprint, ")"));
+      return absl::DataLossError(absl::StrCat(
+          shard.path(), " belongs to another dataset (fingerprint ", h.dataset_fingerprint, ", ",
+          manifest_path, " says ", manifest.source_fingerprint, ")"));
     }
   } else if (manifest.format_version >= 2) {
-    return absl::DataLossError(absl::StrCat(shard.path(), " is not a shard of a sharded dataset (its header names no "
-                                            "place), but ", manifest_path, " lists it as shard ", place));
+    return absl::DataLossError(
+        absl::StrCat(shard.path(),
+                     " is not a shard of a sharded dataset (its header names no "
+                     "place), but ",
+                     manifest_path, " lists it as shard ", place));
   }
   if (!entry.digest.empty()) {
     const std::string digest = ContentDigest(h, shard.completion());
     if (digest != entry.digest) {
-      return absl::DataLossError(absl::StrCat(shard.path(), " has digest ", digest, " but ", manifest_path,
-                                              " says ", entry.digest, ": it is not the shard that was written there"));
+      return absl::DataLossError(absl::StrCat(shard.path(), " has digest ", digest, " but ",
+                                              manifest_path, " says ", entry.digest,
+                                              ": it is not the shard that was written there"));
     }
   }
   return absl::OkStatus();
@@ -52,7 +58,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenSharded(
   // A manifest of 4096 shards is a few hundred KiB; refuse anything absurd (or a FIFO, a device)
   // before reading it.
   constexpr uint64_t kMaxManifestBytes = 16 << 20;
-  DDPIO_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(manifest_path, kMaxManifestBytes, "shard manifest"));
+  DDPIO_ASSIGN_OR_RETURN(std::string text,
+                         ReadRegularFile(manifest_path, kMaxManifestBytes, "shard manifest"));
   auto manifest = DecodeShardManifest(text);
   if (!manifest.ok()) return Annotate(manifest.status(), manifest_path);
 
@@ -71,7 +78,8 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenSharded(
       return absl::DataLossError(absl::StrCat(shard_path, " holds ", shard->size(), " records but ",
                                               manifest_path, " says ", entry.records));
     }
-    DDPIO_RETURN_IF_ERROR(CheckShardPlace(*shard, reader->shards_.size(), *manifest, entry, manifest_path));
+    DDPIO_RETURN_IF_ERROR(
+        CheckShardPlace(*shard, reader->shards_.size(), *manifest, entry, manifest_path));
     if (!reader->shards_.empty() &&
         shard->header().classes != reader->shards_[0]->header().classes) {
       return absl::DataLossError(absl::StrCat(shard_path, " names other classes than ",

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "gtest/gtest.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -21,16 +21,14 @@ template <typename Fn>
 int InReadOnlyChild(const std::filesystem::path& dir, Fn body) {
   namespace fs = std::filesystem;
   for (auto& entry : fs::recursive_directory_iterator(dir)) {
-    fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::group_read |
-                                      fs::perms::others_read |
-                                      (entry.is_directory() ? fs::perms::owner_exec |
-                                                                  fs::perms::group_exec |
-                                                                  fs::perms::others_exec
-                                                            : fs::perms::none));
+    fs::permissions(entry.path(),
+                    fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
+                        (entry.is_directory() ? fs::perms::owner_exec | fs::perms::group_exec |
+                                                    fs::perms::others_exec
+                                              : fs::perms::none));
   }
   fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
-                           fs::perms::group_exec | fs::perms::others_read |
-                           fs::perms::others_exec);
+                           fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
   pid_t pid = fork();
   if (pid == 0) {
     if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(90);

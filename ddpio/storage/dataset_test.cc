@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
+#include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/dataset_writer.h"
-#include "ddpio/common/status_macros.h"
+#include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -67,7 +67,8 @@ TEST(Dataset, OutgrowsItsInitialMap) {
   WriterOptions wo;
   wo.initial_map_size = 64 * 1024;  // 64 KiB; the data is ~1.4 MB
   wo.batch_records = 100;
-  ASSERT_OK_AND_ASSIGN(auto writer, DatasetWriter::Create(dir.Sub("ds"), testing::MakeHeader(), wo));
+  ASSERT_OK_AND_ASSIGN(auto writer,
+                       DatasetWriter::Create(dir.Sub("ds"), testing::MakeHeader(), wo));
   for (uint64_t i = 0; i < 2500; ++i) {
     ASSERT_OK(writer->Append(MakeRecord(i).view()));
     if (writer->BatchFull()) {
@@ -144,7 +145,8 @@ TEST(Dataset, UnknownFormatVersionIsRefused) {
   ASSERT_OK(testing::PokeValue(dir.Sub("ds"), "meta", "dataset", EncodeHeader(h)));
   auto reader = DatasetReader::Open(dir.Sub("ds"));
   EXPECT_CODE(reader, kFailedPrecondition);
-  EXPECT_NE(reader.status().message().find(absl::StrCat("version ", kMaxFormatVersion + 1)), absl::string_view::npos)
+  EXPECT_NE(reader.status().message().find(absl::StrCat("version ", kMaxFormatVersion + 1)),
+            absl::string_view::npos)
       << reader.status();
 }
 
@@ -161,7 +163,8 @@ TEST(Dataset, CorruptPayloadNamesIndexAndKey) {
   auto bad = txn.Get(17);
   EXPECT_CODE(bad, kDataLoss);
   EXPECT_NE(bad.status().message().find("record 17 (key 0000000000000011)"),
-            absl::string_view::npos) << bad.status();
+            absl::string_view::npos)
+      << bad.status();
   EXPECT_NE(bad.status().message().find("checksum"), absl::string_view::npos) << bad.status();
   EXPECT_OK(txn.Get(18));  // one bad record does not poison the transaction
 }
@@ -210,7 +213,7 @@ TEST(Dataset, PrefetchHintsEachRecordsPagesOnce) {
     stored += bytes.size();
   }
   ASSERT_OK_AND_ASSIGN(uint64_t hinted, txn.Prefetch(all));
-  EXPECT_GE(hinted, stored);                      // every record's bytes
+  EXPECT_GE(hinted, stored);                       // every record's bytes
   EXPECT_LE(hinted, reader->file_bytes() + page);  // but no page twice
   EXPECT_EQ(hinted % page, 0u);
   std::vector<uint64_t> twice = {7, 7, 7};
@@ -270,8 +273,8 @@ TEST(Dataset, ResumeAfterLostBatchContinuesExactly) {
   for (uint64_t i = w->record_count(); i < 300; ++i) {
     ASSERT_OK(w->Append(MakeRecord(i).view()));
     if (w->BatchFull()) {
-        ASSERT_OK(w->Commit());
-      }
+      ASSERT_OK(w->Commit());
+    }
   }
   ASSERT_OK(w->Finish(0));
   w.reset();

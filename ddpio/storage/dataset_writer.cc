@@ -1,21 +1,18 @@
 #include "ddpio/storage/dataset_writer.h"
 
-#include "ddpio/storage/dataset_reader.h"  // kShardManifest
-
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include <sys/stat.h>
-
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/fd.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"  // kShardManifest
 #include "ddpio/storage/internal/json_fields.h"
 #include "ddpio/storage/internal/lmdb_util.h"
 
@@ -30,7 +27,8 @@ constexpr char kWriterKey[] = "writer";  // {"records": n, "payload_bytes": b} p
 }  // namespace
 
 struct DatasetWriter::Lmdb {
-  Fd writing;  // flock'ed LMDB lock file: this process writes the dataset (declared first: released last)
+  Fd writing;  // flock'ed LMDB lock file: this process writes the dataset (declared first: released
+               // last)
   internal::EnvPtr env;
   MDB_dbi samples = 0;
   MDB_dbi meta = 0;
@@ -69,18 +67,20 @@ constexpr uint64_t kMinFreeBytes = 1 << 20;
 absl::Status CommitError(int rc, const std::string& path, const std::string& context) {
   const uint64_t free = FreeBytes(path);
   if ((rc == EIO || rc == ENOSPC) && free < kMinFreeBytes) {
-    return WithSetting(absl::ResourceExhaustedError(absl::StrCat(
-                           context, ": no space left on the filesystem of ", path, " (", free,
-                           " bytes free); every earlier batch is kept: free space, then resume the conversion")),
-                       "resume");
+    return WithSetting(
+        absl::ResourceExhaustedError(absl::StrCat(
+            context, ": no space left on the filesystem of ", path, " (", free,
+            " bytes free); every earlier batch is kept: free space, then resume the conversion")),
+        "resume");
   }
   return LmdbError(rc, context);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
-    const std::string& path, const WriterOptions& options, bool create) {
+absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(const std::string& path,
+                                                                      const WriterOptions& options,
+                                                                      bool create) {
   namespace fs = std::filesystem;
   std::error_code ec;
   unsigned flags = options.single_file ? MDB_NOSUBDIR : 0;
@@ -91,9 +91,9 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
     }
   }
   if (const uint64_t free = FreeBytes(path); free < kMinFreeBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("no space left on the filesystem of ", path, " (", free,
-                                                     " bytes free; writing a dataset needs at least ", kMinFreeBytes,
-                                                     ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no space left on the filesystem of ", path, " (", free,
+                     " bytes free; writing a dataset needs at least ", kMinFreeBytes, ")"));
   }
   auto lmdb = std::make_unique<Lmdb>();
   MDB_env* raw = nullptr;
@@ -112,10 +112,11 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
   lmdb->writing.reset(::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC));
   if (lmdb->writing.valid() && ::flock(lmdb->writing.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another process is writing ", path,
-          " (a conversion of it is running): wait for it to finish, or stop it and resume; two writers "
-          "cannot share one dataset"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another process is writing ", path,
+                       " (a conversion of it is running): wait for it to finish, or stop it and "
+                       "resume; two writers "
+                       "cannot share one dataset"));
     }
     return ErrnoToStatus(errno, absl::StrCat("locking ", lock_file));
   }
@@ -133,13 +134,16 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::OpenEnv(
   return writer;
 }
 
-absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(
-    const std::string& path, const DatasetHeader& header, const WriterOptions& options) {
+absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
+                                                                     const DatasetHeader& header,
+                                                                     const WriterOptions& options) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
-    return WithSetting(absl::AlreadyExistsError(absl::StrCat(path, " already exists; resume the conversion to "
-                                                             "continue an interrupted one, or remove it")),
-                       "resume");
+    return WithSetting(
+        absl::AlreadyExistsError(absl::StrCat(path,
+                                              " already exists; resume the conversion to "
+                                              "continue an interrupted one, or remove it")),
+        "resume");
   }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, options, /*create=*/true));
   DatasetHeader stored = header;
@@ -153,8 +157,9 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(
   return writer;
 }
 
-absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
-    const std::string& path, const DatasetHeader& header, const WriterOptions& options) {
+absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(const std::string& path,
+                                                                     const DatasetHeader& header,
+                                                                     const WriterOptions& options) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("resuming ", path));
   WriterOptions opts = options;
@@ -164,10 +169,10 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   struct stat data;
   if (!opts.single_file && ::stat((path + "/data.mdb").c_str(), &data) != 0) {
     const bool sharded = ::stat((path + "/" + kShardManifest).c_str(), &data) == 0;
-    absl::Status refused = absl::FailedPreconditionError(
-        absl::StrCat("cannot resume ", path, ": it holds no data.mdb",
-                     sharded ? " (it is a sharded dataset: resume it with the same number of shards)" : "",
-                     "; remove it and start over"));
+    absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume ", path, ": it holds no data.mdb",
+        sharded ? " (it is a sharded dataset: resume it with the same number of shards)" : "",
+        "; remove it and start over"));
     return sharded ? WithSetting(refused, "shards") : refused;
   }
   DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, opts, /*create=*/false));
@@ -185,8 +190,8 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   if (!stored.has_value() || *stored != EncodeHeader(same)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot resume ", path, ": it was ", complete.has_value() ? "made" : "started",
-        " from another source or with other options (", stored.has_value() ? "stored: " + *stored : "no metadata",
-        "); remove it and start over"));
+        " from another source or with other options (",
+        stored.has_value() ? "stored: " + *stored : "no metadata", "); remove it and start over"));
   }
   if (complete.has_value()) {
     return absl::AlreadyExistsError(absl::StrCat(path, " is already complete"));
@@ -245,7 +250,8 @@ absl::StatusOr<std::optional<std::string>> DatasetWriter::GetMeta(const std::str
 }
 
 bool DatasetWriter::BatchFull() const {
-  return pending_payload_bytes_ >= options_.batch_bytes || pending_.size() >= options_.batch_records;
+  return pending_payload_bytes_ >= options_.batch_bytes ||
+         pending_.size() >= options_.batch_records;
 }
 
 absl::Status DatasetWriter::Commit() {
@@ -283,7 +289,8 @@ absl::Status DatasetWriter::CommitPending(const std::optional<DatasetCompletion>
       absl::StrCat("committing records [", first, ", ", last, ") to ", path_);
   nlohmann::json progress = {{"records", last},
                              {"payload_bytes", committed_payload_bytes_ + pending_payload_bytes_}};
-  const std::string progress_text = progress.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string progress_text =
+      progress.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   for (;;) {
     Txn txn;
     DDPIO_RETURN_IF_ERROR(txn.Begin(lmdb_->env.get(), 0, context));

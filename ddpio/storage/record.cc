@@ -1,11 +1,11 @@
 #include "ddpio/storage/record.h"
-#include "ddpio/common/enum_names.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/common/coding.h"
+#include "ddpio/common/enum_names.h"
 #include "ddpio/storage/checksum.h"
 
 namespace ddpio::storage {
@@ -44,7 +44,6 @@ void PutExtensions(const RecordView& r, uint8_t* p) {
   }
 }
 
-
 bool KnownType(uint8_t t) {
   return t == static_cast<uint8_t>(ContentType::kJpeg) ||
          t == static_cast<uint8_t>(ContentType::kRawUint8);
@@ -54,21 +53,26 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
   size_t at = 0;
   while (at < ext.size()) {
     if (ext.size() - at < kEntryHeader) {
-      return absl::DataLossError(absl::StrCat("record extension area cut short at byte ", at, " of ", ext.size()));
+      return absl::DataLossError(
+          absl::StrCat("record extension area cut short at byte ", at, " of ", ext.size()));
     }
     const uint16_t tag = DecodeFixed16(ext.data() + at);
     const uint64_t len = DecodeFixed32(ext.data() + at + 2);
     if (len > ext.size() - at - kEntryHeader) {
-      return absl::DataLossError(absl::StrCat("record extension ", tag, " of ", len, " bytes runs past the area's ",
-                                              ext.size(), " bytes"));
+      return absl::DataLossError(absl::StrCat("record extension ", tag, " of ", len,
+                                              " bytes runs past the area's ", ext.size(),
+                                              " bytes"));
     }
     const uint8_t* v = ext.data() + at + kEntryHeader;
     if (tag == kTagOriginalGeometry) {
-      if (len != 8) return absl::DataLossError(absl::StrCat("original geometry extension of ", len, " bytes, not 8"));
+      if (len != 8)
+        return absl::DataLossError(
+            absl::StrCat("original geometry extension of ", len, " bytes, not 8"));
       out->original_height = DecodeFixed32(v);
       out->original_width = DecodeFixed32(v + 4);
     } else if (tag == kTagSegmentOffsets) {
-      if (len % 4 != 0) return absl::DataLossError(absl::StrCat("segment offsets extension of ", len, " bytes"));
+      if (len % 4 != 0)
+        return absl::DataLossError(absl::StrCat("segment offsets extension of ", len, " bytes"));
       out->segment_offsets = ext.subspan(at + kEntryHeader, static_cast<size_t>(len));
     }
     at += kEntryHeader + len;
@@ -78,7 +82,8 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
 
 }  // namespace
 
-constexpr EnumName<ContentType> kContentTypes[] = {{ContentType::kJpeg, "jpeg"}, {ContentType::kRawUint8, "raw_uint8"}};
+constexpr EnumName<ContentType> kContentTypes[] = {{ContentType::kJpeg, "jpeg"},
+                                                   {ContentType::kRawUint8, "raw_uint8"}};
 
 std::string ContentTypeName(ContentType type) { return NameOf(kContentTypes, type); }
 
@@ -116,21 +121,24 @@ absl::StatusOr<std::string> ImageFileBytes(const RecordView& r) {
   const char* payload = reinterpret_cast<const char*>(r.payload.data());
   if (r.type == ContentType::kJpeg) return std::string(payload, r.payload.size());
   if (r.channels != 1 && r.channels != 3) {
-    return absl::InvalidArgumentError(absl::StrCat("a raw record of ", r.channels, " channels has no image file form"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a raw record of ", r.channels, " channels has no image file form"));
   }
   if (r.payload.size() != static_cast<uint64_t>(r.width) * r.height * r.channels) {
-    return absl::InvalidArgumentError(absl::StrCat("raw record of ", r.payload.size(), " bytes is not ", r.width, "x",
-                                                   r.height, "x", r.channels));
+    return absl::InvalidArgumentError(absl::StrCat("raw record of ", r.payload.size(),
+                                                   " bytes is not ", r.width, "x", r.height, "x",
+                                                   r.channels));
   }
-  std::string file = absl::StrCat(r.channels == 3 ? "P6\n" : "P5\n", r.width, " ", r.height, "\n255\n");
+  std::string file =
+      absl::StrCat(r.channels == 3 ? "P6\n" : "P5\n", r.width, " ", r.height, "\n255\n");
   file.append(payload, r.payload.size());
   return file;
 }
 
 size_t EncodedRecordSize(const RecordView& record, bool bound) {
   const size_t ext = ExtensionSize(record);
-  return (ext > 0 || bound ? kRecordHeaderSizeExtended + ext : kRecordHeaderSize) + record.source_name.size() +
-         record.payload.size();
+  return (ext > 0 || bound ? kRecordHeaderSizeExtended + ext : kRecordHeaderSize) +
+         record.source_name.size() + record.payload.size();
 }
 
 namespace {
@@ -145,9 +153,12 @@ uint32_t BindingCrc(const RecordBinding& b) {
 
 }  // namespace
 
-uint8_t RecordLayoutOf(absl::Span<const uint8_t> bytes) { return bytes.size() > kOffVersion ? bytes[kOffVersion] : 0; }
+uint8_t RecordLayoutOf(absl::Span<const uint8_t> bytes) {
+  return bytes.size() > kOffVersion ? bytes[kOffVersion] : 0;
+}
 
-absl::Status EncodeRecord(const RecordView& record, std::string* out, const RecordBinding* binding) {
+absl::Status EncodeRecord(const RecordView& record, std::string* out,
+                          const RecordBinding* binding) {
   if (record.source_name.size() > kMaxSourceNameSize) {
     return absl::InvalidArgumentError(absl::StrCat("source name of ", record.source_name.size(),
                                                    " bytes is longer than ", kMaxSourceNameSize));
@@ -162,7 +173,9 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out, const Reco
   const size_t ext = ExtensionSize(record);
   const bool extended = ext > 0 || bound;
   const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
-  p[kOffVersion] = bound ? kRecordLayoutVersionBound : ext > 0 ? kRecordLayoutVersionExtended : kRecordLayoutVersion;
+  p[kOffVersion] = bound     ? kRecordLayoutVersionBound
+                   : ext > 0 ? kRecordLayoutVersionExtended
+                             : kRecordLayoutVersion;
   p[kOffType] = static_cast<uint8_t>(record.type);
   EncodeFixed16(p + kOffChannels, record.channels);
   EncodeFixed32(p + kOffHeight, record.height);
@@ -175,9 +188,11 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out, const Reco
   std::memcpy(p + header, record.source_name.data(), record.source_name.size());
   PutExtensions(record, p + header + record.source_name.size());
   if (!record.payload.empty()) {
-    std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(), record.payload.size());
+    std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(),
+                record.payload.size());
   }
-  EncodeFixed32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion, bound ? BindingCrc(*binding) : 0));
+  EncodeFixed32(p + kOffCrc, Crc32c(p + kOffVersion, out->size() - kOffVersion,
+                                    bound ? BindingCrc(*binding) : 0));
   return absl::OkStatus();
 }
 
@@ -193,17 +208,19 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
   const bool bound = layout == kRecordLayoutVersionBound;
   const bool extended = layout == kRecordLayoutVersionExtended || bound;
   if (layout != kRecordLayoutVersion && !extended) {
-    return absl::DataLossError(absl::StrCat("unknown record layout version ", static_cast<int>(layout)));
+    return absl::DataLossError(
+        absl::StrCat("unknown record layout version ", static_cast<int>(layout)));
   }
   if (!bound && binding != nullptr && binding->required) {
-    return absl::DataLossError(absl::StrCat(
-        "a record of layout ", static_cast<int>(layout),
-        " (not bound to its key) in a dataset whose records are bound: a record from another dataset was put here"));
+    return absl::DataLossError(
+        absl::StrCat("a record of layout ", static_cast<int>(layout),
+                     " (not bound to its key) in a dataset whose records are bound: a record from "
+                     "another dataset was put here"));
   }
   if (extended && bytes.size() < kRecordHeaderSizeExtended) {
-    return absl::DataLossError(absl::StrCat("truncated record: ", bytes.size(), " bytes, shorter than the ",
-                                            kRecordHeaderSizeExtended, "-byte header of layout ",
-                                            static_cast<int>(layout)));
+    return absl::DataLossError(absl::StrCat("truncated record: ", bytes.size(),
+                                            " bytes, shorter than the ", kRecordHeaderSizeExtended,
+                                            "-byte header of layout ", static_cast<int>(layout)));
   }
   const size_t header = extended ? kRecordHeaderSizeExtended : kRecordHeaderSize;
   const size_t ext_len = extended ? DecodeFixed32(p + kOffExtensionLen) : 0;
@@ -224,19 +241,22 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
       return absl::FailedPreconditionError("a bound record (layout 3) checked without its binding");
     }
     const uint32_t stored = DecodeFixed32(p + kOffCrc);
-    const uint32_t computed = Crc32c(p + kOffVersion, bytes.size() - kOffVersion, bound ? BindingCrc(*binding) : 0);
+    const uint32_t computed =
+        Crc32c(p + kOffVersion, bytes.size() - kOffVersion, bound ? BindingCrc(*binding) : 0);
     if (stored != computed) {
       if (bound && Crc32c(p + kOffVersion, bytes.size() - kOffVersion, 0) == stored) {
-        return absl::DataLossError("checksum mismatch: the record was checksummed without a binding");
+        return absl::DataLossError(
+            "checksum mismatch: the record was checksummed without a binding");
       }
       if (bound) {
         return absl::DataLossError(absl::StrFormat(
-            "checksum mismatch: stored crc32c %08x, computed %08x for key %d of this dataset: the record is damaged, "
+            "checksum mismatch: stored crc32c %08x, computed %08x for key %d of this dataset: the "
+            "record is damaged, "
             "or is another key's or another dataset's record (moved, swapped or copied here)",
             stored, computed, binding->key));
       }
-      return absl::DataLossError(
-          absl::StrFormat("checksum mismatch: stored crc32c %08x, computed %08x", stored, computed));
+      return absl::DataLossError(absl::StrFormat(
+          "checksum mismatch: stored crc32c %08x, computed %08x", stored, computed));
     }
   }
   out->type = static_cast<ContentType>(p[kOffType]);

@@ -96,7 +96,8 @@ absl::StatusOr<std::string> ImageFileBytes(const RecordView& record);
 // With `binding`, layout 3 bound to it; without, layout 1 when `record` has nothing for the
 // extension area, else layout 2. Writes the encoded record to `*out` (which is cleared first).
 // InvalidArgument when the name is longer than kMaxSourceNameSize or the payload is 4 GiB or more.
-absl::Status EncodeRecord(const RecordView& record, std::string* out, const RecordBinding* binding = nullptr);
+absl::Status EncodeRecord(const RecordView& record, std::string* out,
+                          const RecordBinding* binding = nullptr);
 
 // The encoded size of `record` (header + name + extensions + payload), bound or not.
 size_t EncodedRecordSize(const RecordView& record, bool bound = false);

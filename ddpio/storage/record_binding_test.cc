@@ -27,7 +27,8 @@ TEST(RecordBinding, ABoundRecordVerifiesOnlyUnderItsOwnKeyAndSalt) {
   const RecordBinding mine{0x1234, 3, true};
   std::string bytes;
   ASSERT_OK(EncodeRecord(r.view(), &bytes, &mine));
-  const auto span = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const auto span =
+      absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   EXPECT_EQ(RecordLayoutOf(span), kRecordLayoutVersionBound);
   RecordView view;
   ASSERT_OK(DecodeRecord(span, true, &view, &mine));
@@ -47,7 +48,8 @@ TEST(RecordBinding, ABoundRecordVerifiesOnlyUnderItsOwnKeyAndSalt) {
 TEST(RecordBinding, AnUnboundRecordWhereRecordsAreBoundIsDataLoss) {
   std::string bytes;
   ASSERT_OK(EncodeRecord(testing::MakeRecord(1).view(), &bytes));  // layout 1, its CRC fine
-  const auto span = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const auto span =
+      absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   RecordView view;
   const RecordBinding required{7, 1, true}, optional{7, 1, false};
   ASSERT_OK(DecodeRecord(span, true, &view, &optional));
@@ -143,7 +145,8 @@ class ShardLies : public BoundDataset {
     for (int s = 0; s < 3; ++s) WriteShard("sharded", s, 3, "whole", 4);
     WriteManifest("sharded", "whole", {0, 1, 2});
   }
-  void WriteShard(const std::string& folder, int s, int count, const std::string& whole, uint64_t records) {
+  void WriteShard(const std::string& folder, int s, int count, const std::string& whole,
+                  uint64_t records) {
     std::filesystem::create_directories(dir_.Sub(folder));
     DatasetHeader h = testing::MakeHeader();
     h.source_fingerprint = absl::StrCat(whole, "/part", s);
@@ -152,17 +155,20 @@ class ShardLies : public BoundDataset {
     h.dataset_fingerprint = whole;
     auto writer = DatasetWriter::Create(dir_.Sub(folder + "/" + ShardName(s, count)), h, {});
     ASSERT_OK(writer.status());
-    for (uint64_t i = 0; i < records; ++i) ASSERT_OK((*writer)->Append(testing::MakeRecord(10 * s + i).view()));
+    for (uint64_t i = 0; i < records; ++i)
+      ASSERT_OK((*writer)->Append(testing::MakeRecord(10 * s + i).view()));
     ASSERT_OK((*writer)->Finish(0));
   }
   // The manifest listing, in its places, the shards named by `order` (a lie unless 0, 1, 2).
-  void WriteManifest(const std::string& folder, const std::string& whole, const std::vector<int>& order) {
+  void WriteManifest(const std::string& folder, const std::string& whole,
+                     const std::vector<int>& order) {
     ShardManifest m;
     m.source_fingerprint = whole;
     for (int s : order) {
       auto shard = DatasetReader::Open(dir_.Sub(folder + "/" + ShardName(s, 3)));
       ASSERT_OK(shard.status());
-      m.shards.push_back({ShardName(s, 3), (*shard)->size(), ContentDigest((*shard)->header(), (*shard)->completion())});
+      m.shards.push_back({ShardName(s, 3), (*shard)->size(),
+                          ContentDigest((*shard)->header(), (*shard)->completion())});
     }
     std::ofstream(dir_.Sub(folder + "/" + kShardManifest)) << EncodeShardManifest(m);
   }
@@ -188,7 +194,8 @@ TEST_F(ShardLies, AManifestPointingAtAnotherShardIsDataLossNamingIt) {
 TEST_F(ShardLies, AShardCopiedInFromAnotherDatasetIsDataLossNamingIt) {
   for (int s = 0; s < 3; ++s) WriteShard("stranger", s, 3, "another", 4);
   std::filesystem::remove_all(dir_.Sub("sharded/" + ShardName(1, 3)));
-  std::filesystem::copy(dir_.Sub("stranger/" + ShardName(1, 3)), dir_.Sub("sharded/" + ShardName(1, 3)));
+  std::filesystem::copy(dir_.Sub("stranger/" + ShardName(1, 3)),
+                        dir_.Sub("sharded/" + ShardName(1, 3)));
   // The manifest as it was: the digest gives the copy away even before its header does.
   auto opened = DatasetReader::Open(dir_.Sub("sharded"));
   EXPECT_CODE(opened, kDataLoss);

@@ -118,7 +118,8 @@ TEST(RecordCodec, OriginalGeometryTravelsInLayoutTwo) {
   r.segment_offsets = {1, 0, 0, 0, 9, 0, 0, 0};
   ASSERT_OK(EncodeRecord(r.view(), &extended));
   ASSERT_OK(DecodeRecord(Bytes(extended), true, &v));
-  EXPECT_EQ(std::vector<uint8_t>(v.segment_offsets.begin(), v.segment_offsets.end()), r.segment_offsets);
+  EXPECT_EQ(std::vector<uint8_t>(v.segment_offsets.begin(), v.segment_offsets.end()),
+            r.segment_offsets);
   EXPECT_EQ(v.original_width, 4000u);
   EXPECT_EQ(std::vector<uint8_t>(v.payload.begin(), v.payload.end()), r.payload);
   // Every shorter prefix is DataLoss, never a read past the end.

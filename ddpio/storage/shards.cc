@@ -1,7 +1,6 @@
 #include "ddpio/storage/shards.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,8 @@ std::string ShardName(size_t shard, size_t shards) {
 }
 
 std::string EncodeShardManifest(const ShardManifest& m) {
-  const bool digests = std::all_of(m.shards.begin(), m.shards.end(), [](const ShardEntry& e) { return !e.digest.empty(); });
+  const bool digests = std::all_of(m.shards.begin(), m.shards.end(),
+                                   [](const ShardEntry& e) { return !e.digest.empty(); });
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : m.shards) {
     nlohmann::json e = {{"path", s.path}, {"records", s.records}};
@@ -45,8 +45,8 @@ absl::StatusOr<ShardManifest> DecodeShardManifest(std::string_view text) {
   if (!internal::GetInt(j, "format_version", &version))
     return bad("format_version is not an integer");
   if (version < 1 || version > 2) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shard manifest version ", version, " (this build of ddpio reads versions 1 and 2)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard manifest version ", version, " (this build of ddpio reads versions 1 and 2)"));
   }
   ShardManifest m;
   m.format_version = version;

@@ -3,7 +3,8 @@
 // DatasetReader::Open. Pure functions, no IO, thread-safe.
 //
 //   {"format": "ddpio-lmdb-shards", "format_version": 2, "source_fingerprint": "...",
-//    "shards": [{"path": "shard-00000-of-00002", "records": 640, "digest": "0123456789abcdef"}, ...]}
+//    "shards": [{"path": "shard-00000-of-00002", "records": 640, "digest": "0123456789abcdef"},
+//    ...]}
 //
 // Version 2 adds each shard's digest (ContentDigest of its header and completion, whose header
 // names its place and its dataset, and whose records are bound to it): a manifest that lies —

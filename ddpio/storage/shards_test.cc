@@ -81,7 +81,9 @@ TEST_F(ShardedDataset, ReadsAsOneDatasetInTheUnshardedOrder) {
     // The same record, byte for byte but for its checksum: bound to its key in its own file (a
     // shard's keys restart at 0), it differs where the index moved.
     ASSERT_EQ(sa.size(), sb.size()) << i;
-    EXPECT_EQ(std::vector<uint8_t>(sa.begin() + 4, sa.end()), std::vector<uint8_t>(sb.begin() + 4, sb.end())) << i;
+    EXPECT_EQ(std::vector<uint8_t>(sa.begin() + 4, sa.end()),
+              std::vector<uint8_t>(sb.begin() + 4, sb.end()))
+        << i;
     EXPECT_EQ(x.label, y.label);
     b.Reset();
   }

@@ -22,8 +22,8 @@ class MatMul {
  public:
   virtual ~MatMul() = default;
   // C[m x n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X or X^T.
-  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                    const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
   virtual absl::Status status() const { return absl::OkStatus(); }
   // e.g. "cpu: OpenBLAS 0.3.21 ..., 1 thread(s)" or "cuda: cuBLAS 13.0 on device 0".
   virtual std::string Describe() const = 0;
@@ -37,7 +37,8 @@ MatMul& DefaultMatMul();
 absl::StatusOr<std::unique_ptr<MatMul>> MakeCublas();
 // `which`: "cpu", "cuda" (an error without a usable device) or "auto" (cuda when a device is
 // usable, else cpu). `why` gets one line saying which engine was taken and why.
-absl::StatusOr<std::unique_ptr<MatMul>> SelectMatMul(std::string_view which, int threads, std::string* why);
+absl::StatusOr<std::unique_ptr<MatMul>> SelectMatMul(std::string_view which, int threads,
+                                                     std::string* why);
 
 }  // namespace ddpio::trainer
 

@@ -4,7 +4,8 @@
 namespace ddpio::trainer {
 
 absl::StatusOr<std::unique_ptr<MatMul>> MakeCublas() {
-  return absl::UnavailableError("ddpio was built without CUDA (DDPIO_WITH_CUDA=OFF or no toolkit found)");
+  return absl::UnavailableError(
+      "ddpio was built without CUDA (DDPIO_WITH_CUDA=OFF or no toolkit found)");
 }
 
 }  // namespace ddpio::trainer

@@ -45,7 +45,8 @@ std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.b
 
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   std::string bytes(kMagic, 8);
-  for (uint64_t v : {c.epoch, c.position, c.step, c.sampler_seed, c.augment_seed, c.dataset_size}) PutLe(&bytes, v);
+  for (uint64_t v : {c.epoch, c.position, c.step, c.sampler_seed, c.augment_seed, c.dataset_size})
+    PutLe(&bytes, v);
   PutLe(&bytes, static_cast<uint8_t>(c.momentum_started));
   PutLe(&bytes, static_cast<uint64_t>(c.params.size()));
   PutLeAll(&bytes, c.params);
@@ -60,7 +61,8 @@ absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   absl::Status st = WriteAllFd(fd, bytes, tmp);
   if (st.ok() && ::fsync(fd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync of ", tmp));
   ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoToStatus(errno, absl::StrCat("renaming to ", path));
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = ErrnoToStatus(errno, absl::StrCat("renaming to ", path));
   if (!st.ok()) {
     ::unlink(tmp.c_str());  // the previous checkpoint stays as it was
     return st;
@@ -75,7 +77,8 @@ absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
 
 void RemoveStaleCheckpointTemp(const std::string& dir) {
   const std::string tmp = dir + "/checkpoint.bin.tmp";
-  if (::unlink(tmp.c_str()) == 0) DDPIO_LOG(INFO) << "removed " << tmp << ", left by a checkpoint write that was killed";
+  if (::unlink(tmp.c_str()) == 0)
+    DDPIO_LOG(INFO) << "removed " << tmp << ", left by a checkpoint write that was killed";
 }
 
 namespace {
@@ -94,18 +97,22 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_p
   // read forever, /dev/zero or a sparse 20 GB file would be read whole.
   const uint64_t limit = max_params > 0 ? CheckpointBytes(max_params) : kMaxCheckpointBytes;
   DDPIO_ASSIGN_OR_RETURN(const std::string bytes, ReadRegularFile(path, limit, "checkpoint"));
-  const auto bad = [&](const std::string& why) { return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why)); };
+  const auto bad = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
+  };
   const bool v2 = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagicV2, 8) == 0;
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), "DDPIOCK", 7) == 0 && !v2 &&
       std::memcmp(bytes.data(), kMagic, 8) != 0) {
-    return bad(absl::StrCat("format version ", std::string(bytes.data() + 7, 1), " (this ddpio reads 2 and 3)"));
+    return bad(absl::StrCat("format version ", std::string(bytes.data() + 7, 1),
+                            " (this ddpio reads 2 and 3)"));
   }
   if (bytes.size() < kFixed + 8 || (!v2 && std::memcmp(bytes.data(), kMagic, 8) != 0)) {
     return bad("not a ddpio checkpoint");
   }
   const std::string_view body(bytes.data(), bytes.size() - 8);
   const uint64_t sum = GetLe<uint64_t>(bytes.data() + bytes.size() - 8);
-  if ((v2 ? LegacyChecksum(body) : Fnv1a64(body)) != sum) return bad("checksum mismatch (truncated or damaged)");
+  if ((v2 ? LegacyChecksum(body) : Fnv1a64(body)) != sum)
+    return bad("checksum mismatch (truncated or damaged)");
   Checkpoint c;
   ByteReader r(std::string_view(bytes).substr(8));
   uint8_t started = 0;
@@ -119,7 +126,8 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_p
   r.Le(&started);
   r.Le(&n);
   c.momentum_started = started != 0;
-  if (n > (bytes.size() - kFixed - 8) / (2 * sizeof(float)) || kFixed + 2 * n * sizeof(float) + 8 != bytes.size()) {
+  if (n > (bytes.size() - kFixed - 8) / (2 * sizeof(float)) ||
+      kFixed + 2 * n * sizeof(float) + 8 != bytes.size()) {
     return bad(absl::StrCat(n, " parameters do not fit its ", bytes.size(), " bytes"));
   }
   r.LeAll(n, &c.params);
@@ -129,7 +137,8 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_p
 
 absl::StatusOr<ParamDifference> CompareParams(const Checkpoint& a, const Checkpoint& b) {
   if (a.params.size() != b.params.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the checkpoints hold ", a.params.size(), " and ", b.params.size(),
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoints hold ", a.params.size(),
+                                                   " and ", b.params.size(),
                                                    " parameters: not the same model"));
   }
   ParamDifference d;
@@ -141,9 +150,12 @@ absl::StatusOr<ParamDifference> CompareParams(const Checkpoint& a, const Checkpo
     if (std::memcmp(&x, &y, sizeof(float)) == 0) continue;
     ++d.differing;
     const double diff = std::fabs(static_cast<double>(x) - static_cast<double>(y));
-    d.max_abs = std::max(d.max_abs, std::isfinite(diff) ? diff : std::numeric_limits<double>::infinity());
+    d.max_abs =
+        std::max(d.max_abs, std::isfinite(diff) ? diff : std::numeric_limits<double>::infinity());
   }
-  d.max_relative = d.max_abs == 0 ? 0 : scale > 0 ? d.max_abs / scale : std::numeric_limits<double>::infinity();
+  d.max_relative = d.max_abs == 0 ? 0
+                   : scale > 0    ? d.max_abs / scale
+                                  : std::numeric_limits<double>::infinity();
   return d;
 }
 

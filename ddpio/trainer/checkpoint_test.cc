@@ -84,7 +84,8 @@ TEST(Checkpoint, VersionTwoStillLoadsAndUnknownVersionsAreNamed) {
   std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << v9;
   auto refused = ReadCheckpoint(dir);
   EXPECT_CODE(refused, kDataLoss);
-  EXPECT_NE(refused.status().message().find("format version 9"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("format version 9"), std::string::npos)
+      << refused.status();
 }
 
 TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
@@ -104,7 +105,8 @@ TEST(Checkpoint, DamageIsDataLossAndAFailedWriteKeepsTheOldOne) {
   std::ofstream(CheckpointPath(dir.path().string()), std::ios::binary) << flipped;
   EXPECT_CODE(ReadCheckpoint(dir.path().string()), kDataLoss);
   std::ofstream(dir.Sub("plain")) << "x";
-  EXPECT_FALSE(WriteCheckpoint(dir.Sub("plain/dir"), Sample()).ok());  // a file where a directory must go
+  EXPECT_FALSE(
+      WriteCheckpoint(dir.Sub("plain/dir"), Sample()).ok());  // a file where a directory must go
   // A write that fails (its temporary's name is taken by a directory) leaves the old checkpoint.
   std::ofstream(CheckpointPath(dir.path().string()), std::ios::binary) << bytes;
   std::filesystem::create_directory(dir.Sub("checkpoint.bin.tmp"));

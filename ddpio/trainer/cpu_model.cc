@@ -43,7 +43,8 @@ class CpuModel : public TrainModel {
   size_t num_params() const override { return layers().empty() ? 0 : layers().back().end; }
   const std::vector<LayerRange>& layers() const override { return mlp_.layers(); }
 
-  void ForwardBackward(const loader::Batch& b, double scale, const std::function<void(int layer)>& ready) override {
+  void ForwardBackward(const loader::Batch& b, double scale,
+                       const std::function<void(int layer)>& ready) override {
     Normalize(b);
     loss_ += mlp_.ForwardBackward(x_.data(), b.labels, static_cast<int>(b.size), scale, ready);
   }
@@ -64,7 +65,8 @@ class CpuModel : public TrainModel {
     mlp_.Predict(x_.data(), static_cast<int>(b.size), classes);
     return engine_->status();
   }
-  absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum, bool* started) override {
+  absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum,
+                        bool* started) override {
     *params = mlp_.params();
     *momentum = sgd_.buffers();
     *started = sgd_.started();
@@ -83,7 +85,8 @@ class CpuModel : public TrainModel {
   void Normalize(const loader::Batch& b) {
     const size_t inputs = static_cast<size_t>(mlp_.inputs());
     x_.resize(b.size * inputs);
-    for (uint64_t k = 0; k < b.size; ++k) norm_.Apply(b.data + k * inputs, inputs / 3, x_.data() + k * inputs);
+    for (uint64_t k = 0; k < b.size; ++k)
+      norm_.Apply(b.data + k * inputs, inputs / 3, x_.data() + k * inputs);
   }
 
   std::unique_ptr<MatMul> engine_;
@@ -97,8 +100,8 @@ class CpuModel : public TrainModel {
 
 }  // namespace
 
-std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options, std::unique_ptr<MatMul> engine,
-                                         std::string engine_path) {
+std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options,
+                                         std::unique_ptr<MatMul> engine, std::string engine_path) {
   return std::make_unique<CpuModel>(options, std::move(engine), std::move(engine_path));
 }
 

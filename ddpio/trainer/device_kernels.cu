@@ -15,7 +15,8 @@ unsigned Blocks(size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kT
 
 __device__ size_t Index() { return blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; }
 
-__global__ void NormalizeKernel(const uint8_t* in, float* out, size_t values, float3 mean, float3 stddev) {
+__global__ void NormalizeKernel(const uint8_t* in, float* out, size_t values, float3 mean,
+                                float3 stddev) {
   const size_t i = Index();
   if (i >= values) return;
   const int c = static_cast<int>(i % 3);
@@ -33,8 +34,8 @@ __global__ void ReluKernel(float* x, size_t n) {
   if (i < n) x[i] = Relu(x[i]);
 }
 
-__global__ void SoftmaxXentKernel(const float* logits, const int32_t* labels, int batch, int classes, double scale,
-                            float* delta, double* loss) {
+__global__ void SoftmaxXentKernel(const float* logits, const int32_t* labels, int batch,
+                                  int classes, double scale, float* delta, double* loss) {
   const size_t i = Index();
   if (i < static_cast<size_t>(batch)) {
     loss[i] = SoftmaxXentRow(logits + i * classes, labels[i], classes, scale, delta + i * classes);
@@ -51,7 +52,8 @@ __global__ void ReluMaskKernel(float* delta, const float* act, size_t n) {
   if (i < n && act[i] <= 0.0f) delta[i] = 0.0f;
 }
 
-__global__ void SgdKernel(float* p, const float* g, float* buf, size_t n, float m, float wd, float lr, int started) {
+__global__ void SgdKernel(float* p, const float* g, float* buf, size_t n, float m, float wd,
+                          float lr, int started) {
   const size_t i = Index();
   if (i < n) SgdElement(p + i, g[i], buf + i, m, wd, lr, started != 0);
 }
@@ -70,11 +72,12 @@ __global__ void CountNonfiniteKernel(const float* x, size_t n, uint32_t* count) 
 
 extern "C" {
 
-cudaError_t ddpio_normalize_hwc(const uint8_t* in, float* out, size_t values, float mean0, float mean1, float mean2,
-                                float std0, float std1, float std2, cudaStream_t stream) {
+cudaError_t ddpio_normalize_hwc(const uint8_t* in, float* out, size_t values, float mean0,
+                                float mean1, float mean2, float std0, float std1, float std2,
+                                cudaStream_t stream) {
   if (values == 0) return cudaSuccess;
-  NormalizeKernel<<<Blocks(values), kThreads, 0, stream>>>(in, out, values, make_float3(mean0, mean1, mean2),
-                                                     make_float3(std0, std1, std2));
+  NormalizeKernel<<<Blocks(values), kThreads, 0, stream>>>(
+      in, out, values, make_float3(mean0, mean1, mean2), make_float3(std0, std1, std2));
   return cudaGetLastError();
 }
 
@@ -91,14 +94,16 @@ cudaError_t ddpio_relu(float* x, size_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t ddpio_softmax_xent(const float* logits, const int32_t* labels, int batch, int classes, double scale,
-                               float* delta, double* loss, cudaStream_t stream) {
+cudaError_t ddpio_softmax_xent(const float* logits, const int32_t* labels, int batch, int classes,
+                               double scale, float* delta, double* loss, cudaStream_t stream) {
   if (batch == 0) return cudaSuccess;
-  SoftmaxXentKernel<<<Blocks(batch), kThreads, 0, stream>>>(logits, labels, batch, classes, scale, delta, loss);
+  SoftmaxXentKernel<<<Blocks(batch), kThreads, 0, stream>>>(logits, labels, batch, classes, scale,
+                                                            delta, loss);
   return cudaGetLastError();
 }
 
-cudaError_t ddpio_add_column_sums(const float* d, int rows, int cols, float* out, cudaStream_t stream) {
+cudaError_t ddpio_add_column_sums(const float* d, int rows, int cols, float* out,
+                                  cudaStream_t stream) {
   if (cols == 0) return cudaSuccess;
   AddColumnSumsKernel<<<Blocks(cols), kThreads, 0, stream>>>(d, rows, cols, out);
   return cudaGetLastError();
@@ -110,14 +115,16 @@ cudaError_t ddpio_relu_mask(float* delta, const float* act, size_t n, cudaStream
   return cudaGetLastError();
 }
 
-cudaError_t ddpio_sgd(float* params, const float* grads, float* buf, size_t n, float momentum, float weight_decay,
-                      float lr, int started, cudaStream_t stream) {
+cudaError_t ddpio_sgd(float* params, const float* grads, float* buf, size_t n, float momentum,
+                      float weight_decay, float lr, int started, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, buf, n, momentum, weight_decay, lr, started);
+  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, buf, n, momentum, weight_decay, lr,
+                                                started);
   return cudaGetLastError();
 }
 
-cudaError_t ddpio_argmax_rows(const float* z, int rows, int cols, int32_t* out, cudaStream_t stream) {
+cudaError_t ddpio_argmax_rows(const float* z, int rows, int cols, int32_t* out,
+                              cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   ArgmaxRowsKernel<<<Blocks(rows), kThreads, 0, stream>>>(z, rows, cols, out);
   return cudaGetLastError();

@@ -26,7 +26,8 @@ DDPIO_HOST_DEVICE inline float Normalize(uint8_t v, float mean, float stddev) {
 DDPIO_HOST_DEVICE inline float Relu(float v) { return v < 0.0f ? 0.0f : v; }  // std::max(v, 0.0f)
 
 // One row of softmax cross-entropy (see ddpio_softmax_xent); returns the row's loss.
-DDPIO_HOST_DEVICE inline double SoftmaxXentRow(const float* z, int label, int classes, double scale, float* d) {
+DDPIO_HOST_DEVICE inline double SoftmaxXentRow(const float* z, int label, int classes, double scale,
+                                               float* d) {
   if (label < 0 || label >= classes) {
     for (int c = 0; c < classes; ++c) d[c] = 0.0f;
     return 0.0;
@@ -39,7 +40,8 @@ DDPIO_HOST_DEVICE inline double SoftmaxXentRow(const float* z, int label, int cl
   for (int c = 0; c < classes; ++c) sum += exp(static_cast<double>(z[c] - zmax));
   const double loss = (log(sum) + zmax - z[label]) * scale;
   for (int c = 0; c < classes; ++c) {
-    d[c] = static_cast<float>((exp(static_cast<double>(z[c] - zmax)) / sum - (c == label ? 1 : 0)) * scale);
+    d[c] = static_cast<float>((exp(static_cast<double>(z[c] - zmax)) / sum - (c == label ? 1 : 0)) *
+                              scale);
   }
   return loss;
 }
@@ -50,7 +52,8 @@ DDPIO_HOST_DEVICE inline float ColumnSum(const float* d, int rows, int cols, int
   return out;
 }
 
-DDPIO_HOST_DEVICE inline void SgdElement(float* p, float g, float* buf, float m, float wd, float lr, bool started) {
+DDPIO_HOST_DEVICE inline void SgdElement(float* p, float g, float* buf, float m, float wd, float lr,
+                                         bool started) {
   float d = g + wd * *p;
   if (m != 0.0f) {
     *buf = started ? m * *buf + d : d;

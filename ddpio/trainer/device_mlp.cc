@@ -17,21 +17,24 @@ absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(const std::vector<i
                                                              std::array<float, 3> mean,
                                                              std::array<float, 3> stddev) {
   if (sizes.size() < 2 || *std::min_element(sizes.begin(), sizes.end()) < 1) {
-    return absl::InvalidArgumentError("a model needs an input size, a class count and no empty layer");
+    return absl::InvalidArgumentError(
+        "a model needs an input size, a class count and no empty layer");
   }
   std::unique_ptr<DeviceMlp> m(new DeviceMlp(sizes, mean, stddev));
   if (initial.size() != m->num_params()) {
     return absl::InvalidArgumentError(
         absl::StrCat(initial.size(), " initial parameters for a model of ", m->num_params()));
   }
-  if (!m->Cuda(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
+  if (!m->Cuda(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags") ||
       !m->Blas(cublasCreate(&m->blas_), "cublasCreate") ||
       !m->Blas(cublasSetStream(m->blas_, m->stream_), "cublasSetStream")) {
     return m->status_;
   }
   m->events_.assign(m->layers_.size(), nullptr);
   for (cudaEvent_t& e : m->events_) {
-    if (!m->Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return m->status_;
+    if (!m->Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"))
+      return m->status_;
   }
   const size_t n = m->num_params();
   if (!m->Alloc(&m->params_, n) || !m->Alloc(&m->grads_, n) || !m->Alloc(&m->momentum_, n) ||
@@ -40,7 +43,8 @@ absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(const std::vector<i
   }
   m->Cuda(cudaMemsetAsync(m->momentum_, 0, n * sizeof(float), m->stream_), "cudaMemsetAsync");
   m->ZeroGrad();
-  m->Cuda(cudaMemcpyAsync(m->params_, initial.data(), n * sizeof(float), cudaMemcpyHostToDevice, m->stream_),
+  m->Cuda(cudaMemcpyAsync(m->params_, initial.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+                          m->stream_),
           "cudaMemcpyAsync");
   absl::Status st = m->Wait();
   if (!st.ok()) return st;
@@ -48,7 +52,8 @@ absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(const std::vector<i
 }
 
 DeviceMlp::~DeviceMlp() {
-  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);  // nothing queued may touch freed memory
+  if (stream_ != nullptr)
+    (void)cudaStreamSynchronize(stream_);  // nothing queued may touch freed memory
   for (void* p : owned_) (void)cudaFree(p);
   for (cudaEvent_t e : events_) {
     if (e != nullptr) (void)cudaEventDestroy(e);
@@ -60,8 +65,8 @@ DeviceMlp::~DeviceMlp() {
 bool DeviceMlp::Cuda(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return status_.ok();
   if (status_.ok()) {
-    status_ = absl::InternalError(absl::StrCat(what, ": CUDA error ", static_cast<int>(err), " ",
-                                               cudaGetErrorString(err)));
+    status_ = absl::InternalError(
+        absl::StrCat(what, ": CUDA error ", static_cast<int>(err), " ", cudaGetErrorString(err)));
   }
   return false;
 }
@@ -101,20 +106,22 @@ bool DeviceMlp::Reserve(int batch) {
   for (size_t l = 1; l < sizes_.size(); ++l) {
     if (!Alloc(&act_[l], b * sizes_[l])) return false;
   }
-  free_losses_.clear();  // too small now (all stay allocated until destruction: queued work may use them)
+  free_losses_
+      .clear();  // too small now (all stay allocated until destruction: queued work may use them)
   if (!Alloc(&pixels_, b * inputs()) || !Alloc(&labels_, b) || !Alloc(&predicted_, b) ||
-      !Alloc(&x_, b * inputs()) || !Alloc(&delta_, b * widest) || !Alloc(&delta_prev_, b * widest)) {
+      !Alloc(&x_, b * inputs()) || !Alloc(&delta_, b * widest) ||
+      !Alloc(&delta_prev_, b * widest)) {
     return false;
   }
   capacity_ = batch;
   return true;
 }
 
-void DeviceMlp::Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
-                     int ldb, float beta, float* c, int ldc) {
+void DeviceMlp::Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+                     const float* b, int ldb, float beta, float* c, int ldc) {
   const float alpha = 1.0f;
-  Blas(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                   b, ldb, a, lda, &beta, c, ldc),
+  Blas(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc),
        "cublasSgemm");
 }
 
@@ -122,10 +129,13 @@ void DeviceMlp::Forward(const uint8_t* pixels, bool pixels_on_device, int batch)
   const size_t values = static_cast<size_t>(batch) * inputs();
   const uint8_t* in = pixels;
   if (!pixels_on_device) {
-    if (!Cuda(cudaMemcpyAsync(pixels_, pixels, values, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync")) return;
+    if (!Cuda(cudaMemcpyAsync(pixels_, pixels, values, cudaMemcpyHostToDevice, stream_),
+              "cudaMemcpyAsync"))
+      return;
     in = pixels_;
   }
-  Cuda(ddpio_normalize_hwc(in, x_, values, mean_[0], mean_[1], mean_[2], stddev_[0], stddev_[1], stddev_[2], stream_),
+  Cuda(ddpio_normalize_hwc(in, x_, values, mean_[0], mean_[1], mean_[2], stddev_[0], stddev_[1],
+                           stddev_[2], stream_),
        "normalize");
   const float* x = x_;
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -135,13 +145,15 @@ void DeviceMlp::Forward(const uint8_t* pixels, bool pixels_on_device, int batch)
     float* out = act_[l + 1];
     Cuda(ddpio_fill_rows(out, bias, batch, n_out, stream_), "fill_rows");
     Gemm(false, true, batch, n_out, n_in, x, n_in, w, n_in, 1.0f, out, n_out);  // x W^T + b
-    if (l + 1 < layers_.size()) Cuda(ddpio_relu(out, static_cast<size_t>(batch) * n_out, stream_), "relu");
+    if (l + 1 < layers_.size())
+      Cuda(ddpio_relu(out, static_cast<size_t>(batch) * n_out, stream_), "relu");
     x = out;
   }
 }
 
-void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch,
-                                double scale, const std::function<void(int layer)>& on_layer_ready) {
+void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels,
+                                int batch, double scale,
+                                const std::function<void(int layer)>& on_layer_ready) {
   // Every layer is reported, also after an error: the caller's all-reduces must stay matched
   // with the other ranks' (and it checks status() once they are done).
   int next = static_cast<int>(layers_.size()) - 1;
@@ -154,10 +166,11 @@ void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, co
   report_through(0);
 }
 
-void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch,
-                         double scale, const std::function<void(int layer)>& ready) {
+void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels,
+                         int batch, double scale, const std::function<void(int layer)>& ready) {
   if (!Reserve(batch)) return;
-  if (!Cuda(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+  if (!Cuda(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice,
+                            stream_),
             "cudaMemcpyAsync")) {
     return;
   }
@@ -171,7 +184,8 @@ void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int
     free_losses_.pop_back();
   }
   pending_losses_.push_back({loss, batch, capacity_});
-  Cuda(ddpio_softmax_xent(act_.back(), labels_, batch, classes, scale, delta_, loss, stream_), "softmax_xent");
+  Cuda(ddpio_softmax_xent(act_.back(), labels_, batch, classes, scale, delta_, loss, stream_),
+       "softmax_xent");
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0 && status_.ok(); --l) {
     const int n_in = sizes_[l], n_out = sizes_[l + 1];
     const float* in = l == 0 ? x_ : act_[l];
@@ -182,7 +196,8 @@ void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int
     if (l > 0) {  // delta for the layer below: (d W) masked by ReLU'
       const float* w = params_ + layers_[l].begin;
       Gemm(false, false, batch, n_in, n_out, delta_, n_out, w, n_in, 0.0f, delta_prev_, n_in);
-      Cuda(ddpio_relu_mask(delta_prev_, act_[l], static_cast<size_t>(batch) * n_in, stream_), "relu_mask");
+      Cuda(ddpio_relu_mask(delta_prev_, act_[l], static_cast<size_t>(batch) * n_in, stream_),
+           "relu_mask");
       std::swap(delta_, delta_prev_);
     }
     if (!Cuda(cudaEventRecord(events_[l], stream_), "cudaEventRecord")) return;
@@ -194,7 +209,8 @@ absl::StatusOr<double> DeviceMlp::TakeLoss() {
   std::vector<std::vector<double>> losses;
   for (const PendingLoss& p : pending_losses_) {
     losses.emplace_back(p.batch);
-    Cuda(cudaMemcpyAsync(losses.back().data(), p.device, p.batch * sizeof(double), cudaMemcpyDeviceToHost, stream_),
+    Cuda(cudaMemcpyAsync(losses.back().data(), p.device, p.batch * sizeof(double),
+                         cudaMemcpyDeviceToHost, stream_),
          "cudaMemcpyAsync");
   }
   absl::Status st = Wait();
@@ -216,14 +232,16 @@ absl::StatusOr<bool> DeviceMlp::GradientsFinite() {
   uint32_t count = 0;
   Cuda(cudaMemsetAsync(nonfinite_, 0, sizeof(uint32_t), stream_), "cudaMemsetAsync");
   Cuda(ddpio_count_nonfinite(grads_, num_params(), nonfinite_, stream_), "count_nonfinite");
-  Cuda(cudaMemcpyAsync(&count, nonfinite_, sizeof(count), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+  Cuda(cudaMemcpyAsync(&count, nonfinite_, sizeof(count), cudaMemcpyDeviceToHost, stream_),
+       "cudaMemcpyAsync");
   absl::Status st = Wait();
   if (!st.ok()) return st;
   return count == 0;
 }
 
 void DeviceMlp::Step(float lr, float momentum, float weight_decay) {
-  Cuda(ddpio_sgd(params_, grads_, momentum_, num_params(), momentum, weight_decay, lr, started_ ? 1 : 0, stream_),
+  Cuda(ddpio_sgd(params_, grads_, momentum_, num_params(), momentum, weight_decay, lr,
+                 started_ ? 1 : 0, stream_),
        "sgd");
   started_ = true;
 }
@@ -232,12 +250,14 @@ void DeviceMlp::ZeroGrad() {
   Cuda(cudaMemsetAsync(grads_, 0, num_params() * sizeof(float), stream_), "cudaMemsetAsync");
 }
 
-absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, int batch, std::vector<int>* classes) {
+absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, int batch,
+                                std::vector<int>* classes) {
   if (!Reserve(batch)) return status_;
   Forward(pixels, pixels_on_device, batch);
   std::vector<int32_t> predicted(batch);
   Cuda(ddpio_argmax_rows(act_.back(), batch, sizes_.back(), predicted_, stream_), "argmax_rows");
-  Cuda(cudaMemcpyAsync(predicted.data(), predicted_, batch * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+  Cuda(cudaMemcpyAsync(predicted.data(), predicted_, batch * sizeof(int32_t),
+                       cudaMemcpyDeviceToHost, stream_),
        "cudaMemcpyAsync");
   absl::Status st = Wait();
   if (!st.ok()) return st;
@@ -247,27 +267,33 @@ absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, in
 
 absl::Status DeviceMlp::GetParams(std::vector<float>* params) {
   params->resize(num_params());
-  Cuda(cudaMemcpyAsync(params->data(), params_, num_params() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+  Cuda(cudaMemcpyAsync(params->data(), params_, num_params() * sizeof(float),
+                       cudaMemcpyDeviceToHost, stream_),
        "cudaMemcpyAsync");
   return Wait();
 }
 
 absl::Status DeviceMlp::GetMomentum(std::vector<float>* momentum, bool* started) {
   momentum->resize(num_params());
-  Cuda(cudaMemcpyAsync(momentum->data(), momentum_, num_params() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+  Cuda(cudaMemcpyAsync(momentum->data(), momentum_, num_params() * sizeof(float),
+                       cudaMemcpyDeviceToHost, stream_),
        "cudaMemcpyAsync");
   *started = started_;
   return Wait();
 }
 
-absl::Status DeviceMlp::SetState(const std::vector<float>& params, const std::vector<float>& momentum, bool started) {
+absl::Status DeviceMlp::SetState(const std::vector<float>& params,
+                                 const std::vector<float>& momentum, bool started) {
   if (params.size() != num_params() || momentum.size() != num_params()) {
-    return absl::InvalidArgumentError(absl::StrCat("a state of ", params.size(), " parameters and ", momentum.size(),
-                                                   " momentum values for a model of ", num_params()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a state of ", params.size(), " parameters and ", momentum.size(),
+                     " momentum values for a model of ", num_params()));
   }
-  Cuda(cudaMemcpyAsync(params_, params.data(), num_params() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+  Cuda(cudaMemcpyAsync(params_, params.data(), num_params() * sizeof(float), cudaMemcpyHostToDevice,
+                       stream_),
        "cudaMemcpyAsync");
-  Cuda(cudaMemcpyAsync(momentum_, momentum.data(), num_params() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+  Cuda(cudaMemcpyAsync(momentum_, momentum.data(), num_params() * sizeof(float),
+                       cudaMemcpyHostToDevice, stream_),
        "cudaMemcpyAsync");
   started_ = started;
   return Wait();  // the host vectors may go once this returns

@@ -43,14 +43,16 @@ class DeviceMlp {
   // input as the CPU trainer does.
   static absl::StatusOr<std::unique_ptr<DeviceMlp>> Create(const std::vector<int>& sizes,
                                                            const std::vector<float>& initial,
-                                                           std::array<float, 3> mean, std::array<float, 3> stddev);
+                                                           std::array<float, 3> mean,
+                                                           std::array<float, 3> stddev);
   ~DeviceMlp();
   DeviceMlp(const DeviceMlp&) = delete;
   DeviceMlp& operator=(const DeviceMlp&) = delete;
 
   // Forward and backward on `batch` samples, adding to the gradients; the loss (as
   // Mlp::ForwardBackward's) is collected by TakeLoss.
-  void ForwardBackward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch, double scale,
+  void ForwardBackward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels,
+                       int batch, double scale,
                        const std::function<void(int layer)>& on_layer_ready = {});
   // Waits for the stream; the sum of the losses of every ForwardBackward since the last call.
   absl::StatusOr<double> TakeLoss();
@@ -60,12 +62,14 @@ class DeviceMlp {
   void Step(float lr, float momentum, float weight_decay);
   void ZeroGrad();
   // Waits for the stream; each sample's predicted class.
-  absl::Status Predict(const uint8_t* pixels, bool pixels_on_device, int batch, std::vector<int>* classes);
+  absl::Status Predict(const uint8_t* pixels, bool pixels_on_device, int batch,
+                       std::vector<int>* classes);
 
   // Host copies (waiting for the stream): for checkpoints, results and resume.
   absl::Status GetParams(std::vector<float>* params);
   absl::Status GetMomentum(std::vector<float>* momentum, bool* started);
-  absl::Status SetState(const std::vector<float>& params, const std::vector<float>& momentum, bool started);
+  absl::Status SetState(const std::vector<float>& params, const std::vector<float>& momentum,
+                        bool started);
 
   float* params() { return params_; }  // device memory, for the initial broadcast
   float* grads() { return grads_; }    // device memory, for the all-reduce
@@ -85,12 +89,12 @@ class DeviceMlp {
   bool Alloc(T** p, size_t count);
   bool Reserve(int batch);  // activation buffers for `batch` samples
   // Row-major C = alpha op(A) op(B) + beta C through cuBLAS (column-major: operands swapped).
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-            float beta, float* c, int ldc);
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc);
   void Forward(const uint8_t* pixels, bool pixels_on_device, int batch);
   // ForwardBackward's work; calls ready(l) after layer l's gradients, stops at an error.
-  void Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch, double scale,
-                const std::function<void(int layer)>& ready);
+  void Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels, int batch,
+                double scale, const std::function<void(int layer)>& ready);
   absl::Status Wait();
 
   const std::vector<int> sizes_;
@@ -110,7 +114,8 @@ class DeviceMlp {
   int32_t* labels_ = nullptr;
   int32_t* predicted_ = nullptr;
   float* x_ = nullptr;
-  std::vector<float*> act_;  // act_[l]: output of layer l - 1 (input of layer l), l >= 1; back(): logits
+  std::vector<float*>
+      act_;  // act_[l]: output of layer l - 1 (input of layer l), l >= 1; back(): logits
   float* delta_ = nullptr;
   float* delta_prev_ = nullptr;
   // Each ForwardBackward's per-sample losses stay on the device until TakeLoss reads them all

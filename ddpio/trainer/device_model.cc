@@ -27,8 +27,10 @@ class DeviceModel : public TrainModel {
   const std::vector<LayerRange>& layers() const override { return mlp_->layers(); }
   void* layer_event(int layer) override { return mlp_->layer_event(layer); }
 
-  void ForwardBackward(const loader::Batch& b, double scale, const std::function<void(int layer)>& ready) override {
-    mlp_->ForwardBackward(Pixels(b), b.device_data != nullptr, b.labels, static_cast<int>(b.size), scale, ready);
+  void ForwardBackward(const loader::Batch& b, double scale,
+                       const std::function<void(int layer)>& ready) override {
+    mlp_->ForwardBackward(Pixels(b), b.device_data != nullptr, b.labels, static_cast<int>(b.size),
+                          scale, ready);
   }
   absl::StatusOr<double> TakeLoss() override { return mlp_->TakeLoss(); }
   absl::StatusOr<bool> GradientsFinite() override { return mlp_->GradientsFinite(); }
@@ -37,7 +39,8 @@ class DeviceModel : public TrainModel {
   absl::Status Predict(const loader::Batch& b, std::vector<int>* classes) override {
     return mlp_->Predict(Pixels(b), b.device_data != nullptr, static_cast<int>(b.size), classes);
   }
-  absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum, bool* started) override {
+  absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum,
+                        bool* started) override {
     absl::Status st = mlp_->GetParams(params);
     return st.ok() ? mlp_->GetMomentum(momentum, started) : st;
   }
@@ -59,10 +62,12 @@ class DeviceModel : public TrainModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainModel>> MakeDeviceModel(const ModelOptions& options,
-                                                            const std::vector<float>& initial, int device) {
+                                                            const std::vector<float>& initial,
+                                                            int device) {
   if (cudaError_t err = cudaSetDevice(device); err != cudaSuccess) {
-    return absl::FailedPreconditionError(absl::StrCat("the device model needs CUDA device ", device,
-                                                      ": cudaSetDevice: ", cudaGetErrorString(err)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the device model needs CUDA device ", device,
+                     ": cudaSetDevice: ", cudaGetErrorString(err)));
   }
   auto mlp = DeviceMlp::Create(options.sizes, initial, options.mean, options.stddev);
   if (!mlp.ok()) return mlp.status();

@@ -4,8 +4,9 @@
 
 namespace ddpio::trainer {
 
-GradReducer::GradReducer(comm::Communicator* comm, float* grads, const std::vector<LayerRange>& layers,
-                         size_t bucket_bytes, std::chrono::milliseconds timeout,
+GradReducer::GradReducer(comm::Communicator* comm, float* grads,
+                         const std::vector<LayerRange>& layers, size_t bucket_bytes,
+                         std::chrono::milliseconds timeout,
                          std::function<void*(int layer)> layer_event)
     : comm_(comm),
       grads_(grads),
@@ -79,7 +80,8 @@ void GradReducer::Run() {
       const Bucket& bucket = buckets_[b];
       if (layer_event_) st = comm_->WaitFor(layer_event_(bucket.first_layer));
       if (st.ok()) {
-        st = comm_->AllReduce(grads_ + bucket.begin, bucket.end - bucket.begin, comm::ReduceOp::kAverage, timeout_);
+        st = comm_->AllReduce(grads_ + bucket.begin, bucket.end - bucket.begin,
+                              comm::ReduceOp::kAverage, timeout_);
       }
     }
     const uint64_t ns = static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count());

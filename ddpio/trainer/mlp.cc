@@ -1,13 +1,12 @@
 #include "ddpio/trainer/mlp.h"
 
-#include "ddpio/common/coding.h"
-#include "ddpio/common/hash.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "ddpio/common/coding.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/trainer/blas.h"
 
 namespace ddpio::trainer {
@@ -24,7 +23,9 @@ std::vector<LayerRange> MlpLayers(const std::vector<int>& sizes) {
 }
 
 Mlp::Mlp(std::vector<int> sizes, uint64_t seed, MatMul* engine)
-    : sizes_(std::move(sizes)), layers_(MlpLayers(sizes_)), mm_(engine != nullptr ? engine : &DefaultMatMul()) {
+    : sizes_(std::move(sizes)),
+      layers_(MlpLayers(sizes_)),
+      mm_(engine != nullptr ? engine : &DefaultMatMul()) {
   const size_t offset = layers_.empty() ? 0 : layers_.back().end;
   params_.resize(offset);
   grads_.assign(offset, 0.0f);
@@ -49,8 +50,10 @@ void Mlp::Forward(const float* x, int batch) {
     const bool last = l + 1 == layers_.size();
     std::vector<float>& out = last ? logits_ : act_[l + 1];
     out.resize(static_cast<size_t>(batch) * n_out);
-    for (int i = 0; i < batch; ++i) std::memcpy(out.data() + static_cast<size_t>(i) * n_out, b, n_out * sizeof(float));
-    mm_->Gemm(false, true, batch, n_out, n_in, 1.0f, in, n_in, w, n_in, 1.0f, out.data(), n_out);  // x W^T + b
+    for (int i = 0; i < batch; ++i)
+      std::memcpy(out.data() + static_cast<size_t>(i) * n_out, b, n_out * sizeof(float));
+    mm_->Gemm(false, true, batch, n_out, n_in, 1.0f, in, n_in, w, n_in, 1.0f, out.data(),
+              n_out);  // x W^T + b
     if (!last) {
       for (float& v : out) v = std::max(v, 0.0f);
     }
@@ -73,7 +76,8 @@ double Mlp::ForwardBackward(const float* x, const int32_t* labels, int batch, do
     for (int c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
     loss += (std::log(sum) + zmax - z[labels[i]]) * scale;
     for (int c = 0; c < classes; ++c) {
-      d[c] = static_cast<float>((std::exp(static_cast<double>(z[c] - zmax)) / sum - (c == labels[i] ? 1 : 0)) * scale);
+      d[c] = static_cast<float>(
+          (std::exp(static_cast<double>(z[c] - zmax)) / sum - (c == labels[i] ? 1 : 0)) * scale);
     }
   }
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
@@ -81,7 +85,8 @@ double Mlp::ForwardBackward(const float* x, const int32_t* labels, int batch, do
     const float* in = l == 0 ? x_ : act_[l].data();
     float* gw = grads_.data() + layers_[l].begin;
     float* gb = gw + static_cast<size_t>(n_out) * n_in;
-    mm_->Gemm(true, false, n_out, n_in, batch, 1.0f, delta_.data(), n_out, in, n_in, 1.0f, gw, n_in);  // dW += d^T a
+    mm_->Gemm(true, false, n_out, n_in, batch, 1.0f, delta_.data(), n_out, in, n_in, 1.0f, gw,
+              n_in);  // dW += d^T a
     for (int i = 0; i < batch; ++i) {
       const float* d = delta_.data() + static_cast<size_t>(i) * n_out;
       for (int o = 0; o < n_out; ++o) gb[o] += d[o];
@@ -89,7 +94,8 @@ double Mlp::ForwardBackward(const float* x, const int32_t* labels, int batch, do
     if (l > 0) {  // delta for the layer below: (d W) masked by ReLU'
       delta_prev_.resize(static_cast<size_t>(batch) * n_in);
       const float* w = params_.data() + layers_[l].begin;
-      mm_->Gemm(false, false, batch, n_in, n_out, 1.0f, delta_.data(), n_out, w, n_in, 0.0f, delta_prev_.data(), n_in);
+      mm_->Gemm(false, false, batch, n_in, n_out, 1.0f, delta_.data(), n_out, w, n_in, 0.0f,
+                delta_prev_.data(), n_in);
       const std::vector<float>& a = act_[l];
       for (size_t i = 0; i < delta_prev_.size(); ++i) {
         if (a[i] <= 0.0f) delta_prev_[i] = 0.0f;

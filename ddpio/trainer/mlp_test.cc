@@ -3,15 +3,16 @@
 #include <cmath>
 #include <random>
 
-#include "gtest/gtest.h"
 #include "ddpio/trainer/blas.h"
+#include "gtest/gtest.h"
 
 namespace ddpio::trainer {
 namespace {
 
 double Loss(Mlp& m, const std::vector<float>& x, const std::vector<int32_t>& labels) {
   std::vector<float> saved = m.grads();
-  const double loss = m.ForwardBackward(x.data(), labels.data(), static_cast<int>(labels.size()), 1.0 / labels.size());
+  const double loss = m.ForwardBackward(x.data(), labels.data(), static_cast<int>(labels.size()),
+                                        1.0 / labels.size());
   m.grads() = saved;
   return loss;
 }
@@ -90,13 +91,15 @@ TEST(MatMul, OpenBlasMatchesTheDefinition) {
       for (int i = 0; i < m; ++i) {
         for (int j = 0; j < n; ++j) {
           double sum = 0;
-          for (int p = 0; p < k; ++p) sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+          for (int p = 0; p < k; ++p)
+            sum += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
           want[i * ldc + j] = static_cast<float>(2.0 * sum + c[i * ldc + j]);
         }
       }
       mm->Gemm(ta, tb, m, n, k, 2.0f, a.data(), lda, b.data(), ldb, 1.0f, c.data(), ldc);
       for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) EXPECT_NEAR(c[i * ldc + j], want[i * ldc + j], 1e-5) << ta << tb << i << j;
+        for (int j = 0; j < n; ++j)
+          EXPECT_NEAR(c[i * ldc + j], want[i * ldc + j], 1e-5) << ta << tb << i << j;
       }
     }
   }

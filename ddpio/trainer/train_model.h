@@ -29,7 +29,8 @@ struct ModelOptions {
 class TrainModel {
  public:
   virtual ~TrainModel() = default;
-  virtual std::string Describe() const = 0;  // the path, e.g. "cpu: OpenBLAS ..." or "cuda: ... on device 0"
+  virtual std::string Describe()
+      const = 0;  // the path, e.g. "cpu: OpenBLAS ..." or "cuda: ... on device 0"
   virtual float* params() = 0;
   virtual float* grads() = 0;
   virtual size_t num_params() const = 0;
@@ -40,7 +41,8 @@ class TrainModel {
 
   // Adds the batch's gradients (its pixels from Batch::device_data when set, else Batch::data);
   // the batch must stay valid until TakeLoss returns. on_layer_ready as Mlp's.
-  virtual void ForwardBackward(const loader::Batch& b, double scale, const std::function<void(int layer)>& ready) = 0;
+  virtual void ForwardBackward(const loader::Batch& b, double scale,
+                               const std::function<void(int layer)>& ready) = 0;
   // The summed loss of every ForwardBackward since the last call (waits for the device).
   virtual absl::StatusOr<double> TakeLoss() = 0;
   virtual absl::StatusOr<bool> GradientsFinite() = 0;
@@ -48,22 +50,24 @@ class TrainModel {
   virtual void ZeroGrad() = 0;
   virtual absl::Status Predict(const loader::Batch& b, std::vector<int>* classes) = 0;
   // Host copies of the state, for checkpoints and results; and back, for resume.
-  virtual absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum, bool* started) = 0;
-  virtual absl::Status SetState(const std::vector<float>& params, const std::vector<float>& momentum,
-                                bool started) = 0;
+  virtual absl::Status GetState(std::vector<float>* params, std::vector<float>* momentum,
+                                bool* started) = 0;
+  virtual absl::Status SetState(const std::vector<float>& params,
+                                const std::vector<float>& momentum, bool started) = 0;
   virtual absl::Status status() const = 0;  // the first engine error, sticky
 };
 
 // The CPU model; products on `engine` (SelectMatMul's), which it keeps.
-std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options, std::unique_ptr<MatMul> engine,
-                                         std::string engine_path);
+std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options,
+                                         std::unique_ptr<MatMul> engine, std::string engine_path);
 // Whether this ddpio can put the model on a device (built with nvcc and cuBLAS).
 bool DeviceModelCompiled();
 // The model on this process's CUDA device `device`, initialised with `initial` (an Mlp's
 // parameters for the same options). FailedPrecondition when ddpio was built without the CUDA
 // toolkit's compiler and cuBLAS (device_model_none.cc).
 absl::StatusOr<std::unique_ptr<TrainModel>> MakeDeviceModel(const ModelOptions& options,
-                                                            const std::vector<float>& initial, int device);
+                                                            const std::vector<float>& initial,
+                                                            int device);
 
 }  // namespace ddpio::trainer
 

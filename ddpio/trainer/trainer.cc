@@ -1,12 +1,9 @@
 #include "ddpio/trainer/trainer.h"
 
-#include "ddpio/pipeline/pipeline.h"
-
-#include <cmath>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +11,7 @@
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/pipeline/pipeline.h"
 #include "ddpio/trainer/blas.h"
 #include "ddpio/trainer/checkpoint.h"
 #include "ddpio/trainer/grad_reducer.h"
@@ -25,7 +23,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr EnumName<ModelDevice> kDevices[] = {{ModelDevice::kCpu, "cpu"}, {ModelDevice::kCuda, "cuda"}};
+constexpr EnumName<ModelDevice> kDevices[] = {{ModelDevice::kCpu, "cpu"},
+                                              {ModelDevice::kCuda, "cuda"}};
 constexpr EnumName<MatMulEngine> kEngines[] = {
     {MatMulEngine::kCpu, "cpu"}, {MatMulEngine::kCuda, "cuda"}, {MatMulEngine::kAuto, "auto"}};
 
@@ -33,7 +32,8 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // Accuracy over every validation sample exactly once: mask padding, sums all-reduced in the
 // world communicator's memory (the device's over NCCL).
-absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& model, comm::Communicator& world,
+absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& model,
+                                                     comm::Communicator& world,
                                                      std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(val.StartEpoch(0));
   std::vector<int> predicted;
@@ -50,13 +50,16 @@ absl::StatusOr<std::pair<double, uint64_t>> Evaluate(Pipeline& val, TrainModel& 
     }
   }
   DDPIO_RETURN_IF_ERROR(comm::AllReduceHost(world, sums, 2, comm::ReduceOp::kSum, timeout));
-  return std::make_pair(sums[1] > 0 ? static_cast<double>(sums[0]) / sums[1] : 0.0, static_cast<uint64_t>(sums[1]));
+  return std::make_pair(sums[1] > 0 ? static_cast<double>(sums[0]) / sums[1] : 0.0,
+                        static_cast<uint64_t>(sums[1]));
 }
 
 }  // namespace
 
 std::string ModelDeviceName(ModelDevice device) { return NameOf(kDevices, device); }
-absl::StatusOr<ModelDevice> ParseModelDevice(std::string_view name) { return ParseName(kDevices, name, "device"); }
+absl::StatusOr<ModelDevice> ParseModelDevice(std::string_view name) {
+  return ParseName(kDevices, name, "device");
+}
 std::string MatMulEngineName(MatMulEngine engine) { return NameOf(kEngines, engine); }
 absl::StatusOr<MatMulEngine> ParseMatMulEngine(std::string_view name) {
   return ParseName(kEngines, name, "matmul engine");
@@ -86,15 +89,17 @@ namespace {
 // Resume (from a checkpoint), then RunEpoch for each epoch, Validate after it, and Result.
 class TrainingRun {
  public:
-  static absl::StatusOr<std::unique_ptr<TrainingRun>> Open(comm::Job& job, const TrainOptions& o,
-                                                           const std::function<void(const std::string&)>& progress);
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Open(
+      comm::Job& job, const TrainOptions& o,
+      const std::function<void(const std::string&)>& progress);
   absl::Status Resume();
   // Trains the epochs left; stops early (after checkpointing) at o.stop_after_steps.
   absl::Status Run();
   absl::StatusOr<TrainResult> Result();
 
  private:
-  TrainingRun(comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress)
+  TrainingRun(comm::Job& job, const TrainOptions& o,
+              const std::function<void(const std::string&)>& progress)
       : o_(o), world_(job.world()), rank_(job.info().rank), progress_(progress) {}
   absl::Status OpenModel(comm::Job& job);
   // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
@@ -131,18 +136,21 @@ class TrainingRun {
 };
 
 absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
-    comm::Job& job, const TrainOptions& o, const std::function<void(const std::string&)>& progress) {
+    comm::Job& job, const TrainOptions& o,
+    const std::function<void(const std::string&)>& progress) {
   if (o.accumulate < 1 || o.epochs < 1 || o.pipeline.output != loader::OutputFormat::kUint8Nhwc) {
-    return absl::InvalidArgumentError("accumulate and epochs must be positive; the trainer takes uint8 batches");
+    return absl::InvalidArgumentError(
+        "accumulate and epochs must be positive; the trainer takes uint8 batches");
   }
   const bool nccl = job.backend().kind == comm::BackendKind::kNccl;
   if ((o.device == ModelDevice::kCuda) != nccl) {
-    return WithSetting(absl::InvalidArgumentError(
-                           o.device == ModelDevice::kCuda
-                               ? "a model on the device (TrainOptions::device cuda) trains with the NCCL backend "
-                                 "(the job uses gloo)"
-                               : "the NCCL backend needs the model on the device (TrainOptions::device cuda)"),
-                       "device");
+    return WithSetting(
+        absl::InvalidArgumentError(
+            o.device == ModelDevice::kCuda
+                ? "a model on the device (TrainOptions::device cuda) trains with the NCCL backend "
+                  "(the job uses gloo)"
+                : "the NCCL backend needs the model on the device (TrainOptions::device cuda)"),
+        "device");
   }
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
   DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, TrainPipelineOptions(o)));
@@ -152,11 +160,13 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
   DDPIO_RETURN_IF_ERROR(run->OpenModel(job));
   TrainModel* model = run->model_.get();
   // Identical initial parameters everywhere: rank 0's.
-  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(model->params(), model->num_params() * sizeof(float), 0, o.pipeline.timeout));
+  DDPIO_RETURN_IF_ERROR(run->world_.Broadcast(model->params(), model->num_params() * sizeof(float),
+                                              0, o.pipeline.timeout));
   std::function<void*(int)> events;
   if (nccl) events = [model](int layer) { return model->layer_event(layer); };
-  run->reducer_ = std::make_unique<GradReducer>(&run->world_, model->grads(), model->layers(), o.bucket_bytes,
-                                                o.pipeline.timeout, std::move(events));
+  run->reducer_ =
+      std::make_unique<GradReducer>(&run->world_, model->grads(), model->layers(), o.bucket_bytes,
+                                    o.pipeline.timeout, std::move(events));
   DDPIO_ASSIGN_OR_RETURN(uint64_t batches_per_epoch, run->train_->BatchesInEpoch(0));
   run->schedule_ = Schedule{o.lr, o.warmup_steps, 0, o.decay, o.step_size, 0.1};
   run->schedule_.total_steps =
@@ -167,7 +177,8 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
 absl::Status TrainingRun::OpenModel(comm::Job& job) {
   // The class count from rank 0 (a leader: it has the dataset), through host memory.
   classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
-  DDPIO_RETURN_IF_ERROR(comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.pipeline.timeout));
+  DDPIO_RETURN_IF_ERROR(
+      comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.pipeline.timeout));
   ModelOptions mo;
   const int side = o_.pipeline.image_size;
   mo.sizes = {side * side * 3};
@@ -183,12 +194,14 @@ absl::Status TrainingRun::OpenModel(comm::Job& job) {
   if (o_.device == ModelDevice::kCuda) {
     Mlp initial(mo.sizes, mo.init_seed);  // the CPU model's initialisation, bit for bit
     const int devices = comm::ProbeNcclDevices().devices;
-    DDPIO_ASSIGN_OR_RETURN(model_, MakeDeviceModel(mo, initial.params(),
-                                                   device::DeviceForRank(job.info().local_rank, devices)));
+    DDPIO_ASSIGN_OR_RETURN(model_,
+                           MakeDeviceModel(mo, initial.params(),
+                                           device::DeviceForRank(job.info().local_rank, devices)));
     return absl::OkStatus();
   }
   std::string path;
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine, SelectMatMul(MatMulEngineName(o_.matmul), o_.blas_threads, &path));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<MatMul> engine,
+                         SelectMatMul(MatMulEngineName(o_.matmul), o_.blas_threads, &path));
   model_ = MakeCpuModel(mo, std::move(engine), path);
   return absl::OkStatus();
 }
@@ -198,14 +211,15 @@ absl::Status TrainingRun::Resume() {
   if (!o_.resume || o_.checkpoint_dir.empty()) return absl::OkStatus();
   absl::StatusOr<Checkpoint> c = ReadCheckpoint(o_.checkpoint_dir, model_->num_params());
   if (absl::IsNotFound(c.status())) {
-    if (rank_ == 0) DDPIO_LOG(INFO) << "resume: no checkpoint in " << o_.checkpoint_dir << " yet, starting fresh";
+    if (rank_ == 0)
+      DDPIO_LOG(INFO) << "resume: no checkpoint in " << o_.checkpoint_dir << " yet, starting fresh";
     return absl::OkStatus();
   }
   DDPIO_RETURN_IF_ERROR(c.status());
   if (c->params.size() != model_->num_params()) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint in ", o_.checkpoint_dir, " holds ",
-                                                      c->params.size(), " parameters, this model has ",
-                                                      model_->num_params()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint in ", o_.checkpoint_dir, " holds ", c->params.size(),
+                     " parameters, this model has ", model_->num_params()));
   }
   if (c->sampler_seed != o_.pipeline.seed || c->augment_seed != o_.pipeline.augment_seed ||
       c->dataset_size != train_->dataset_size()) {
@@ -213,7 +227,8 @@ absl::Status TrainingRun::Resume() {
         "checkpoint in ", o_.checkpoint_dir, " was written with sampler seed ", c->sampler_seed,
         ", augmentation seed ", c->augment_seed, " on ", c->dataset_size, " samples; this job has ",
         o_.pipeline.seed, ", ", o_.pipeline.augment_seed, " and ", train_->dataset_size(),
-        ": resuming would repeat and skip samples (resume with the same seed and dataset, or start in a new "
+        ": resuming would repeat and skip samples (resume with the same seed and dataset, or start "
+        "in a new "
         "checkpoint directory)"));
     return WithSetting(WithSetting(WithSetting(mismatch, "seed"), "data"), "checkpoint_dir");
   }
@@ -222,8 +237,8 @@ absl::Status TrainingRun::Resume() {
   position_ = c->position;
   step_ = c->step;
   if (rank_ == 0) {
-    DDPIO_LOG(INFO) << "resuming from " << CheckpointPath(o_.checkpoint_dir) << ": epoch " << epoch_ << ", position "
-                    << position_ << ", step " << step_;
+    DDPIO_LOG(INFO) << "resuming from " << CheckpointPath(o_.checkpoint_dir) << ": epoch " << epoch_
+                    << ", position " << position_ << ", step " << step_;
   }
   return absl::OkStatus();
 }
@@ -231,8 +246,9 @@ absl::Status TrainingRun::Resume() {
 absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
   if (o_.checkpoint_dir.empty()) return absl::OkStatus();
   if (rank_ == 0) {
-    Checkpoint c{epoch, position, step_, o_.pipeline.seed, o_.pipeline.augment_seed, train_->dataset_size(),
-                 false, {}, {}};
+    Checkpoint c{
+        epoch, position, step_, o_.pipeline.seed, o_.pipeline.augment_seed, train_->dataset_size(),
+        false, {},       {}};
     DDPIO_RETURN_IF_ERROR(model_->GetState(&c.params, &c.momentum, &c.momentum_started));
     DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o_.checkpoint_dir, c));
   }
@@ -263,15 +279,17 @@ absl::Status TrainingRun::MicroBatch(const loader::Batch& b, double scale, bool 
   // The averaged gradients are the same on every rank, so every rank stops at this step.
   DDPIO_ASSIGN_OR_RETURN(bool finite, model_->GradientsFinite());
   if (!finite) {
-    return WithSetting(absl::InvalidArgumentError(absl::StrFormat(
-                           "training diverged at epoch %d, step %d: the averaged gradients are not finite "
-                           "(loss %g); lower the learning rate or check the data",
-                           epoch_, step_, step_loss_)),
-                       "learning_rate");
+    return WithSetting(
+        absl::InvalidArgumentError(absl::StrFormat(
+            "training diverged at epoch %d, step %d: the averaged gradients are not finite "
+            "(loss %g); lower the learning rate or check the data",
+            epoch_, step_, step_loss_)),
+        "learning_rate");
   }
   model_->Step(schedule_.At(step_));
   model_->ZeroGrad();
-  if (o_.compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.compute_ms));
+  if (o_.compute_ms > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.compute_ms));
   ++step_;
   ++result_.steps;
   loss_sum_ += step_loss_;
@@ -281,11 +299,13 @@ absl::Status TrainingRun::MicroBatch(const loader::Batch& b, double scale, bool 
 }
 
 void TrainingRun::ReportProgress(uint64_t n, uint64_t batches) {
-  if (rank_ != 0 || o_.progress_every <= 0 || !progress_ || result_.steps % o_.progress_every != 0) return;
+  if (rank_ != 0 || o_.progress_every <= 0 || !progress_ || result_.steps % o_.progress_every != 0)
+    return;
   const uint64_t a = static_cast<uint64_t>(o_.accumulate);
-  progress_(absl::StrFormat("epoch %d step %d/%d  loss %.4f  lr %.4g  %.0f samples/s  stall %.1f%%", epoch_,
-                            (n + a) / a, (batches + a - 1) / a, loss_sum_ / loss_steps_, schedule_.At(step_ - 1),
-                            samples_ / (wait_s_ + busy_s_), 100 * wait_s_ / (wait_s_ + busy_s_)));
+  progress_(absl::StrFormat("epoch %d step %d/%d  loss %.4f  lr %.4g  %.0f samples/s  stall %.1f%%",
+                            epoch_, (n + a) / a, (batches + a - 1) / a, loss_sum_ / loss_steps_,
+                            schedule_.At(step_ - 1), samples_ / (wait_s_ + busy_s_),
+                            100 * wait_s_ / (wait_s_ + busy_s_)));
 }
 
 absl::Status TrainingRun::RunEpoch(bool* stopped) {
@@ -309,8 +329,8 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
     // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
     const uint64_t in_step = std::min<uint64_t>(o_.accumulate, batches - (n + 1 - micro));
-    DDPIO_RETURN_IF_ERROR(
-        MicroBatch(*b, 1.0 / (static_cast<double>(b->size) * static_cast<double>(in_step)), last_micro));
+    DDPIO_RETURN_IF_ERROR(MicroBatch(
+        *b, 1.0 / (static_cast<double>(b->size) * static_cast<double>(in_step)), last_micro));
     samples_ += b->size;
     busy_s_ += Seconds(Clock::now() - t1);
     if (!last_micro) continue;
@@ -337,7 +357,8 @@ absl::Status TrainingRun::Validate() {
   result_.val_accuracy = acc.first;
   result_.val_samples = acc.second;
   if (rank_ == 0 && progress_) {
-    progress_(absl::StrFormat("epoch %d: validation accuracy %.4f over %d samples", epoch_, acc.first, acc.second));
+    progress_(absl::StrFormat("epoch %d: validation accuracy %.4f over %d samples", epoch_,
+                              acc.first, acc.second));
   }
   return absl::OkStatus();
 }
@@ -361,8 +382,8 @@ absl::StatusOr<TrainResult> TrainingRun::Result() {
   result_.stall_fraction = wait_s_ / std::max(1e-9, wait_s_ + busy_s_);
   std::vector<float> momentum;
   bool started = false;
-  DDPIO_RETURN_IF_ERROR(
-      Annotate(model_->GetState(&result_.params, &momentum, &started), "reading the parameters back"));
+  DDPIO_RETURN_IF_ERROR(Annotate(model_->GetState(&result_.params, &momentum, &started),
+                                 "reading the parameters back"));
   result_.param_checksum = ParamChecksum(result_.params);
   result_.path = model_->Describe();
   return result_;

@@ -50,30 +50,31 @@ struct TrainOptions {
   uint64_t warmup_steps = 0;
   Decay decay = Decay::kCosine;
   uint64_t step_size = 1000;
-  int accumulate = 1;            // micro-batches per optimizer step
-  size_t bucket_bytes = 1 << 20; // gradient all-reduce buckets
-  double compute_ms = 0;         // simulated extra compute per step (a heavier model)
-  std::string checkpoint_dir;    // "" = none
-  uint64_t checkpoint_every = 0; // optimizer steps between checkpoints (0: end of each epoch only)
+  int accumulate = 1;             // micro-batches per optimizer step
+  size_t bucket_bytes = 1 << 20;  // gradient all-reduce buckets
+  double compute_ms = 0;          // simulated extra compute per step (a heavier model)
+  std::string checkpoint_dir;     // "" = none
+  uint64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: end of each epoch only)
   bool resume = false;
-  uint64_t stop_after_steps = 0; // stop (after checkpointing) once this many steps ran in this job
-  int progress_every = 20;       // rank 0 prints a progress line every N steps (0: never)
+  uint64_t stop_after_steps = 0;  // stop (after checkpointing) once this many steps ran in this job
+  int progress_every = 20;        // rank 0 prints a progress line every N steps (0: never)
   int blas_threads = 1;
   MatMulEngine matmul = MatMulEngine::kAuto;  // with device kCpu only
   ModelDevice device = ModelDevice::kCpu;
 };
 
 struct TrainResult {
-  uint64_t steps = 0;           // optimizer steps taken in this job
-  double train_loss = 0;        // mean loss over the last epoch's (or run's) steps, this rank
-  double val_accuracy = -1;     // over every validation sample exactly once; -1 without --val
+  uint64_t steps = 0;        // optimizer steps taken in this job
+  double train_loss = 0;     // mean loss over the last epoch's (or run's) steps, this rank
+  double val_accuracy = -1;  // over every validation sample exactly once; -1 without --val
   uint64_t val_samples = 0;
-  double samples_per_s = 0;     // this rank's training samples / training time
-  double stall_fraction = 0;    // time waiting for the next batch / step time
+  double samples_per_s = 0;   // this rank's training samples / training time
+  double stall_fraction = 0;  // time waiting for the next batch / step time
   uint64_t param_checksum = 0;
-  std::string path;             // where the model ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
+  std::string path;  // where the model ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
   broadcast::FeederCounters feeder;
-  // A training dataset in an object store: what this rank asked of the store (Pipeline::store_counters).
+  // A training dataset in an object store: what this rank asked of the store
+  // (Pipeline::store_counters).
   std::optional<storage::remote::RemoteCounters> store;
   std::vector<float> params;
 };

@@ -12,9 +12,9 @@
 #include "ddpio/comm/communicator_conformance.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
-#include "tests/support/train_runs.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/train_runs.h"
 
 namespace ddpio::trainer {
 namespace {
@@ -42,7 +42,8 @@ TrainOptions Base(const std::string& data, uint64_t global_batch, int world) {
 
 void ExpectSameOnEveryRank(const std::vector<RankOut>& outs, const std::string& what) {
   for (size_t r = 1; r < outs.size(); ++r) {
-    EXPECT_EQ(outs[r].checksum, outs[0].checksum) << what << ": rank " << r << " differs from rank 0";
+    EXPECT_EQ(outs[r].checksum, outs[0].checksum)
+        << what << ": rank " << r << " differs from rank 0";
   }
 }
 
@@ -68,7 +69,8 @@ TEST_F(TrainerTest, DdpEqualsSingleProcessOnTheSameSamples) {
     for (int world : {2, 4}) {
       TrainOptions o = Base(data_, 8, world);
       o.accumulate = accumulate;
-      const auto outs = TrainJob(world, o, dir_.path().string(), absl::StrCat("ddp", world, "-", accumulate));
+      const auto outs =
+          TrainJob(world, o, dir_.path().string(), absl::StrCat("ddp", world, "-", accumulate));
       ASSERT_FALSE(outs[0].params.empty());
       ExpectSameOnEveryRank(outs, absl::StrCat("world ", world));
       EXPECT_LE(RelativeDifference(outs[0].params, one[0].params), 1e-5)
@@ -85,7 +87,8 @@ TEST_F(TrainerTest, GroupFeedingTrainsTheSameModel) {
     TrainOptions o = Base(data_, 8, 4);
     o.pipeline.group_size = 2;
     o.pipeline.payload = payload;
-    const auto grouped = TrainJob(4, o, dir_.path().string(), "g2-" + broadcast::FeedPayloadName(payload));
+    const auto grouped =
+        TrainJob(4, o, dir_.path().string(), "g2-" + broadcast::FeedPayloadName(payload));
     ASSERT_FALSE(grouped[0].params.empty());
     ExpectSameOnEveryRank(grouped, "grouped");
     EXPECT_EQ(grouped[0].checksum, plain[0].checksum) << broadcast::FeedPayloadName(payload);

@@ -17,10 +17,13 @@ int main(int argc, char** argv) {
   while (status.ok()) {
     absl::StatusOr<ddpio::loader::Batch> batch = (*pipeline)->Next();
     status = batch.status();
-    for (uint64_t k = 0; batch.ok() && k < batch->size; ++k) images += batch->valid[k];  // not padding
+    for (uint64_t k = 0; batch.ok() && k < batch->size; ++k)
+      images += batch->valid[k];  // not padding
     batches += batch.ok();
   }
-  if (!absl::IsOutOfRange(status)) return std::fprintf(stderr, "consumer: %s\n", status.ToString().c_str()), 1;
-  std::printf("consumer rank %d: %llu images in %llu batches\n", (*pipeline)->rank(), images, batches);
+  if (!absl::IsOutOfRange(status))
+    return std::fprintf(stderr, "consumer: %s\n", status.ToString().c_str()), 1;
+  std::printf("consumer rank %d: %llu images in %llu batches\n", (*pipeline)->rank(), images,
+              batches);
   return 0;
 }

@@ -52,11 +52,12 @@ py::dict SummaryDict(const convert::ConvertSummary& s) {
   return d;
 }
 
-py::dict Convert(const py::object& src, const py::object& out, const std::optional<std::string>& source, int shards,
-                 int threads, bool resume, bool skip_invalid, bool full_decode, int max_side, int quality,
-                 int restart_interval, uint64_t max_decode_bytes, bool single_file, uint64_t batch_records,
-                 const py::object& list_root, const py::object& val_labels, const py::object& synsets,
-                 const py::object& progress) {
+py::dict Convert(const py::object& src, const py::object& out,
+                 const std::optional<std::string>& source, int shards, int threads, bool resume,
+                 bool skip_invalid, bool full_decode, int max_side, int quality,
+                 int restart_interval, uint64_t max_decode_bytes, bool single_file,
+                 uint64_t batch_records, const py::object& list_root, const py::object& val_labels,
+                 const py::object& synsets, const py::object& progress) {
   convert::ConvertOptions o;
   o.source = FsPath(src);
   if (!out.is_none()) o.out = FsPath(out);
@@ -103,31 +104,38 @@ py::dict Convert(const py::object& src, const py::object& out, const std::option
 }  // namespace
 
 void BindConvert(py::module_& m) {
-  py::class_<convert::ConvertProgress>(m, "ConvertProgress",
-                                       "How far a ddpio.convert has come: counts of source entries.")
-      .def_readonly("entries_done", &convert::ConvertProgress::entries_done,
-                    "Source entries done (stored or skipped), counting those a resumed conversion found done")
-      .def_readonly("entries_total", &convert::ConvertProgress::entries_total, "Source entries in all (0: unknown)")
+  py::class_<convert::ConvertProgress>(
+      m, "ConvertProgress", "How far a ddpio.convert has come: counts of source entries.")
+      .def_readonly(
+          "entries_done", &convert::ConvertProgress::entries_done,
+          "Source entries done (stored or skipped), counting those a resumed conversion found done")
+      .def_readonly("entries_total", &convert::ConvertProgress::entries_total,
+                    "Source entries in all (0: unknown)")
       .def_readonly("records", &convert::ConvertProgress::records, "Entries stored")
       .def_readonly("skipped", &convert::ConvertProgress::skipped, "Entries skipped (skip_invalid)")
       .def_readonly("source_bytes_read", &convert::ConvertProgress::source_bytes_read,
                     "Bytes read from the source in this run")
-      .def_readonly("final", &convert::ConvertProgress::final, "True on the last call: the dataset is complete")
+      .def_readonly("final", &convert::ConvertProgress::final,
+                    "True on the last call: the dataset is complete")
       .def("__repr__", [](const convert::ConvertProgress& p) {
         return "ConvertProgress(entries_done=" + std::to_string(p.entries_done) +
-               ", entries_total=" + std::to_string(p.entries_total) + ", records=" + std::to_string(p.records) +
-               ", skipped=" + std::to_string(p.skipped) + ", source_bytes_read=" +
-               std::to_string(p.source_bytes_read) + ", final=" + (p.final ? "True" : "False") + ")";
+               ", entries_total=" + std::to_string(p.entries_total) +
+               ", records=" + std::to_string(p.records) + ", skipped=" + std::to_string(p.skipped) +
+               ", source_bytes_read=" + std::to_string(p.source_bytes_read) +
+               ", final=" + (p.final ? "True" : "False") + ")";
       });
   const convert::ConvertOptions d;
   m.def("convert", &Convert, py::arg("src"), py::arg("out") = py::none(), py::kw_only(),
-        py::arg("source") = py::none(), py::arg("shards") = d.shards, py::arg("threads") = d.threads,
-        py::arg("resume") = d.resume, py::arg("skip_invalid") = d.skip_invalid,
-        py::arg("full_decode") = d.full_decode, py::arg("max_side") = d.shrink.max_side,
-        py::arg("quality") = d.shrink.quality, py::arg("restart_interval") = d.restart_interval,
-        py::arg("max_decode_bytes") = d.max_decode_bytes, py::arg("single_file") = d.writer.single_file,
+        py::arg("source") = py::none(), py::arg("shards") = d.shards,
+        py::arg("threads") = d.threads, py::arg("resume") = d.resume,
+        py::arg("skip_invalid") = d.skip_invalid, py::arg("full_decode") = d.full_decode,
+        py::arg("max_side") = d.shrink.max_side, py::arg("quality") = d.shrink.quality,
+        py::arg("restart_interval") = d.restart_interval,
+        py::arg("max_decode_bytes") = d.max_decode_bytes,
+        py::arg("single_file") = d.writer.single_file,
         py::arg("batch_records") = d.writer.batch_records, py::arg("list_root") = py::none(),
-        py::arg("val_labels") = py::none(), py::arg("synsets") = py::none(), py::arg("progress") = py::none(),
+        py::arg("val_labels") = py::none(), py::arg("synsets") = py::none(),
+        py::arg("progress") = py::none(),
         R"(Converts `src` into the ddpio dataset `out`; returns a dict summing it up.
 
 `source` says what `src` is: "imagefolder" (the default; with `val_labels`, a flat folder of

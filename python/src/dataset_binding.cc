@@ -23,7 +23,8 @@ namespace {
 // Names from the filesystem are bytes on Linux: decoded as Python decodes file names
 // (surrogateescape), so any name comes back as a str that os.fsencode turns into its exact bytes.
 py::str FsStr(const std::string& name) {
-  return py::reinterpret_steal<py::str>(PyUnicode_DecodeFSDefaultAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeFSDefaultAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
 }
 
 class Dataset {
@@ -111,7 +112,8 @@ void BindDataset(py::module_& m) {
       .def_property_readonly("classes",
                              [](Dataset& d) {
                                py::list names;
-                               for (const std::string& c : d.reader().header().classes) names.append(FsStr(c));
+                               for (const std::string& c : d.reader().header().classes)
+                                 names.append(FsStr(c));
                                return names;
                              })
       .def("info", &Dataset::Info);

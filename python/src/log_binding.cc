@@ -3,11 +3,10 @@
 // (the oldest lines are dropped past kMaxLines, and the drop is counted); a Python thread
 // (ddpio/_logging.py) takes them with take_log_records() — which waits without the GIL — and
 // logs them.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-
 #include <fcntl.h>
 #include <pthread.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -99,7 +98,8 @@ void BindLog(py::module_& m) {
         SetLogSink(&Enqueue);
         return TheQueue().wake[0];
       },
-      "Sends the core's log lines to the queue take_log_records() empties, instead of stderr; returns "
+      "Sends the core's log lines to the queue take_log_records() empties, instead of stderr; "
+      "returns "
       "the file descriptor that becomes readable when lines wait (-1: none, poll instead).");
   m.def(
       "take_log_records",
@@ -111,13 +111,15 @@ void BindLog(py::module_& m) {
         char drain[256];
         while (q.wake[0] >= 0 && ::read(q.wake[0], drain, sizeof(drain)) > 0) {
         }
-        for (Line& l : q.lines) out.emplace_back(l.level, std::move(l.where), l.rank, std::move(l.message));
+        for (Line& l : q.lines)
+          out.emplace_back(l.level, std::move(l.where), l.rank, std::move(l.message));
         q.lines.clear();
         dropped = q.dropped;
         q.dropped = 0;
         return py::make_tuple(out, dropped);
       },
-      "The waiting log lines, without waiting: ([(level, where, rank, message)], lines dropped since the "
+      "The waiting log lines, without waiting: ([(level, where, rank, message)], lines dropped "
+      "since the "
       "last call because the queue was full).");
 }
 

@@ -11,7 +11,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
 #include <unistd.h>
 
 #include <array>
@@ -19,8 +18,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -49,10 +48,12 @@ struct TorchGroup {
 };
 
 // Holds no Python state: called without the GIL.
-absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds timeout, const TorchGroup& torch) {
+absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds timeout,
+                                                     const TorchGroup& torch) {
   std::lock_guard<std::mutex> lock(job_mu);
   if (shared_job != nullptr && job_pid != ::getpid()) {
-    new std::shared_ptr<comm::Job>(std::move(shared_job));  // a forked child: the parent's job, not ours
+    new std::shared_ptr<comm::Job>(
+        std::move(shared_job));  // a forked child: the parent's job, not ours
     shared_job = nullptr;
   }
   if (shared_job == nullptr) {
@@ -63,14 +64,16 @@ absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds t
       // The launcher's variables and torch's process group must describe the same job. A world
       // of one from a Slurm or Open MPI task is a single task spawning its own processes
       // (mp.spawn inside an allocation): torch's group is then the job.
-      const bool spawned_in_task = info.world_size == 1 && (info.source == comm::RankSource::kSlurm ||
-                                                            info.source == comm::RankSource::kOpenMpi);
+      const bool spawned_in_task =
+          info.world_size == 1 &&
+          (info.source == comm::RankSource::kSlurm || info.source == comm::RankSource::kOpenMpi);
       if (info.source != comm::RankSource::kSingleProcess && !spawned_in_task &&
           (info.rank != torch.rank || info.world_size != torch.world_size)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "torch.distributed is rank ", torch.rank, " of ", torch.world_size, " but the launcher (",
-            comm::RankSourceName(info.source), ") says rank ", info.rank, " of ", info.world_size,
-            ": the process group and the environment must describe the same job"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("torch.distributed is rank ", torch.rank, " of ", torch.world_size,
+                         " but the launcher (", comm::RankSourceName(info.source), ") says rank ",
+                         info.rank, " of ", info.world_size,
+                         ": the process group and the environment must describe the same job"));
       }
       info.rank = torch.rank;
       info.world_size = torch.world_size;
@@ -97,7 +100,8 @@ absl::StatusOr<loader::CudaRuntime*> CudaFor(int device) {
     std::string why;
     std::unique_ptr<loader::CudaRuntime> cuda = loader::MakeCudaRuntime(&why, device);
     if (cuda == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("device cuda:", device, " asked for, but ddpio cannot use it: ", why));
+      return absl::FailedPreconditionError(
+          absl::StrCat("device cuda:", device, " asked for, but ddpio cannot use it: ", why));
     }
     it = runtimes->emplace(device, std::move(cuda)).first;
   }
@@ -117,19 +121,21 @@ E TakeEnum(py::dict& o, const char* key, E fallback, absl::StatusOr<E> (*parse)(
   if (!o.contains(key)) return fallback;
   const std::string name = Take<std::string>(o, key, "");
   absl::StatusOr<E> v = parse(name);
-  if (!v.ok()) ThrowStatus(absl::InvalidArgumentError(absl::StrCat(key, ": ", v.status().message())));
+  if (!v.ok())
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(key, ": ", v.status().message())));
   return *v;
 }
 
 absl::StatusOr<loader::OutputFormat> ParseOutput(std::string_view name) {
   if (name == "uint8") return loader::OutputFormat::kUint8Nhwc;
   if (name == "float") return loader::OutputFormat::kFloatNchw;
-  return absl::InvalidArgumentError(absl::StrCat("unknown output \"", std::string(name), "\" (uint8 or float)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown output \"", std::string(name), "\" (uint8 or float)"));
 }
 
-
 // A duration given in seconds (a float); absent: `fallback`.
-std::chrono::milliseconds TakeSeconds(py::dict& o, const char* key, std::chrono::milliseconds fallback) {
+std::chrono::milliseconds TakeSeconds(py::dict& o, const char* key,
+                                      std::chrono::milliseconds fallback) {
   if (!o.contains(key)) return fallback;
   return std::chrono::milliseconds(static_cast<int64_t>(Take<double>(o, key, 0) * 1000.0));
 }
@@ -172,7 +178,8 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
   p.bad_samples = TakeEnum(o, "bad_samples", p.bad_samples, &loader::ParseBadSamplePolicy);
   p.held_batches = Take<int>(o, "held_batches", p.held_batches);
   p.held_timeout = TakeSeconds(o, "held_timeout", p.held_timeout);
-  if (Take<bool>(o, "copy_beyond_held", false)) p.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
+  if (Take<bool>(o, "copy_beyond_held", false))
+    p.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
   const int device = Take<int>(o, "device_index", -1);
   const int pin = Take<int>(o, "pin_device", -1);
   if (device < 0 && pin >= 0) {
@@ -196,7 +203,8 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
   p.ratio_max = Take<double>(o, "ratio_max", p.ratio_max);
   p.flip_probability = Take<double>(o, "flip", p.flip_probability);
   if (!o.empty()) {
-    throw py::type_error(absl::StrCat("unknown option ", py::str(o.attr("keys")()).cast<std::string>()));
+    throw py::type_error(
+        absl::StrCat("unknown option ", py::str(o.attr("keys")()).cast<std::string>()));
   }
   return p;
 }
@@ -269,8 +277,9 @@ class PyPipeline {
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
     const auto n = static_cast<py::ssize_t>(b.size), w = static_cast<py::ssize_t>(width_),
                h = static_cast<py::ssize_t>(height_);
-    py::array images = output_ == loader::OutputFormat::kUint8Nhwc ? View<uint8_t>(b.data, {n, h, w, 3}, base)
-                                                                    : View<float>(b.data, {n, 3, h, w}, base);
+    py::array images = output_ == loader::OutputFormat::kUint8Nhwc
+                           ? View<uint8_t>(b.data, {n, h, w, 3}, base)
+                           : View<float>(b.data, {n, 3, h, w}, base);
     // Labels, indices and valid flags are copies (bytes per batch): keeping them — a list of a
     // run's indices, a metric — never pins the slot; only the images view it.
     py::array_t<int64_t> labels(n), indices(n);
@@ -329,8 +338,8 @@ class PyPipeline {
   }
 
  private:
-  const pid_t pid_ = ::getpid();  // the process whose threads run the pipeline
-  mutable std::mutex mu_;  // one call into the pipeline at a time (Call)
+  const pid_t pid_ = ::getpid();    // the process whose threads run the pipeline
+  mutable std::mutex mu_;           // one call into the pipeline at a time (Call)
   std::shared_ptr<comm::Job> job_;  // outlives the pipeline (declared first)
   std::unique_ptr<Pipeline> pipeline_;
   loader::OutputFormat output_ = loader::OutputFormat::kUint8Nhwc;
@@ -346,25 +355,38 @@ void BindPipeline(py::module_& m) {
       .def("next", &PyPipeline::Next)
       .def("counters", &PyPipeline::Counters)
       .def("batches_in_epoch", &PyPipeline::BatchesInEpoch, py::arg("epoch"))
-      .def_property_readonly("num_batches", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.NumBatches(); }); })
-      .def_property_readonly("resume_position",
-                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.ResumePosition(); }); })
-      .def_property_readonly("dataset_size", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.dataset_size(); }); })
-      .def_property_readonly("is_leader", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.is_leader(); }); })
+      .def_property_readonly(
+          "num_batches",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.NumBatches(); }); })
+      .def_property_readonly(
+          "resume_position",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.ResumePosition(); }); })
+      .def_property_readonly(
+          "dataset_size",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.dataset_size(); }); })
+      .def_property_readonly(
+          "is_leader",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.is_leader(); }); })
       .def_property_readonly("rank", [](PyPipeline& p) { return p.info().rank; })
       .def_property_readonly("world_size", [](PyPipeline& p) { return p.info().world_size; })
-      .def_property_readonly("group_size",
-                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_size(); }); })
       .def_property_readonly(
-          "group_rank", [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_rank(q.rank()); }); })
-      .def_property_readonly("num_groups",
-                             [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_ws(); }); })
-      .def("mark_failed", [](PyPipeline& p) {
-        p.Call([](Pipeline& q) {
-          q.MarkFailed();
-          return 0;
-        });
-      })
+          "group_size",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_size(); }); })
+      .def_property_readonly(
+          "group_rank",
+          [](PyPipeline& p) {
+            return p.Call([](Pipeline& q) { return q.layout().group_rank(q.rank()); });
+          })
+      .def_property_readonly(
+          "num_groups",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.layout().group_ws(); }); })
+      .def("mark_failed",
+           [](PyPipeline& p) {
+             p.Call([](Pipeline& q) {
+               q.MarkFailed();
+               return 0;
+             });
+           })
       .def("close", &PyPipeline::Close);
   m.def(
       "leave_job",

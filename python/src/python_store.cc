@@ -18,12 +18,14 @@ namespace {
 bool PythonRunning() { return Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0; }
 
 py::object Timedelta(std::chrono::milliseconds timeout) {
-  return py::module_::import("datetime").attr("timedelta")(py::arg("milliseconds") = timeout.count());
+  return py::module_::import("datetime")
+      .attr("timedelta")(py::arg("milliseconds") = timeout.count());
 }
 
 }  // namespace
 
-PythonStore::PythonStore(py::object store, std::string name) : store_(std::move(store)), name_(std::move(name)) {}
+PythonStore::PythonStore(py::object store, std::string name)
+    : store_(std::move(store)), name_(std::move(name)) {}
 
 PythonStore::~PythonStore() {
   if (!PythonRunning()) {
@@ -37,7 +39,8 @@ PythonStore::~PythonStore() {
 template <typename F>
 absl::Status PythonStore::Call(const std::string& what, F&& f) {
   if (!PythonRunning()) {
-    return absl::UnavailableError(absl::StrCat(name_, ": ", what, ": the Python interpreter is shutting down"));
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": ", what, ": the Python interpreter is shutting down"));
   }
   py::gil_scoped_acquire gil;
   try {
@@ -47,7 +50,8 @@ absl::Status PythonStore::Call(const std::string& what, F&& f) {
     const std::string message = e.what();
     // torch's stores say "Timeout", "Socket Timeout" or "Wait timeout" when a wait runs out.
     const std::string lower = absl::AsciiStrToLower(message);
-    const bool timeout = absl::StrContains(lower, "timeout") || absl::StrContains(lower, "timed out");
+    const bool timeout =
+        absl::StrContains(lower, "timeout") || absl::StrContains(lower, "timed out");
     const std::string text = absl::StrCat(name_, ": ", what, ": ", message);
     return timeout ? absl::DeadlineExceededError(text) : absl::UnavailableError(text);
   } catch (const std::exception& e) {  // a pybind11 cast of an unexpected reply
@@ -59,23 +63,27 @@ absl::Status PythonStore::Set(const std::string& key, const std::string& value) 
   return Call(absl::StrCat("set ", key), [&] { store_.attr("set")(key, py::bytes(value)); });
 }
 
-absl::StatusOr<std::string> PythonStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+absl::StatusOr<std::string> PythonStore::Get(const std::string& key,
+                                             std::chrono::milliseconds timeout) {
   std::string value;
   absl::Status st = Wait({key}, timeout);
   if (!st.ok()) return st;
-  st = Call(absl::StrCat("get ", key), [&] { value = store_.attr("get")(key).cast<std::string>(); });
+  st =
+      Call(absl::StrCat("get ", key), [&] { value = store_.attr("get")(key).cast<std::string>(); });
   if (!st.ok()) return st;
   return value;
 }
 
-absl::Status PythonStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status PythonStore::Wait(const std::vector<std::string>& keys,
+                               std::chrono::milliseconds timeout) {
   return Call(absl::StrCat("wait for ", absl::StrJoin(keys, ", "), " (", timeout.count(), " ms)"),
               [&] { store_.attr("wait")(py::cast(keys), Timedelta(timeout)); });
 }
 
 absl::StatusOr<int64_t> PythonStore::Add(const std::string& key, int64_t delta) {
   int64_t value = 0;
-  absl::Status st = Call(absl::StrCat("add to ", key), [&] { value = store_.attr("add")(key, delta).cast<int64_t>(); });
+  absl::Status st = Call(absl::StrCat("add to ", key),
+                         [&] { value = store_.attr("add")(key, delta).cast<int64_t>(); });
   if (!st.ok()) return st;
   return value;
 }

@@ -31,8 +31,10 @@ class PythonStore : public comm::Store {
   PythonStore& operator=(const PythonStore&) = delete;
 
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
 

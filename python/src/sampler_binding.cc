@@ -1,5 +1,6 @@
-// ddpio._ddpio.make_plan / EpochPlan: the sampler's plan for one epoch, for ddpio.DistributedSampler
-// (python/ddpio/sampler.py), which adds torch's constructor, set_epoch and resume state.
+// ddpio._ddpio.make_plan / EpochPlan: the sampler's plan for one epoch, for
+// ddpio.DistributedSampler (python/ddpio/sampler.py), which adds torch's constructor, set_epoch and
+// resume state.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -20,8 +21,8 @@ namespace py = pybind11;
 namespace {
 
 sampler::EpochPlan MakePlan(uint64_t size, int num_replicas, bool shuffle, uint64_t seed,
-                            const std::string& padding, const std::string& permutation, uint64_t epoch,
-                            uint64_t start) {
+                            const std::string& padding, const std::string& permutation,
+                            uint64_t epoch, uint64_t start) {
   sampler::SamplerOptions o;
   o.dataset_size = size;
   o.num_replicas = num_replicas;
@@ -70,7 +71,11 @@ void BindSampler(py::module_& m) {
       .def_property_readonly("epoch", &sampler::EpochPlan::epoch)
       .def_property_readonly("start", &sampler::EpochPlan::start)
       .def_property_readonly("num_replicas", &sampler::EpochPlan::num_replicas)
-      .def("num_samples", [](const sampler::EpochPlan& p, int rank) { CheckRank(p, rank); return p.NumSamples(rank); })
+      .def("num_samples",
+           [](const sampler::EpochPlan& p, int rank) {
+             CheckRank(p, rank);
+             return p.NumSamples(rank);
+           })
       .def("num_steps", &sampler::EpochPlan::NumSteps)
       .def("consumed_after", &sampler::EpochPlan::ConsumedAfter, py::arg("steps"))
       .def(
@@ -87,9 +92,9 @@ void BindSampler(py::module_& m) {
           "the rank's indices [begin, begin + count) in this plan, as a list (no numpy needed)")
       .def("stream", &Stream, py::arg("rank"),
            "(indices int64 array, padding bool array) of the rank's samples in this plan");
-  m.def("make_plan", &MakePlan, py::arg("size"), py::arg("num_replicas"), py::arg("shuffle"), py::arg("seed"),
-        py::arg("padding"), py::arg("permutation"), py::arg("epoch"), py::arg("start"),
-        "The sampler's plan for (epoch, start): docs/SAMPLER.md.");
+  m.def("make_plan", &MakePlan, py::arg("size"), py::arg("num_replicas"), py::arg("shuffle"),
+        py::arg("seed"), py::arg("padding"), py::arg("permutation"), py::arg("epoch"),
+        py::arg("start"), "The sampler's plan for (epoch, start): docs/SAMPLER.md.");
 }
 
 }  // namespace ddpio::python

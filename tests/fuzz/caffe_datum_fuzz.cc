@@ -36,7 +36,7 @@ void CheckConversion(const CaffeDatum& d) {
 
 void CheckRoundTrip(const CaffeDatum& d) {
   const std::string again = ddpio::convert::EncodeCaffeDatum(d.channels, d.height, d.width,
-                                                           View(d.data), d.label, d.encoded);
+                                                             View(d.data), d.label, d.encoded);
   CaffeDatum e;
   if (!ddpio::convert::ParseCaffeDatum(Bytes(again), &e).ok() || e.channels != d.channels ||
       e.height != d.height || e.width != d.width || View(e.data) != View(d.data) ||
@@ -45,7 +45,7 @@ void CheckRoundTrip(const CaffeDatum& d) {
   }
   // Encoding is a function of the fields alone.
   if (ddpio::convert::EncodeCaffeDatum(e.channels, e.height, e.width, View(e.data), e.label,
-                                     e.encoded) != again) {
+                                       e.encoded) != again) {
     __builtin_trap();
   }
 }

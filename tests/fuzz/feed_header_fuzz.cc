@@ -9,9 +9,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddpio::broadcast::FeedLimits limits;
   limits.max_samples = 4096;
-  auto h = ddpio::broadcast::DecodeFeedHeader(std::string_view(reinterpret_cast<const char*>(data), size), limits);
+  auto h = ddpio::broadcast::DecodeFeedHeader(
+      std::string_view(reinterpret_cast<const char*>(data), size), limits);
   if (h.ok()) {
-    if (!ddpio::broadcast::ValidateFeedHeader(*h, limits).ok()) __builtin_trap();  // decoded means valid
+    if (!ddpio::broadcast::ValidateFeedHeader(*h, limits).ok())
+      __builtin_trap();  // decoded means valid
     auto again = ddpio::broadcast::EncodeFeedHeader(*h);
     if (!again.ok()) __builtin_trap();
   }
@@ -21,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto s = ddpio::broadcast::DecodeFeedSlot(bytes, limits, "the fuzzer");
   if (s.ok()) {
     std::vector<uint8_t> again(bytes.size());
-    if (!ddpio::broadcast::EncodeFeedSlot(*s, &again).ok()) __builtin_trap();  // what decoded fits again
+    if (!ddpio::broadcast::EncodeFeedSlot(*s, &again).ok())
+      __builtin_trap();  // what decoded fits again
   }
   return 0;
 }

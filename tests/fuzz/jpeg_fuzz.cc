@@ -10,7 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr uint64_t kMaxPixels = 4'000'000;  // small, so a bomb is refused fast
-  static auto* decoder = new ddpio::loader::JpegDecoder(std::move(ddpio::loader::JpegDecoder::Create(kMaxPixels)).value());
+  static auto* decoder = new ddpio::loader::JpegDecoder(
+      std::move(ddpio::loader::JpegDecoder::Create(kMaxPixels)).value());
   static auto* region = new ddpio::loader::RegionDecoder(kMaxPixels);
   static auto* pixels = new std::vector<uint8_t>();
   if (size < 4) return 0;
@@ -24,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)decoder->Decode(jpeg, *info, pixels);
   }
   ddpio::loader::DecodedRegion out;
-  (void)region->Decode(jpeg, box, 32, 32, /*allow_scaling=*/(data[0] & 1) != 0, /*full=*/(data[1] & 1) != 0,
+  (void)region->Decode(jpeg, box, 32, 32, /*allow_scaling=*/(data[0] & 1) != 0,
+                       /*full=*/(data[1] & 1) != 0,
                        /*fast_idct=*/(data[2] & 1) != 0, pixels, &out);
   return 0;
 }

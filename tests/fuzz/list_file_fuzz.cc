@@ -14,6 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::fwrite(data, 1, size, f);
   std::fclose(f);
   auto listing = ddpio::convert::ReadListFile(path, "/nonexistent-root");
-  if (listing.ok() && listing->classes.size() > static_cast<size_t>(ddpio::convert::kMaxListClasses)) __builtin_trap();
+  if (listing.ok() &&
+      listing->classes.size() > static_cast<size_t>(ddpio::convert::kMaxListClasses))
+    __builtin_trap();
   return 0;
 }

@@ -7,7 +7,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddpio::storage::RecordView view;
   for (bool verify : {true, false}) {
-    if (!ddpio::storage::DecodeRecord(absl::Span<const uint8_t>(data, size), verify, &view).ok()) continue;
+    if (!ddpio::storage::DecodeRecord(absl::Span<const uint8_t>(data, size), verify, &view).ok())
+      continue;
     volatile uint8_t sink = 0;
     for (uint8_t b : view.payload) sink = sink ^ b;  // every byte of the view is readable
     for (char c : view.source_name) sink = sink ^ static_cast<uint8_t>(c);

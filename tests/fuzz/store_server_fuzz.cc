@@ -29,7 +29,9 @@ struct World {
     limits.max_message = 1 << 16;
     limits.hello_timeout = std::chrono::milliseconds(200);
     server = std::move(TcpStoreServer::Start("127.0.0.1", 0, kToken, limits)).value();
-    probe = std::move(TcpStoreClient::Connect("127.0.0.1", server->port(), kToken, std::chrono::seconds(5))).value();
+    probe = std::move(TcpStoreClient::Connect("127.0.0.1", server->port(), kToken,
+                                              std::chrono::seconds(5)))
+                .value();
   }
 };
 

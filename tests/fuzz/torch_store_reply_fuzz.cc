@@ -37,7 +37,8 @@ struct FakeStore {
         }
         char sink[4096];
         (void)::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-        (void)internal::WriteAll(fd, r.data(), r.size(), internal::Clock::now() + std::chrono::milliseconds(100));
+        (void)internal::WriteAll(fd, r.data(), r.size(),
+                                 internal::Clock::now() + std::chrono::milliseconds(100));
         ::shutdown(fd, SHUT_WR);
         while (::recv(fd, sink, sizeof(sink), 0) > 0) {
         }

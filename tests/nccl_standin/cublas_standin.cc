@@ -54,9 +54,10 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 
 // alpha and beta are host pointers (CUBLAS_POINTER_MODE_HOST, the default): read at the call,
 // as cuBLAS does.
-cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                              int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
-                              const float* beta, float* C, int ldc) {
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                              const float* A, int lda, const float* B, int ldb, const float* beta,
+                              float* C, int ldc) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
   using ddpio::standin::IsDeviceMemory;

@@ -76,7 +76,9 @@ TestBatch RandomBatch(std::mt19937& rng, int batch, int inputs, int classes) {
     t.valid.push_back(i == 1 ? 0 : 1);
   }
   EXPECT_EQ(cudaMalloc(&t.device, t.pixels.size()), cudaSuccess);
-  EXPECT_EQ(cudaMemcpyAsync(t.device, t.pixels.data(), t.pixels.size(), cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  EXPECT_EQ(
+      cudaMemcpyAsync(t.device, t.pixels.data(), t.pixels.size(), cudaMemcpyHostToDevice, nullptr),
+      cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   return t;
 }
@@ -101,7 +103,8 @@ void ComputesWhatTheCpuModelComputesBitForBit() {
   std::mt19937 rng(5);
   const int classes = o.sizes.back();
   for (int step = 0; step < 3; ++step) {
-    const TestBatch a = RandomBatch(rng, 7, o.sizes[0], classes), b = RandomBatch(rng, 4, o.sizes[0], classes);
+    const TestBatch a = RandomBatch(rng, 7, o.sizes[0], classes),
+                    b = RandomBatch(rng, 4, o.sizes[0], classes);
     std::vector<int> order[2];
     for (int m = 0; m < 2; ++m) {
       TrainModel& model = m == 0 ? *cpu : **device;
@@ -200,7 +203,8 @@ class DeviceTrainer : public ::testing::Test {
     o.val = data_;
     o.epochs = 2;
     o.pipeline.group_size = 2;
-    o.pipeline.payload = broadcast::FeedPayload::kDecoded;  // over NCCL: batches arrive on the device
+    o.pipeline.payload =
+        broadcast::FeedPayload::kDecoded;  // over NCCL: batches arrive on the device
     o.pipeline.batch_size = 3;
     o.pipeline.image_size = 8;
     o.pipeline.workers = 1;
@@ -226,8 +230,10 @@ class DeviceTrainer : public ::testing::Test {
 // parameters (through the stand-ins, bit for bit: the same products, kernels and sums), the same
 // validation accuracy over every sample once, and the same step count.
 TEST_F(DeviceTrainer, FourRanksReachTheCpuTrainersParameters) {
-  const std::vector<RankOut> cpu = TrainJob(4, Options("cpu"), dir_.path(), "cpu", comm::BackendKind::kGloo);
-  const std::vector<RankOut> gpu = TrainJob(4, Options("cuda"), dir_.path(), "gpu", comm::BackendKind::kNccl);
+  const std::vector<RankOut> cpu =
+      TrainJob(4, Options("cpu"), dir_.path(), "cpu", comm::BackendKind::kGloo);
+  const std::vector<RankOut> gpu =
+      TrainJob(4, Options("cuda"), dir_.path(), "gpu", comm::BackendKind::kNccl);
   for (int r = 0; r < 4; ++r) {
     ASSERT_FALSE(gpu[r].params.empty()) << "rank " << r;
     EXPECT_LE(RelativeDifference(gpu[r].params, cpu[r].params), 1e-5) << "rank " << r;
@@ -243,17 +249,20 @@ TEST_F(DeviceTrainer, FourRanksReachTheCpuTrainersParameters) {
 // device halfway through epoch 1) and resumed on the device: the same parameters as the run that
 // never stopped.
 TEST_F(DeviceTrainer, ResumeMidEpochContinuesExactly) {
-  const std::vector<RankOut> straight = TrainJob(4, Options("cuda"), dir_.path(), "straight", comm::BackendKind::kNccl);
+  const std::vector<RankOut> straight =
+      TrainJob(4, Options("cuda"), dir_.path(), "straight", comm::BackendKind::kNccl);
   TrainOptions first = Options("cuda");
   first.checkpoint_dir = dir_.Sub("ckpt");
   first.stop_after_steps = 3;
-  const std::vector<RankOut> stopped = TrainJob(4, first, dir_.path(), "stopped", comm::BackendKind::kNccl);
+  const std::vector<RankOut> stopped =
+      TrainJob(4, first, dir_.path(), "stopped", comm::BackendKind::kNccl);
   EXPECT_EQ(stopped[0].steps, 3u);
   EXPECT_EQ(straight[0].steps, 4u);
   TrainOptions second = first;
   second.stop_after_steps = 0;
   second.resume = true;
-  const std::vector<RankOut> resumed = TrainJob(4, second, dir_.path(), "resumed", comm::BackendKind::kNccl);
+  const std::vector<RankOut> resumed =
+      TrainJob(4, second, dir_.path(), "resumed", comm::BackendKind::kNccl);
   for (int r = 0; r < 4; ++r) {
     ASSERT_FALSE(resumed[r].params.empty()) << "rank " << r;
     EXPECT_EQ(resumed[r].params, straight[r].params) << "rank " << r;

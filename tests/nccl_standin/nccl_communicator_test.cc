@@ -26,18 +26,23 @@ using ::testing::SetArgPointee;
 class MockNcclApi : public NcclApi {
  public:
   MOCK_METHOD(ncclResult_t, GetUniqueId, (ncclUniqueId*), (override));
-  MOCK_METHOD(ncclResult_t, CommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*), (override));
+  MOCK_METHOD(ncclResult_t, CommInitRankConfig,
+              (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*), (override));
   MOCK_METHOD(ncclResult_t, CommGetAsyncError, (ncclComm_t, ncclResult_t*), (override));
   MOCK_METHOD(ncclResult_t, CommAbort, (ncclComm_t), (override));
   MOCK_METHOD(ncclResult_t, CommDestroy, (ncclComm_t), (override));
-  MOCK_METHOD(ncclResult_t, Broadcast, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+  MOCK_METHOD(ncclResult_t, Broadcast,
+              (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
               (override));
   MOCK_METHOD(ncclResult_t, AllReduce,
-              (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t), (override));
-  MOCK_METHOD(ncclResult_t, AllGather, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t),
+              (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t),
               (override));
-  MOCK_METHOD(ncclResult_t, Send, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), (override));
-  MOCK_METHOD(ncclResult_t, Recv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), (override));
+  MOCK_METHOD(ncclResult_t, AllGather,
+              (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t), (override));
+  MOCK_METHOD(ncclResult_t, Send,
+              (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t), (override));
+  MOCK_METHOD(ncclResult_t, Recv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+              (override));
   MOCK_METHOD(ncclResult_t, GroupStart, (), (override));
   MOCK_METHOD(ncclResult_t, GroupEnd, (), (override));
   MOCK_METHOD(const char*, GetErrorString, (ncclResult_t), (override));
@@ -56,7 +61,8 @@ class MockCudaRuntime : public device::CudaRuntime {
   MOCK_METHOD(void, DestroyStream, (void*), (override));
   MOCK_METHOD(absl::StatusOr<void*>, CreateEvent, (), (override));
   MOCK_METHOD(void, DestroyEvent, (void*), (override));
-  MOCK_METHOD(absl::Status, CopyAsync, (void*, const void*, size_t, device::CopyKind, void*), (override));
+  MOCK_METHOD(absl::Status, CopyAsync, (void*, const void*, size_t, device::CopyKind, void*),
+              (override));
   MOCK_METHOD(absl::Status, RecordEvent, (void*, void*), (override));
   MOCK_METHOD(absl::Status, StreamWaitEvent, (void*, void*), (override));
   MOCK_METHOD(absl::Status, WaitEvent, (void*), (override));
@@ -71,7 +77,9 @@ const cudaStream_t kNcclStream = static_cast<cudaStream_t>(kStream);
 void* const kScratch = reinterpret_cast<void*>(0x3000);
 using device::CopyKind;
 
-MATCHER_P(IdIs, fill, "") { return arg.internal[0] == fill && arg.internal[sizeof(arg.internal) - 1] == fill; }
+MATCHER_P(IdIs, fill, "") {
+  return arg.internal[0] == fill && arg.internal[sizeof(arg.internal) - 1] == fill;
+}
 MATCHER(NonBlocking, "") { return arg != nullptr && arg->blocking == 0; }
 
 class NcclCommunicatorTest : public ::testing::Test {
@@ -83,14 +91,17 @@ class NcclCommunicatorTest : public ::testing::Test {
     // Defaults: one device, everything succeeds at once.
     ON_CALL(*cuda_, device()).WillByDefault(Return(0));
     ON_CALL(*cuda_, CreateStream()).WillByDefault(Return(kStream));
-    ON_CALL(*cuda_, DeviceAlloc(_, _)).WillByDefault(DoAll(SetArgPointee<0>(kScratch), Return(absl::OkStatus())));
+    ON_CALL(*cuda_, DeviceAlloc(_, _))
+        .WillByDefault(DoAll(SetArgPointee<0>(kScratch), Return(absl::OkStatus())));
     ON_CALL(*cuda_, StreamIdle(_)).WillByDefault(Return(true));
     ON_CALL(api_, GetUniqueId(_)).WillByDefault([](ncclUniqueId* id) {
       std::memset(id->internal, 'x', sizeof(id->internal));
       return ncclSuccess;
     });
-    ON_CALL(api_, CommInitRankConfig(_, _, _, _, _)).WillByDefault(DoAll(SetArgPointee<0>(kComm), Return(ncclInProgress)));
-    ON_CALL(api_, CommGetAsyncError(_, _)).WillByDefault(DoAll(SetArgPointee<1>(ncclSuccess), Return(ncclSuccess)));
+    ON_CALL(api_, CommInitRankConfig(_, _, _, _, _))
+        .WillByDefault(DoAll(SetArgPointee<0>(kComm), Return(ncclInProgress)));
+    ON_CALL(api_, CommGetAsyncError(_, _))
+        .WillByDefault(DoAll(SetArgPointee<1>(ncclSuccess), Return(ncclSuccess)));
     ON_CALL(api_, GetErrorString(_)).WillByDefault(Return("nccl error text"));
     ON_CALL(api_, GetLastError(_)).WillByDefault(Return("peer 3 closed the connection"));
   }
@@ -154,7 +165,8 @@ TEST_F(NcclCommunicatorTest, AMalformedIdInTheStoreIsDataLoss) {
 TEST_F(NcclCommunicatorTest, AnUnusableDeviceFailsBeforeAnyNcclCall) {
   ::testing::StrictMock<MockNcclApi> strict;
   EXPECT_CALL(*cuda_, Activate())
-      .WillOnce(Return(absl::InternalError("cudaSetDevice: cudaErrorInsufficientDriver driver too old")));
+      .WillOnce(
+          Return(absl::InternalError("cudaSetDevice: cudaErrorInsufficientDriver driver too old")));
   auto c = NcclCommunicator::Create(strict, cuda_, store_, 0, 2);
   EXPECT_CODE(c, kInternal);
   EXPECT_THAT(c.status().message(), HasSubstr("driver too old (rank 0)"));
@@ -174,7 +186,8 @@ TEST_F(NcclCommunicatorTest, AnInitThatNeverCompletesIsAbortedAtTheDeadline) {
 }
 
 TEST_F(NcclCommunicatorTest, AFailedInitIsUnavailableAndAborted) {
-  EXPECT_CALL(api_, CommGetAsyncError(kComm, _)).WillOnce(DoAll(SetArgPointee<1>(ncclSystemError), Return(ncclSuccess)));
+  EXPECT_CALL(api_, CommGetAsyncError(kComm, _))
+      .WillOnce(DoAll(SetArgPointee<1>(ncclSystemError), Return(ncclSuccess)));
   EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
   auto c = NcclCommunicator::Create(api_, cuda_, store_, 0, 2);
   EXPECT_CODE(c, kUnavailable);
@@ -187,13 +200,15 @@ TEST_F(NcclCommunicatorTest, AllReduceAverageIsEnqueuedOnTheStreamAndWaitedFor) 
   EXPECT_CALL(*cuda_, StreamIdle(_)).Times(::testing::AnyNumber());  // later calls: default (done)
   {
     InSequence seq;
-    EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclAvg, kComm, kNcclStream)).WillOnce(Return(ncclSuccess));
+    EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclAvg, kComm, kNcclStream))
+        .WillOnce(Return(ncclSuccess));
     EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(false)).RetiresOnSaturation();
     EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(false)).RetiresOnSaturation();
     EXPECT_CALL(*cuda_, StreamIdle(kStream)).WillOnce(Return(true)).RetiresOnSaturation();
   }
   EXPECT_OK(c->AllReduce(data, 8, ReduceOp::kAverage, milliseconds(1000)));
-  EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclSum, kComm, kNcclStream)).WillOnce(Return(ncclSuccess));
+  EXPECT_CALL(api_, AllReduce(data, data, 8, ncclFloat32, ncclSum, kComm, kNcclStream))
+      .WillOnce(Return(ncclSuccess));
   EXPECT_OK(c->AllReduce(data, 8, ReduceOp::kSum, milliseconds(1000)));
 }
 
@@ -232,15 +247,18 @@ TEST_F(NcclCommunicatorTest, AnOperationPastItsTimeoutIsAbortedWithDeadlineExcee
 TEST_F(NcclCommunicatorTest, EnqueueAndStreamErrorsAreMapped) {
   {
     auto c = Make();
-    EXPECT_CALL(api_, AllGather(_, _, 4, ncclUint8, kComm, kNcclStream)).WillOnce(Return(ncclInvalidUsage));
+    EXPECT_CALL(api_, AllGather(_, _, 4, ncclUint8, kComm, kNcclStream))
+        .WillOnce(Return(ncclInvalidUsage));
     EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
     uint8_t in[4], out[8];
-    EXPECT_EQ(c->AllGather(in, out, 4, milliseconds(100)).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->AllGather(in, out, 4, milliseconds(100)).code(),
+              absl::StatusCode::kInvalidArgument);
   }
   {
     auto c = Make();
     EXPECT_CALL(*cuda_, StreamIdle(kStream))
-        .WillOnce(Return(absl::InternalError("cudaStreamQuery: cudaErrorLaunchFailure cuda error text")));
+        .WillOnce(
+            Return(absl::InternalError("cudaStreamQuery: cudaErrorLaunchFailure cuda error text")));
     EXPECT_CALL(api_, CommAbort(kComm)).Times(1);
     float v = 0;
     absl::Status s = c->AllReduce(&v, 1, ReduceOp::kSum, milliseconds(100));
@@ -287,7 +305,8 @@ TEST_F(NcclCommunicatorTest, StagedCopiesAreOrderedBeforeTheNextOperationByAnEve
     EXPECT_CALL(*cuda_, CopyAsync(device, host, 8, CopyKind::kHostToDevice, copy));
     EXPECT_CALL(*cuda_, RecordEvent(event, copy));
     EXPECT_CALL(*cuda_, StreamWaitEvent(kStream, event));
-    EXPECT_CALL(*cuda_, CopyAsync(other, host, 8, CopyKind::kHostToDevice, copy));  // no second stream
+    EXPECT_CALL(*cuda_,
+                CopyAsync(other, host, 8, CopyKind::kHostToDevice, copy));  // no second stream
     EXPECT_CALL(*cuda_, RecordEvent(event, copy));
     EXPECT_CALL(*cuda_, StreamWaitEvent(kStream, event));
     EXPECT_CALL(api_, GroupStart());
@@ -304,7 +323,8 @@ TEST_F(NcclCommunicatorTest, StagedCopiesAreOrderedBeforeTheNextOperationByAnEve
   EXPECT_CALL(*cuda_, DestroyEvent(event));
   EXPECT_CALL(*cuda_, DestroyStream(copy));
   EXPECT_CALL(*cuda_, DestroyStream(kStream));
-  EXPECT_THAT(c->SendMany({{device, 8, 0}}, 0, milliseconds(1000)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c->SendMany({{device, 8, 0}}, 0, milliseconds(1000)).code(),
+              absl::StatusCode::kInvalidArgument);
   c.reset();
 }
 
@@ -321,7 +341,8 @@ TEST_F(NcclCommunicatorTest, BadArgumentsAndEmptyOperationsNeverReachNccl) {
   EXPECT_CALL(api_, AllReduce(_, _, _, _, _, _, _)).Times(0);
   uint8_t b[4];
   EXPECT_EQ(c->Broadcast(b, 4, 2, milliseconds(100)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c->Send(b, 4, 0, 0, milliseconds(100)).code(), absl::StatusCode::kInvalidArgument);  // self
+  EXPECT_EQ(c->Send(b, 4, 0, 0, milliseconds(100)).code(),
+            absl::StatusCode::kInvalidArgument);  // self
   EXPECT_EQ(c->Scatter({b}, b, 4, 0, milliseconds(100)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_OK(c->Broadcast(b, 0, 0, milliseconds(100)));
   EXPECT_OK(c->AllReduce(nullptr, 0, ReduceOp::kSum, milliseconds(100)));

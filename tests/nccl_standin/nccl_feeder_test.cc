@@ -43,7 +43,8 @@ using ddpio::testing::DescribeBatch;
 using ddpio::testing::ReadFileText;
 
 // Runs `body` on 4 ranks over `backend` (nccl: the stand-in with 2 "devices" per host).
-std::vector<int> RunRanks(comm::BackendKind backend, const std::string& job_id, const std::function<int(comm::Job&)>& body) {
+std::vector<int> RunRanks(comm::BackendKind backend, const std::string& job_id,
+                          const std::function<int(comm::Job&)>& body) {
   ::setenv("DDPIO_NCCL_STANDIN_DEVICES", "2", 1);  // inherited by the forked ranks
   comm::RendezvousOptions o;
   o.token = "feed";
@@ -85,7 +86,8 @@ int FeedAndDescribeBatch(comm::Job& job, const FeedSetup& s, const std::string& 
   }
   const FeederCounters c = (*feeder)->counters();
   const bool leader = (*feeder)->is_leader();
-  if (s.group_size > 1 && (leader ? c.bytes_sent == 0 : c.bytes_received == 0)) return 9;  // nothing moved
+  if (s.group_size > 1 && (leader ? c.bytes_sent == 0 : c.bytes_received == 0))
+    return 9;  // nothing moved
   std::ofstream(absl::StrCat(s.out, "/", tag, ".", rank)) << samples;
   return 0;
 }
@@ -107,15 +109,18 @@ TEST_P(NcclFeeder, DecodedBatchesAreByteIdenticalToTheGlooFeeders) {
   FeedSetup s;
   s.data = dir.Sub("data");
   s.out = dir.path();
-  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 43, 30));  // 43: uneven shares, short last batches
+  ASSERT_OK(
+      ddpio::testing::WriteJpegDataset(s.data, 43, 30));  // 43: uneven shares, short last batches
   s.options = Decoded();
   s.options.mode = c.mode;
   s.options.sampler.padding = c.padding;
   s.group_size = c.group_size;
   s.layout = c.layout;
-  EXPECT_EQ(RunRanks(comm::BackendKind::kNccl, "nccl", [&](comm::Job& job) { return FeedAndDescribeBatch(job, s, "nccl"); }),
+  EXPECT_EQ(RunRanks(comm::BackendKind::kNccl, "nccl",
+                     [&](comm::Job& job) { return FeedAndDescribeBatch(job, s, "nccl"); }),
             std::vector<int>(kWorld, 0));
-  EXPECT_EQ(RunRanks(comm::BackendKind::kGloo, "gloo", [&](comm::Job& job) { return FeedAndDescribeBatch(job, s, "gloo"); }),
+  EXPECT_EQ(RunRanks(comm::BackendKind::kGloo, "gloo",
+                     [&](comm::Job& job) { return FeedAndDescribeBatch(job, s, "gloo"); }),
             std::vector<int>(kWorld, 0));
   for (int r = 0; r < kWorld; ++r) {
     const std::string nccl = ReadFileText(absl::StrCat(s.out, "/nccl.", r));
@@ -126,13 +131,15 @@ TEST_P(NcclFeeder, DecodedBatchesAreByteIdenticalToTheGlooFeeders) {
 
 INSTANTIATE_TEST_SUITE_P(
     ModesGroupsLayouts, NcclFeeder,
-    ::testing::Values(Case{FeedMode::kShard, 2, comm::LayoutKind::kContiguous, sampler::Padding::kPad},
-                      Case{FeedMode::kShard, 4, comm::LayoutKind::kStrided, sampler::Padding::kNone},
-                      Case{FeedMode::kReplicate, 2, comm::LayoutKind::kStrided, sampler::Padding::kPad},
-                      Case{FeedMode::kReplicate, 4, comm::LayoutKind::kContiguous, sampler::Padding::kNone}),
+    ::testing::Values(
+        Case{FeedMode::kShard, 2, comm::LayoutKind::kContiguous, sampler::Padding::kPad},
+        Case{FeedMode::kShard, 4, comm::LayoutKind::kStrided, sampler::Padding::kNone},
+        Case{FeedMode::kReplicate, 2, comm::LayoutKind::kStrided, sampler::Padding::kPad},
+        Case{FeedMode::kReplicate, 4, comm::LayoutKind::kContiguous, sampler::Padding::kNone}),
     [](const auto& info) {
-      return FeedModeName(info.param.mode) + "_groups_of_" + std::to_string(info.param.group_size) + "_" +
-             comm::LayoutKindName(info.param.layout) + "_" + sampler::PaddingName(info.param.padding);
+      return FeedModeName(info.param.mode) + "_groups_of_" + std::to_string(info.param.group_size) +
+             "_" + comm::LayoutKindName(info.param.layout) + "_" +
+             sampler::PaddingName(info.param.padding);
     });
 
 // A peer that dies mid-epoch: every other member fails with Unavailable well within the timeout.
@@ -166,7 +173,8 @@ TEST(NcclFeederFailures, ACorruptRecordIsTheLeadersErrorOnEveryMember) {
     s.data = dir.Sub("data");
     ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
     std::string value;
-    ASSERT_OK(ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
+    ASSERT_OK(
+        ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
     value[value.size() - 3] ^= 0x55;
     ASSERT_OK(ddpio::testing::PokeValue(s.data, "samples", ddpio::testing::SampleKey(17), value));
     s.options = Decoded();
@@ -207,7 +215,8 @@ TEST(NcclFeederFailures, StopResumeAndShutdownMidEpochStayInStep) {
       }
       const uint64_t resume = (*feeder)->ResumePosition();
       if (!(*feeder)->StartEpoch(0, resume).ok()) return 7;
-      for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status()); b = (*feeder)->Next()) {
+      for (auto b = (*feeder)->Next(); b.ok() || !absl::IsOutOfRange(b.status());
+           b = (*feeder)->Next()) {
         if (!b.ok()) return 8;
         samples += DescribeBatch(*b, (*feeder)->sample_bytes());
       }
@@ -217,8 +226,10 @@ TEST(NcclFeederFailures, StopResumeAndShutdownMidEpochStayInStep) {
       return 0;
     };
   };
-  EXPECT_EQ(RunRanks(comm::BackendKind::kNccl, "resume-nccl", body("nccl")), std::vector<int>(kWorld, 0));
-  EXPECT_EQ(RunRanks(comm::BackendKind::kGloo, "resume-gloo", body("gloo")), std::vector<int>(kWorld, 0));
+  EXPECT_EQ(RunRanks(comm::BackendKind::kNccl, "resume-nccl", body("nccl")),
+            std::vector<int>(kWorld, 0));
+  EXPECT_EQ(RunRanks(comm::BackendKind::kGloo, "resume-gloo", body("gloo")),
+            std::vector<int>(kWorld, 0));
   for (int r = 0; r < kWorld; ++r) {
     const std::string nccl = ReadFileText(absl::StrCat(s.out, "/nccl.", r));
     EXPECT_FALSE(nccl.empty()) << "rank " << r;

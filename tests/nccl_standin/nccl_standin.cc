@@ -27,14 +27,13 @@
 // collective, a copy, cuBLAS or a kernel must be what cudaMalloc returned (or lie inside it) on
 // the device side: host memory is refused, as the real libraries would fault on it.
 #include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <nccl.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -202,8 +201,8 @@ int DeviceCount(cudaError_t* err) {
   return n;
 }
 
-ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                          cudaStream_t stream);
+ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer,
+                          ncclComm_t comm, cudaStream_t stream);
 
 }  // namespace
 
@@ -240,7 +239,9 @@ StreamState& DefaultStream() {
   return **s;
 }
 
-StreamState& StateOf(cudaStream_t stream) { return stream == nullptr ? DefaultStream() : *stream->state; }
+StreamState& StateOf(cudaStream_t stream) {
+  return stream == nullptr ? DefaultStream() : *stream->state;
+}
 
 void Enqueue(cudaStream_t stream, std::shared_ptr<CommState> comm,
              std::function<void(const std::shared_ptr<gloo::rendezvous::Context>&)> op) {
@@ -270,21 +271,22 @@ bool Usable(ncclComm_t comm) { return comm != nullptr && comm->state != nullptr;
 // ncclInvalidArgument, with the reason in ncclGetLastError, for a buffer not in device memory.
 ncclResult_t HostPointer(ncclComm_t comm, const char* what) {
   std::lock_guard<std::mutex> lock(comm->state->mu);
-  comm->state->last_error = std::string("the stand-in: ") + what + " got a pointer that is not device memory";
+  comm->state->last_error =
+      std::string("the stand-in: ") + what + " got a pointer that is not device memory";
   return ncclInvalidArgument;
 }
 
-ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                          cudaStream_t stream) {
+ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer,
+                          ncclComm_t comm, cudaStream_t stream) {
   if (!Usable(comm)) return ncclInvalidArgument;
   auto c = comm->state;
   const size_t bytes = count * SizeOf(type);
   if (bytes > 0 && !IsDevice(buff, bytes)) return HostPointer(comm, send ? "ncclSend" : "ncclRecv");
-  if (SizeOf(type) == 0 || peer < 0 || peer >= c->nranks || peer == c->rank) return ncclInvalidArgument;
+  if (SizeOf(type) == 0 || peer < 0 || peer >= c->nranks || peer == c->rank)
+    return ncclInvalidArgument;
   const uint64_t seq = send ? c->sent[peer]++ : c->received[peer]++;
   const uint64_t slot = (uint64_t{0xEE} << 56) | seq;
-  GroupOp op{c, stream,
-             [=](gloo::rendezvous::Context& ctx, std::vector<Posted>* posted) {
+  GroupOp op{c, stream, [=](gloo::rendezvous::Context& ctx, std::vector<Posted>* posted) {
                auto buf = ctx.createUnboundBuffer(buff, bytes);
                if (send) {
                  buf->send(peer, slot);
@@ -311,7 +313,9 @@ thread_local cudaError_t last_error = cudaSuccess;
 
 namespace ddpio::standin {
 
-void Enqueue(cudaStream_t stream, std::function<void()> work) { StateOf(stream).Push(std::move(work)); }
+void Enqueue(cudaStream_t stream, std::function<void()> work) {
+  StateOf(stream).Push(std::move(work));
+}
 
 bool IsDeviceMemory(const void* p, size_t bytes) { return IsDevice(p, bytes); }
 
@@ -390,7 +394,8 @@ cudaError_t cudaFree(void* ptr) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
   const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (bytes > 0 && (IsDevice(dst, bytes) != to_device || IsDevice(src, bytes) != from_device)) {
@@ -483,7 +488,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-const char* cudaGetErrorName(cudaError_t error) { return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn"; }
+const char* cudaGetErrorName(cudaError_t error) {
+  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn";
+}
 
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
@@ -511,17 +518,20 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   auto server = ddpio::comm::TcpStoreServer::Start("127.0.0.1", 0, token);
   if (!server.ok()) return ncclSystemError;
   std::memset(id->internal, 0, sizeof(id->internal));
-  std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(), token.c_str());
+  std::snprintf(id->internal, sizeof(id->internal), "%s %d %s", kIdMagic, (*server)->port(),
+                token.c_str());
   std::lock_guard<std::mutex> lock(servers_mu);
   (*servers)[token] = std::move(server).value();
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* config) {
   char magic[32] = {0}, token[40] = {0};
   int port = 0;
   id.internal[sizeof(id.internal) - 1] = '\0';
-  if (std::sscanf(id.internal, "%31s %d %39s", magic, &port, token) != 3 || std::strcmp(magic, kIdMagic) != 0) {
+  if (std::sscanf(id.internal, "%31s %d %39s", magic, &port, token) != 3 ||
+      std::strcmp(magic, kIdMagic) != 0) {
     return ncclInvalidArgument;
   }
   if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
@@ -538,9 +548,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
       servers->erase(it);
     }
   }
-  ddpio::comm::internal::IgnoreSigpipe();  // Gloo writes with write(2); NCCL does not die of SIGPIPE
+  ddpio::comm::internal::IgnoreSigpipe();  // Gloo writes with write(2); NCCL does not die of
+                                           // SIGPIPE
   auto init = [state, port, tok] {
-    auto client = ddpio::comm::TcpStoreClient::Connect("127.0.0.1", port, tok, std::chrono::seconds(60));
+    auto client =
+        ddpio::comm::TcpStoreClient::Connect("127.0.0.1", port, tok, std::chrono::seconds(60));
     if (!client.ok()) {
       state->Fail(ncclSystemError, std::string(client.status().message()));
       return;
@@ -596,9 +608,10 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                           cudaStream_t stream) {
-  if (!Usable(comm) || SizeOf(type) == 0 || root < 0 || root >= comm->state->nranks) return ncclInvalidArgument;
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
+                           int root, ncclComm_t comm, cudaStream_t stream) {
+  if (!Usable(comm) || SizeOf(type) == 0 || root < 0 || root >= comm->state->nranks)
+    return ncclInvalidArgument;
   const size_t bytes = count * SizeOf(type);
   const bool is_root = comm->state->rank == root;
   if (bytes > 0 && (!IsDevice(recv, bytes) || (is_root && !IsDevice(send, bytes)))) {
@@ -617,15 +630,16 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (!Usable(comm)) return ncclInvalidArgument;
   if (type != ncclFloat32 || (op != ncclSum && op != ncclAvg)) {
     std::lock_guard<std::mutex> lock(comm->state->mu);
     comm->state->last_error = "the stand-in reduces float32 with sum or avg only";
     return ncclInvalidArgument;
   }
-  if (count > 0 && (!IsDevice(send, count * sizeof(float)) || !IsDevice(recv, count * sizeof(float)))) {
+  if (count > 0 &&
+      (!IsDevice(send, count * sizeof(float)) || !IsDevice(recv, count * sizeof(float)))) {
     return HostPointer(comm, "ncclAllReduce");
   }
   const uint32_t tag = comm->state->next_tag++;
@@ -633,13 +647,15 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     float* out = static_cast<float*>(recv);
     if (send != recv) std::memmove(out, send, count * sizeof(float));
-    if (op == ncclAvg) {  // NCCL's average is a PreMulSum: every input times float(1/n), then the sum
+    if (op ==
+        ncclAvg) {  // NCCL's average is a PreMulSum: every input times float(1/n), then the sum
       const float inv = 1.0f / static_cast<float>(n);
       for (size_t i = 0; i < count; ++i) out[i] *= inv;
     }
     gloo::AllreduceOptions opts(ctx);
     opts.setOutput(out, count);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setTag(tag);
     opts.setTimeout(kGlooTimeout);
     gloo::allreduce(opts);
@@ -647,12 +663,13 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   return ncclSuccess;
 }
 
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
-                           cudaStream_t stream) {
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t stream) {
   if (!Usable(comm) || SizeOf(type) == 0) return ncclInvalidArgument;
   const size_t bytes = count * SizeOf(type);
   const int n = comm->state->nranks;
-  if (bytes > 0 && (!IsDevice(send, bytes) || !IsDevice(recv, bytes * n))) return HostPointer(comm, "ncclAllGather");
+  if (bytes > 0 && (!IsDevice(send, bytes) || !IsDevice(recv, bytes * n)))
+    return HostPointer(comm, "ncclAllGather");
   const uint32_t tag = comm->state->next_tag++;
   Enqueue(stream, comm->state, [=](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     gloo::AllgatherOptions opts(ctx);
@@ -665,12 +682,13 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   return ncclSuccess;
 }
 
-ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                      cudaStream_t stream) {
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
   return PointToPoint(true, const_cast<void*>(send), count, type, peer, comm, stream);
 }
 
-ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
   return PointToPoint(false, recv, count, type, peer, comm, stream);
 }
 
@@ -686,7 +704,8 @@ ncclResult_t ncclGroupEnd() {
   group_ops.clear();
   if (ops.empty()) return ncclSuccess;
   for (const GroupOp& op : ops) {
-    if (op.comm != ops[0].comm || op.stream != ops[0].stream) return ncclInvalidUsage;  // not modelled
+    if (op.comm != ops[0].comm || op.stream != ops[0].stream)
+      return ncclInvalidUsage;  // not modelled
   }
   Enqueue(ops[0].stream, ops[0].comm, [ops](const std::shared_ptr<gloo::rendezvous::Context>& ctx) {
     std::vector<Posted> posted;

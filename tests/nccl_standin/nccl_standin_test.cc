@@ -14,22 +14,33 @@
 namespace ddpio::comm {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(std::shared_ptr<Store> store, int rank, int size,
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(std::shared_ptr<Store> store, int rank,
+                                                       int size,
                                                        std::chrono::milliseconds timeout) {
   NcclOptions o;
   o.timeout = timeout;
-  absl::StatusOr<std::unique_ptr<device::CudaRuntime>> cuda = device::OpenDeviceForRank(/*local_rank=*/0);
+  absl::StatusOr<std::unique_ptr<device::CudaRuntime>> cuda =
+      device::OpenDeviceForRank(/*local_rank=*/0);
   if (!cuda.ok()) return cuda.status();
-  auto comm = NcclCommunicator::Create(SystemNcclApi(), *std::move(cuda), std::move(store), rank, size, o);
+  auto comm =
+      NcclCommunicator::Create(SystemNcclApi(), *std::move(cuda), std::move(store), rank, size, o);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<Communicator>(std::move(comm).value());
 }
 
-TEST(NcclStandIn, CollectivesAreCorrectForWorldSizesOneToFour) { testing::ExpectCollectivesCorrect(MakeNccl); }
+TEST(NcclStandIn, CollectivesAreCorrectForWorldSizesOneToFour) {
+  testing::ExpectCollectivesCorrect(MakeNccl);
+}
 TEST(NcclStandIn, GroupsInBothLayouts) { testing::ExpectGroupsWork(MakeNccl); }
-TEST(NcclStandIn, KilledPeerGivesUnavailableFast) { testing::ExpectKilledPeerGivesUnavailable(MakeNccl); }
-TEST(NcclStandIn, StalledPeerGivesDeadlineExceeded) { testing::ExpectStalledPeerGivesDeadlineExceeded(MakeNccl); }
-TEST(NcclStandIn, MissingPeerFailsCreateAfterTheTimeout) { testing::ExpectMissingPeerFailsCreate(MakeNccl); }
+TEST(NcclStandIn, KilledPeerGivesUnavailableFast) {
+  testing::ExpectKilledPeerGivesUnavailable(MakeNccl);
+}
+TEST(NcclStandIn, StalledPeerGivesDeadlineExceeded) {
+  testing::ExpectStalledPeerGivesDeadlineExceeded(MakeNccl);
+}
+TEST(NcclStandIn, MissingPeerFailsCreateAfterTheTimeout) {
+  testing::ExpectMissingPeerFailsCreate(MakeNccl);
+}
 TEST(NcclStandIn, AbortPoisonsTheCommunicator) { testing::ExpectAbortPoisons(MakeNccl); }
 
 // Every check of the backend choice runs in a fresh process: the device probe is cached.
@@ -41,20 +52,22 @@ int InChild(const char* devices, const std::function<int()>& body) {
 }
 
 TEST(NcclStandIn, AutoPicksNcclWhenTheRuntimeReportsADevice) {
-  EXPECT_EQ(InChild("2", [] {
-              auto c = ChooseBackend(BackendKind::kAuto, ProbeNcclDevices());
-              return c.ok() && c->kind == BackendKind::kNccl ? 0 : 1;
-            }),
+  EXPECT_EQ(InChild("2",
+                    [] {
+                      auto c = ChooseBackend(BackendKind::kAuto, ProbeNcclDevices());
+                      return c.ok() && c->kind == BackendKind::kNccl ? 0 : 1;
+                    }),
             0);
   // cudaGetDeviceCount failing (no driver) or reporting no device means Gloo, and nccl is refused.
   for (const char* none : {"0", "nodriver"}) {
-    EXPECT_EQ(InChild(none, [] {
-                const DeviceProbe& p = ProbeNcclDevices();
-                auto a = ChooseBackend(BackendKind::kAuto, p);
-                auto n = ChooseBackend(BackendKind::kNccl, p);
-                if (!a.ok() || a->kind != BackendKind::kGloo) return 1;
-                return n.status().code() == absl::StatusCode::kFailedPrecondition ? 0 : 2;
-              }),
+    EXPECT_EQ(InChild(none,
+                      [] {
+                        const DeviceProbe& p = ProbeNcclDevices();
+                        auto a = ChooseBackend(BackendKind::kAuto, p);
+                        auto n = ChooseBackend(BackendKind::kNccl, p);
+                        if (!a.ok() || a->kind != BackendKind::kGloo) return 1;
+                        return n.status().code() == absl::StatusCode::kFailedPrecondition ? 0 : 2;
+                      }),
               0)
         << none;
   }

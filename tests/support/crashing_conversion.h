@@ -46,10 +46,11 @@ int RunCrashingAfterCommit(convert::ConvertOptions options, uint64_t n, Fn conve
 }
 
 // Converts `listing` with `options` in a child that crashes after commit `n` (as above).
-inline int ConvertCrashingAfterCommit(const convert::SourceListing& listing, convert::ConvertOptions options,
-                                      uint64_t n) {
-  return RunCrashingAfterCommit(std::move(options), n,
-                                [&](const convert::ConvertOptions& o) { return convert::Convert(listing, o).ok(); });
+inline int ConvertCrashingAfterCommit(const convert::SourceListing& listing,
+                                      convert::ConvertOptions options, uint64_t n) {
+  return RunCrashingAfterCommit(std::move(options), n, [&](const convert::ConvertOptions& o) {
+    return convert::Convert(listing, o).ok();
+  });
 }
 
 }  // namespace ddpio::testing

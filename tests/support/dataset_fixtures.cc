@@ -50,7 +50,8 @@ absl::Status WriteDataset(const std::string& path, uint64_t n,
 namespace {
 
 // TurboJPEG at quality 90.
-std::vector<uint8_t> Compress(const std::vector<uint8_t>& pixels, int width, int height, int format, int subsampling) {
+std::vector<uint8_t> Compress(const std::vector<uint8_t>& pixels, int width, int height, int format,
+                              int subsampling) {
   tjhandle h = tjInitCompress();
   unsigned char* out = nullptr;
   unsigned long size = 0;
@@ -84,7 +85,8 @@ std::vector<uint8_t> MakeDetailedJpeg(int width, int height, uint64_t seed, int 
       uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       const int noise = static_cast<int>(state >> 59);  // 0..31
-      p[0] = static_cast<uint8_t>(((x / 3 + y / 5) % 2) * 200 + noise);  // colour edges every few pixels
+      p[0] = static_cast<uint8_t>(((x / 3 + y / 5) % 2) * 200 +
+                                  noise);  // colour edges every few pixels
       p[1] = static_cast<uint8_t>((x * 255) / width);
       p[2] = static_cast<uint8_t>(((y / 2) % 2) * 180 + noise);
     }
@@ -113,7 +115,8 @@ std::vector<uint8_t> MakeCmykJpeg(int width, int height) {
   return Compress(cmyk, width, height, TJPF_CMYK, TJSAMP_444);
 }
 
-storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels, int32_t label) {
+storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels,
+                           int32_t label) {
   storage::Record r;
   r.label = label;
   r.type = storage::ContentType::kJpeg;
@@ -125,15 +128,18 @@ storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int heig
   return r;
 }
 
-absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records, int classes) {
-  DDPIO_ASSIGN_OR_RETURN(auto writer, storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
+absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records,
+                          int classes) {
+  DDPIO_ASSIGN_OR_RETURN(auto writer,
+                         storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
   for (const storage::Record& r : records) DDPIO_RETURN_IF_ERROR(writer->Append(r.view()));
   return writer->Finish(0);
 }
 
 absl::Status WriteJpegDataset(const std::string& path, uint64_t n, int min_side, int classes,
                               const std::vector<uint64_t>& corrupt) {
-  DDPIO_ASSIGN_OR_RETURN(auto writer, storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
+  DDPIO_ASSIGN_OR_RETURN(auto writer,
+                         storage::DatasetWriter::Create(path, MakeHeader(classes), {}));
   for (uint64_t i = 0; i < n; ++i) {
     const int w = min_side + static_cast<int>((i * 37) % min_side);
     const int h = min_side + static_cast<int>((i * 53) % min_side);

@@ -48,10 +48,12 @@ std::vector<uint8_t> MakeCmykJpeg(int width, int height);
 
 // A JPEG record of `jpeg` whose stored geometry is width x height x channels (what the converter
 // would have written, or a lie), label `label`.
-storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels, int32_t label);
+storage::Record JpegRecord(const std::vector<uint8_t>& jpeg, int width, int height, int channels,
+                           int32_t label);
 
 // A finished dataset of exactly these records, with `classes` classes.
-absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records, int classes);
+absl::Status WriteRecords(const std::string& path, const std::vector<storage::Record>& records,
+                          int classes);
 
 // A dataset of n JPEG records: record i is MakeJpeg(w_i, h_i, i) with sizes varying in
 // [min_side, 2 * min_side) and label i % classes. Records listed in `corrupt` hold a JPEG

@@ -53,7 +53,8 @@ class FakeCuda : public device::CudaRuntime {
     events.erase(e);
     delete static_cast<int*>(e);
   }
-  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, device::CopyKind, void*) override {
+  absl::Status CopyAsync(void* dst, const void* src, size_t bytes, device::CopyKind,
+                         void*) override {
     std::lock_guard<std::mutex> l(mu);
     ++copies;
     std::memcpy(dst, src, bytes);
@@ -65,7 +66,9 @@ class FakeCuda : public device::CudaRuntime {
     ++records;
     return absl::OkStatus();
   }
-  absl::Status StreamWaitEvent(void*, void* e) override { return WaitEvent(e); }  // copies are immediate
+  absl::Status StreamWaitEvent(void*, void* e) override {
+    return WaitEvent(e);
+  }  // copies are immediate
   absl::Status WaitEvent(void* e) override {
     std::lock_guard<std::mutex> l(mu);
     if (*static_cast<int*>(e) == 0) ++waits_on_unrecorded;

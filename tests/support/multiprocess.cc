@@ -25,7 +25,8 @@ std::vector<int> RunForked(int n, const std::function<int(int)>& body, std::chro
   if (after_fork) after_fork();
   std::vector<int> codes(n, -1);
   std::vector<pollfd> fds;
-  for (pid_t pid : pids) fds.push_back({static_cast<int>(syscall(SYS_pidfd_open, pid, 0)), POLLIN, 0});
+  for (pid_t pid : pids)
+    fds.push_back({static_cast<int>(syscall(SYS_pidfd_open, pid, 0)), POLLIN, 0});
   const auto deadline = std::chrono::steady_clock::now() + limit;
   int left = n;
   auto reap = [&](int i) {
@@ -37,7 +38,8 @@ std::vector<int> RunForked(int n, const std::function<int(int)>& body, std::chro
     --left;
   };
   while (left > 0) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     int ready = poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(ms.count(), 0)));
     if (ready == 0) {
       for (int i = 0; i < n; ++i) {

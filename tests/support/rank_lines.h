@@ -7,11 +7,10 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ddpio::testing {
 
@@ -20,7 +19,8 @@ inline std::map<int, nlohmann::json> RankLines(const std::string& out) {
   std::map<int, nlohmann::json> lines;
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("[node ", 0) == 0 && line.find("] ") != std::string::npos) line = line.substr(line.find("] ") + 2);
+    if (line.rfind("[node ", 0) == 0 && line.find("] ") != std::string::npos)
+      line = line.substr(line.find("] ") + 2);
     const auto brace = line.find("] {");
     if (line.rfind("[rank ", 0) != 0 || brace == std::string::npos) continue;
     auto j = nlohmann::json::parse(line.substr(brace + 2));

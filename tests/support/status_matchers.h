@@ -16,7 +16,7 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& s) {
 
 #define EXPECT_OK(expr) EXPECT_EQ(::ddpio::testing::ToStatus(expr), ::absl::OkStatus())
 #define ASSERT_OK(expr) ASSERT_EQ(::ddpio::testing::ToStatus(expr), ::absl::OkStatus())
-#define EXPECT_CODE(expr, code_name) \
+#define EXPECT_CODE(expr, code_name)                                                \
   EXPECT_EQ(::ddpio::testing::ToStatus(expr).code(), ::absl::StatusCode::code_name) \
       << ::ddpio::testing::ToStatus(expr)
 

@@ -14,11 +14,11 @@
 namespace ddpio::testing {
 
 struct RunResult {
-  int exit_code = -1;   // the exit status, or -1 when killed by a signal
-  int signal = 0;       // the signal that ended it, or 0
+  int exit_code = -1;  // the exit status, or -1 when killed by a signal
+  int signal = 0;      // the signal that ended it, or 0
   bool timed_out = false;
-  std::string out;      // stdout
-  std::string err;      // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
 };
 
 struct RunOptions {

@@ -27,8 +27,9 @@ struct RankOut {
 };
 
 // Runs `world` ranks training with `o`; returns each rank's outcome (empty params on failure).
-inline std::vector<RankOut> TrainJob(int world, const trainer::TrainOptions& o, const std::string& out,
-                                    const std::string& name, comm::BackendKind backend = comm::BackendKind::kGloo) {
+inline std::vector<RankOut> TrainJob(int world, const trainer::TrainOptions& o,
+                                     const std::string& out, const std::string& name,
+                                     comm::BackendKind backend = comm::BackendKind::kGloo) {
   comm::RendezvousOptions ro;
   ro.token = "train";
   ro.job_id = name;

@@ -21,14 +21,14 @@ FeedHeader DecodedHeader(const loader::Batch& batch, const loader::LoaderOptions
 
 // OK when `h` is decoded batch `step` of the plan's epoch for `stream_rank` (`range` of its
 // stream) with the shape and dtype `options` produce; DataLoss naming `from` otherwise.
-absl::Status CheckDecoded(const FeedHeader& h, const sampler::EpochPlan& plan, int stream_rank, uint64_t step,
-                          const sampler::BatchRange& range, const loader::LoaderOptions& options,
-                          const std::string& from);
+absl::Status CheckDecoded(const FeedHeader& h, const sampler::EpochPlan& plan, int stream_rank,
+                          uint64_t step, const sampler::BatchRange& range,
+                          const loader::LoaderOptions& options, const std::string& from);
 
 // OK when the host payload of decoded batch `step` hashes to the CRC its header carries (or it
 // carries none); DataLoss naming `from` otherwise: a batch damaged on the way is never trained on.
-absl::Status CheckDecodedPayload(const FeedHeader& h, const std::vector<uint8_t>& payload, uint64_t step,
-                                 const std::string& from);
+absl::Status CheckDecodedPayload(const FeedHeader& h, const std::vector<uint8_t>& payload,
+                                 uint64_t step, const std::string& from);
 
 }  // namespace ddpio::broadcast::internal
 

@@ -42,7 +42,8 @@ absl::Status DeviceLink::Setup(size_t sample_bytes) {
   const FeederOptions& o = ctx_.options;
   if (o.payload != FeedPayload::kDecoded) {
     return absl::InvalidArgumentError(
-        "encoded payloads travel in host memory (every member decodes them on its CPU): give the feeder a "
+        "encoded payloads travel in host memory (every member decodes them on its CPU): give the "
+        "feeder a "
         "host-memory (gloo) group, or use the decoded payload to send batches over NCCL");
   }
   pool_ = std::make_shared<DevicePool>(*ctx_.group, o.loader.batch_size * sample_bytes);
@@ -100,7 +101,8 @@ absl::Status DeviceLink::Transfer(uint64_t step) {
   uint64_t messages = 0, wire = 0;
   if (ctx_.options.mode == FeedMode::kReplicate && !peers.empty()) {
     st = group.Broadcast(device_slots_[0].get(), slot_bytes_, 0, timeout);
-    if (st.ok()) st = group.Broadcast(staged_[0].buffer.get(), staged_[0].header.payload_bytes, 0, timeout);
+    if (st.ok())
+      st = group.Broadcast(staged_[0].buffer.get(), staged_[0].header.payload_bytes, 0, timeout);
     messages = peers.size();
     wire = peers.size() * (slot_bytes_ + staged_[0].header.payload_bytes);
   } else {
@@ -121,7 +123,8 @@ absl::Status DeviceLink::Transfer(uint64_t step) {
   ctx_.traffic.network_wait_ns += static_cast<uint64_t>((Clock::now() - t0).count());
   if (!st.ok()) {
     broken_ = true;
-    return Annotate(st, absl::StrCat("sending batch ", step, " to the group over ", group.backend()));
+    return Annotate(st,
+                    absl::StrCat("sending batch ", step, " to the group over ", group.backend()));
   }
   ctx_.traffic.messages_sent += messages;
   ctx_.traffic.bytes_sent += wire;
@@ -150,7 +153,8 @@ absl::Status DeviceLink::SendLast(const FeedHeader& h, const uint8_t* data) {
   absl::Status st;
   if (ctx_.options.mode == FeedMode::kReplicate) {
     st = group.Broadcast(device_slots_[0].get(), slot_bytes_, 0, timeout);
-    if (st.ok() && payload != nullptr) st = group.Broadcast(payload.get(), h.payload_bytes, 0, timeout);
+    if (st.ok() && payload != nullptr)
+      st = group.Broadcast(payload.get(), h.payload_bytes, 0, timeout);
   } else {
     std::vector<comm::Communicator::SendPart> parts;
     for (int peer : peers) {
@@ -161,7 +165,8 @@ absl::Status DeviceLink::SendLast(const FeedHeader& h, const uint8_t* data) {
   }
   if (!st.ok()) {
     broken_ = true;
-    return Annotate(st, absl::StrCat("sending the ", h.error ? "error" : "end of the epoch", " to the group"));
+    return Annotate(
+        st, absl::StrCat("sending the ", h.error ? "error" : "end of the epoch", " to the group"));
   }
   ctx_.traffic.messages_sent += peers.size();
   ctx_.traffic.bytes_sent += peers.size() * (slot_bytes_ + h.payload_bytes);
@@ -180,7 +185,8 @@ void DeviceLink::Receive() {
     return broadcast ? group.Broadcast(p, n, 0, timeout) : group.Recv(p, n, 0, kDeviceTag, timeout);
   };
   auto fail = [&](const absl::Status& st) {
-    window.SetError(Annotate(st, absl::StrCat("receiving from ", source, " over ", group.backend())));
+    window.SetError(
+        Annotate(st, absl::StrCat("receiving from ", source, " over ", group.backend())));
     group.Abort();  // the rest of the group learns at once
   };
   std::vector<uint8_t>& slot = host_slots_[0];
@@ -197,8 +203,9 @@ void DeviceLink::Receive() {
       if (st.ok()) buffer = *std::move(b);
     } else if (!h->end_of_epoch) {
       if (h->payload_bytes > pool_->bytes()) {
-        return fail(absl::DataLossError(absl::StrCat("a batch of ", h->payload_bytes, " bytes, more than the ",
-                                                     pool_->bytes(), " of this rank's batch size")));
+        return fail(absl::DataLossError(absl::StrCat("a batch of ", h->payload_bytes,
+                                                     " bytes, more than the ", pool_->bytes(),
+                                                     " of this rank's batch size")));
       }
       absl::StatusOr<std::shared_ptr<uint8_t>> b = pool_->Get();
       st = b.status();

@@ -41,8 +41,8 @@ absl::Status FeedLeader::Setup() {
     // CUDA runtime), each copy is an asynchronous DMA rather than a driver-staged copy.
     loader::CudaRuntime* pinned = transport_.device_memory() ? o.cuda : nullptr;
     for (auto& m : members_) {
-      DDPIO_ASSIGN_OR_RETURN(m->loader,
-                             loader::Loader::Create(ctx_.reader, ctx_.sampler_options, m->stream, lo, pinned));
+      DDPIO_ASSIGN_OR_RETURN(m->loader, loader::Loader::Create(ctx_.reader, ctx_.sampler_options,
+                                                               m->stream, lo, pinned));
     }
   }
   return absl::OkStatus();
@@ -80,7 +80,8 @@ void FeedLeader::Run(uint64_t epoch, const std::atomic<bool>& stop) {
     }
   } else {
     bool more = true;
-    for (uint64_t step = 0; st.ok() && more && !stop; ++step) st = SendDecodedStep(epoch, step, &more);
+    for (uint64_t step = 0; st.ok() && more && !stop; ++step)
+      st = SendDecodedStep(epoch, step, &more);
   }
   Finish(epoch, st);
 }
@@ -179,8 +180,9 @@ absl::Status FeedLeader::SendEncodedStep(uint64_t epoch, uint64_t step, storage:
       // read as zeros, which must not be sent as the record.
       if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) {
         txn.Reset();
-        return Annotate(mapped, absl::StrCat("record ", index, " (key ", storage::IndexKeyHex(index), ") of ",
-                                             ctx_.reader->path()));
+        return Annotate(
+            mapped, absl::StrCat("record ", index, " (key ", storage::IndexKeyHex(index), ") of ",
+                                 ctx_.reader->path()));
       }
     }
     txn.Reset();  // do not pin old pages between steps
@@ -220,9 +222,10 @@ absl::Status FeedLeader::ForEachDecodedBatch(
 }
 
 absl::Status FeedLeader::SendDecodedStep(uint64_t epoch, uint64_t step, bool* more) {
-  absl::Status st = ForEachDecodedBatch(epoch, step, more, [&](Member& m, const loader::Batch& b, FeedHeader h) {
-    return transport_.Send(m.to, std::move(h), b.data, nullptr);
-  });
+  absl::Status st =
+      ForEachDecodedBatch(epoch, step, more, [&](Member& m, const loader::Batch& b, FeedHeader h) {
+        return transport_.Send(m.to, std::move(h), b.data, nullptr);
+      });
   // What was staged goes now (over NCCL: one transfer of every stream's batch), or is dropped.
   return transport_.EndStep(step, st);
 }

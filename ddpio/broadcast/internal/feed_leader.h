@@ -59,8 +59,9 @@ class FeedLeader {
   absl::Status SendDecodedStep(uint64_t epoch, uint64_t step, bool* more);
   // Takes this step's decoded batch from every member loader that has one and calls `fn` with it
   // and its header; *more when any had one. Updates the read counters.
-  absl::Status ForEachDecodedBatch(uint64_t epoch, uint64_t step, bool* more,
-                                   const std::function<absl::Status(Member&, const loader::Batch&, FeedHeader)>& fn);
+  absl::Status ForEachDecodedBatch(
+      uint64_t epoch, uint64_t step, bool* more,
+      const std::function<absl::Status(Member&, const loader::Batch&, FeedHeader)>& fn);
 
   FeedContext& ctx_;
   FeedTransport& transport_;

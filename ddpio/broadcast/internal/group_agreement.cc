@@ -20,7 +20,9 @@ std::vector<std::pair<std::string, std::string>> FeederSettings(const FeederOpti
                                                                 const comm::GroupLayout& layout) {
   const loader::LoaderOptions& l = o.loader;
   const loader::AugmentOptions& a = l.augment;
-  auto triple = [](const std::array<float, 3>& v) { return absl::StrCat(v[0], ",", v[1], ",", v[2]); };
+  auto triple = [](const std::array<float, 3>& v) {
+    return absl::StrCat(v[0], ",", v[1], ",", v[2]);
+  };
   return {
       {"mode", FeedModeName(o.mode)},
       {"payload", FeedPayloadName(o.payload)},
@@ -73,7 +75,8 @@ std::vector<std::pair<std::string, std::string>> ParseMember(const std::string& 
   return fields;
 }
 
-std::string FieldOf(const std::vector<std::pair<std::string, std::string>>& fields, const std::string& name) {
+std::string FieldOf(const std::vector<std::pair<std::string, std::string>>& fields,
+                    const std::string& name) {
   for (const auto& [n, v] : fields) {
     if (n == name) return v;
   }
@@ -82,7 +85,8 @@ std::string FieldOf(const std::vector<std::pair<std::string, std::string>>& fiel
 
 }  // namespace
 
-absl::Status CheckGroupAgreement(const std::vector<std::string>& described, const std::vector<int>& ranks) {
+absl::Status CheckGroupAgreement(const std::vector<std::string>& described,
+                                 const std::vector<int>& ranks) {
   std::vector<std::vector<std::pair<std::string, std::string>>> members;
   for (const std::string& d : described) members.push_back(ParseMember(d));
   // A member that could not open its dataset: every member says who and why (the code is that
@@ -92,9 +96,10 @@ absl::Status CheckGroupAgreement(const std::vector<std::string>& described, cons
     if (error.empty()) continue;
     const std::string path = FieldOf(members[m], "dataset_path");
     const absl::StatusCode code = static_cast<absl::StatusCode>(std::atoi(error.c_str()));
-    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
-                        absl::StrCat(MemberName(static_cast<int>(m), ranks[m]), " cannot open its dataset \"", path,
-                                     "\": ", error.substr(std::min(error.size(), error.find(' ') + 1))));
+    return absl::Status(
+        code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
+        absl::StrCat(MemberName(static_cast<int>(m), ranks[m]), " cannot open its dataset \"", path,
+                     "\": ", error.substr(std::min(error.size(), error.find(' ') + 1))));
   }
   const auto& leader = members[0];
   for (size_t m = 1; m < members.size(); ++m) {
@@ -111,17 +116,21 @@ absl::Status CheckGroupAgreement(const std::vector<std::string>& described, cons
       differences.push_back(absl::StrCat(name, " ", theirs, " (the leader: ", value, ")"));
     }
     if (!dataset_differs && differences.empty()) continue;
-    std::string message = absl::StrCat("group member ", m, " (rank ", ranks[m], ") and its leader (rank ", ranks[0],
-                                       ") disagree: ");
+    std::string message = absl::StrCat("group member ", m, " (rank ", ranks[m],
+                                       ") and its leader (rank ", ranks[0], ") disagree: ");
     if (dataset_differs) {
-      absl::StrAppend(&message, "it opened the dataset \"", FieldOf(members[m], "dataset_path"), "\" (",
-                      FieldOf(members[m], "dataset"), "), the leader \"", FieldOf(leader, "dataset_path"), "\" (",
-                      FieldOf(leader, "dataset"), ")", differences.empty() ? "" : "; ");
+      absl::StrAppend(&message, "it opened the dataset \"", FieldOf(members[m], "dataset_path"),
+                      "\" (", FieldOf(members[m], "dataset"), "), the leader \"",
+                      FieldOf(leader, "dataset_path"), "\" (", FieldOf(leader, "dataset"), ")",
+                      differences.empty() ? "" : "; ");
     }
-    if (!differences.empty()) absl::StrAppend(&message, "its settings differ: ", absl::StrJoin(differences, ", "));
+    if (!differences.empty())
+      absl::StrAppend(&message, "its settings differ: ", absl::StrJoin(differences, ", "));
     absl::StrAppend(&message,
-                    ". Every member of a group must name the same dataset (a copy at another path is fine) with the "
-                    "same settings; if every rank passes the same ones, the ranks created their loaders (pipelines) "
+                    ". Every member of a group must name the same dataset (a copy at another path "
+                    "is fine) with the "
+                    "same settings; if every rank passes the same ones, the ranks created their "
+                    "loaders (pipelines) "
                     "in different orders: create them in the same order on every rank");
     return absl::InvalidArgumentError(message);
   }
@@ -132,13 +141,16 @@ absl::StatusOr<uint64_t> AgreeOnGroup(FeedContext& ctx) {
   // The dataset's size comes from the leader (in the group communicator's memory: the device's
   // over NCCL).
   const std::chrono::milliseconds timeout = ctx.options.timeout;
-  if (ctx.options.dataset.identity.empty() && ctx.options.dataset.error.empty() && ctx.reader != nullptr) {
-    ctx.options.dataset.identity = storage::DatasetIdentity(ctx.reader->header(), ctx.reader->completion());
+  if (ctx.options.dataset.identity.empty() && ctx.options.dataset.error.empty() &&
+      ctx.reader != nullptr) {
+    ctx.options.dataset.identity =
+        storage::DatasetIdentity(ctx.reader->header(), ctx.reader->completion());
     ctx.options.dataset.path = ctx.reader->path();
   }
   absl::StatusOr<std::vector<std::string>> described =
       comm::AllGatherStrings(*ctx.group, DescribeMember(ctx.options, ctx.layout), timeout);
-  if (!described.ok()) return Annotate(described.status(), "agreeing on the group feeder's settings");
+  if (!described.ok())
+    return Annotate(described.status(), "agreeing on the group feeder's settings");
   DDPIO_RETURN_IF_ERROR(CheckGroupAgreement(*described, ctx.layout.members(ctx.rank)));
   uint64_t size = ctx.reader != nullptr ? ctx.reader->size() : 0;
   DDPIO_RETURN_IF_ERROR(Annotate(comm::BroadcastHost(*ctx.group, &size, sizeof(size), 0, timeout),

@@ -17,7 +17,8 @@ namespace ddpio::broadcast::internal {
 // global ranks): OK when every member names the same dataset content (when both say) and the
 // same settings; the error of a member that could not open its dataset (its own code) or
 // InvalidArgument naming the member, the paths and the settings that differ.
-absl::Status CheckGroupAgreement(const std::vector<std::string>& described, const std::vector<int>& ranks);
+absl::Status CheckGroupAgreement(const std::vector<std::string>& described,
+                                 const std::vector<int>& ranks);
 
 // Runs the agreement over ctx.group (a collective: every member calls it once, at creation) and
 // returns the leader's dataset size. Fills ctx.options.dataset from ctx.reader when the caller

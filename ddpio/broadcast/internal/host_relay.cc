@@ -66,9 +66,10 @@ void HostRelay::Receive() {
     const auto t0 = Clock::now();
     // In a chain every message goes on to the next member while it arrives, ends and errors too.
     absl::StatusOr<FeedHeader> h =
-        to < 0 ? RecvFeedMessage(*ctx_.group, from, &item.payload, ctx_.options.limits, ctx_.options.timeout, &wire)
-               : RelayFeedMessage(*ctx_.group, from, to, &item.payload, ctx_.options.limits, ctx_.options.timeout,
-                                  &wire);
+        to < 0 ? RecvFeedMessage(*ctx_.group, from, &item.payload, ctx_.options.limits,
+                                 ctx_.options.timeout, &wire)
+               : RelayFeedMessage(*ctx_.group, from, to, &item.payload, ctx_.options.limits,
+                                  ctx_.options.timeout, &wire);
     traffic.network_wait_ns += static_cast<uint64_t>((Clock::now() - t0).count());
     if (!h.ok()) {
       window.SetError(Annotate(h.status(), to < 0 ? absl::StrCat("receiving from ", source)

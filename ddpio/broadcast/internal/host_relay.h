@@ -35,7 +35,9 @@ class HostRelay final : public FeedTransport {
   void Receive() override;
 
  private:
-  bool chain() const { return ctx_.options.mode == FeedMode::kReplicate && ctx_.options.relay == FeedRelay::kChain; }
+  bool chain() const {
+    return ctx_.options.mode == FeedMode::kReplicate && ctx_.options.relay == FeedRelay::kChain;
+  }
   // The member a peer forwards every message to (-1: none).
   int Downstream() const {
     return chain() && ctx_.local_rank() + 1 < ctx_.layout.group_size() ? ctx_.local_rank() + 1 : -1;

@@ -29,7 +29,8 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
     Throw(store_->Wait(keys, timeout));
   }
 

@@ -77,8 +77,8 @@ absl::StatusOr<Fd> Listen(const std::string& addr, int port, int* bound_port) {
   return last;
 }
 
-absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chrono::milliseconds timeout,
-                                   const std::string& what) {
+absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port,
+                                   std::chrono::milliseconds timeout, const std::string& what) {
   const auto deadline = Clock::now() + timeout;
   std::minstd_rand jitter(std::random_device{}());
   auto pause = std::chrono::milliseconds(10);
@@ -89,8 +89,9 @@ absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chron
     // so that ranks started together do not knock together.
     const auto sleep = pause / 2 + std::chrono::milliseconds(jitter() % (pause.count() / 2 + 1));
     if (Clock::now() + sleep >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("no ", what, " at ", host, ":", port, " within ",
-                                                      timeout.count(), " ms (", fd.status().message(), ")"));
+      return absl::DeadlineExceededError(absl::StrCat("no ", what, " at ", host, ":", port,
+                                                      " within ", timeout.count(), " ms (",
+                                                      fd.status().message(), ")"));
     }
     std::this_thread::sleep_for(sleep);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
@@ -117,7 +118,8 @@ absl::StatusOr<Fd> Connect(const std::string& host, int port, Clock::time_point 
       errno = err;
     }
     if (rc != 0) {
-      last = absl::UnavailableError(absl::StrCat("connecting to ", host, ":", port, ": ", std::strerror(errno)));
+      last = absl::UnavailableError(
+          absl::StrCat("connecting to ", host, ":", port, ": ", std::strerror(errno)));
       continue;
     }
     int one = 1;
@@ -163,7 +165,8 @@ absl::Status ReadFull(int fd, void* data, size_t size, Clock::time_point deadlin
       DDPIO_RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline));
       continue;
     }
-    return absl::UnavailableError(absl::StrCat("peer gone while receiving: ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("peer gone while receiving: ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

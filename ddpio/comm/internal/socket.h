@@ -23,8 +23,8 @@ absl::StatusOr<Fd> Connect(const std::string& host, int port, Clock::time_point 
 // Connects, retrying refused connections with jittered exponential backoff (10 ms to 500 ms;
 // the server may start later) until `timeout`; then DeadlineExceeded "no <what> at host:port
 // within N ms (last error)".
-absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port, std::chrono::milliseconds timeout,
-                                   const std::string& what);
+absl::StatusOr<Fd> ConnectRetrying(const std::string& host, int port,
+                                   std::chrono::milliseconds timeout, const std::string& what);
 
 absl::Status WriteAll(int fd, const void* data, size_t size, Clock::time_point deadline);
 absl::Status ReadFull(int fd, void* data, size_t size, Clock::time_point deadline);

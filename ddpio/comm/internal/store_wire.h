@@ -9,10 +9,22 @@
 namespace ddpio::comm::internal {
 
 inline constexpr char kStoreHello[] = "DDPS1";
-enum StoreOp : uint8_t { kStoreSet = 1, kStoreGet = 2, kStoreWait = 3, kStoreAdd = 4, kStoreCheck = 5 };
+enum StoreOp : uint8_t {
+  kStoreSet = 1,
+  kStoreGet = 2,
+  kStoreWait = 3,
+  kStoreAdd = 4,
+  kStoreCheck = 5
+};
 // kStoreFull: a SET or ADD refused because the store would pass its byte limit; unlike
 // kStoreError, the connection stays open.
-enum StoreReply : uint8_t { kStoreOk = 0, kStoreAbsent = 1, kStoreTimedOut = 2, kStoreError = 3, kStoreFull = 4 };
+enum StoreReply : uint8_t {
+  kStoreOk = 0,
+  kStoreAbsent = 1,
+  kStoreTimedOut = 2,
+  kStoreError = 3,
+  kStoreFull = 4
+};
 
 }  // namespace ddpio::comm::internal
 

@@ -21,12 +21,12 @@ class SystemApi final : public NcclApi {
                          ncclComm_t comm, cudaStream_t stream) override {
     return ncclBroadcast(send, recv, count, type, root, comm, stream);
   }
-  ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                         ncclComm_t comm, cudaStream_t stream) override {
+  ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) override {
     return ncclAllReduce(send, recv, count, type, op, comm, stream);
   }
-  ncclResult_t AllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
-                         cudaStream_t stream) override {
+  ncclResult_t AllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                         ncclComm_t comm, cudaStream_t stream) override {
     return ncclAllGather(send, recv, count, type, comm, stream);
   }
   ncclResult_t Send(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,

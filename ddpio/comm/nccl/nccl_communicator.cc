@@ -31,11 +31,9 @@ absl::StatusCode CodeOf(ncclResult_t r) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclApi& api,
-                                                                           std::shared_ptr<device::CudaRuntime> cuda,
-                                                                           std::shared_ptr<Store> store,
-                                                                           int rank, int size,
-                                                                           const NcclOptions& options) {
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    NcclApi& api, std::shared_ptr<device::CudaRuntime> cuda, std::shared_ptr<Store> store, int rank,
+    int size, const NcclOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " outside a world of ", size));
   }
@@ -77,7 +75,8 @@ absl::Status NcclCommunicator::Init(Store& store, const NcclOptions& options) {
   }
   absl::Status s = Wait("joining the NCCL communicator", options.timeout, /*wait_stream=*/false);
   if (s.ok()) {
-    DDPIO_LOG(INFO) << "NCCL communicator: rank " << rank_ << " of " << size_ << " on CUDA device " << device();
+    DDPIO_LOG(INFO) << "NCCL communicator: rank " << rank_ << " of " << size_ << " on CUDA device "
+                    << device();
   }
   return s;
 }
@@ -96,8 +95,9 @@ NcclCommunicator::~NcclCommunicator() {
 absl::Status NcclCommunicator::Check(const char* what, ncclResult_t result) {
   if (result == ncclSuccess || result == ncclInProgress) return absl::OkStatus();
   std::string detail = comm_ != nullptr ? api_.GetLastError(comm_) : "";
-  return absl::Status(CodeOf(result), absl::StrCat(what, " on rank ", rank_, ": ", api_.GetErrorString(result),
-                                                   detail.empty() ? "" : " (", detail, detail.empty() ? "" : ")"));
+  return absl::Status(CodeOf(result),
+                      absl::StrCat(what, " on rank ", rank_, ": ", api_.GetErrorString(result),
+                                   detail.empty() ? "" : " (", detail, detail.empty() ? "" : ")"));
 }
 
 absl::Status NcclCommunicator::OnRank(absl::Status status) const {
@@ -114,7 +114,8 @@ absl::Status NcclCommunicator::Fail(absl::Status status) {
   return status;
 }
 
-absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds timeout, bool wait_stream) {
+absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds timeout,
+                                    bool wait_stream) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     ncclResult_t async = ncclSuccess;
@@ -125,27 +126,30 @@ absl::Status NcclCommunicator::Wait(const char* what, std::chrono::milliseconds 
       if (!wait_stream) return absl::OkStatus();
       absl::StatusOr<bool> idle = cuda_->StreamIdle(stream_);
       if (!idle.ok()) {
-        return Fail(absl::Status(idle.status().code(),
-                                 absl::StrCat(what, " on rank ", rank_, ": ", idle.status().message())));
+        return Fail(absl::Status(idle.status().code(), absl::StrCat(what, " on rank ", rank_, ": ",
+                                                                    idle.status().message())));
       }
       if (*idle) return absl::OkStatus();
     }
     if (Clock::now() >= deadline) {
-      return Fail(absl::DeadlineExceededError(absl::StrCat(
-          what, " on rank ", rank_, " did not complete within ", timeout.count(),
-          " ms (a peer is stalled, gone, or not making the same call); NCCL communicator aborted")));
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat(what, " on rank ", rank_, " did not complete within ", timeout.count(),
+                       " ms (a peer is stalled, gone, or not making the same call); NCCL "
+                       "communicator aborted")));
     }
     std::this_thread::sleep_for(poll_);
   }
 }
 
 template <typename Fn>
-absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds timeout, Fn enqueue) {
+absl::Status NcclCommunicator::Run(const char* what, std::chrono::milliseconds timeout,
+                                   Fn enqueue) {
   if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": communicator unusable after an earlier error (",
-                                                      broken_.message(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": communicator unusable after an earlier error (", broken_.message(), ")"));
   }
-  if (comm_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
+  if (comm_ == nullptr)
+    return absl::FailedPreconditionError(absl::StrCat(what, ": communicator aborted"));
   // The current device is per thread, and the feeder's and the reducer's threads call too.
   absl::Status s = OnRank(cuda_->Activate());
   if (s.ok()) s = enqueue();
@@ -157,30 +161,34 @@ absl::StatusOr<std::shared_ptr<uint8_t>> NcclCommunicator::Allocate(size_t bytes
   void* p = nullptr;
   DDPIO_RETURN_IF_ERROR(OnRank(cuda_->DeviceAlloc(&p, bytes > 0 ? bytes : 1)));
   // The buffer keeps the runtime alive: it may outlive the communicator.
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [cuda = cuda_](uint8_t* q) { cuda->DeviceFree(q); });
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p),
+                                  [cuda = cuda_](uint8_t* q) { cuda->DeviceFree(q); });
 }
 
-absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
+absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root,
+                                         std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckBroadcast(root));
   if (bytes == 0) return absl::OkStatus();
   return Run("broadcast", timeout, [&] {
-    return Check("ncclBroadcast", api_.Broadcast(data, data, bytes, ncclUint8, root, comm_, nccl_stream()));
+    return Check("ncclBroadcast",
+                 api_.Broadcast(data, data, bytes, ncclUint8, root, comm_, nccl_stream()));
   });
 }
 
-absl::Status NcclCommunicator::Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
-                                       std::chrono::milliseconds timeout) {
+absl::Status NcclCommunicator::Scatter(const std::vector<const void*>& parts, void* out,
+                                       size_t bytes, int root, std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckScatter(parts, root));
   if (bytes == 0) return absl::OkStatus();
   // NCCL has no scatter: the root's grouped sends, each peer's receive.
   return Run("scatter", timeout, [&]() -> absl::Status {
     if (rank_ == root) {
-      DDPIO_RETURN_IF_ERROR(
-          OnRank(cuda_->CopyAsync(out, parts[root], bytes, device::CopyKind::kDeviceToDevice, stream_)));
+      DDPIO_RETURN_IF_ERROR(OnRank(
+          cuda_->CopyAsync(out, parts[root], bytes, device::CopyKind::kDeviceToDevice, stream_)));
       DDPIO_RETURN_IF_ERROR(Check("ncclGroupStart", api_.GroupStart()));
       absl::Status sent;
       for (int i = 0; i < size_ && sent.ok(); ++i) {
-        if (i != root) sent = Check("ncclSend", api_.Send(parts[i], bytes, ncclUint8, i, comm_, nccl_stream()));
+        if (i != root)
+          sent = Check("ncclSend", api_.Send(parts[i], bytes, ncclUint8, i, comm_, nccl_stream()));
       }
       absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
       return sent.ok() ? ended : sent;
@@ -189,15 +197,18 @@ absl::Status NcclCommunicator::Scatter(const std::vector<const void*>& parts, vo
   });
 }
 
-absl::Status NcclCommunicator::AllReduce(float* data, size_t count, ReduceOp op, std::chrono::milliseconds timeout) {
+absl::Status NcclCommunicator::AllReduce(float* data, size_t count, ReduceOp op,
+                                         std::chrono::milliseconds timeout) {
   if (count == 0) return absl::OkStatus();
   return Run("all-reduce", timeout, [&] {
     return Check("ncclAllReduce", api_.AllReduce(data, data, count, ncclFloat32,
-                                                 op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_, nccl_stream()));
+                                                 op == ReduceOp::kAverage ? ncclAvg : ncclSum,
+                                                 comm_, nccl_stream()));
   });
 }
 
-absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
+absl::Status NcclCommunicator::AllGather(const void* in, void* out, size_t bytes,
+                                         std::chrono::milliseconds timeout) {
   if (bytes == 0) return absl::OkStatus();
   return Run("all-gather", timeout, [&] {
     return Check("ncclAllGather", api_.AllGather(in, out, bytes, ncclUint8, comm_, nccl_stream()));
@@ -208,20 +219,25 @@ absl::Status NcclCommunicator::Send(const void* data, size_t bytes, int peer, ui
                                     std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckSend(peer));
   if (bytes == 0) return absl::OkStatus();
-  return Run("send", timeout, [&] { return Check("ncclSend", api_.Send(data, bytes, ncclUint8, peer, comm_, nccl_stream())); });
+  return Run("send", timeout, [&] {
+    return Check("ncclSend", api_.Send(data, bytes, ncclUint8, peer, comm_, nccl_stream()));
+  });
 }
 
 absl::Status NcclCommunicator::Recv(void* data, size_t bytes, int peer, uint64_t /*tag*/,
                                     std::chrono::milliseconds timeout) {
   DDPIO_RETURN_IF_ERROR(CheckRecv(peer));
   if (bytes == 0) return absl::OkStatus();
-  return Run("recv", timeout, [&] { return Check("ncclRecv", api_.Recv(data, bytes, ncclUint8, peer, comm_, nccl_stream())); });
+  return Run("recv", timeout, [&] {
+    return Check("ncclRecv", api_.Recv(data, bytes, ncclUint8, peer, comm_, nccl_stream()));
+  });
 }
 
 absl::Status NcclCommunicator::Barrier(std::chrono::milliseconds timeout) {
   // NCCL has no barrier: an all-reduce of one float completes only when every rank joined it.
   return Run("barrier", timeout, [&] {
-    return Check("ncclAllReduce", api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, nccl_stream()));
+    return Check("ncclAllReduce",
+                 api_.AllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, nccl_stream()));
   });
 }
 
@@ -233,7 +249,8 @@ absl::Status NcclCommunicator::SendMany(const std::vector<SendPart>& parts, uint
     absl::Status sent;
     for (size_t i = 0; i < parts.size() && sent.ok(); ++i) {
       if (parts[i].bytes > 0) {
-        sent = Check("ncclSend", api_.Send(parts[i].data, parts[i].bytes, ncclUint8, parts[i].peer, comm_, nccl_stream()));
+        sent = Check("ncclSend", api_.Send(parts[i].data, parts[i].bytes, ncclUint8, parts[i].peer,
+                                           comm_, nccl_stream()));
       }
     }
     absl::Status ended = Check("ncclGroupEnd", api_.GroupEnd());  // always close the group
@@ -243,8 +260,8 @@ absl::Status NcclCommunicator::SendMany(const std::vector<SendPart>& parts, uint
 
 absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes) {
   if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("staging: communicator unusable after an earlier error (",
-                                                      broken_.message(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "staging: communicator unusable after an earlier error (", broken_.message(), ")"));
   }
   if (bytes == 0) return absl::OkStatus();
   if (copy_stream_ == nullptr) {
@@ -255,12 +272,14 @@ absl::Status NcclCommunicator::StageIn(void* dst, const void* src, size_t bytes)
     if (!event.ok()) return OnRank(event.status());
     staged_ = *event;
   }
-  DDPIO_RETURN_IF_ERROR(OnRank(cuda_->CopyAsync(dst, src, bytes, device::CopyKind::kHostToDevice, copy_stream_)));
+  DDPIO_RETURN_IF_ERROR(
+      OnRank(cuda_->CopyAsync(dst, src, bytes, device::CopyKind::kHostToDevice, copy_stream_)));
   DDPIO_RETURN_IF_ERROR(OnRank(cuda_->RecordEvent(staged_, copy_stream_)));
   return OnRank(cuda_->StreamWaitEvent(stream_, staged_));
 }
 
-absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) {
+absl::Status NcclCommunicator::CopyOut(void* dst, const void* src, size_t bytes,
+                                       std::chrono::milliseconds timeout) {
   if (bytes == 0) return absl::OkStatus();
   // A copy into pageable memory returns only once it is done: first wait, under the timeout,
   // for whatever is queued before it, so that a stuck operation cannot block the call itself.

@@ -3,8 +3,8 @@
 // Create() is handed the rank's device as a device::CudaRuntime (device::OpenDeviceForRank picks
 // it), gets NCCL's unique id through the Store (rank 0 makes it, the others read it), creates a
 // non-blocking stream and a non-blocking communicator (ncclConfig_t.blocking = 0) so that no NCCL
-// call can block this thread. Every operation is enqueued on the stream, then waited for by polling the
-// stream (cudaStreamQuery) and the communicator's asynchronous error (ncclCommGetAsyncError):
+// call can block this thread. Every operation is enqueued on the stream, then waited for by polling
+// the stream (cudaStreamQuery) and the communicator's asynchronous error (ncclCommGetAsyncError):
 //   - an asynchronous error (a peer died: ncclRemoteError / ncclSystemError) → the communicator
 //     is aborted and the call returns Unavailable;
 //   - the timeout passes first → the communicator is aborted (which also frees the kernels
@@ -40,10 +40,9 @@ class NcclCommunicator : public Communicator {
   // On `cuda`'s device, which buffers from Allocate() keep alive. DeadlineExceeded when the
   // unique id or a rank does not arrive within options.timeout; the mapped NCCL/CUDA error
   // otherwise.
-  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(NcclApi& api,
-                                                                  std::shared_ptr<device::CudaRuntime> cuda,
-                                                                  std::shared_ptr<Store> store, int rank, int size,
-                                                                  const NcclOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
+      NcclApi& api, std::shared_ptr<device::CudaRuntime> cuda, std::shared_ptr<Store> store,
+      int rank, int size, const NcclOptions& options = {});
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -53,18 +52,22 @@ class NcclCommunicator : public Communicator {
   int device() const { return cuda_->device(); }
   absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) override;
 
-  absl::Status Broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root,
+                         std::chrono::milliseconds timeout) override;
   absl::Status Scatter(const std::vector<const void*>& parts, void* out, size_t bytes, int root,
                        std::chrono::milliseconds timeout) override;
-  absl::Status AllReduce(float* data, size_t count, ReduceOp op, std::chrono::milliseconds timeout) override;
-  absl::Status AllGather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) override;
+  absl::Status AllReduce(float* data, size_t count, ReduceOp op,
+                         std::chrono::milliseconds timeout) override;
+  absl::Status AllGather(const void* in, void* out, size_t bytes,
+                         std::chrono::milliseconds timeout) override;
   absl::Status Send(const void* data, size_t bytes, int peer, uint64_t tag,
                     std::chrono::milliseconds timeout) override;
   absl::Status Recv(void* data, size_t bytes, int peer, uint64_t tag,
                     std::chrono::milliseconds timeout) override;
   absl::Status Barrier(std::chrono::milliseconds timeout) override;
   // One ncclGroupStart/End around every part's ncclSend.
-  absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag, std::chrono::milliseconds timeout) override;
+  absl::Status SendMany(const std::vector<SendPart>& parts, uint64_t tag,
+                        std::chrono::milliseconds timeout) override;
   // Host -> device on a copy stream of its own (made at the first call), then an event the
   // communication stream waits for: the host goes on (staging the step's other batches) while the
   // copy runs, and no host thread waits for it. (Steps do not overlap: every operation is waited
@@ -72,7 +75,8 @@ class NcclCommunicator : public Communicator {
   absl::Status StageIn(void* dst, const void* src, size_t bytes) override;
   // Device -> host on the communication stream, waited for like an operation (after waiting, under
   // the timeout, for what is queued before it: a copy into pageable memory blocks in the call).
-  absl::Status CopyOut(void* dst, const void* src, size_t bytes, std::chrono::milliseconds timeout) override;
+  absl::Status CopyOut(void* dst, const void* src, size_t bytes,
+                       std::chrono::milliseconds timeout) override;
   // Waits for the communication stream, which waits for the staged copies.
   absl::Status Synchronize(std::chrono::milliseconds timeout) override;
   absl::Status WaitFor(void* event) override;
@@ -103,9 +107,9 @@ class NcclCommunicator : public Communicator {
   const int size_;
   const std::chrono::microseconds poll_;
   ncclComm_t comm_ = nullptr;
-  void* stream_ = nullptr;        // the communication stream
-  float* scratch_ = nullptr;      // one float on the device, for Barrier
-  void* copy_stream_ = nullptr;   // StageIn's, with its event
+  void* stream_ = nullptr;       // the communication stream
+  float* scratch_ = nullptr;     // one float on the device, for Barrier
+  void* copy_stream_ = nullptr;  // StageIn's, with its event
   void* staged_ = nullptr;
   absl::Status broken_;
 };

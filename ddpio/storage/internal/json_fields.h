@@ -5,7 +5,6 @@
 #define DDPIO_STORAGE_INTERNAL_JSON_FIELDS_H_
 
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 namespace ddpio::storage::internal {
@@ -25,7 +24,8 @@ inline bool GetInt(const nlohmann::json& j, const char* key, int* out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer()) return false;
   const int64_t v = it->get<int64_t>();
-  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) return false;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT32_MAX))
+    return false;
   if (v < INT32_MIN || v > INT32_MAX) return false;
   *out = static_cast<int>(v);
   return true;

@@ -52,12 +52,13 @@ struct Meta {
 absl::StatusOr<Meta> ReadMeta(const uint8_t* page, int which, const std::string& path) {
   const std::string where = absl::StrCat(path, ": meta page ", which);
   if (U32(page + kMagicAt) != kMagic) {
-    return absl::DataLossError(absl::StrCat(where, " has no LMDB magic: not an LMDB file, or its header is damaged"));
+    return absl::DataLossError(
+        absl::StrCat(where, " has no LMDB magic: not an LMDB file, or its header is damaged"));
   }
   const uint32_t version = U32(page + kVersionAt);
   if (version != kVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": LMDB format version ", version, ", this build reads version ", kVersion));
+    return absl::FailedPreconditionError(absl::StrCat(where, ": LMDB format version ", version,
+                                                      ", this build reads version ", kVersion));
   }
   if ((U16(page + 10) & kMetaFlag) == 0) {
     return absl::DataLossError(absl::StrCat(where, " is not marked as a meta page"));
@@ -68,13 +69,15 @@ absl::StatusOr<Meta> ReadMeta(const uint8_t* page, int which, const std::string&
   m.txnid = U64(page + kTxnidAt);
   for (int d = 0; d < 2; ++d) m.roots[d] = U64(page + kDbsAt + d * kDbBytes + kRootInDb);
   if (m.page_size < 512 || m.page_size > 65536 || (m.page_size & (m.page_size - 1)) != 0) {
-    return absl::DataLossError(absl::StrCat(where, " names a page size of ", m.page_size, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat(where, " names a page size of ", m.page_size, " bytes"));
   }
-  if (m.last_page < 1) return absl::DataLossError(absl::StrCat(where, " names last page ", m.last_page));
+  if (m.last_page < 1)
+    return absl::DataLossError(absl::StrCat(where, " names last page ", m.last_page));
   for (int d = 0; d < 2; ++d) {
     if (m.roots[d] != kInvalidPage && (m.roots[d] < 2 || m.roots[d] > m.last_page)) {
-      return absl::DataLossError(absl::StrCat(where, ": database ", d, " has its root at page ", m.roots[d],
-                                              ", outside pages 2..", m.last_page));
+      return absl::DataLossError(absl::StrCat(where, ": database ", d, " has its root at page ",
+                                              m.roots[d], ", outside pages 2..", m.last_page));
     }
   }
   return m;
@@ -85,20 +88,22 @@ absl::StatusOr<Meta> ReadMeta(const uint8_t* page, int which, const std::string&
 absl::StatusOr<LmdbLayout> CheckLmdbHeader(absl::Span<const uint8_t> head, uint64_t file_bytes,
                                            const std::string& path) {
   if (head.size() < kMetaEnd) {
-    return absl::DataLossError(absl::StrCat(path, " is ", file_bytes,
-                                            " bytes: not an LMDB dataset file, or one cut short (an LMDB file "
-                                            "starts with two meta pages)"));
+    return absl::DataLossError(
+        absl::StrCat(path, " is ", file_bytes,
+                     " bytes: not an LMDB dataset file, or one cut short (an LMDB file "
+                     "starts with two meta pages)"));
   }
   DDPIO_ASSIGN_OR_RETURN(Meta first, ReadMeta(head.data(), 0, path));
   const uint64_t psize = first.page_size;
   if (head.size() < psize + kMetaEnd) {
-    return absl::DataLossError(absl::StrCat("dataset file ", path, " is truncated: ", file_bytes, " bytes, less than its ",
-                                            "two meta pages of ", psize, " bytes — was the copy interrupted?"));
+    return absl::DataLossError(absl::StrCat("dataset file ", path, " is truncated: ", file_bytes,
+                                            " bytes, less than its ", "two meta pages of ", psize,
+                                            " bytes — was the copy interrupted?"));
   }
   DDPIO_ASSIGN_OR_RETURN(Meta second, ReadMeta(head.data() + psize, 1, path));
   if (second.page_size != psize) {
-    return absl::DataLossError(absl::StrCat(path, ": the meta pages disagree on the page size (", psize, " and ",
-                                            second.page_size, ")"));
+    return absl::DataLossError(absl::StrCat(path, ": the meta pages disagree on the page size (",
+                                            psize, " and ", second.page_size, ")"));
   }
   const Meta& newest = second.txnid > first.txnid ? second : first;
   LmdbLayout layout;
@@ -106,12 +111,14 @@ absl::StatusOr<LmdbLayout> CheckLmdbHeader(absl::Span<const uint8_t> head, uint6
   layout.last_page = newest.last_page;
   layout.txnid = newest.txnid;
   if (newest.last_page > (uint64_t{1} << 50) / psize) {
-    return absl::DataLossError(absl::StrCat(path, ": meta page names last page ", newest.last_page, " (absurd)"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": meta page names last page ", newest.last_page, " (absurd)"));
   }
   layout.needed_bytes = (newest.last_page + 1) * psize;
   if (file_bytes < layout.needed_bytes) {
-    return absl::DataLossError(absl::StrCat("dataset file ", path, " is truncated: ", file_bytes, " of ",
-                                            layout.needed_bytes, " bytes — was the copy interrupted?"));
+    return absl::DataLossError(absl::StrCat("dataset file ", path, " is truncated: ", file_bytes,
+                                            " of ", layout.needed_bytes,
+                                            " bytes — was the copy interrupted?"));
   }
   return layout;
 }
@@ -125,7 +132,8 @@ absl::StatusOr<LmdbLayout> CheckLmdbFile(const std::string& data_file) {
     ::close(fd);
     return ErrnoToStatus(err, absl::StrCat("stat ", data_file));
   }
-  std::vector<uint8_t> head(std::min<uint64_t>(static_cast<uint64_t>(st.st_size), kLmdbHeaderBytes));
+  std::vector<uint8_t> head(
+      std::min<uint64_t>(static_cast<uint64_t>(st.st_size), kLmdbHeaderBytes));
   size_t got = 0;
   while (got < head.size()) {
     const ssize_t n = ::pread(fd, head.data() + got, head.size() - got, static_cast<off_t>(got));

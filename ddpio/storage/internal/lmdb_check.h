@@ -20,8 +20,8 @@ namespace ddpio::storage::internal {
 
 struct LmdbLayout {
   uint32_t page_size = 0;
-  uint64_t last_page = 0;      // of the newest meta page
-  uint64_t needed_bytes = 0;   // (last_page + 1) * page_size: what the file must hold
+  uint64_t last_page = 0;     // of the newest meta page
+  uint64_t needed_bytes = 0;  // (last_page + 1) * page_size: what the file must hold
   uint64_t txnid = 0;
 };
 

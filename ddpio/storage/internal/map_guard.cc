@@ -25,7 +25,8 @@ struct MapFaultAccess {
 namespace {
 
 // The handler touches these atomics, so they must not hide a lock.
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uintptr_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+              std::atomic<uintptr_t>::is_always_lock_free);
 
 constexpr int kSlots = 64;
 constexpr size_t kPathBytes = 512;
@@ -69,16 +70,19 @@ void WriteNumber(uint64_t v) {
 // find it. Only mmap, a plain system call on Linux, and lock-free atomics here.
 bool ReplaceFaultingPage(Slot& s, uintptr_t addr, uintptr_t base) {
   uint64_t none = MapFaultAccess::kNone;
-  MapFaultAccess::First(s.fault).compare_exchange_strong(none, addr - base, std::memory_order_seq_cst);
+  MapFaultAccess::First(s.fault).compare_exchange_strong(none, addr - base,
+                                                         std::memory_order_seq_cst);
   void* page = reinterpret_cast<void*>(addr & ~(static_cast<uintptr_t>(g_page) - 1));
-  return ::mmap(page, g_page, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED;
+  return ::mmap(page, g_page, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+         MAP_FAILED;
 }
 
 // The registered map holding `addr` (and its base), or null.
 Slot* FindSlot(uintptr_t addr, uintptr_t* base) {
   for (Slot& s : g_slots) {
     *base = s.base.load(std::memory_order_acquire);
-    if (*base != 0 && addr >= *base && addr - *base < s.bytes.load(std::memory_order_relaxed)) return &s;
+    if (*base != 0 && addr >= *base && addr - *base < s.bytes.load(std::memory_order_relaxed))
+      return &s;
   }
   return nullptr;
 }
@@ -87,7 +91,8 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   // Only a fault the kernel raised has a meaningful address (si_code > 0; kill() and friends
   // send <= 0).
-  const uintptr_t addr = info != nullptr && info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
+  const uintptr_t addr =
+      info != nullptr && info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
   uintptr_t base = 0;
   if (Slot* s = addr != 0 ? FindSlot(addr, &base) : nullptr; s != nullptr) {
     if (ReplaceFaultingPage(*s, addr, base)) {
@@ -98,9 +103,11 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     Write(s->path);
     Write(" became unreadable while mapped (bus error at byte ");
     WriteNumber(addr - base);
-    Write(" of its file) and its page could not be replaced: the file was truncated or replaced under "
-          "the running process, is corrupt, or its storage failed; check the file (`ddpio inspect "
-          "--verify` checks every record) and restart\n");
+    Write(
+        " of its file) and its page could not be replaced: the file was truncated or replaced "
+        "under "
+        "the running process, is corrupt, or its storage failed; check the file (`ddpio inspect "
+        "--verify` checks every record) and restart\n");
     ::_exit(1);
   }
   errno = saved_errno;
@@ -109,7 +116,8 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     g_previous.sa_sigaction(sig, info, context);
     return;
   }
-  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != nullptr) {
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN &&
+      g_previous.sa_handler != nullptr) {
     g_previous.sa_handler(sig);
     return;
   }
@@ -128,7 +136,8 @@ bool FindFileMapping(uint64_t dev, uint64_t ino, const void** base, size_t* byte
     unsigned long long start = 0, end = 0, offset = 0, inode = 0;
     unsigned major = 0, minor = 0;
     char perms[8];
-    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &major, &minor, &inode) != 7) {
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &major,
+                    &minor, &inode) != 7) {
       continue;
     }
     if (offset == 0 && inode == ino && makedev(major, minor) == dev) {

@@ -37,7 +37,9 @@ class ShortFileMap {
   const char* base() const { return base_; }
   size_t bytes() const { return bytes_; }
   // The byte at `offset`, read as a dataset reader reads it: a plain load from the map.
-  uint8_t At(size_t offset) const { return *reinterpret_cast<const volatile uint8_t*>(base_ + offset); }
+  uint8_t At(size_t offset) const {
+    return *reinterpret_cast<const volatile uint8_t*>(base_ + offset);
+  }
 
  private:
   size_t bytes_;
@@ -76,7 +78,8 @@ TEST(MapGuard, ABusErrorOutsideGuardedMapsStillEndsTheProcess) {
   testing::TempDir dir;
   ShortFileMap guarded(dir.Sub("guarded"), 2);
   ShortFileMap other(dir.Sub("other"), 2);
-  ASSERT_NE(GuardMappedRegion(guarded.base(), guarded.bytes(), dir.Sub("guarded")), nullptr);  // installs the handler
+  ASSERT_NE(GuardMappedRegion(guarded.base(), guarded.bytes(), dir.Sub("guarded")),
+            nullptr);  // installs the handler
   // The previous SIGBUS disposition runs: the default kills with SIGBUS; a sanitizer's own handler
   // (chained to, as any earlier handler is) reports and aborts. Either way the process ends.
   const auto ended_by_the_fault = [](int status) {
