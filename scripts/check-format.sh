@@ -10,12 +10,14 @@ if ! command -v clang-format >/dev/null; then
 fi
 mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu')
 if [[ "${1:-}" == "--fix" ]]; then
+  mapfile -t files < <(for f in "${files[@]}"; do [[ -f "$f" ]] && echo "$f"; done)
   clang-format -i "${files[@]}"
   echo "check-format: formatted ${#files[@]} files"
   exit 0
 fi
 bad=()
 for f in "${files[@]}"; do
+  [[ -f "$f" ]] || continue  # deleted in the work tree, not yet committed
   clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
 done
 if ((${#bad[@]})); then

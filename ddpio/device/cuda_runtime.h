@@ -45,6 +45,11 @@ class CudaRuntime {
   absl::Status CopyToDeviceAsync(void* dst, const void* src, size_t bytes, void* stream) {
     return CopyAsync(dst, src, bytes, CopyKind::kHostToDevice, stream);
   }
+  // Queues setting `bytes` bytes of device memory at `dst` to `value` (cudaMemsetAsync).
+  virtual absl::Status MemsetAsync(void* dst, int value, size_t bytes, void* stream) = 0;
+  // Blocks the calling host thread until all work queued on `stream` is done
+  // (cudaStreamSynchronize); the error of any of that work, if it failed.
+  virtual absl::Status SyncStream(void* stream) = 0;
   virtual absl::Status RecordEvent(void* event, void* stream) = 0;
   // Work queued on `stream` after this call waits for the event's last record before it
   // (cudaStreamWaitEvent); the host does not wait.

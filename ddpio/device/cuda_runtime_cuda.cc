@@ -87,6 +87,15 @@ class RealCudaRuntime : public CudaRuntime {
     return Check(cudaMemcpyAsync(dst, src, bytes, KindOf(kind), static_cast<cudaStream_t>(stream)),
                  "cudaMemcpyAsync");
   }
+  absl::Status MemsetAsync(void* dst, int value, size_t bytes, void* stream) override {
+    DDPIO_CUDA_ON_DEVICE;
+    return Check(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)),
+                 "cudaMemsetAsync");
+  }
+  absl::Status SyncStream(void* stream) override {
+    DDPIO_CUDA_ON_DEVICE;
+    return Check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+  }
   absl::Status RecordEvent(void* event, void* stream) override {
     DDPIO_CUDA_ON_DEVICE;
     return Check(

@@ -1,37 +1,60 @@
-// Compiled only when the CUDA toolkit was found. Links cuBLAS and the CUDA runtime, never the
-// driver stub: without a driver, MakeCublas() reports Unavailable and the CPU engine is used.
+// Compiled only when the CUDA toolkit was found. Links cuBLAS; memory, copies and the stream go
+// through the device module's CudaRuntime. Never the driver stub: without a driver, MakeCublas()
+// reports Unavailable and the CPU engine is used.
 #include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/device/probe.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/trainer/blas.h"
 
 namespace ddpio::trainer {
 namespace {
 
+using device::CopyKind;
+
 // A device buffer that only grows.
-struct DeviceBuffer {
-  float* ptr = nullptr;
-  size_t floats = 0;
-  ~DeviceBuffer() { cudaFree(ptr); }
-  cudaError_t Reserve(size_t n) {
-    if (n <= floats) return cudaSuccess;
-    cudaFree(ptr);
-    ptr = nullptr;
-    floats = 0;
-    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(float));
-    if (err == cudaSuccess) floats = n;
-    return err;
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(device::CudaRuntime& cuda) : cuda_(cuda) {}
+  ~DeviceBuffer() { Free(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  absl::Status Reserve(size_t n) {
+    if (n <= floats_) return absl::OkStatus();
+    Free();
+    void* raw = nullptr;
+    absl::Status st = cuda_.DeviceAlloc(&raw, n * sizeof(float));
+    if (!st.ok()) return st;
+    ptr_ = static_cast<float*>(raw);
+    floats_ = n;
+    return absl::OkStatus();
   }
+  float* get() const { return ptr_; }
+
+ private:
+  void Free() {
+    if (ptr_ != nullptr) cuda_.DeviceFree(ptr_);
+    ptr_ = nullptr;
+    floats_ = 0;
+  }
+  device::CudaRuntime& cuda_;
+  float* ptr_ = nullptr;
+  size_t floats_ = 0;
 };
 
 class Cublas : public MatMul {
  public:
-  Cublas(cublasHandle_t handle, cudaStream_t stream) : handle_(handle), stream_(stream) {}
+  Cublas(std::unique_ptr<device::CudaRuntime> cuda, cublasHandle_t handle, void* stream)
+      : cuda_(std::move(cuda)),
+        handle_(handle),
+        stream_(stream),
+        a_(*cuda_),
+        b_(*cuda_),
+        c_(*cuda_) {}
   ~Cublas() override {
     cublasDestroy(handle_);
-    cudaStreamDestroy(stream_);
+    cuda_->DestroyStream(stream_);
   }
 
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -40,49 +63,46 @@ class Cublas : public MatMul {
     const size_t a_n = static_cast<size_t>(trans_a ? k : m) * lda,
                  b_n = static_cast<size_t>(trans_b ? n : k) * ldb;
     const size_t c_n = static_cast<size_t>(m) * ldc;
-    if (!Cuda(a_.Reserve(a_n), "cudaMalloc") || !Cuda(b_.Reserve(b_n), "cudaMalloc") ||
-        !Cuda(c_.Reserve(c_n), "cudaMalloc") ||
-        !Cuda(cudaMemcpyAsync(a_.ptr, a, a_n * sizeof(float), cudaMemcpyHostToDevice, stream_),
-              "cudaMemcpyAsync") ||
-        !Cuda(cudaMemcpyAsync(b_.ptr, b, b_n * sizeof(float), cudaMemcpyHostToDevice, stream_),
-              "cudaMemcpyAsync") ||
-        (beta != 0.0f &&
-         !Cuda(cudaMemcpyAsync(c_.ptr, c, c_n * sizeof(float), cudaMemcpyHostToDevice, stream_),
-               "cudaMemcpyAsync"))) {
+    if (!Ok(a_.Reserve(a_n)) || !Ok(b_.Reserve(b_n)) || !Ok(c_.Reserve(c_n)) ||
+        !Ok(cuda_->CopyAsync(a_.get(), a, a_n * sizeof(float), CopyKind::kHostToDevice, stream_)) ||
+        !Ok(cuda_->CopyAsync(b_.get(), b, b_n * sizeof(float), CopyKind::kHostToDevice, stream_)) ||
+        (beta != 0.0f && !Ok(cuda_->CopyAsync(c_.get(), c, c_n * sizeof(float),
+                                              CopyKind::kHostToDevice, stream_)))) {
       return;
     }
+    // cuBLAS acts on the calling thread's current device: the runtime's (its calls above made it
+    // current on this thread).
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     const cublasStatus_t st = cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                                          b_.ptr, ldb, a_.ptr, lda, &beta, c_.ptr, ldc);
+                                          b_.get(), ldb, a_.get(), lda, &beta, c_.get(), ldc);
     if (st != CUBLAS_STATUS_SUCCESS) {
       status_ = absl::InternalError(absl::StrCat("cublasSgemm: ", cublasGetStatusString(st)));
       return;
     }
-    if (!Cuda(cudaMemcpyAsync(c, c_.ptr, c_n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-              "cudaMemcpyAsync")) {
+    if (!Ok(cuda_->CopyAsync(c, c_.get(), c_n * sizeof(float), CopyKind::kDeviceToHost, stream_)))
       return;
-    }
-    Cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    Ok(cuda_->SyncStream(stream_));
   }
 
   absl::Status status() const override { return status_; }
   std::string Describe() const override {
     int version = 0;
     cublasGetVersion(handle_, &version);
-    return absl::StrCat("cuda: cuBLAS ", version, " on device 0 (operands staged per product)");
+    return absl::StrCat("cuda: cuBLAS ", version, " on device ", cuda_->device(),
+                        " (operands staged per product)");
   }
 
  private:
-  bool Cuda(cudaError_t err, const char* what) {
-    if (err == cudaSuccess) return true;
-    status_ = absl::InternalError(
-        absl::StrCat(what, ": ", cudaGetErrorName(err), " ", cudaGetErrorString(err)));
+  bool Ok(const absl::Status& st) {
+    if (st.ok()) return true;
+    status_ = st;
     return false;
   }
 
+  const std::unique_ptr<device::CudaRuntime> cuda_;
   cublasHandle_t handle_;
-  cudaStream_t stream_;
+  void* stream_;
   DeviceBuffer a_, b_, c_;
   absl::Status status_;
 };
@@ -90,24 +110,22 @@ class Cublas : public MatMul {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MatMul>> MakeCublas() {
-  const device::DeviceInfo& info = device::Probe();
-  if (info.devices == 0)
-    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", info.why));
-  if (cudaError_t err = cudaSetDevice(0); err != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat("cudaSetDevice(0): ", cudaGetErrorName(err)));
-  }
-  cudaStream_t stream = nullptr;
-  if (cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-      err != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat("cudaStreamCreate: ", cudaGetErrorName(err)));
-  }
+  std::string why;
+  std::unique_ptr<device::CudaRuntime> cuda = device::MakeCudaRuntime(&why, 0);
+  if (cuda == nullptr) return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", why));
+  absl::StatusOr<void*> stream = cuda->CreateStream();
+  if (!stream.ok()) return absl::UnavailableError(stream.status().message());
+  absl::Status on = cuda->Activate();  // cublasCreate binds the current device
   cublasHandle_t handle = nullptr;
-  if (cublasStatus_t st = cublasCreate(&handle); st != CUBLAS_STATUS_SUCCESS) {
-    cudaStreamDestroy(stream);
-    return absl::UnavailableError(absl::StrCat("cublasCreate: ", cublasGetStatusString(st)));
+  if (cublasStatus_t st = on.ok() ? cublasCreate(&handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+      st != CUBLAS_STATUS_SUCCESS) {
+    cuda->DestroyStream(*stream);
+    return absl::UnavailableError(on.ok()
+                                      ? absl::StrCat("cublasCreate: ", cublasGetStatusString(st))
+                                      : std::string(on.message()));
   }
-  cublasSetStream(handle, stream);
-  return std::unique_ptr<MatMul>(new Cublas(handle, stream));
+  cublasSetStream(handle, static_cast<cudaStream_t>(*stream));
+  return std::unique_ptr<MatMul>(new Cublas(std::move(cuda), handle, *stream));
 }
 
 }  // namespace ddpio::trainer

@@ -1,6 +1,7 @@
 #include "ddpio/trainer/device_mlp.h"
 
 #include <cublas_v2.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 
@@ -9,43 +10,59 @@
 
 namespace ddpio::trainer {
 
-DeviceMlp::DeviceMlp(std::vector<int> sizes, std::array<float, 3> mean, std::array<float, 3> stddev)
-    : sizes_(std::move(sizes)), layers_(MlpLayers(sizes_)), mean_(mean), stddev_(stddev) {}
+namespace {
 
-absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(const std::vector<int>& sizes,
-                                                             const std::vector<float>& initial,
-                                                             std::array<float, 3> mean,
-                                                             std::array<float, 3> stddev) {
+using device::CopyKind;
+
+// The stream as the kernels and cuBLAS take it.
+cudaStream_t Raw(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+DeviceMlp::DeviceMlp(std::unique_ptr<device::CudaRuntime> cuda, std::vector<int> sizes,
+                     std::array<float, 3> mean, std::array<float, 3> stddev)
+    : sizes_(std::move(sizes)),
+      layers_(MlpLayers(sizes_)),
+      mean_(mean),
+      stddev_(stddev),
+      cuda_(std::move(cuda)) {}
+
+absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(
+    std::unique_ptr<device::CudaRuntime> cuda, const std::vector<int>& sizes,
+    const std::vector<float>& initial, std::array<float, 3> mean, std::array<float, 3> stddev) {
   if (sizes.size() < 2 || *std::min_element(sizes.begin(), sizes.end()) < 1) {
     return absl::InvalidArgumentError(
         "a model needs an input size, a class count and no empty layer");
   }
-  std::unique_ptr<DeviceMlp> m(new DeviceMlp(sizes, mean, stddev));
+  if (cuda == nullptr) return absl::InvalidArgumentError("the device model needs a CUDA runtime");
+  std::unique_ptr<DeviceMlp> m(new DeviceMlp(std::move(cuda), sizes, mean, stddev));
   if (initial.size() != m->num_params()) {
     return absl::InvalidArgumentError(
         absl::StrCat(initial.size(), " initial parameters for a model of ", m->num_params()));
   }
-  if (!m->Cuda(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking),
-               "cudaStreamCreateWithFlags") ||
-      !m->Blas(cublasCreate(&m->blas_), "cublasCreate") ||
-      !m->Blas(cublasSetStream(m->blas_, m->stream_), "cublasSetStream")) {
+  absl::StatusOr<void*> stream = m->cuda_->CreateStream();
+  if (!m->Ok(stream.status())) return m->status_;
+  m->stream_ = *stream;
+  // cuBLAS and the kernels act on the calling thread's current device: the runtime's.
+  if (!m->Ok(m->cuda_->Activate()) || !m->Blas(cublasCreate(&m->blas_), "cublasCreate") ||
+      !m->Blas(cublasSetStream(m->blas_, Raw(m->stream_)), "cublasSetStream")) {
     return m->status_;
   }
   m->events_.assign(m->layers_.size(), nullptr);
-  for (cudaEvent_t& e : m->events_) {
-    if (!m->Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"))
-      return m->status_;
+  for (void*& e : m->events_) {
+    absl::StatusOr<void*> event = m->cuda_->CreateEvent();
+    if (!m->Ok(event.status())) return m->status_;
+    e = *event;
   }
   const size_t n = m->num_params();
   if (!m->Alloc(&m->params_, n) || !m->Alloc(&m->grads_, n) || !m->Alloc(&m->momentum_, n) ||
       !m->Alloc(&m->nonfinite_, 1)) {
     return m->status_;
   }
-  m->Cuda(cudaMemsetAsync(m->momentum_, 0, n * sizeof(float), m->stream_), "cudaMemsetAsync");
+  m->Ok(m->cuda_->MemsetAsync(m->momentum_, 0, n * sizeof(float), m->stream_));
   m->ZeroGrad();
-  m->Cuda(cudaMemcpyAsync(m->params_, initial.data(), n * sizeof(float), cudaMemcpyHostToDevice,
-                          m->stream_),
-          "cudaMemcpyAsync");
+  m->Ok(m->cuda_->CopyAsync(m->params_, initial.data(), n * sizeof(float), CopyKind::kHostToDevice,
+                            m->stream_));
   absl::Status st = m->Wait();
   if (!st.ok()) return st;
   return m;
@@ -53,22 +70,26 @@ absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(const std::vector<i
 
 DeviceMlp::~DeviceMlp() {
   if (stream_ != nullptr)
-    (void)cudaStreamSynchronize(stream_);  // nothing queued may touch freed memory
-  for (void* p : owned_) (void)cudaFree(p);
-  for (cudaEvent_t e : events_) {
-    if (e != nullptr) (void)cudaEventDestroy(e);
+    (void)cuda_->SyncStream(stream_);  // nothing queued may touch freed memory
+  for (void* p : owned_) cuda_->DeviceFree(p);
+  for (void* e : events_) {
+    if (e != nullptr) cuda_->DestroyEvent(e);
   }
   if (blas_ != nullptr) (void)cublasDestroy(blas_);
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (stream_ != nullptr) cuda_->DestroyStream(stream_);
 }
 
-bool DeviceMlp::Cuda(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return status_.ok();
-  if (status_.ok()) {
-    status_ = absl::InternalError(
-        absl::StrCat(what, ": CUDA error ", static_cast<int>(err), " ", cudaGetErrorString(err)));
-  }
+bool DeviceMlp::Ok(const absl::Status& st) {
+  if (st.ok()) return status_.ok();
+  if (status_.ok()) status_ = st;
   return false;
+}
+
+bool DeviceMlp::Kernel(int cuda_error, const char* what) {
+  const auto err = static_cast<cudaError_t>(cuda_error);
+  if (err == cudaSuccess) return status_.ok();
+  return Ok(absl::InternalError(
+      absl::StrCat(what, ": CUDA error ", cuda_error, " ", cudaGetErrorString(err))));
 }
 
 bool DeviceMlp::Blas(int status, const char* what) {
@@ -83,7 +104,7 @@ bool DeviceMlp::Blas(int status, const char* what) {
 template <typename T>
 bool DeviceMlp::Alloc(T** p, size_t count) {
   void* raw = nullptr;
-  if (!Cuda(cudaMalloc(&raw, std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc")) return false;
+  if (!Ok(cuda_->DeviceAlloc(&raw, std::max<size_t>(count, 1) * sizeof(T)))) return false;
   owned_.push_back(raw);
   *p = static_cast<T*>(raw);
   return true;
@@ -91,7 +112,7 @@ bool DeviceMlp::Alloc(T** p, size_t count) {
 
 absl::Status DeviceMlp::Wait() {
   if (!status_.ok()) return status_;
-  Cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  Ok(cuda_->SyncStream(stream_));
   return status_;
 }
 
@@ -129,24 +150,22 @@ void DeviceMlp::Forward(const uint8_t* pixels, bool pixels_on_device, int batch)
   const size_t values = static_cast<size_t>(batch) * inputs();
   const uint8_t* in = pixels;
   if (!pixels_on_device) {
-    if (!Cuda(cudaMemcpyAsync(pixels_, pixels, values, cudaMemcpyHostToDevice, stream_),
-              "cudaMemcpyAsync"))
-      return;
+    if (!Ok(cuda_->CopyAsync(pixels_, pixels, values, CopyKind::kHostToDevice, stream_))) return;
     in = pixels_;
   }
-  Cuda(ddpio_normalize_hwc(in, x_, values, mean_[0], mean_[1], mean_[2], stddev_[0], stddev_[1],
-                           stddev_[2], stream_),
-       "normalize");
+  Kernel(ddpio_normalize_hwc(in, x_, values, mean_[0], mean_[1], mean_[2], stddev_[0], stddev_[1],
+                             stddev_[2], Raw(stream_)),
+         "normalize");
   const float* x = x_;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int n_in = sizes_[l], n_out = sizes_[l + 1];
     const float* w = params_ + layers_[l].begin;
     const float* bias = w + static_cast<size_t>(n_out) * n_in;
     float* out = act_[l + 1];
-    Cuda(ddpio_fill_rows(out, bias, batch, n_out, stream_), "fill_rows");
+    Kernel(ddpio_fill_rows(out, bias, batch, n_out, Raw(stream_)), "fill_rows");
     Gemm(false, true, batch, n_out, n_in, x, n_in, w, n_in, 1.0f, out, n_out);  // x W^T + b
     if (l + 1 < layers_.size())
-      Cuda(ddpio_relu(out, static_cast<size_t>(batch) * n_out, stream_), "relu");
+      Kernel(ddpio_relu(out, static_cast<size_t>(batch) * n_out, Raw(stream_)), "relu");
     x = out;
   }
 }
@@ -169,9 +188,8 @@ void DeviceMlp::ForwardBackward(const uint8_t* pixels, bool pixels_on_device, co
 void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int32_t* labels,
                          int batch, double scale, const std::function<void(int layer)>& ready) {
   if (!Reserve(batch)) return;
-  if (!Cuda(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice,
-                            stream_),
-            "cudaMemcpyAsync")) {
+  if (!Ok(cuda_->CopyAsync(labels_, labels, batch * sizeof(int32_t), CopyKind::kHostToDevice,
+                           stream_))) {
     return;
   }
   Forward(pixels, pixels_on_device, batch);
@@ -184,23 +202,24 @@ void DeviceMlp::Backward(const uint8_t* pixels, bool pixels_on_device, const int
     free_losses_.pop_back();
   }
   pending_losses_.push_back({loss, batch, capacity_});
-  Cuda(ddpio_softmax_xent(act_.back(), labels_, batch, classes, scale, delta_, loss, stream_),
-       "softmax_xent");
+  Kernel(
+      ddpio_softmax_xent(act_.back(), labels_, batch, classes, scale, delta_, loss, Raw(stream_)),
+      "softmax_xent");
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0 && status_.ok(); --l) {
     const int n_in = sizes_[l], n_out = sizes_[l + 1];
     const float* in = l == 0 ? x_ : act_[l];
     float* gw = grads_ + layers_[l].begin;
     float* gb = gw + static_cast<size_t>(n_out) * n_in;
     Gemm(true, false, n_out, n_in, batch, delta_, n_out, in, n_in, 1.0f, gw, n_in);  // dW += d^T a
-    Cuda(ddpio_add_column_sums(delta_, batch, n_out, gb, stream_), "add_column_sums");
+    Kernel(ddpio_add_column_sums(delta_, batch, n_out, gb, Raw(stream_)), "add_column_sums");
     if (l > 0) {  // delta for the layer below: (d W) masked by ReLU'
       const float* w = params_ + layers_[l].begin;
       Gemm(false, false, batch, n_in, n_out, delta_, n_out, w, n_in, 0.0f, delta_prev_, n_in);
-      Cuda(ddpio_relu_mask(delta_prev_, act_[l], static_cast<size_t>(batch) * n_in, stream_),
-           "relu_mask");
+      Kernel(ddpio_relu_mask(delta_prev_, act_[l], static_cast<size_t>(batch) * n_in, Raw(stream_)),
+             "relu_mask");
       std::swap(delta_, delta_prev_);
     }
-    if (!Cuda(cudaEventRecord(events_[l], stream_), "cudaEventRecord")) return;
+    if (!Ok(cuda_->RecordEvent(events_[l], stream_))) return;
     ready(l);
   }
 }
@@ -209,9 +228,8 @@ absl::StatusOr<double> DeviceMlp::TakeLoss() {
   std::vector<std::vector<double>> losses;
   for (const PendingLoss& p : pending_losses_) {
     losses.emplace_back(p.batch);
-    Cuda(cudaMemcpyAsync(losses.back().data(), p.device, p.batch * sizeof(double),
-                         cudaMemcpyDeviceToHost, stream_),
-         "cudaMemcpyAsync");
+    Ok(cuda_->CopyAsync(losses.back().data(), p.device, p.batch * sizeof(double),
+                        CopyKind::kDeviceToHost, stream_));
   }
   absl::Status st = Wait();
   for (const PendingLoss& p : pending_losses_) {
@@ -230,24 +248,23 @@ absl::StatusOr<double> DeviceMlp::TakeLoss() {
 
 absl::StatusOr<bool> DeviceMlp::GradientsFinite() {
   uint32_t count = 0;
-  Cuda(cudaMemsetAsync(nonfinite_, 0, sizeof(uint32_t), stream_), "cudaMemsetAsync");
-  Cuda(ddpio_count_nonfinite(grads_, num_params(), nonfinite_, stream_), "count_nonfinite");
-  Cuda(cudaMemcpyAsync(&count, nonfinite_, sizeof(count), cudaMemcpyDeviceToHost, stream_),
-       "cudaMemcpyAsync");
+  Ok(cuda_->MemsetAsync(nonfinite_, 0, sizeof(uint32_t), stream_));
+  Kernel(ddpio_count_nonfinite(grads_, num_params(), nonfinite_, Raw(stream_)), "count_nonfinite");
+  Ok(cuda_->CopyAsync(&count, nonfinite_, sizeof(count), CopyKind::kDeviceToHost, stream_));
   absl::Status st = Wait();
   if (!st.ok()) return st;
   return count == 0;
 }
 
 void DeviceMlp::Step(float lr, float momentum, float weight_decay) {
-  Cuda(ddpio_sgd(params_, grads_, momentum_, num_params(), momentum, weight_decay, lr,
-                 started_ ? 1 : 0, stream_),
-       "sgd");
+  Kernel(ddpio_sgd(params_, grads_, momentum_, num_params(), momentum, weight_decay, lr,
+                   started_ ? 1 : 0, Raw(stream_)),
+         "sgd");
   started_ = true;
 }
 
 void DeviceMlp::ZeroGrad() {
-  Cuda(cudaMemsetAsync(grads_, 0, num_params() * sizeof(float), stream_), "cudaMemsetAsync");
+  Ok(cuda_->MemsetAsync(grads_, 0, num_params() * sizeof(float), stream_));
 }
 
 absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, int batch,
@@ -255,10 +272,10 @@ absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, in
   if (!Reserve(batch)) return status_;
   Forward(pixels, pixels_on_device, batch);
   std::vector<int32_t> predicted(batch);
-  Cuda(ddpio_argmax_rows(act_.back(), batch, sizes_.back(), predicted_, stream_), "argmax_rows");
-  Cuda(cudaMemcpyAsync(predicted.data(), predicted_, batch * sizeof(int32_t),
-                       cudaMemcpyDeviceToHost, stream_),
-       "cudaMemcpyAsync");
+  Kernel(ddpio_argmax_rows(act_.back(), batch, sizes_.back(), predicted_, Raw(stream_)),
+         "argmax_rows");
+  Ok(cuda_->CopyAsync(predicted.data(), predicted_, batch * sizeof(int32_t),
+                      CopyKind::kDeviceToHost, stream_));
   absl::Status st = Wait();
   if (!st.ok()) return st;
   classes->assign(predicted.begin(), predicted.end());
@@ -267,17 +284,15 @@ absl::Status DeviceMlp::Predict(const uint8_t* pixels, bool pixels_on_device, in
 
 absl::Status DeviceMlp::GetParams(std::vector<float>* params) {
   params->resize(num_params());
-  Cuda(cudaMemcpyAsync(params->data(), params_, num_params() * sizeof(float),
-                       cudaMemcpyDeviceToHost, stream_),
-       "cudaMemcpyAsync");
+  Ok(cuda_->CopyAsync(params->data(), params_, num_params() * sizeof(float),
+                      CopyKind::kDeviceToHost, stream_));
   return Wait();
 }
 
 absl::Status DeviceMlp::GetMomentum(std::vector<float>* momentum, bool* started) {
   momentum->resize(num_params());
-  Cuda(cudaMemcpyAsync(momentum->data(), momentum_, num_params() * sizeof(float),
-                       cudaMemcpyDeviceToHost, stream_),
-       "cudaMemcpyAsync");
+  Ok(cuda_->CopyAsync(momentum->data(), momentum_, num_params() * sizeof(float),
+                      CopyKind::kDeviceToHost, stream_));
   *started = started_;
   return Wait();
 }
@@ -289,12 +304,10 @@ absl::Status DeviceMlp::SetState(const std::vector<float>& params,
         absl::StrCat("a state of ", params.size(), " parameters and ", momentum.size(),
                      " momentum values for a model of ", num_params()));
   }
-  Cuda(cudaMemcpyAsync(params_, params.data(), num_params() * sizeof(float), cudaMemcpyHostToDevice,
-                       stream_),
-       "cudaMemcpyAsync");
-  Cuda(cudaMemcpyAsync(momentum_, momentum.data(), num_params() * sizeof(float),
-                       cudaMemcpyHostToDevice, stream_),
-       "cudaMemcpyAsync");
+  Ok(cuda_->CopyAsync(params_, params.data(), num_params() * sizeof(float), CopyKind::kHostToDevice,
+                      stream_));
+  Ok(cuda_->CopyAsync(momentum_, momentum.data(), num_params() * sizeof(float),
+                      CopyKind::kHostToDevice, stream_));
   started_ = started;
   return Wait();  // the host vectors may go once this returns
 }

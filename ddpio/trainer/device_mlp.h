@@ -21,8 +21,6 @@
 #ifndef DDPIO_TRAINER_DEVICE_MLP_H_
 #define DDPIO_TRAINER_DEVICE_MLP_H_
 
-#include <cuda_runtime_api.h>
-
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -30,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/trainer/mlp.h"
 
 struct cublasContext;
@@ -38,13 +37,13 @@ namespace ddpio::trainer {
 
 class DeviceMlp {
  public:
-  // On the calling thread's current CUDA device: a non-blocking stream, a cuBLAS handle on it,
-  // the parameters copied from `initial` (sizes as for Mlp). `mean` and `stddev` normalise the
-  // input as the CPU trainer does.
-  static absl::StatusOr<std::unique_ptr<DeviceMlp>> Create(const std::vector<int>& sizes,
-                                                           const std::vector<float>& initial,
-                                                           std::array<float, 3> mean,
-                                                           std::array<float, 3> stddev);
+  // On `cuda`'s device (memory, copies, the stream and events through it; cuBLAS and the kernels
+  // on the stream it makes): a non-blocking stream, a cuBLAS handle on it, the parameters copied
+  // from `initial` (sizes as for Mlp). `mean` and `stddev` normalise the input as the CPU trainer
+  // does.
+  static absl::StatusOr<std::unique_ptr<DeviceMlp>> Create(
+      std::unique_ptr<device::CudaRuntime> cuda, const std::vector<int>& sizes,
+      const std::vector<float>& initial, std::array<float, 3> mean, std::array<float, 3> stddev);
   ~DeviceMlp();
   DeviceMlp(const DeviceMlp&) = delete;
   DeviceMlp& operator=(const DeviceMlp&) = delete;
@@ -77,13 +76,15 @@ class DeviceMlp {
   const std::vector<LayerRange>& layers() const { return layers_; }
   const std::vector<int>& sizes() const { return sizes_; }
   int inputs() const { return sizes_.front(); }
-  cudaEvent_t layer_event(int layer) const { return events_[layer]; }
-  cudaStream_t stream() const { return stream_; }
+  void* layer_event(int layer) const { return events_[layer]; }  // a cudaEvent_t
+  void* stream() const { return stream_; }                       // a cudaStream_t
   absl::Status status() const { return status_; }
 
  private:
-  DeviceMlp(std::vector<int> sizes, std::array<float, 3> mean, std::array<float, 3> stddev);
-  bool Cuda(cudaError_t err, const char* what);
+  DeviceMlp(std::unique_ptr<device::CudaRuntime> cuda, std::vector<int> sizes,
+            std::array<float, 3> mean, std::array<float, 3> stddev);
+  bool Ok(const absl::Status& st);                // keeps the first error
+  bool Kernel(int cuda_error, const char* what);  // a kernel launch's cudaError_t
   bool Blas(int status, const char* what);
   template <typename T>
   bool Alloc(T** p, size_t count);
@@ -100,9 +101,10 @@ class DeviceMlp {
   const std::vector<int> sizes_;
   const std::vector<LayerRange> layers_;
   const std::array<float, 3> mean_, stddev_;
-  cudaStream_t stream_ = nullptr;
+  const std::unique_ptr<device::CudaRuntime> cuda_;
+  void* stream_ = nullptr;
   cublasContext* blas_ = nullptr;
-  std::vector<cudaEvent_t> events_;
+  std::vector<void*> events_;
   std::vector<void*> owned_;  // every device allocation, freed at destruction
   float* params_ = nullptr;
   float* grads_ = nullptr;

@@ -1,8 +1,8 @@
-// TrainModel on a CUDA device (DeviceMlp). Compiled with the CUDA runtime and cuBLAS headers; in
-// ddpio its functions bind to libcudart, libcublas and the kernels, in tests to the stand-ins.
-#include <cuda_runtime_api.h>
-
+// TrainModel on a CUDA device (DeviceMlp, over the device module's CudaRuntime). Compiled with
+// the cuBLAS headers; in ddpio its functions bind to libcudart, libcublas and the kernels, in
+// tests to the stand-ins.
 #include "absl/strings/str_cat.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/trainer/device_mlp.h"
 #include "ddpio/trainer/train_model.h"
 
@@ -64,12 +64,14 @@ class DeviceModel : public TrainModel {
 absl::StatusOr<std::unique_ptr<TrainModel>> MakeDeviceModel(const ModelOptions& options,
                                                             const std::vector<float>& initial,
                                                             int device) {
-  if (cudaError_t err = cudaSetDevice(device); err != cudaSuccess) {
+  std::string why;
+  std::unique_ptr<device::CudaRuntime> cuda = device::MakeCudaRuntime(&why, device);
+  if (cuda == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the device model needs CUDA device ", device,
-                     ": cudaSetDevice: ", cudaGetErrorString(err)));
+        absl::StrCat("the device model needs CUDA device ", device, ": ", why));
   }
-  auto mlp = DeviceMlp::Create(options.sizes, initial, options.mean, options.stddev);
+  auto mlp =
+      DeviceMlp::Create(std::move(cuda), options.sizes, initial, options.mean, options.stddev);
   if (!mlp.ok()) return mlp.status();
   return std::unique_ptr<TrainModel>(new DeviceModel(*std::move(mlp), options, device));
 }

@@ -63,6 +63,8 @@ class MockCudaRuntime : public device::CudaRuntime {
   MOCK_METHOD(void, DestroyEvent, (void*), (override));
   MOCK_METHOD(absl::Status, CopyAsync, (void*, const void*, size_t, device::CopyKind, void*),
               (override));
+  MOCK_METHOD(absl::Status, MemsetAsync, (void*, int, size_t, void*), (override));
+  MOCK_METHOD(absl::Status, SyncStream, (void*), (override));
   MOCK_METHOD(absl::Status, RecordEvent, (void*, void*), (override));
   MOCK_METHOD(absl::Status, StreamWaitEvent, (void*, void*), (override));
   MOCK_METHOD(absl::Status, WaitEvent, (void*), (override));

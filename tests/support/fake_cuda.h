@@ -60,6 +60,12 @@ class FakeCuda : public device::CudaRuntime {
     std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
+  absl::Status MemsetAsync(void* dst, int value, size_t bytes, void*) override {
+    std::lock_guard<std::mutex> l(mu);
+    std::memset(dst, value, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status SyncStream(void*) override { return absl::OkStatus(); }  // copies are immediate
   absl::Status RecordEvent(void* e, void*) override {
     std::lock_guard<std::mutex> l(mu);
     ++*static_cast<int*>(e);  // pending
