@@ -11,7 +11,7 @@
 #   scripts/object-store.sh down            # stop exactly what `up` started, remove the folder
 #
 # Commands and options (options go anywhere after the command):
-#   up [--dir DIR] [--port PORT] [--memstore|--bluestore] [--size-mb N]
+#   up [--dir DIR] [--port PORT] [--listen ADDR] [--memstore|--bluestore] [--size-mb N]
 #       Installs ceph-mon ceph-osd radosgw ceph-common when missing (apt-get, sudo when not root;
 #       no network when they are present), starts the three daemons and waits (at most
 #       DDPIO_S3_UP_TIMEOUT seconds, default 120) until a signed S3 request succeeds. Prints the
@@ -19,7 +19,9 @@
 #       When already up it prints the export lines again. A folder left by a killed earlier run
 #       is cleaned first (its leftover daemons stopped).
 #       --dir DIR     state folder (default /tmp/ddpio-s3; keep it short: socket paths < 108 chars)
-#       --port PORT   the S3 port on 127.0.0.1 (default: the first free port from 7480)
+#       --port PORT   the S3 port (default: the first free port from 7480)
+#       --listen ADDR the IPv4 address the S3 port listens on (default 127.0.0.1; e.g. a network
+#                     namespace's own address, as scripts/sim-cluster.sh --store s3 does)
 #       --memstore    objects in the OSD's memory (default; fast; RAM ~2x the data stored)
 #       --bluestore   objects in a sparse file DIR/block (slower start; for large data)
 #       --size-mb N   the OSD's capacity: default 1024 with memstore, 10240 (at least 512) with
@@ -34,7 +36,7 @@
 #
 # Environment: DDPIO_S3_ACCESS_KEY, DDPIO_S3_SECRET_KEY, DDPIO_S3_REGION (defaults ddpio-test-key,
 # ddpio-test-secret, us-east-1) name the S3 user `up` creates; DDPIO_S3_DIR is the default --dir.
-# The server listens on 127.0.0.1 only and speaks path-style URLs (http://127.0.0.1:PORT/bucket/key);
+# The server listens on 127.0.0.1 only (unless --listen) and speaks path-style URLs (http://127.0.0.1:PORT/bucket/key);
 # sign requests with SigV4 for service s3 and send `x-amz-content-sha256` (UNSIGNED-PAYLOAD works).
 # Send a Content-Length with PUTs (chunked uploads get 411). Idle, the three daemons use ~120 MB.
 # Ports: S3 PORT, the monitor on two free ports from 13300, the OSD in a free block of 16 from
@@ -45,6 +47,7 @@ PROG=object-store
 PACKAGES=(ceph-mon ceph-osd radosgw ceph-common)
 DIR=${DDPIO_S3_DIR:-/tmp/ddpio-s3}
 PORT=""
+LISTEN=127.0.0.1
 STORE=memstore
 SIZE_MB=""
 ACCESS_KEY=${DDPIO_S3_ACCESS_KEY:-ddpio-test-key}
@@ -84,6 +87,11 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || usage_error "$1 needs a value"
       if [ "$1" = --port ]; then PORT=$2; else SIZE_MB=$2; fi
       UP_OPTS=1; shift 2 ;;
+    --listen)
+      [ "$CMD" = up ] || usage_error "$1 is an option of 'up'"
+      [ $# -ge 2 ] || usage_error "$1 needs a value"
+      [[ "$2" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || usage_error "--listen must be an IPv4 address, not '$2'"
+      LISTEN=$2; UP_OPTS=1; shift 2 ;;
     --memstore|--bluestore)
       [ "$CMD" = up ] || usage_error "$1 is an option of 'up'"
       STORE=${1#--}; UP_OPTS=1; shift ;;
@@ -356,7 +364,7 @@ ms bind port max = $(( OSD_PORT + 15 ))
 ms mon client mode = crc
 
 [$RGW_NAME]
-rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
+rgw frontends = beast endpoint=$LISTEN:$PORT tcp_nodelay=1
 rgw data = $DIR/rgw
 rgw init timeout = $UP_TIMEOUT
 rgw dynamic resharding = false
@@ -461,7 +469,7 @@ cmd_up() {
   : >"$DIR/keyring"
 
   FSID=$(cat /proc/sys/kernel/random/uuid)
-  ENDPOINT=http://127.0.0.1:$PORT
+  ENDPOINT=http://$LISTEN:$PORT
   write_conf
 
   DEADLINE=$(( t0 + UP_TIMEOUT * 1000 ))

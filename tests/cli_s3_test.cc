@@ -3,6 +3,7 @@
 // verify by URL, then group feeding from the store under `ddpio launch` — every rank gets its
 // sampler's records, and only the leaders fetch records from the store.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -48,6 +49,46 @@ class CliS3 : public ::testing::Test {
   std::string bucket_, url_;
 };
 int CliS3::counter_ = 0;
+
+// `convert --out s3://…` converts into a staging folder, uploads it and removes the folder: the
+// store then holds what a local conversion holds. A bad destination fails before any work; a
+// failed upload keeps the converted dataset and says how to continue.
+TEST_F(CliS3, ConvertStraightIntoTheStore) {
+  testing::RunOptions tmp;
+  tmp.env["TMPDIR"] = dir_.Sub("tmp");
+  std::filesystem::create_directories(dir_.Sub("tmp"));
+  auto c = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", url_, "--json"}, tmp);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto j = nlohmann::json::parse(LastLine(c.out));
+  EXPECT_EQ(j["records"], 60);
+  EXPECT_EQ(j["out"], url_);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("tmp"))) << "the staging folder was left behind";
+  auto local = RunDdpio({"inspect", dir_.Sub("db"), "--json"});
+  auto remote = RunDdpio({"inspect", url_, "--verify", "--json"});
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(nlohmann::json::parse(LastLine(remote.out))["content_digest"],
+            nlohmann::json::parse(LastLine(local.out))["content_digest"]);
+
+  // A malformed URL: a usage error before anything is converted.
+  auto bad = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", "s3://Bad_Bucket/x"}, tmp);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("tmp")));
+  // A bucket that does not exist: converted, then the upload fails; the stage is kept and named.
+  const std::string missing = "s3://" + bucket_ + "-none/train";
+  auto failed = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", missing, "--stage",
+                          dir_.Sub("stage"), "--quiet"});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("the converted dataset is kept in " + dir_.Sub("stage")),
+            std::string::npos)
+      << failed.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_.Sub("stage")));
+  // --create-bucket: the same command, resumed, finishes the job.
+  auto resumed = RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", missing, "--stage",
+                           dir_.Sub("stage"), "--resume", "--create-bucket", "--quiet"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("stage")));
+  EXPECT_EQ(RunDdpio({"inspect", missing, "--verify", "--quiet"}).exit_code, 0);
+}
 
 TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
   auto up = RunDdpio({"upload", dir_.Sub("db"), url_, "--json"});

@@ -190,6 +190,66 @@ TEST_F(MultiHost, BenchFeedGivesEveryRankWhatItGetsOnOneHost) {
   }
 }
 
+// The object store behind a link of its own (`sim-cluster.sh run --store s3`: Ceph's gateway in
+// its own namespace, the dataset uploaded to it): replicate G=4 over both nodes fetches each
+// record once, by the leader alone; with every member fetching, each rank fetches every record.
+// The run makes and removes its own cluster: nothing of it is left, no gateway process either.
+TEST_F(MultiHost, AStoreBehindItsOwnLinkIsFetchedOnlyByTheLeaders) {
+  auto run = [&](const std::string& readers) {
+    testing::RunOptions o;
+    o.timeout = std::chrono::seconds(300);
+    return testing::Run({kSim,
+                         "run",
+                         "--store",
+                         "s3",
+                         "--data",
+                         dir_->Sub("db"),
+                         "--nodes",
+                         "2",
+                         "--ranks-per-node",
+                         "2",
+                         "--mode",
+                         "replicate",
+                         "--group-size",
+                         "4",
+                         "--layout",
+                         "strided",
+                         "--payload",
+                         "decoded",
+                         "--readers",
+                         readers,
+                         "--link-mbit",
+                         "0",
+                         "--store-link-mbit",
+                         "0",
+                         "--batch-size",
+                         "4",
+                         "--image-size",
+                         "16",
+                         "--timeout",
+                         "240",
+                         "--ddpio",
+                         testing::DdpioBin()},
+                        o);
+  };
+  for (const std::string readers : {"leader", "all"}) {
+    RunResult r = run(readers);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+    const bool leader = readers == "leader";
+    EXPECT_EQ(j["images"], 4 * 60) << readers;  // every member gets the group's stream
+    EXPECT_EQ(j["store_records_fetched"], leader ? 60 : 4 * 60) << readers;
+    EXPECT_EQ(j["store_ranks_fetching"],
+              leader ? nlohmann::json::array({0}) : nlohmann::json::array({0, 1, 2, 3}))
+        << readers;
+    EXPECT_EQ(j["store_retries"], 0) << readers;
+    // The store's link carried at least the records (and the peers' decoded batches did not).
+    EXPECT_GT(j["storage_bytes_read"].get<uint64_t>(), j["ddpio_bytes_read"].get<uint64_t>());
+  }
+  RunResult pids = testing::Run({"/usr/bin/pgrep", "-f", "ddpio-sim-.*-s3"});
+  EXPECT_NE(pids.exit_code, 0) << "a gateway of the simulated store is still running: " << pids.out;
+}
+
 TEST_F(MultiHost, TrainAcrossHostsEndsWithTheOneHostParameters) {
   const std::vector<std::string> args = {"train",
                                          "--data",

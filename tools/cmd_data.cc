@@ -2,14 +2,20 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/convert/convert.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
 #include "tools/cli_progress.h"
+#include "tools/cli_upload.h"
 #include "tools/cli_util.h"
 #include "tools/inspect.h"
 #include "tools/synth.h"
@@ -99,6 +105,56 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
   }
 }
 
+struct StoreFlags {
+  std::string stage;
+  bool keep = false, create_bucket = false, overwrite = false;
+};
+
+// Where `convert --out s3://B/P` converts first: one folder per destination, so that --resume
+// (and an interrupted upload, run again) find it.
+std::string DefaultStage(const storage::s3::S3Url& url) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = absl::StrCat("ddpio-stage-", url.bucket, "-", url.prefix);
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  return absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/var/tmp", "/", name);
+}
+
+// The upload half of `convert --out s3://`: the staged dataset goes up (resumable), then the
+// staging folder is removed unless kept. A failed upload keeps it and says how to go on.
+int UploadConverted(convert::ConvertSummary summary, const UploadTarget& target,
+                    const StoreFlags& store, bool quiet, bool json) {
+  const std::string stage = summary.out;
+  storage::remote::UploadOptions uo;
+  uo.create_bucket = store.create_bucket;
+  uo.overwrite = store.overwrite;
+  absl::StatusOr<storage::remote::UploadResult> up =
+      UploadWithProgress(stage, target, uo, !quiet && !json);
+  if (!up.ok()) {
+    return ReportError(
+        "convert",
+        absl::Status(up.status().code(),
+                     absl::StrCat(up.status().message(), " (the converted dataset is kept in ",
+                                  stage, ": `ddpio upload ", stage, " ", target.url.ToString(),
+                                  "` continues the upload)")));
+  }
+  std::error_code ec;
+  if (!store.keep) std::filesystem::remove_all(stage, ec);
+  if (ec && !quiet)
+    std::cerr << "convert: could not remove the staging folder " << stage << ": " << ec.message()
+              << "\n";
+  if (!summary.already_complete) summary.out = target.url.ToString();
+  PrintConvertSummary(summary, json);
+  if (!json && !quiet) {
+    std::cout << absl::StrFormat("uploaded to %s: %.1f MiB sent%s; staging folder %s %s\n",
+                                 target.url.ToString(), up->bytes_sent / 1048576.0,
+                                 up->already_there ? " (it was there already)" : "", stage,
+                                 store.keep ? "kept" : "removed");
+  }
+  return kExitOk;
+}
+
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("convert",
                                   "Convert an ImageFolder, a list file, an ImageNet validation "
@@ -124,7 +180,12 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
       "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
       "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place "
       "(restart markers)\n"
-      "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C");
+      "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C\n"
+      "  ddpio convert --src DIR --out s3://BUCKET/train --create-bucket   # into an object "
+      "store:\n"
+      "      converted in a local staging folder (--stage), then uploaded as `ddpio upload` does;\n"
+      "      the store is configured as for the AWS tools (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
+      "...)");
   auto o = std::make_shared<convert::ConvertOptions>();
   auto src = std::make_shared<std::string>();
   auto list = std::make_shared<std::string>();
@@ -160,7 +221,19 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--root", o->list_root,
                   "With --list: folder the paths are relative to (default: the list file's folder)")
       ->needs(list_opt);
-  app->add_option("--out", o->out, "Dataset to create (a directory, or a file with --single-file)");
+  app->add_option(
+      "--out", o->out,
+      "Dataset to create (a directory, or a file with --single-file), or s3://BUCKET/PREFIX");
+  auto store = std::make_shared<StoreFlags>();
+  app->add_option("--stage", store->stage,
+                  "With --out s3://: the local folder converted into before the upload (default: "
+                  "$TMPDIR or /var/tmp, ddpio-stage-BUCKET-PREFIX; --resume continues it)");
+  app->add_flag("--keep-stage", store->keep,
+                "With --out s3://: keep the staging folder after the upload");
+  app->add_flag("--create-bucket", store->create_bucket,
+                "With --out s3://: create the bucket if it does not exist");
+  app->add_flag("--overwrite", store->overwrite,
+                "With --out s3://: replace another dataset at the same prefix");
   AddThreadsFlag(app, &o->threads, "Reading/validating threads");
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
   app->add_flag(
@@ -230,6 +303,21 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
            return ReportUsageError(
                "convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
          }
+         std::optional<UploadTarget> target;
+         if (absl::StartsWith(o->out, "s3://")) {
+           absl::StatusOr<UploadTarget> t = CheckUploadTarget(o->out);
+           if (!t.ok()) return ReportUsageError("convert", std::string(t.status().message()));
+           target = *std::move(t);
+           o->out = store->stage.empty() ? DefaultStage(target->url) : store->stage;
+           if (!*quiet && !*json)
+             std::cerr << "convert: into " << o->out << ", then up to " << target->url.ToString()
+                       << "\n";
+         } else if (!store->stage.empty() || store->keep || store->create_bucket ||
+                    store->overwrite) {
+           return ReportUsageError(
+               "convert",
+               "--stage, --keep-stage, --create-bucket and --overwrite go with --out s3://");
+         }
          o->full_decode = !*header_only;
          o->writer.initial_map_size = *map_mb << 20;
          o->max_decode_bytes = *decode_mb << 20;
@@ -249,8 +337,11 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
            return true;
          });
          if (!summary.ok()) return ReportError("convert", summary.status());
-         PrintConvertSummary(*summary, *json);
-         return kExitOk;
+         if (!target) {
+           PrintConvertSummary(*summary, *json);
+           return kExitOk;
+         }
+         return UploadConverted(*summary, *target, *store, *quiet, *json);
        }});
 }
 

@@ -11,6 +11,7 @@
 #include "ddpio/storage/s3/s3_config.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_progress.h"
+#include "tools/cli_upload.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
@@ -23,39 +24,16 @@ struct UploadFlags {
 };
 
 int Run(const UploadFlags& f) {
-  absl::StatusOr<storage::s3::S3Url> url = storage::s3::ParseS3Url(f.url);
-  if (!url.ok()) return ReportUsageError("upload", std::string(url.status().message()));
-  absl::StatusOr<storage::s3::S3Config> config =
-      storage::s3::S3ConfigFromEnvironment(CurrentEnvironment());
-  if (!config.ok()) return ReportError("upload", config.status());
-  if (!f.quiet && !f.json)
-    std::cerr << "upload: to " << url->ToString() << " (" << config->Describe() << ")\n";
+  absl::StatusOr<UploadTarget> target = CheckUploadTarget(f.url);
+  if (!target.ok()) return ReportUsageError("upload", std::string(target.status().message()));
   storage::remote::UploadOptions o;
   o.part_bytes = f.part_mb << 20;
   o.overwrite = f.overwrite;
   o.create_bucket = f.create_bucket;
-  std::optional<Progress> indexing, sending;
-  uint64_t records = 0;
-  o.progress = [&](const storage::remote::UploadProgress& p) {
-    if (p.stage == "indexing") {
-      records = p.total;
-      if (!indexing) indexing.emplace("upload: index", p.total, !f.quiet && !f.json);
-      indexing->Update(p.done);
-    } else if (p.stage == "uploading") {
-      if (indexing) {
-        indexing->Finish(records);
-        indexing.reset();
-      }
-      if (!sending) sending.emplace("upload: MiB", p.total >> 20, !f.quiet && !f.json);
-      sending->Update(p.done >> 20);
-    } else if (sending) {
-      sending->Finish(p.total >> 20);
-    }
-    return true;
-  };
   absl::StatusOr<storage::remote::UploadResult> r =
-      storage::remote::Upload(f.src, f.url, *config, o);
+      UploadWithProgress(f.src, *target, o, !f.quiet && !f.json);
   if (!r.ok()) return ReportError("upload", r.status());
+  const storage::s3::S3Url* url = &target->url;
   if (f.json) {
     PrintJsonLine({{"url", url->ToString()},
                    {"records", r->manifest.completion.sample_count},
@@ -78,6 +56,44 @@ int Run(const UploadFlags& f) {
 }
 
 }  // namespace
+
+absl::StatusOr<UploadTarget> CheckUploadTarget(const std::string& url) {
+  absl::StatusOr<storage::s3::S3Url> parsed = storage::s3::ParseS3Url(url);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<storage::s3::S3Config> config =
+      storage::s3::S3ConfigFromEnvironment(CurrentEnvironment());
+  if (!config.ok()) return config.status();
+  return UploadTarget{*std::move(parsed), *std::move(config)};
+}
+
+absl::StatusOr<storage::remote::UploadResult> UploadWithProgress(const std::string& src,
+                                                                 const UploadTarget& target,
+                                                                 storage::remote::UploadOptions o,
+                                                                 bool show) {
+  if (show)
+    std::cerr << "upload: to " << target.url.ToString() << " (" << target.config.Describe()
+              << ")\n";
+  std::optional<Progress> indexing, sending;
+  uint64_t records = 0;
+  o.progress = [&](const storage::remote::UploadProgress& p) {
+    if (p.stage == "indexing") {
+      records = p.total;
+      if (!indexing) indexing.emplace("upload: index", p.total, show);
+      indexing->Update(p.done);
+    } else if (p.stage == "uploading") {
+      if (indexing) {
+        indexing->Finish(records);
+        indexing.reset();
+      }
+      if (!sending) sending.emplace("upload: MiB", p.total >> 20, show);
+      sending->Update(p.done >> 20);
+    } else if (sending) {
+      sending->Finish(p.total >> 20);
+    }
+    return true;
+  };
+  return storage::remote::Upload(src, target.url.ToString(), target.config, o);
+}
 
 void AddUploadCommand(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("upload", "Put a dataset into an S3-compatible object store");

@@ -11,6 +11,11 @@ Layout of a cluster named NAME with N nodes:
                      node mounts it through its own read-only loop device stacked on it (a private
                      page cache, as a node of a parallel filesystem has), optionally capped per
                      node (a client limit)
+  store (--store s3) NAME-st: a namespace of its own on the switch (10.77.0.250, port ps) running
+                     Ceph's RADOS Gateway (scripts/object-store.sh up --listen), the dataset
+                     uploaded to s3://ddpio-sim/data; its link is shaped with tbf as the nodes'
+                     are (both ends), so the store's bandwidth is its link, as for an object
+                     store across a network (netem is missing here: no added latency)
   cgroups            ranks run in the cluster's blkio cgroup (the aggregate limit applies to them;
                      v1 limits of a parent do not reach child cgroups, so there is one for all)
                      and, with a CPU cap, in one cpu cgroup per node
@@ -32,6 +37,10 @@ SUBNET = "10.77.0"
 # tbf needs a burst of at least rate/HZ; 512 kB holds 91-95 % of the rate up to 2 Gbit/s here.
 TBF_BURST = "512kb"
 TBF_LATENCY = "5ms"
+STORE_ADDRESS = f"{SUBNET}.250"
+STORE_PORT = 7480
+STORE_URL = "s3://ddpio-sim/data"
+OBJECT_STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "object-store.sh")
 
 
 class SimError(Exception):
@@ -108,9 +117,25 @@ class Cluster:
         return f"{SUBNET}.{i + 1}"
 
     def data_path(self, i):
-        """Where node i sees the dataset."""
+        """Where node i sees the dataset: its mount of the shared filesystem, or the store's URL."""
+        if self.store_kind == "s3":
+            return self.state["store"]["url"]
         s = self.state["storage"]
         return f"{s['mounts'][i]}/data" if s else None
+
+    @property
+    def store_kind(self):
+        """'s3' (an object store), 'fs' (the shared filesystem) or None (no dataset)."""
+        if self.state.get("store"):
+            return "s3"
+        return "fs" if self.state.get("storage") else None
+
+    def job_env(self):
+        """Environment every rank needs: the store's endpoint and keys (no local cache: every
+        epoch reads from the store, as a first run does)."""
+        if self.store_kind != "s3":
+            return {}
+        return dict(self.state["store"]["env"], DDPIO_S3_CACHE_DIR="")
 
     # ----- network -----------------------------------------------------------------------
     def up_network(self, nodes):
@@ -158,6 +183,62 @@ class Cluster:
             st = json.loads(p.stdout)[0]["stats64"]
             out[i] = (st["tx"]["bytes"], st["rx"]["bytes"])
         return out
+
+    # ----- object store ------------------------------------------------------------------
+    def up_store_s3(self, data, ddpio):
+        """The gateway in namespace NAME-st behind its own link, with `data` uploaded to it."""
+        data = os.path.abspath(data)
+        if not os.path.exists(data):
+            raise SimError(f"dataset {data} does not exist")
+        ns = f"{self.name}-st"
+        sh("ip", "netns", "add", ns)
+        self.made("netns", name=ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        a, b = f"{self.name}as", f"{self.name}bs"
+        sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        self.made("link", name=a)
+        sh("ip", "link", "set", a, "netns", ns)
+        sh("ip", "link", "set", b, "netns", self.switch)
+        sh("ip", "-n", ns, "link", "set", a, "name", "eth0")
+        sh("ip", "-n", self.switch, "link", "set", b, "name", "ps")
+        sh("ip", "-n", ns, "addr", "add", f"{STORE_ADDRESS}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", self.switch, "link", "set", "ps", "master", "br0")
+        sh("ip", "-n", self.switch, "link", "set", "ps", "up")
+        state_dir = f"/tmp/ddpio-sim-{self.name}-s3"
+        self.made("s3", dir=state_dir)
+        size_mb = max(1024, int(_bytes_of(data) * 2.5 / 2**20) + 256)  # memstore: ~2x what it holds
+        p = sh("ip", "netns", "exec", ns, OBJECT_STORE, "up", "--dir", state_dir, "--listen", STORE_ADDRESS,
+               "--port", STORE_PORT, "--size-mb", size_mb)
+        env = {}
+        for line in p.stdout.splitlines():
+            m = re.fullmatch(r"export (\w+)=(\S*)", line.strip())
+            if m:
+                env[m.group(1)] = m.group(2).strip("'\"")
+        if "AWS_ENDPOINT_URL" not in env:
+            raise SimError(f"object-store.sh up printed no endpoint: {p.stdout.strip()} {p.stderr.strip()}")
+        self.state["store"] = {"ns": ns, "dir": state_dir, "url": STORE_URL, "env": env, "link_mbit": 0,
+                               "bytes": _bytes_of(data)}
+        self.save()
+        sh("ip", "netns", "exec", ns, "env", *[f"{k}={v}" for k, v in env.items()], ddpio, "upload", data, STORE_URL,
+           "--create-bucket")
+
+    def shape_store(self, mbit):
+        """The store's link: MBIT Mbit/s each way (0: unshaped), tbf on both ends as shape()."""
+        st = self.state["store"]
+        for ns, dev in ((st["ns"], "eth0"), (self.switch, "ps")):
+            if mbit > 0:
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
+                   f"{mbit}mbit", "burst", TBF_BURST, "latency", TBF_LATENCY)
+            else:
+                sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+        st.update(link_mbit=mbit)
+        self.save()
+
+    def store_bytes_sent(self):
+        """Bytes the store has sent over its link so far (responses: what the ranks read)."""
+        p = sh("ip", "-n", self.state["store"]["ns"], "-s", "-j", "link", "show", "eth0")
+        return json.loads(p.stdout)[0]["stats64"]["tx"]["bytes"]
 
     # ----- storage -----------------------------------------------------------------------
     def up_storage(self, data, workdir):
@@ -315,6 +396,8 @@ class Cluster:
                 elif k == "workdir":  # shared with other clusters running now: only when empty
                     if os.path.isdir(r["path"]) and not os.listdir(r["path"]):
                         os.rmdir(r["path"])
+                elif k == "s3":  # its daemons were killed with the namespace: this removes the rest
+                    sh(OBJECT_STORE, "down", "--dir", r["dir"], check=False)
                 elif k == "file":
                     if os.path.exists(r["path"]):
                         os.remove(r["path"])
@@ -323,6 +406,12 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
         if problems and not quiet:
             raise SimError("teardown left: " + "; ".join(problems))
+
+
+def _bytes_of(path):
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+    return os.path.getsize(path)
 
 
 def kill_cgroup(path):

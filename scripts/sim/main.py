@@ -10,6 +10,10 @@
           the dataset, {node} = its index); `down NAME` removes it
   status / clean
           list clusters left on this machine; remove them all
+
+The dataset lives on a throttled shared filesystem (--store fs, the default) or in an object
+store (--store s3: Ceph's RADOS Gateway in a namespace of its own behind --store-link-mbit, the
+dataset uploaded to s3://ddpio-sim/data; `sweep --store s3` runs the section 'store').
 """
 import argparse
 import json
@@ -35,7 +39,10 @@ def make_cluster(args, name=None):
     try:
         c.up_network(args.nodes)
         if getattr(args, "data", None):
-            c.up_storage(args.data, args.workdir)
+            if args.store == "s3":
+                c.up_store_s3(args.data, getattr(args, "ddpio", DEFAULT_DDPIO))
+            else:
+                c.up_storage(args.data, args.workdir)
         if getattr(args, "node_cpus", 0):
             c.cpu_cap(args.node_cpus)
     except BaseException:
@@ -47,6 +54,10 @@ def make_cluster(args, name=None):
 def add_cluster_flags(p, data_required):
     p.add_argument("--nodes", type=int, default=4, help="simulated nodes (default 4)")
     p.add_argument("--data", required=data_required, help="dataset every node mounts read-only")
+    p.add_argument("--store", choices=["fs", "s3"], default="fs",
+                   help="fs: a shared filesystem every node mounts (default); s3: an object store (Ceph's RADOS "
+                        "Gateway in a namespace of its own behind --store-link-mbit), the dataset uploaded to "
+                        "s3://ddpio-sim/data")
     p.add_argument("--workdir", default=WORKDIR, help=f"where the filesystem image lives (default {WORKDIR})")
     p.add_argument("--node-cpus", type=float, default=0, help="CPU cores per node (default: uncapped)")
 
@@ -57,6 +68,11 @@ def add_job_flags(p):
     p.add_argument("--storage-mbps", type=float, default=0, help="shared filesystem, MB/s in total (0: unlimited)")
     p.add_argument("--storage-iops", type=int, default=0, help="shared filesystem, IOs/s in total (0: unlimited)")
     p.add_argument("--node-mbps", type=float, default=0, help="per-node client cap, MB/s (0: none)")
+    p.add_argument("--store-link-mbit", type=int, default=1000,
+                   help="--store s3: the store's link, Mbit/s each way (0: unshaped)")
+    p.add_argument("--store-rps", type=float, default=0,
+                   help="--store s3, with --cpu-rate: GETs/s the gateway serves here with nothing else "
+                        "limited (the model's request-rate bound)")
     p.add_argument("--group-size", type=int, default=1)
     p.add_argument("--mode", choices=["shard", "replicate"], default="shard")
     p.add_argument("--payload", choices=["encoded", "decoded"], default="encoded")
@@ -83,7 +99,7 @@ def add_job_flags(p):
 def config_of(args):
     keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
             "mode", "payload", "readers", "layout", "relay", "read_ahead", "job", "epochs", "batch_size", "workers",
-            "image_size",
+            "image_size", "store", "store_link_mbit",
             "timeout", "ddpio")
     return {k: getattr(args, k) for k in keys}
 
@@ -95,6 +111,7 @@ def cmd_run(args):
         _, record_bytes = run.dataset_stats(args.ddpio, args.data)
         params = sweep.model_params(cfg, record_bytes, args.cpu_rate, ios_per_record=1.0,
                                     relay_rate=args.relay_rate or None)
+        params["store_rps"] = args.store_rps
     c = make_cluster(args)
     try:
         rec = run.run_config(c, cfg, params, echo=args.verbose)

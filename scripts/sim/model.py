@@ -29,6 +29,18 @@ group counts the group's images). W = world size, ranks are node-major (rank r o
                                       (t_d + t_r / 2R). The network's CPU cost is
                                       not a term: shard G=4 moved 3/4 of its data over TCP and ran
                                       within noise of G=1
+
+With an object store (--store s3) the storage terms are the store's, with f_s = records fetched
+from the store per delivered image: 1 in shard mode; 1/G in replicate with the leader fetching;
+1 in replicate with every member fetching (each process fetches for itself: there is no page
+cache that two ranks of a node share):
+  store link      X <= L_s / (b_s * f_s)       L_s = the store's link x 0.90 (tbf, as the nodes'
+                                               links)
+  store requests  X <= Q * p / f_s             Q = GETs/s the gateway serves (measured, --store-rps),
+                                               p = records per GET (1: sampled records are rarely
+                                               neighbours, so coalescing seldom joins them)
+  CPU             as above, with t_r the CPU time of one fetch (client and gateway share this
+                  machine's cores), calibrated on the store
 """
 LINK_EFFICIENCY = 0.90
 
@@ -76,6 +88,27 @@ def storage_reads(cfg):
     return reads
 
 
+def store_fetches(cfg):
+    """(records fetched from the object store per delivered image, ranks fetching)."""
+    world = cfg["nodes"] * cfg["ranks_per_node"]
+    g = cfg["group_size"]
+    fetchers = world if cfg["readers"] == "all" else world // g
+    if cfg["mode"] == "replicate" and cfg["readers"] == "leader":
+        return 1.0 / g, fetchers
+    return 1.0, fetchers
+
+
+def store_bounds(cfg, params):
+    """The object store's bounds on X (images/s), by name."""
+    f, _ = store_fetches(cfg)
+    out = {}
+    if cfg.get("store_link_mbit", 0) > 0:
+        out["store link"] = cfg["store_link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / (params["record_bytes"] * f)
+    if params.get("store_rps", 0) > 0:
+        out["store requests"] = params["store_rps"] * params.get("records_per_request", 1.0) / f
+    return out
+
+
 def predict(cfg, params):
     """{'images_per_s', 'limit', 'bounds': {name: images/s}} for a configuration.
 
@@ -85,11 +118,14 @@ def predict(cfg, params):
     bounds = {}
     reads = storage_reads(cfg)
     f = sum(reads.values())
-    if cfg["storage_mbps"] > 0:
+    if cfg.get("store") == "s3":
+        f = store_fetches(cfg)[0]
+        bounds.update(store_bounds(cfg, params))
+    elif cfg["storage_mbps"] > 0:
         bounds["storage"] = cfg["storage_mbps"] * 1e6 / (params["record_bytes"] * f)
-    if cfg["storage_iops"] > 0:
+    if cfg.get("store") != "s3" and cfg["storage_iops"] > 0:
         bounds["iops"] = cfg["storage_iops"] / (params["ios_per_record"] * f)
-    if cfg.get("node_mbps", 0) > 0:
+    if cfg.get("store") != "s3" and cfg.get("node_mbps", 0) > 0:
         worst = max(reads.values())
         bounds["node cap"] = cfg["node_mbps"] * 1e6 / (params["record_bytes"] * worst)
     if cfg["link_mbit"] > 0:

@@ -19,6 +19,30 @@ def cfg(**over):
     return c
 
 
+class ObjectStore(unittest.TestCase):
+    # 100 Mbit/s x 0.90 = 11.25 MB/s of 100 KB records: 112.5 fetches/s.
+    def test_replicate_leader_fetches_once_per_group_every_member_fetching_g_times(self):
+        leader = model.predict(cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=4), PARAMS)
+        every = model.predict(cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=4, readers="all"),
+                              PARAMS)
+        self.assertAlmostEqual(every["bounds"]["store link"], 112.5)
+        self.assertAlmostEqual(leader["bounds"]["store link"], 4 * 112.5)
+        self.assertEqual(every["limit"], "store link")
+
+    def test_no_page_cache_is_shared_through_a_store(self):
+        # On the shared filesystem two members on one node read once; from a store each fetches.
+        strided = cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=2, readers="all")
+        self.assertAlmostEqual(model.predict(strided, PARAMS)["bounds"]["store link"], 112.5)
+
+    def test_request_rate_bound(self):
+        params = dict(PARAMS, store_rps=1000)
+        p = model.predict(cfg(store="s3", mode="replicate", group_size=4), params)
+        self.assertAlmostEqual(p["bounds"]["store requests"], 4000.0)  # each GET worth 4 images
+        p = model.predict(cfg(store="s3", mode="shard", group_size=4), params)
+        self.assertAlmostEqual(p["bounds"]["store requests"], 1000.0)  # shard: the same fetches for any G
+        self.assertNotIn("storage", p["bounds"])
+
+
 class Groups(unittest.TestCase):
     def test_layouts(self):
         self.assertEqual(model.groups(8, 4, "contiguous"), [[0, 1, 2, 3], [4, 5, 6, 7]])

@@ -62,7 +62,9 @@ def write(out, results, params, record_bytes, seconds):
                         ("shard", "Shard under an IOPS limit, a per-node client cap and a throughput limit"),
                         ("relay", "Replicate relay: chain against star (bytes per node link)"),
                         ("readahead", "The leader's read-ahead window"),
-                        ("train", "ddpio train (32 px crops), replicate, leader reading against every member reading")):
+                        ("train", "ddpio train (32 px crops), replicate, leader reading against every member reading"),
+                        ("store", "Object store: replicate, the leader fetching against every member fetching "
+                                  "(medians of interleaved rounds; storage = bytes over the store's link, IOs = GETs)")):
         if name in sections:
             lines += [f"## {title}", ""] + table(sections[name], name) + [""]
     made = []
@@ -71,6 +73,7 @@ def write(out, results, params, record_bytes, seconds):
         made += best_group_plots(plots, sections.get("grid", []))
         made += model_plot(plots, results)
         made += relay_plot(plots, sections.get("relay", []))
+        made += store_plot(plots, sections.get("store", []))
     else:
         lines += ["(gnuplot not found: no plots; scripts/install-deps.sh installs gnuplot-nox)", ""]
     if made:
@@ -91,6 +94,8 @@ def label(r):
 
 def limits(r):
     out = [f"{r['link_mbit']} Mbit" if r["link_mbit"] else "unshaped"]
+    if r.get("store") == "s3":
+        out.append(f"store {r['store_link_mbit']} Mbit" if r.get("store_link_mbit") else "store unshaped")
     if r["storage_mbps"]:
         out.append(f"{r['storage_mbps']:g} MB/s")
     if r["storage_iops"]:
@@ -249,6 +254,34 @@ set yrange [0:{top}]
 set key left top
 set grid
 plot {', '.join(plot)}
+""")]
+
+
+def store_plot(plots, store):
+    """Images/s and GETs per configuration at each store link (medians of the rounds)."""
+    if not store:
+        return []
+    name = "store"
+    groups = defaultdict(list)
+    for r in store:
+        who = "every member fetching" if r["readers"] == "all" else f"leader fetching, {r['payload']}"
+        groups[(r["store_link_mbit"], who)].append(r)
+    rows = []
+    for (mbit, who), rs in sorted(groups.items()):
+        rows.append((f"{who}, store {mbit} Mbit", statistics.median(r["images_per_s"] for r in rs),
+                     statistics.median(r["storage_ios"] for r in rs)))
+    with open(os.path.join(plots, name + ".dat"), "w") as f:
+        f.write("\n".join(f"\"{a}\" {b:.1f} {c:.0f}" for a, b, c in rows))
+    return [gnuplot(plots, name, f"""set terminal svg size 820,460 dynamic font 'sans,11'
+set output '{name}.svg'
+set title 'Object store, replicate G = 2 x ranks per node: images/s of the job and GETs to the store'
+set style data histogram
+set style histogram cluster gap 1
+set style fill solid 0.8
+set ylabel 'images/s, GETs'
+set xtics rotate by -30
+set grid ytics
+plot '{name}.dat' using 2:xtic(1) title 'images/s (median)', '' using 3 title 'GETs to the store'
 """)]
 
 

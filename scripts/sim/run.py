@@ -34,14 +34,19 @@ def job_argv(cfg):
 def run_config(cluster, cfg, params=None, echo=False):
     """Runs one configuration on an up cluster; returns its result record (raises SimError)."""
     cluster.shape(cfg["link_mbit"])
-    cluster.throttle(cfg["storage_mbps"], cfg["storage_iops"], cfg["node_mbps"])
-    cluster.drop_caches()
-    s0, links0 = cluster.storage_counters(), cluster.link_bytes()
+    s3 = cluster.store_kind == "s3"
+    if s3:
+        cluster.shape_store(cfg.get("store_link_mbit", 0))
+    else:
+        cluster.throttle(cfg["storage_mbps"], cfg["storage_iops"], cfg["node_mbps"])
+        cluster.drop_caches()
+    counters = (lambda: (cluster.store_bytes_sent(), 0)) if s3 else cluster.storage_counters
+    s0, links0 = counters(), cluster.link_bytes()
     t0 = time.monotonic()
     results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], job_argv(cfg), timeout=cfg["timeout"],
-                          echo=echo)
+                          env=cluster.job_env(), echo=echo)
     wall = time.monotonic() - t0
-    s1, links1 = cluster.storage_counters(), cluster.link_bytes()
+    s1, links1 = counters(), cluster.link_bytes()
     if any(r.rc != 0 for r in results):
         raise SimError("the job failed:\n" + jobs.failure_text(results))
     ranks = jobs.rank_json(results)
@@ -52,8 +57,11 @@ def run_config(cluster, cfg, params=None, echo=False):
                                    "node_mbps", "group_size", "mode", "payload", "readers", "layout", "relay",
                                    "read_ahead", "job", "epochs", "batch_size")}
     rec.update(job_figures(ranks, cfg))
-    rec["storage_bytes_read"] = s1[0] - s0[0]
+    rec["storage_bytes_read"] = s1[0] - s0[0]  # the store's link: response bytes, HTTP included
     rec["storage_ios"] = s1[1] - s0[1]
+    if s3:
+        rec.update(store="s3", store_link_mbit=cfg.get("store_link_mbit", 0), **store_figures(ranks))
+        rec["storage_ios"] = rec["store_requests"]
     rec["link_tx_bytes"] = [links1[i][0] - links0[i][0] for i in range(cluster.nodes)]
     rec["link_rx_bytes"] = [links1[i][1] - links0[i][1] for i in range(cluster.nodes)]
     rec["network_bytes"] = sum(rec["link_tx_bytes"])
@@ -64,6 +72,17 @@ def run_config(cluster, cfg, params=None, echo=False):
         rec["predicted_limit"] = p["limit"]
         rec["measured_vs_model"] = round(rec["images_per_s"] / p["images_per_s"], 3) if p["images_per_s"] else None
     return rec
+
+
+def store_figures(ranks):
+    """What the ranks asked of the object store: GET requests (records, and each rank's manifest
+    and index), records fetched, retries, and the ranks that fetched records."""
+    per_rank = {r: j.get("store") or {} for r, j in ranks.items()}
+    total = lambda key: sum(s.get(key, 0) for s in per_rank.values())
+    return {"store_requests": total("requests"), "store_records_fetched": total("records_fetched"),
+            "store_retries": total("retries"),
+            "store_ranks_fetching": sorted(r for r, s in per_rank.items() if s.get("records_fetched", 0) > 0),
+            "store_requests_per_rank": [per_rank[r].get("requests", 0) for r in sorted(per_rank)]}
 
 
 def job_figures(ranks, cfg):

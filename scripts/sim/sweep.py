@@ -52,8 +52,12 @@ def add_flags(p, ddpio, workdir):
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--sections", default="calibrate,grid,headline,shard,relay,readahead,train",
-                   help="comma-separated subset to run (calibrate always runs)")
+    p.add_argument("--store", choices=["fs", "s3"], default="fs",
+                   help="fs: the shared filesystem (default); s3: an object store (Ceph's RADOS Gateway in its own "
+                        "namespace behind a shaped link); its section is 'store'")
+    p.add_argument("--sections", default=None,
+                   help="comma-separated subset to run (calibrate always runs); default with --store fs: "
+                        "grid,headline,shard,relay,readahead,train; with --store s3: store")
     p.add_argument("--workdir", default=workdir)
     p.add_argument("--ddpio", default=ddpio)
     p.add_argument("--node-cpus", type=float, default=0)
@@ -75,7 +79,7 @@ class Sweep:
              "storage_iops": 0, "node_mbps": 0, "group_size": 1, "mode": "shard", "payload": "encoded",
              "readers": "leader", "layout": "contiguous", "job": "feed", "epochs": 1, "batch_size": a.batch_size,
              "workers": a.workers, "image_size": a.image_size, "timeout": 1800, "ddpio": a.ddpio,
-             "relay": "chain", "read_ahead": 64}
+             "relay": "chain", "read_ahead": 64, "store": a.store, "store_link_mbit": 0}
         c.update(over)
         return c
 
@@ -174,6 +178,21 @@ class Sweep:
             for ra in (0, 8, 64, 256):
                 self.measure("readahead", self.cfg(group_size=r, read_ahead=ra, **limits))
 
+    def store(self):
+        """The object store behind 100 Mbit/s and 1 Gbit/s (4 nodes x 2 ranks: the issue's
+        setting): replicate G=2R with every member fetching against the leader fetching, the
+        payload decoded and encoded; interleaved rounds, medians."""
+        g = 2 * self.args.ranks_per_node
+        base = dict(mode="replicate", layout="strided", group_size=g)
+        cfgs = []
+        for mbit in (100, 1000):
+            cfgs.append(self.cfg(readers="all", store_link_mbit=mbit, **base))
+            cfgs.append(self.cfg(payload="decoded", store_link_mbit=mbit, **base))
+            cfgs.append(self.cfg(store_link_mbit=mbit, **base))
+        for _ in range(1 if self.args.quick else 3):
+            for c in cfgs:
+                self.measure("store", c)
+
     def train(self):
         s = self.headline_storage()
         g = 2 * self.args.ranks_per_node
@@ -191,6 +210,8 @@ def describe(cfg):
     if cfg["read_ahead"] != 64:
         parts.append(f"ra={cfg['read_ahead']}")
     lim = [f"{cfg['link_mbit']} Mbit" if cfg["link_mbit"] else "unshaped"]
+    if cfg.get("store") == "s3":
+        lim.append(f"store {cfg['store_link_mbit']} Mbit" if cfg.get("store_link_mbit") else "store unshaped")
     for k, unit in (("storage_mbps", "MB/s"), ("storage_iops", "IOPS"), ("node_mbps", "MB/s/node")):
         if cfg[k]:
             lim.append(f"{cfg[k]:g} {unit}")
@@ -205,7 +226,10 @@ def main(args, make_cluster):
     try:
         s = Sweep(args, cluster)
         s.calibrate()
-        wanted = [x.strip() for x in args.sections.split(",") if x.strip() and x.strip() != "calibrate"]
+        sections = args.sections or ("store" if args.store == "s3" else "grid,headline,shard,relay,readahead,train")
+        wanted = [x.strip() for x in sections.split(",") if x.strip() and x.strip() != "calibrate"]
+        if (args.store == "s3") != (wanted == ["store"]) and wanted:
+            raise SimError("--store s3 runs the section 'store' (and only it); the others need --store fs")
         for name in wanted:
             if not hasattr(s, name):
                 raise SimError(f"unknown section '{name}'")
