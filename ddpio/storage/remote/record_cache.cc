@@ -138,6 +138,11 @@ void RecordCache::Put(uint64_t index, std::string_view bytes) {
   EvictLocked();
 }
 
+bool RecordCache::Contains(uint64_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sizes_.count(index) != 0;
+}
+
 void RecordCache::Erase(uint64_t index) {
   ::unlink(PathOf(index).c_str());
   std::lock_guard<std::mutex> lock(mu_);

@@ -37,6 +37,9 @@ class RecordCache {
   // Best effort: a full disk or a vanished folder leaves the record uncached (said once).
   void Put(uint64_t index, std::string_view bytes);
   void Erase(uint64_t index);
+  // Whether the record is believed to be in the folder (written or found at Open, not evicted or
+  // erased since); Get may still find it missing or damaged (another process, a deleted file).
+  bool Contains(uint64_t index) const;
   uint64_t bytes() const;
   const std::string& folder() const { return folder_; }
 

@@ -6,6 +6,8 @@
 // bytes, waiting for its GET if it is on the way, fetching it at once if nobody asked before.
 // Fetched records stay in memory up to a byte budget (least recently used go first) and, with a
 // cache folder, on local disk up to another (see RecordCache): a second epoch reads the disk.
+// Records in the folder are neither fetched ahead nor held in memory: Fetch reads each in the
+// thread that asks (as near as memory, and the buffers freed after use are reused).
 //
 // The caller verifies what it gets (DatasetReader decodes every record with its CRC32C bound to
 // its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
