@@ -1,5 +1,3 @@
-#include "ddpio/convert/dataset_source.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ddpio/convert/dataset_source.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/sample_processor.h"
 #include "gtest/gtest.h"

@@ -221,7 +221,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   so.dataset_size = reader->size();
   so.num_replicas = 1;
   std::string why;
-  auto cuda = loader::MakeCudaRuntime(&why);
+  auto cuda = device::MakeCudaRuntime(&why);
   DDPIO_ASSIGN_OR_RETURN(auto ld,
                          loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
   // Ceilings before and after the loader runs; the mean of the two.

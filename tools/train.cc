@@ -5,6 +5,7 @@
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/trainer/train_model.h"
 #include "tools/bench_feed.h"
@@ -29,7 +30,7 @@ absl::Status CheckValidationClasses(const std::string& train_path, const std::st
 
 absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
                                                const std::string& backend,
-                                               const comm::DeviceProbe& probe,
+                                               const device::DeviceInfo& probe,
                                                bool device_model_compiled) {
   if (backend.empty()) return device.empty() ? std::string("cpu") : device;
   DDPIO_ASSIGN_OR_RETURN(comm::BackendKind asked, comm::ParseBackend(backend));
@@ -46,9 +47,9 @@ absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
 
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   TrainCliOptions o = cli;
-  DDPIO_ASSIGN_OR_RETURN(const std::string device,
-                         ResolveTrainDevice(cli.device, cli.backend, comm::ProbeNcclDevices(),
-                                            trainer::DeviceModelCompiled()));
+  DDPIO_ASSIGN_OR_RETURN(
+      const std::string device,
+      ResolveTrainDevice(cli.device, cli.backend, device::Probe(), trainer::DeviceModelCompiled()));
   DDPIO_ASSIGN_OR_RETURN(o.train.device, trainer::ParseModelDevice(device));
   DDPIO_ASSIGN_OR_RETURN(comm::RankInfo info, comm::DiscoverRank(comm::CurrentEnvironment()));
   // Arguments and datasets first, before the network: a mistake fails every rank at once

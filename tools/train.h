@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/comm/backend.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/trainer/trainer.h"
 
 namespace ddpio::tools {
@@ -31,7 +32,7 @@ struct TrainCliOptions {
 // InvalidArgument when the two flags contradict each other.
 absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
                                                const std::string& backend,
-                                               const comm::DeviceProbe& probe,
+                                               const device::DeviceInfo& probe,
                                                bool device_model_compiled);
 
 // This rank's result.

@@ -7,8 +7,8 @@
 namespace ddpio::tools {
 namespace {
 
-comm::DeviceProbe Gpus(int n) {
-  comm::DeviceProbe p;
+device::DeviceInfo Gpus(int n) {
+  device::DeviceInfo p;
   p.nccl_compiled = true;
   p.devices = n;
   if (n == 0) p.why = "cudaGetDeviceCount: error 35";

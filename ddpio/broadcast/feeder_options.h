@@ -56,7 +56,7 @@ struct FeederOptions {
   // buffers: InvalidArgument). On a device-memory group (NCCL): the leader's loaders decode into
   // its page-locked memory, from which batches are staged. Must outlive the feeder and every
   // batch held from it.
-  loader::CudaRuntime* cuda = nullptr;
+  device::CudaRuntime* cuda = nullptr;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // each send / receive
   FeedLimits limits;
   // The dataset this member named, compared across the group at creation (a member that names

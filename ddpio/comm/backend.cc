@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/probe.h"
 #if DDPIO_COMM_NCCL
 #include "ddpio/comm/nccl/nccl_api.h"
 #include "ddpio/comm/nccl/nccl_communicator.h"
@@ -21,9 +22,8 @@ absl::StatusOr<BackendKind> ParseBackend(std::string_view name) {
 }
 std::string BackendName(BackendKind kind) { return NameOf(kBackends, kind); }
 
-const DeviceProbe& ProbeNcclDevices() { return device::Probe(); }
-
-absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceProbe& probe) {
+absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested,
+                                            const device::DeviceInfo& probe) {
   switch (requested) {
     case BackendKind::kGloo:
       return BackendChoice{BackendKind::kGloo, "gloo (asked for)"};

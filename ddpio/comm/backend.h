@@ -25,20 +25,14 @@ enum class BackendKind { kAuto, kGloo, kNccl };
 absl::StatusOr<BackendKind> ParseBackend(std::string_view name);  // "auto", "gloo", "nccl"
 std::string BackendName(BackendKind kind);
 
-// What this process can use for NCCL: whether NCCL is compiled in, the usable CUDA devices and,
-// when there are none, why. The device module's one probe (device/probe.h).
-using DeviceProbe = device::DeviceInfo;
-
-// device::Probe(): asks the CUDA runtime once per process.
-const DeviceProbe& ProbeNcclDevices();
-
 struct BackendChoice {
   BackendKind kind = BackendKind::kGloo;  // never kAuto
   std::string why;                        // e.g. "auto: gloo (no usable CUDA device: ...)"
 };
 
-// Pure decision, testable with any probe.
-absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const DeviceProbe& probe);
+// Pure decision, testable with any probe (device::Probe() for this process: whether NCCL is
+// compiled in, the usable CUDA devices and, when there are none, why).
+absl::StatusOr<BackendChoice> ChooseBackend(BackendKind requested, const device::DeviceInfo& probe);
 
 struct CommOptions {
   GlooOptions gloo;  // hostname; gloo.timeout is the connect timeout of both backends

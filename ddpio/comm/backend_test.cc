@@ -1,5 +1,6 @@
 #include "ddpio/comm/backend.h"
 
+#include "ddpio/device/probe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -9,15 +10,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-DeviceProbe NoDriver() {
+device::DeviceInfo NoDriver() {
   return {.cuda_compiled = true,
           .nccl_compiled = true,
           .devices = 0,
           .why = "cudaGetDeviceCount: error 35 CUDA driver version is insufficient"};
 }
-DeviceProbe TwoGpus() { return {.cuda_compiled = true, .nccl_compiled = true, .devices = 2}; }
-DeviceProbe NotCompiled() { return {.devices = 0, .why = "built without CUDA"}; }
-DeviceProbe GpusWithoutNccl() {
+device::DeviceInfo TwoGpus() {
+  return {.cuda_compiled = true, .nccl_compiled = true, .devices = 2};
+}
+device::DeviceInfo NotCompiled() { return {.devices = 0, .why = "built without CUDA"}; }
+device::DeviceInfo GpusWithoutNccl() {
   return {.cuda_compiled = true, .nccl_compiled = false, .devices = 2};
 }
 
@@ -35,7 +38,7 @@ TEST(Backend, AutoTakesNcclOnlyWithAUsableDevice) {
   ASSERT_OK(gpu);
   EXPECT_EQ(gpu->kind, BackendKind::kNccl);
   EXPECT_THAT(gpu->why, HasSubstr("2 CUDA device"));
-  for (const DeviceProbe& p : {NoDriver(), NotCompiled()}) {
+  for (const device::DeviceInfo& p : {NoDriver(), NotCompiled()}) {
     auto cpu = ChooseBackend(BackendKind::kAuto, p);
     ASSERT_OK(cpu);
     EXPECT_EQ(cpu->kind, BackendKind::kGloo);
@@ -60,14 +63,14 @@ TEST(Backend, NcclWithoutADeviceOrWithoutNcclIsAClearError) {
 // Creating an NCCL communicator without a usable device fails before any network traffic (the
 // store is never touched) and says why.
 TEST(Backend, AnNcclCommunicatorWithoutADeviceIsRefused) {
-  if (ProbeNcclDevices().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  if (device::Probe().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
   auto comm = CreateCommunicator(BackendChoice{BackendKind::kNccl, "asked for"}, nullptr, 0, 1,
                                  CommOptions{});
   EXPECT_CODE(comm, kFailedPrecondition);
 }
 
 TEST(Backend, GlooIsAlwaysAvailable) {
-  for (const DeviceProbe& p : {NoDriver(), TwoGpus(), NotCompiled()}) {
+  for (const device::DeviceInfo& p : {NoDriver(), TwoGpus(), NotCompiled()}) {
     EXPECT_EQ(ChooseBackend(BackendKind::kGloo, p)->kind, BackendKind::kGloo);
   }
 }
@@ -75,7 +78,7 @@ TEST(Backend, GlooIsAlwaysAvailable) {
 // The real probe agrees with itself: no device comes with a reason, and auto follows it. (On
 // these CI machines, without a GPU, it takes the first branch.)
 TEST(Backend, ProbeOnThisMachineIsConsistent) {
-  const DeviceProbe& p = ProbeNcclDevices();
+  const device::DeviceInfo& p = device::Probe();
   auto choice = ChooseBackend(BackendKind::kAuto, p);
   ASSERT_OK(choice);
   if (p.devices == 0) {

@@ -7,6 +7,7 @@
 #include "ddpio/comm/torch_store.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/probe.h"
 
 namespace ddpio::comm {
 namespace {
@@ -63,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   }
   if (options.job_id.empty()) options.job_id = "default";
   // Decide the backend before touching the network: a rank that cannot use it fails at once.
-  DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, ProbeNcclDevices()));
+  DDPIO_ASSIGN_OR_RETURN(BackendChoice choice, ChooseBackend(options.backend, device::Probe()));
   options.comm.local_rank = info.local_rank;
   DDPIO_ASSIGN_OR_RETURN(AdvertiseAddress advertise,
                          ChooseAdvertiseAddress(options.advertise_addr, env, info.master_addr));

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ddpio/comm/communicator_conformance.h"
+#include "ddpio/device/probe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
@@ -91,7 +92,7 @@ TEST(Rendezvous, ReadsTheEnvironmentItIsGiven) {
 // Without a usable device (these machines), asking for NCCL fails before any network traffic
 // and says why; auto picks Gloo.
 TEST(Rendezvous, BackendChoiceOnAMachineWithoutADevice) {
-  if (ProbeNcclDevices().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  if (device::Probe().devices > 0) GTEST_SKIP() << "this machine has a CUDA device";
   RankInfo solo;  // rank 0 of 1
   RendezvousOptions o;
   o.token = "tok";

@@ -53,7 +53,8 @@ void HostBuffer::Release() {
   data_ = nullptr;
 }
 
-absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, CudaRuntime* cuda, bool try_lock) {
+absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, device::CudaRuntime* cuda,
+                                              bool try_lock) {
   static std::atomic<int> logged{-1};
   HostBuffer b;
   b.size_ = bytes;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ddpio/loader/cuda_runtime.h"
+#include "ddpio/device/cuda_runtime.h"
 
 namespace ddpio::loader {
 
@@ -34,18 +34,18 @@ class HostBuffer {
   HostMemoryKind kind() const { return kind_; }
 
  private:
-  friend absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t, CudaRuntime*, bool);
+  friend absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t, device::CudaRuntime*, bool);
   void Release();
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t mapped_ = 0;
   HostMemoryKind kind_ = HostMemoryKind::kPlain;
-  CudaRuntime* cuda_ = nullptr;
+  device::CudaRuntime* cuda_ = nullptr;
 };
 
 // `cuda` may be null (no device). With `try_lock` false, skips mlock. ResourceExhausted when
 // memory cannot be had.
-absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, CudaRuntime* cuda,
+absl::StatusOr<HostBuffer> AllocateHostBuffer(size_t bytes, device::CudaRuntime* cuda,
                                               bool try_lock = true);
 
 }  // namespace ddpio::loader

@@ -42,7 +42,7 @@ struct Loader::Slot {
   std::vector<uint64_t> indices;
   std::vector<uint8_t> valid;
   uint64_t size = 0;
-  CudaRuntime* cuda = nullptr;
+  device::CudaRuntime* cuda = nullptr;
   void* device = nullptr;
   void* event = nullptr;
   ~Slot() {
@@ -90,7 +90,7 @@ struct Loader::Pipeline {
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
     const storage::DatasetReader* reader, const sampler::SamplerOptions& sampler_options, int rank,
-    const LoaderOptions& options, CudaRuntime* cuda) {
+    const LoaderOptions& options, device::CudaRuntime* cuda) {
   if (sampler_options.dataset_size != reader->size()) {
     return absl::InvalidArgumentError(absl::StrCat("sampler dataset size ",
                                                    sampler_options.dataset_size,
@@ -101,14 +101,14 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
     RecordSource* source, const sampler::SamplerOptions& sampler_options, int rank,
-    const LoaderOptions& options, CudaRuntime* cuda) {
+    const LoaderOptions& options, device::CudaRuntime* cuda) {
   return CreateImpl(nullptr, source, sampler_options, rank, options, cuda);
 }
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(
     const storage::DatasetReader* reader, RecordSource* source,
     const sampler::SamplerOptions& sampler_options, int rank, const LoaderOptions& options,
-    CudaRuntime* cuda) {
+    device::CudaRuntime* cuda) {
   if (rank < 0 || rank >= sampler_options.num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank, " outside the sampler's world of ", sampler_options.num_replicas));

@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/loader/augment.h"
-#include "ddpio/loader/cuda_runtime.h"
 #include "ddpio/loader/host_memory.h"
 #include "ddpio/loader/record_source.h"
 #include "ddpio/loader/sample_processor.h"
@@ -145,14 +145,14 @@ class Loader {
   static absl::StatusOr<std::unique_ptr<Loader>> Create(const storage::DatasetReader* reader,
                                                         const sampler::SamplerOptions& sampler,
                                                         int rank, const LoaderOptions& options,
-                                                        CudaRuntime* cuda = nullptr);
+                                                        device::CudaRuntime* cuda = nullptr);
   // Records come from `source` (which must outlive the loader) instead of a dataset: batch b of
   // an epoch is source->Fetch(epoch, b), checked index by index against this loader's sampler
   // and checksummed. `sampler.dataset_size` is the dataset's size as the source knows it.
   static absl::StatusOr<std::unique_ptr<Loader>> Create(RecordSource* source,
                                                         const sampler::SamplerOptions& sampler,
                                                         int rank, const LoaderOptions& options,
-                                                        CudaRuntime* cuda = nullptr);
+                                                        device::CudaRuntime* cuda = nullptr);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -195,7 +195,7 @@ class Loader {
                                                             RecordSource* source,
                                                             const sampler::SamplerOptions& sampler,
                                                             int rank, const LoaderOptions& options,
-                                                            CudaRuntime* cuda);
+                                                            device::CudaRuntime* cuda);
   absl::StatusOr<int> Assemble(uint64_t batch, int worker);
   absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b,
                             const sampler::BatchRange& range) const;
@@ -215,7 +215,7 @@ class Loader {
   std::unique_ptr<sampler::DistributedSampler> sampler_;
   int rank_ = 0;
   LoaderOptions options_;
-  CudaRuntime* cuda_ = nullptr;
+  device::CudaRuntime* cuda_ = nullptr;
   void* stream_ = nullptr;
   size_t sample_bytes_ = 0;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel

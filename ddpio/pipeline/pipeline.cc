@@ -6,6 +6,7 @@
 #include "ddpio/broadcast/group_feeder.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/pipeline/internal/feeder_options.h"
 #include "ddpio/storage/dataset_reader.h"
 
@@ -40,7 +41,7 @@ struct Pipeline::Rep {
   // Over NCCL, the leader's loaders decode into page-locked memory of this runtime, so that
   // staging a batch on the device is an asynchronous DMA, not a copy the driver stages through a
   // bounce buffer while the host waits.
-  std::unique_ptr<loader::CudaRuntime> cuda;
+  std::unique_ptr<device::CudaRuntime> cuda;
   std::unique_ptr<broadcast::GroupFeeder> feeder;  // null once closed
 };
 
@@ -131,8 +132,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   }
   if (p.reader != nullptr && nccl && !host_memory) {
     std::string why;
-    const int devices = comm::ProbeNcclDevices().devices;
-    p.cuda = loader::MakeCudaRuntime(&why, device::DeviceForRank(info.local_rank, devices));
+    const int devices = device::Probe().devices;
+    p.cuda = device::MakeCudaRuntime(&why, device::DeviceForRank(info.local_rank, devices));
     if (p.cuda == nullptr)
       DDPIO_LOG(WARNING) << "group feeder: staging from unpinned memory: " << why;
     feeder.cuda = p.cuda.get();

@@ -114,7 +114,7 @@ struct PipelineOptions {
   // slots are page-locked memory it knows, and with copy_to_device (encoded payload only) every
   // batch is also staged on the device (Batch::device_data). Must outlive the pipeline and every
   // batch held from it.
-  loader::CudaRuntime* cuda = nullptr;
+  device::CudaRuntime* cuda = nullptr;
   bool copy_to_device = false;
 };
 

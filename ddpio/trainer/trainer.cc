@@ -11,6 +11,7 @@
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/probe.h"
 #include "ddpio/pipeline/pipeline.h"
 #include "ddpio/trainer/blas.h"
 #include "ddpio/trainer/checkpoint.h"
@@ -193,7 +194,7 @@ absl::Status TrainingRun::OpenModel(comm::Job& job) {
   }
   if (o_.device == ModelDevice::kCuda) {
     Mlp initial(mo.sizes, mo.init_seed);  // the CPU model's initialisation, bit for bit
-    const int devices = comm::ProbeNcclDevices().devices;
+    const int devices = device::Probe().devices;
     DDPIO_ASSIGN_OR_RETURN(model_,
                            MakeDeviceModel(mo, initial.params(),
                                            device::DeviceForRank(job.info().local_rank, devices)));

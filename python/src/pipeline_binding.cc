@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "bindings.h"
 #include "ddpio/common/status_macros.h"
-#include "ddpio/loader/cuda_runtime.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/pipeline/pipeline.h"
 #include "python_store.h"
 #include "status.h"
@@ -91,14 +91,14 @@ absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds t
 
 // The CUDA runtime of a device, made once and kept for the process's life: pinned slots and
 // device buffers of held batches are freed through it whenever their last tensor goes.
-absl::StatusOr<loader::CudaRuntime*> CudaFor(int device) {
+absl::StatusOr<device::CudaRuntime*> CudaFor(int device) {
   static std::mutex mu;
-  static auto* runtimes = new std::map<int, std::unique_ptr<loader::CudaRuntime>>();
+  static auto* runtimes = new std::map<int, std::unique_ptr<device::CudaRuntime>>();
   std::lock_guard<std::mutex> lock(mu);
   auto it = runtimes->find(device);
   if (it == runtimes->end()) {
     std::string why;
-    std::unique_ptr<loader::CudaRuntime> cuda = loader::MakeCudaRuntime(&why, device);
+    std::unique_ptr<device::CudaRuntime> cuda = device::MakeCudaRuntime(&why, device);
     if (cuda == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("device cuda:", device, " asked for, but ddpio cannot use it: ", why));
@@ -185,7 +185,7 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
   if (device < 0 && pin >= 0) {
     // Slots in memory CUDA knows as pinned (cudaHostAlloc), so that torch's
     // .cuda(non_blocking=True) of a batch is an asynchronous DMA; plain page-locked memory if not.
-    absl::StatusOr<loader::CudaRuntime*> cuda = CudaFor(pin);
+    absl::StatusOr<device::CudaRuntime*> cuda = CudaFor(pin);
     if (cuda.ok()) p.cuda = *cuda;
   }
   if (device >= 0) {

@@ -8,6 +8,7 @@
 #include "ddpio/comm/nccl/nccl_api.h"
 #include "ddpio/comm/nccl/nccl_communicator.h"
 #include "ddpio/device/cuda_runtime.h"
+#include "ddpio/device/probe.h"
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
 
@@ -54,7 +55,7 @@ int InChild(const char* devices, const std::function<int()>& body) {
 TEST(NcclStandIn, AutoPicksNcclWhenTheRuntimeReportsADevice) {
   EXPECT_EQ(InChild("2",
                     [] {
-                      auto c = ChooseBackend(BackendKind::kAuto, ProbeNcclDevices());
+                      auto c = ChooseBackend(BackendKind::kAuto, device::Probe());
                       return c.ok() && c->kind == BackendKind::kNccl ? 0 : 1;
                     }),
             0);
@@ -62,7 +63,7 @@ TEST(NcclStandIn, AutoPicksNcclWhenTheRuntimeReportsADevice) {
   for (const char* none : {"0", "nodriver"}) {
     EXPECT_EQ(InChild(none,
                       [] {
-                        const DeviceProbe& p = ProbeNcclDevices();
+                        const device::DeviceInfo& p = device::Probe();
                         auto a = ChooseBackend(BackendKind::kAuto, p);
                         auto n = ChooseBackend(BackendKind::kNccl, p);
                         if (!a.ok() || a->kind != BackendKind::kGloo) return 1;

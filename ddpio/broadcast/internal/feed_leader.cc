@@ -39,7 +39,7 @@ absl::Status FeedLeader::Setup() {
     lo.copy_to_device = false;  // these batches are sent, not trained on here
     // Over NCCL they are staged on the device: decoded into page-locked memory (when given a
     // CUDA runtime), each copy is an asynchronous DMA rather than a driver-staged copy.
-    loader::CudaRuntime* pinned = transport_.device_memory() ? o.cuda : nullptr;
+    device::CudaRuntime* pinned = transport_.device_memory() ? o.cuda : nullptr;
     for (auto& m : members_) {
       DDPIO_ASSIGN_OR_RETURN(m->loader, loader::Loader::Create(ctx_.reader, ctx_.sampler_options,
                                                                m->stream, lo, pinned));
