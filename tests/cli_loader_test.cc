@@ -30,6 +30,18 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
     EXPECT_EQ(j["decode"], decode);
     EXPECT_GT(j["images_per_s"].get<double>(), 0);
     EXPECT_GT(j["ceiling_images_per_s"].get<double>(), 0);
+    // The ceiling is measured as the loader runs: 2 decoders at once, before each of the 2 epochs
+    // and after the last; each epoch's ratio against the ceilings around it (no speed asserted).
+    EXPECT_EQ(j["ceiling_threads"], 2);
+    ASSERT_EQ(j["ceiling_rounds_images_per_s"].size(), 3u);
+    ASSERT_EQ(j["epoch_ratios"].size(), 2u);
+    const auto& c = j["ceiling_rounds_images_per_s"];
+    for (int e = 0; e < 2; ++e) {
+      const double around = (c[e].get<double>() + c[e + 1].get<double>()) / 2;
+      EXPECT_NEAR(j["epoch_ratios"][e].get<double>(),
+                  j["epoch_images_per_s"][e].get<double>() / around, 1e-9);
+    }
+    EXPECT_GT(j["ceiling_per_core_images_per_s"].get<double>(), 0);  // one decoder, for reference
     EXPECT_EQ(j["bad_samples"], 0);
     EXPECT_EQ(j["slot_bytes"].get<uint64_t>(), 3u * 16 * 32 * 32 * 3 * 4);  // 3 slots, float
   }

@@ -3,9 +3,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
@@ -83,8 +88,57 @@ absl::StatusOr<double> FullDecodeRate(const CeilingImages& images, bool without_
   return decoded / s;
 }
 
-// Both ceilings (without markers, then as stored), from images loaded for this measurement only
-// (held through the loader's epochs they would count in its memory figures).
+// The full-decode ceiling measured as the loader runs: `threads` threads decoding at once (each
+// its own decoder, every image once, thread t starting at image t * n / threads so they do not
+// read the same bytes in step), released together; all images decoded / the time until the last
+// thread is done. Two decoders at once do not decode twice as fast as one on a busy machine
+// (shared caches, memory bandwidth, another process's load): this is the figure to compare a
+// loader of `threads` workers with, not one thread's rate times `threads`.
+absl::StatusOr<double> ConcurrentFullDecodeRate(const CeilingImages& images, bool without_markers,
+                                                int threads) {
+  const size_t n = images.stored.size();
+  if (n == 0 || threads < 1) return 0.0;
+  std::vector<loader::JpegDecoder> decoders;
+  for (int t = 0; t < threads; ++t) {
+    DDPIO_ASSIGN_OR_RETURN(auto d, loader::JpegDecoder::Create());
+    decoders.push_back(std::move(d));
+  }
+  std::atomic<uint64_t> decoded{0};
+  std::mutex mu;
+  std::condition_variable go;
+  bool started = false;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        go.wait(lock, [&] { return started; });
+      }
+      std::vector<uint8_t> pixels;
+      uint64_t mine = 0;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (k + static_cast<size_t>(t) * n / threads) % n;
+        const std::vector<uint8_t>& jpeg =
+            without_markers && !images.plain[i].empty() ? images.plain[i] : images.stored[i];
+        auto info = decoders[t].ReadInfo(jpeg);
+        if (info.ok() && decoders[t].Decode(jpeg, *info, &pixels).ok()) ++mine;
+      }
+      decoded += mine;
+    });
+  }
+  const auto t0 = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    started = true;
+  }
+  go.notify_all();
+  for (std::thread& th : pool) th.join();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return decoded.load() / s;
+}
+
+// Both single-thread ceilings (without markers, then as stored), from images loaded for this
+// measurement only (held through the loader's epochs they would count in its memory figures).
 struct Ceilings {
   double plain = 0, stored = 0;
   uint64_t restart_marked = 0;
@@ -214,6 +268,14 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
 
 }  // namespace
 
+// The concurrent ceiling (without markers) before each epoch and after the last, from images
+// loaded for each measurement only.
+absl::StatusOr<double> MeasureConcurrentCeiling(const storage::DatasetReader& reader, uint64_t n,
+                                                int threads) {
+  DDPIO_ASSIGN_OR_RETURN(const CeilingImages images, LoadCeilingImages(reader, n));
+  return ConcurrentFullDecodeRate(images, /*without_markers=*/true, threads);
+}
+
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data));
@@ -224,10 +286,16 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   auto cuda = device::MakeCudaRuntime(&why);
   DDPIO_ASSIGN_OR_RETURN(auto ld,
                          loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
-  // Ceilings before and after the loader runs; the mean of the two.
+  // Single-thread ceilings before and after the loader runs (for reference); the concurrent
+  // ceiling (as many decoders at once as the loader has workers) interleaved with the epochs:
+  // before each and after the last, each epoch compared with the mean of the two around it.
   DDPIO_ASSIGN_OR_RETURN(const Ceilings before, MeasureCeilings(*reader, o.ceiling_images));
-  std::vector<double> rates, rss;
+  const int threads = std::max(1, ld->stats().workers);  // the loader's workers, resolved
+  std::vector<double> rates, rss, concurrent, ratios;
   for (int e = 0; e < o.epochs; ++e) {
+    DDPIO_ASSIGN_OR_RETURN(const double c,
+                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
+    concurrent.push_back(c);
     DDPIO_RETURN_IF_ERROR(ld->StartEpoch(static_cast<uint64_t>(e)));
     uint64_t n = 0;
     auto t0 = Clock::now();
@@ -240,6 +308,15 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
     rates.push_back(n / std::chrono::duration<double>(Clock::now() - t0).count());
     rss.push_back(static_cast<double>(CurrentRssBytes()));
   }
+  {
+    DDPIO_ASSIGN_OR_RETURN(const double c,
+                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
+    concurrent.push_back(c);
+  }
+  for (size_t e = 0; e < rates.size(); ++e) {
+    const double around = (concurrent[e] + concurrent[e + 1]) / 2;
+    ratios.push_back(around > 0 ? rates[e] / around : 0.0);
+  }
   DDPIO_ASSIGN_OR_RETURN(const Ceilings after, MeasureCeilings(*reader, o.ceiling_images));
   const double per_core = (before.plain + after.plain) / 2,
                stored_per_core = (before.stored + after.stored) / 2;
@@ -249,6 +326,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   for (const auto& s : st.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
   const double ips = Median(rates);
   const int workers = st.workers;
+  const double ceiling = Median(concurrent);
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   auto ms_per_image = [&](uint64_t ns) { return st.images == 0 ? 0.0 : ns / 1e6 / st.images; };
@@ -268,11 +346,16 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
                        (static_cast<double>(reader->completion().payload_bytes) /
                         std::max<uint64_t>(reader->size(), 1)) /
                        1e6},
-      {"ceiling_images_per_s", per_core * workers},
+      {"ceiling_images_per_s", ceiling},
+      {"ceiling_rounds_images_per_s", concurrent},
+      {"ceiling_threads", threads},
       {"ceiling_per_core_images_per_s", per_core},
+      {"ceiling_one_thread_times_workers_images_per_s", per_core * workers},
       {"ceiling_restart_marked_records", before.restart_marked},
       {"stored_full_decode_per_core_images_per_s", stored_per_core},
-      {"ratio", ips / (per_core * workers)},
+      {"ratio", Median(ratios)},
+      {"epoch_ratios", ratios},
+      {"ratio_one_thread_times_workers", ips / (per_core * workers)},
       {"crop_decode_images_per_s", crop.first * workers},
       {"crop_decode_per_core_images_per_s", crop.first},
       {"segmented_records_sampled", crop.second},
@@ -302,9 +385,12 @@ std::string BenchLoaderText(const nlohmann::json& j) {
              "bench loader: %d records, %d worker(s), batch %d, %dpx, %s decode, %s output, %s, %d "
              "epoch(s)\n"
              "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
-             "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %.0f/s per core x %d "
-             "workers)\n"
-             "  ratio         %.2f of the ceiling\n"
+             "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %d decoders at once, "
+             "before each epoch and after the last: median)\n"
+             "                (one decoder alone: %.0f/s; x %d = %.0f/s, of which the decoders "
+             "at once reach %.2f)\n"
+             "  ratio         %.2f of the ceiling (median of each epoch against the ceilings "
+             "around it; %.2f against one decoder x %d)\n"
              "%s"
              "%s"
              "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms "
@@ -320,9 +406,13 @@ std::string BenchLoaderText(const nlohmann::json& j) {
              j["output"].get<std::string>(),
              j["train"].get<bool>() ? "train augmentation" : "eval geometry",
              j["epochs"].get<int>(), j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
-             j["ceiling_images_per_s"].get<double>(),
+             j["ceiling_images_per_s"].get<double>(), j["ceiling_threads"].get<int>(),
              j["ceiling_per_core_images_per_s"].get<double>(), j["workers"].get<int>(),
-             j["ratio"].get<double>(),
+             j["ceiling_one_thread_times_workers_images_per_s"].get<double>(),
+             j["ceiling_images_per_s"].get<double>() /
+                 std::max(1.0, j["ceiling_one_thread_times_workers_images_per_s"].get<double>()),
+             j["ratio"].get<double>(), j["ratio_one_thread_times_workers"].get<double>(),
+             j["workers"].get<int>(),
              j["ceiling_restart_marked_records"].get<uint64_t>() == 0
                  ? std::string()
                  : absl::StrFormat("                (the ceiling decodes %d restart-marked records "
