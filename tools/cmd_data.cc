@@ -155,52 +155,118 @@ int UploadConverted(convert::ConvertSummary summary, const UploadTarget& target,
   return kExitOk;
 }
 
+// Everything `ddpio convert` parses.
+struct ConvertFlags {
+  convert::ConvertOptions o;
+  std::string src, list, from;
+  bool json = false, quiet = false, header_only = false;
+  uint64_t map_mb = 1024, decode_mb = 0;
+  StoreFlags store;
+};
+
+constexpr char kConvertFooter[] =
+    "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, "
+    "sorted\n"
+    "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs are re-written "
+    "losslessly\n"
+    "with restart markers (every 4 MCUs; checked pixel for pixel), so the loader decodes only a "
+    "crop's\n"
+    "segments; --restart-interval 0 keeps their bytes. Other formats are stored as the RGB "
+    "pixels\n"
+    "Pillow's convert('RGB') gives.\n"
+    "Examples:\n"
+    "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
+    "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out "
+    "/data/val.lmdb\n"
+    "  ddpio convert --src /data/imagenet/val --val-labels "
+    "ILSVRC2012_validation_ground_truth.txt \\\n"
+    "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
+    "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
+    "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
+    "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place "
+    "(restart markers)\n"
+    "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C\n"
+    "  ddpio convert --src DIR --out s3://BUCKET/train --create-bucket   # into an object "
+    "store:\n"
+    "      converted in a local staging folder (--stage), then uploaded as `ddpio upload` does;\n"
+    "      the store is configured as for the AWS tools (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
+    "...)";
+
+// `ddpio convert` once its flags are parsed: the combinations CLI11 cannot check, the store's
+// destination (before any work), the conversion with progress, then the summary or the upload.
+int RunConvert(ConvertFlags flags) {
+  convert::ConvertOptions* o = &flags.o;
+  const StoreFlags& store = flags.store;
+  if (flags.src.empty() == flags.list.empty())
+    return ReportUsageError("convert", "give exactly one of --src or --list");
+  if (o->out.empty() && flags.from != "dataset") {
+    return ReportUsageError(
+        "convert", "--out is required (only --from dataset may omit it, to upgrade in place)");
+  }
+  if (flags.from == "caffe-lmdb" && (flags.src.empty() || !o->val_labels.empty())) {
+    return ReportUsageError("convert",
+                            "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
+  }
+  if (!o->val_labels.empty() && flags.src.empty()) {
+    return ReportUsageError("convert", "--val-labels labels the flat folder given with --src");
+  }
+  if (flags.from == "dataset" && (flags.src.empty() || !o->val_labels.empty())) {
+    return ReportUsageError("convert",
+                            "--from dataset needs --src DATASET (and no --list or --val-labels)");
+  }
+  std::optional<UploadTarget> target;
+  if (absl::StartsWith(o->out, "s3://")) {
+    absl::StatusOr<UploadTarget> t = CheckUploadTarget(o->out);
+    if (!t.ok()) return ReportUsageError("convert", std::string(t.status().message()));
+    target = *std::move(t);
+    o->out = store.stage.empty() ? DefaultStage(target->url) : store.stage;
+    if (!flags.quiet && !flags.json)
+      std::cerr << "convert: into " << o->out << ", then up to " << target->url.ToString() << "\n";
+  } else if (!store.stage.empty() || store.keep || store.create_bucket || store.overwrite) {
+    return ReportUsageError(
+        "convert", "--stage, --keep-stage, --create-bucket and --overwrite go with --out s3://");
+  }
+  o->full_decode = !flags.header_only;
+  o->writer.initial_map_size = flags.map_mb << 20;
+  o->max_decode_bytes = flags.decode_mb << 20;
+  absl::StatusOr<convert::SourceKind> kind = convert::ParseSourceKind(flags.from);
+  if (!kind.ok()) return ReportUsageError("convert", std::string(kind.status().message()));
+  o->source = flags.list.empty() ? flags.src : flags.list;
+  o->source_kind = flags.list.empty() ? *kind : convert::SourceKind::kList;
+  std::unique_ptr<Progress> progress;  // made once the total is known
+  auto summary = convert::Convert(*o, [&](const convert::ConvertProgress& p) {
+    if (progress == nullptr)
+      progress = std::make_unique<Progress>("convert", p.entries_total, !flags.quiet);
+    if (p.final) {
+      progress->Finish(p.entries_done);
+    } else {
+      progress->Update(p.entries_done);
+    }
+    return true;
+  });
+  if (!summary.ok()) return ReportError("convert", summary.status());
+  if (!target) {
+    PrintConvertSummary(*summary, flags.json);
+    return kExitOk;
+  }
+  return UploadConverted(*summary, *target, store, flags.quiet, flags.json);
+}
+
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("convert",
                                   "Convert an ImageFolder, a list file, an ImageNet validation "
                                   "folder or a Caffe LMDB into a ddpio dataset");
-  app->footer(
-      "Samples, labels and order follow torchvision.datasets.ImageFolder (sorted class folders, "
-      "sorted\n"
-      "files; .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case). JPEGs are re-written "
-      "losslessly\n"
-      "with restart markers (every 4 MCUs; checked pixel for pixel), so the loader decodes only a "
-      "crop's\n"
-      "segments; --restart-interval 0 keeps their bytes. Other formats are stored as the RGB "
-      "pixels\n"
-      "Pillow's convert('RGB') gives.\n"
-      "Examples:\n"
-      "  ddpio convert --src /data/imagenet/train --out /data/train.lmdb --threads 8\n"
-      "  ddpio convert --src /data/imagenet/val --val-labels LOC_val_solution.csv --out "
-      "/data/val.lmdb\n"
-      "  ddpio convert --src /data/imagenet/val --val-labels "
-      "ILSVRC2012_validation_ground_truth.txt \\\n"
-      "                --synsets map_clsloc.txt --out /data/val.lmdb\n"
-      "  ddpio convert --list train.txt --root /data/images --out /data/train.lmdb\n"
-      "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
-      "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place "
-      "(restart markers)\n"
-      "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C\n"
-      "  ddpio convert --src DIR --out s3://BUCKET/train --create-bucket   # into an object "
-      "store:\n"
-      "      converted in a local staging folder (--stage), then uploaded as `ddpio upload` does;\n"
-      "      the store is configured as for the AWS tools (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, "
-      "...)");
-  auto o = std::make_shared<convert::ConvertOptions>();
-  auto src = std::make_shared<std::string>();
-  auto list = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  auto quiet = std::make_shared<bool>(false);
-  auto header_only = std::make_shared<bool>(false);
-  auto map_mb = std::make_shared<uint64_t>(1024);
-  auto decode_mb = std::make_shared<uint64_t>(o->max_decode_bytes >> 20);
-  auto from = std::make_shared<std::string>(convert::SourceKindName(o->source_kind));
+  app->footer(kConvertFooter);
+  auto f = std::make_shared<ConvertFlags>();
+  convert::ConvertOptions* o = &f->o;
+  f->decode_mb = o->max_decode_bytes >> 20;
+  f->from = convert::SourceKindName(o->source_kind);
   auto* src_opt = app->add_option(
-      "--src", *src,
+      "--src", f->src,
       "ImageFolder root (one sub-folder per class), a flat validation folder "
       "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
   app->add_option(
-         "--from", *from,
+         "--from", f->from,
          "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio "
          "dataset, "
          "rewritten with this run's options: into --out, or in place without --out, resumable)")
@@ -215,7 +281,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
          "With the devkit's ground truth: its ID order, as map_clsloc.txt or one wnid per line")
       ->needs(labels_opt);
   auto* list_opt =
-      app->add_option("--list", *list, "List file of 'relative/path label' lines (Caffe style)");
+      app->add_option("--list", f->list, "List file of 'relative/path label' lines (Caffe style)");
   src_opt->excludes(list_opt);
   labels_opt->excludes(list_opt);
   app->add_option("--root", o->list_root,
@@ -224,7 +290,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option(
       "--out", o->out,
       "Dataset to create (a directory, or a file with --single-file), or s3://BUCKET/PREFIX");
-  auto store = std::make_shared<StoreFlags>();
+  StoreFlags* store = &f->store;
   app->add_option("--stage", store->stage,
                   "With --out s3://: the local folder converted into before the upload (default: "
                   "$TMPDIR or /var/tmp, ddpio-stage-BUCKET-PREFIX; --resume continues it)");
@@ -239,7 +305,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_flag(
       "--skip-invalid", o->skip_invalid,
       "Skip unreadable, non-JPEG or corrupt files (listed in the summary) instead of stopping");
-  app->add_flag("--header-only", *header_only,
+  app->add_flag("--header-only", f->header_only,
                 "Validate JPEG headers only, not a full decode (faster; corrupt data found later)");
   auto* max_side =
       app->add_option(
@@ -269,7 +335,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   app->add_option("--batch-records", o->writer.batch_records, "Records per committed transaction")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  app->add_option("--max-decode-mb", *decode_mb,
+  app->add_option("--max-decode-mb", f->decode_mb,
                   "Most memory, in MiB, one thread may use to decode a PNG, TIFF, BMP, WebP or PPM "
                   "image (estimated "
                   "from its header before decoding); larger images are refused (skip them with "
@@ -277,74 +343,13 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
                   "decoding memory is about --threads x N")
       ->capture_default_str()
       ->check(CLI::Range(16, 1 << 20));
-  app->add_option("--map-size-mb", *map_mb, "Initial LMDB map size in MiB (grows automatically)")
+  app->add_option("--map-size-mb", f->map_mb, "Initial LMDB map size in MiB (grows automatically)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  AddJsonFlag(app, json.get());
-  app->add_flag("--quiet", *quiet, "No progress on stderr");
-  commands->push_back(
-      {app, [=] {
-         if (src->empty() == list->empty())
-           return ReportUsageError("convert", "give exactly one of --src or --list");
-         if (o->out.empty() && *from != "dataset") {
-           return ReportUsageError(
-               "convert",
-               "--out is required (only --from dataset may omit it, to upgrade in place)");
-         }
-         if (*from == "caffe-lmdb" && (src->empty() || !o->val_labels.empty())) {
-           return ReportUsageError(
-               "convert", "--from caffe-lmdb needs --src LMDB (and no --list or --val-labels)");
-         }
-         if (!o->val_labels.empty() && src->empty()) {
-           return ReportUsageError("convert",
-                                   "--val-labels labels the flat folder given with --src");
-         }
-         if (*from == "dataset" && (src->empty() || !o->val_labels.empty())) {
-           return ReportUsageError(
-               "convert", "--from dataset needs --src DATASET (and no --list or --val-labels)");
-         }
-         std::optional<UploadTarget> target;
-         if (absl::StartsWith(o->out, "s3://")) {
-           absl::StatusOr<UploadTarget> t = CheckUploadTarget(o->out);
-           if (!t.ok()) return ReportUsageError("convert", std::string(t.status().message()));
-           target = *std::move(t);
-           o->out = store->stage.empty() ? DefaultStage(target->url) : store->stage;
-           if (!*quiet && !*json)
-             std::cerr << "convert: into " << o->out << ", then up to " << target->url.ToString()
-                       << "\n";
-         } else if (!store->stage.empty() || store->keep || store->create_bucket ||
-                    store->overwrite) {
-           return ReportUsageError(
-               "convert",
-               "--stage, --keep-stage, --create-bucket and --overwrite go with --out s3://");
-         }
-         o->full_decode = !*header_only;
-         o->writer.initial_map_size = *map_mb << 20;
-         o->max_decode_bytes = *decode_mb << 20;
-         absl::StatusOr<convert::SourceKind> kind = convert::ParseSourceKind(*from);
-         if (!kind.ok()) return ReportUsageError("convert", std::string(kind.status().message()));
-         o->source = list->empty() ? *src : *list;
-         o->source_kind = list->empty() ? *kind : convert::SourceKind::kList;
-         std::unique_ptr<Progress> progress;  // made once the total is known
-         auto summary = convert::Convert(*o, [&](const convert::ConvertProgress& p) {
-           if (progress == nullptr)
-             progress = std::make_unique<Progress>("convert", p.entries_total, !*quiet);
-           if (p.final) {
-             progress->Finish(p.entries_done);
-           } else {
-             progress->Update(p.entries_done);
-           }
-           return true;
-         });
-         if (!summary.ok()) return ReportError("convert", summary.status());
-         if (!target) {
-           PrintConvertSummary(*summary, *json);
-           return kExitOk;
-         }
-         return UploadConverted(*summary, *target, *store, *quiet, *json);
-       }});
+  AddJsonFlag(app, &f->json);
+  app->add_flag("--quiet", f->quiet, "No progress on stderr");
+  commands->push_back({app, [f] { return RunConvert(*f); }});
 }
-
 void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("inspect", "Describe a dataset; --verify checks every record");
   app->footer(
