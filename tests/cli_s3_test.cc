@@ -124,6 +124,29 @@ TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
 
 // Replicate over the store: each group's two members get the group's stream, the sampler's, and
 // the records come from the store to the leaders alone (peers read the manifest, no record).
+// --cache-dir: the first run fills the folder from the store, a second process reads every record
+// from it (no record fetched, the same digest); --cache-gb is checked as the command line is.
+TEST_F(CliS3, ACacheFolderServesTheNextRun) {
+  ASSERT_EQ(RunDdpio({"upload", dir_.Sub("db"), url_, "--quiet"}).exit_code, 0);
+  const std::string cache = dir_.Sub("cache");
+  auto first = RunDdpio({"inspect", url_, "--verify", "--cache-dir", cache, "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto f = nlohmann::json::parse(LastLine(first.out));
+  EXPECT_EQ(f["store"]["records_fetched"], 60);
+  EXPECT_EQ(f["store"]["disk_hits"], 0);
+  auto second = RunDdpio({"inspect", url_, "--verify", "--cache-dir", cache, "--json"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto s = nlohmann::json::parse(LastLine(second.out));
+  EXPECT_EQ(s["store"]["records_fetched"], 0) << "the folder did not serve the second run";
+  EXPECT_EQ(s["store"]["disk_hits"], 60);
+  EXPECT_EQ(s["content_digest"], f["content_digest"]);
+  // Without the flag nothing is read from the folder.
+  auto without = RunDdpio({"inspect", url_, "--verify", "--json"});
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(nlohmann::json::parse(LastLine(without.out))["store"]["records_fetched"], 60);
+  EXPECT_EQ(RunDdpio({"inspect", url_, "--cache-dir", cache, "--cache-gb", "0"}).exit_code, 2);
+}
+
 TEST_F(CliS3, GroupFeedingFromTheStoreOnlyLeadersFetchRecords) {
   ASSERT_EQ(RunDdpio({"upload", dir_.Sub("db"), url_, "--quiet"}).exit_code, 0);
   auto r = RunDdpio({"launch",

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/pipeline/pipeline_options.h"
@@ -111,6 +112,23 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
   app->add_flag("--json", *json,
                 per_rank ? "Print one JSON object per rank as its last stdout line"
                          : "Print one JSON object as the last stdout line");
+}
+
+void AddCacheFlags(CLI::App* app) {
+  app->add_option_function<std::string>(
+         "--cache-dir",
+         [](const std::string& dir) { ::setenv("DDPIO_S3_CACHE_DIR", dir.c_str(), 1); },
+         "With an s3:// dataset: a local folder of fetched records, read by later epochs and "
+         "later runs instead of the store (the same as DDPIO_S3_CACHE_DIR; safe to share between "
+         "ranks and jobs)")
+      ->type_name("DIR");
+  app->add_option_function<double>(
+         "--cache-gb",
+         [](double gb) { ::setenv("DDPIO_S3_CACHE_GB", absl::StrCat(gb).c_str(), 1); },
+         "With --cache-dir: its budget in GiB, oldest records evicted first (default 16; the same "
+         "as DDPIO_S3_CACHE_GB)")
+      ->check(CLI::PositiveNumber)
+      ->type_name("GB");
 }
 
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {

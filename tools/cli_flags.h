@@ -82,6 +82,13 @@ void AddLoaderFlags(CLI::App* app, PipelineOptions* options);
 void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what);
 // --json: `per_rank` when every rank prints its own object.
 void AddJsonFlag(CLI::App* app, bool* json, bool per_rank = false);
+
+// --cache-dir DIR and --cache-gb N for a dataset in an object store (s3://): a local folder of
+// fetched records that later epochs and later processes read instead of the store, and its
+// budget. They set DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB for this process (what the library
+// reads, so the Pipeline, the trainer and every reader of the command see the same), and are
+// ignored for a local dataset.
+void AddCacheFlags(CLI::App* app);
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
 // The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead, --depth.

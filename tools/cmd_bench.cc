@@ -29,6 +29,7 @@ void AddBenchStorage(CLI::App* bench, std::vector<Command>* commands) {
   auto order = std::make_shared<std::string>("sequential");
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
+  AddCacheFlags(app);
   app->add_option("--order", *order, "Record order")
       ->capture_default_str()
       ->check(CLI::IsMember({"sequential", "random"}));
@@ -81,6 +82,7 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   auto output = std::make_shared<std::string>("uint8");
   auto eval = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
+  AddCacheFlags(app);
   AddLoaderFlags(app, &o->loader);
   app->add_option("--prefetch", o->loader.prefetch, "Batches prefetched")
       ->capture_default_str()
@@ -165,6 +167,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   p->batch_size = 64;
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", p->data, "Dataset path (opened by group leaders only)")->required();
+  AddCacheFlags(app);
   app->add_option("--group-size", p->group_size,
                   "Ranks per group; its leader reads for all of them")
       ->capture_default_str()

@@ -362,6 +362,7 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   auto get = std::make_shared<int64_t>(-1);
   auto out = std::make_shared<std::string>();
   app->add_option("db", o->path, "Dataset path")->required();
+  AddCacheFlags(app);
   app->add_flag("--verify", o->verify,
                 "Check every record's checksum; list bad records; exit 1 if any");
   app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
