@@ -179,8 +179,8 @@ class Sweep:
                 self.measure("readahead", self.cfg(group_size=r, read_ahead=ra, **limits))
 
     def store(self):
-        """The object store behind 100 Mbit/s and 1 Gbit/s (4 nodes x 2 ranks: the issue's
-        setting): replicate G=2R with every member fetching against the leader fetching, the
+        """The object store behind 100 Mbit/s and 1 Gbit/s (with the default 4 nodes x 2
+        ranks): replicate G=2R with every member fetching against the leader fetching, the
         payload decoded and encoded; interleaved rounds, medians."""
         g = 2 * self.args.ranks_per_node
         base = dict(mode="replicate", layout="strided", group_size=g)
