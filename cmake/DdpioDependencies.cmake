@@ -70,7 +70,7 @@ if(DDPIO_HAVE_CUDA AND TARGET CUDA::cublas AND CUDAToolkit_NVCC_EXECUTABLE AND E
 endif()
 message(STATUS "ddpio: CUDA ${DDPIO_HAVE_CUDA}, NCCL ${DDPIO_HAVE_NCCL}, device model ${DDPIO_HAVE_DEVICE_MODEL}")
 
-# The NCCL stand-in tests (tests/nccl_standin) need only the headers nccl.h and
+# The NCCL stand-in tests (tests/gpu_standin) need only the headers nccl.h and
 # cuda_runtime_api.h, not the libraries: found even when DDPIO_WITH_CUDA/NCCL are OFF, so the
 # NCCL backend's logic is tested in every preset that has the headers.
 find_path(DDPIO_NCCL_HEADERS nccl.h

@@ -19,7 +19,6 @@
 #include "ddpio/storage/dataset_reader.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
-#include "tests/support/fake_cuda.h"
 #include "tests/support/feeder_checks.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -635,54 +634,6 @@ TEST(GroupFeeder, MembersMustAgreeOnTheNormalisation) {
     if (rank == 3) o.loader.mean[0] = 0.5f;    // group [2, 3]
   });
   EXPECT_EQ(codes, (std::vector<int>{1, 1, 1, 1}));
-}
-
-// With a CUDA runtime (the fake: "device" memory is host memory) every rank's loader stages its
-// batches on the device — peers too, from the records they receive: the device bytes are the
-// batch's, each copy recorded and waited for before the batch is handed out, and every device
-// buffer is freed with the feeder.
-TEST(GroupFeeder, BatchesAreStagedOnTheDeviceOfEveryRank) {
-  ddpio::testing::TempDir dir;
-  FeedSetup s;
-  s.data = dir.Sub("data");
-  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 45, 30));  // 3 batches per rank
-  s.options = SmallOptions();
-  s.options.loader.copy_to_device = true;
-  auto codes = RunFeed(s, "device", [&](comm::Job& job) {
-    ddpio::testing::FakeCuda cuda;
-    FeederOptions o = s.options;
-    o.cuda = &cuda;
-    std::unique_ptr<storage::DatasetReader> reader;
-    int batches = 0;
-    {
-      auto feeder = JoinFeeder(job, s, o, &reader);
-      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
-      for (;;) {
-        auto b = (*feeder)->Next();
-        if (absl::IsOutOfRange(b.status())) break;
-        if (!b.ok()) return 5;
-        if (b->device_data == nullptr || std::memcmp(b->device_data, b->data, b->bytes) != 0)
-          return 6;
-        ++batches;
-      }
-      if (cuda.copies != batches || cuda.waits != batches || cuda.waits_on_unrecorded != 0)
-        return 7;
-    }
-    if (cuda.device_allocs == 0 || cuda.device_allocs != cuda.device_frees) return 8;
-    return batches == 3 ? 0 : 9;
-  });
-  EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
-}
-
-// Decoded batches arrive ready in host buffers: asking for device copies there is refused.
-TEST(GroupFeeder, DeviceCopiesNeedTheEncodedPayload) {
-  static ddpio::testing::FakeCuda cuda;
-  auto codes = CreateWithSettings("device-decoded", [](int, FeederOptions& o) {
-    o.payload = FeedPayload::kDecoded;
-    o.loader.copy_to_device = true;
-    o.cuda = &cuda;
-  });
-  EXPECT_EQ(codes, std::vector<int>(kWorld, 1));
 }
 
 }  // namespace

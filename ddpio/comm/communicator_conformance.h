@@ -1,5 +1,5 @@
 // The behaviour every Communicator backend must show, as test bodies run against a factory:
-// gloo_communicator_test.cc runs them on GlooCommunicator, tests/nccl_standin on the NCCL
+// gloo_communicator_test.cc runs them on GlooCommunicator, tests/gpu_standin on the NCCL
 // backend linked against the stand-in. Each forks real rank processes that meet through a
 // TcpStoreServer of the test process and talk over loopback.
 //

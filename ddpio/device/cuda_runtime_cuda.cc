@@ -1,5 +1,5 @@
 // Compiled with the CUDA runtime's headers; linked against libcudart in ddpio and against the
-// stand-in in tests/nccl_standin.
+// stand-in in tests/gpu_standin.
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"

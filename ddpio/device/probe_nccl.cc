@@ -1,4 +1,4 @@
-// Compiled with nccl.h; linked against libnccl in ddpio and the stand-in in tests/nccl_standin.
+// Compiled with nccl.h; linked against libnccl in ddpio and the stand-in in tests/gpu_standin.
 #include <nccl.h>
 
 #include "ddpio/device/probe.h"

@@ -1,10 +1,8 @@
 #include "ddpio/loader/host_memory.h"
 
 #include <cstring>
-#include <map>
 
 #include "gtest/gtest.h"
-#include "tests/support/fake_cuda.h"
 #include "tests/support/status_matchers.h"
 
 namespace ddpio::loader {
@@ -18,18 +16,6 @@ TEST(HostMemory, WithoutCudaItIsLockedOrPlainAndWritable) {
   EXPECT_EQ(b.data()[12345], 0xAB);
   ASSERT_OK_AND_ASSIGN(HostBuffer plain, AllocateHostBuffer(100, nullptr, /*try_lock=*/false));
   EXPECT_EQ(plain.kind(), HostMemoryKind::kPlain);
-}
-
-TEST(HostMemory, WithACudaDeviceItIsPinnedAndFreedByCuda) {
-  testing::FakeCuda cuda;
-  {
-    ASSERT_OK_AND_ASSIGN(HostBuffer b, AllocateHostBuffer(4096, &cuda));
-    EXPECT_EQ(b.kind(), HostMemoryKind::kCudaPinned);
-    EXPECT_EQ(cuda.host_allocs, 1);
-    HostBuffer moved = std::move(b);
-    EXPECT_EQ(cuda.host_frees, 0);
-  }
-  EXPECT_EQ(cuda.host_frees, 1);  // exactly once, despite the move
 }
 
 }  // namespace

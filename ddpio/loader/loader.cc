@@ -190,8 +190,14 @@ absl::StatusOr<std::unique_ptr<Loader::Slot>> Loader::MakeSlot() const {
 
 Loader::~Loader() {
   StopEpoch();
-  // The slots go with the pool, when the last held batch is released.
-  if (stream_ != nullptr) cuda_->DestroyStream(stream_);
+  // The slots go with the pool, when the last held batch is released: copies into them that
+  // workers queued for batches never handed out must be done before then.
+  if (stream_ != nullptr) {
+    if (absl::Status st = cuda_->SyncStream(stream_); !st.ok()) {
+      DDPIO_LOG(WARNING) << "loader: waiting for the device copies at shutdown: " << st;
+    }
+    cuda_->DestroyStream(stream_);
+  }
 }
 
 absl::StatusOr<int> Loader::TakeSlot() {

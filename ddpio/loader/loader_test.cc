@@ -4,13 +4,11 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
-#include "tests/support/fake_cuda.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
@@ -284,34 +282,6 @@ TEST_F(LoaderTest, FloatOutputIsNormalisedNchwOfTheUint8Pixels) {
   }
 }
 
-TEST_F(LoaderTest, CopiesBatchesToTheDeviceAndWaitsBeforeHandingThemOut) {
-  Open(30);
-  testing::FakeCuda cuda;
-  LoaderOptions o = Options(2);
-  o.copy_to_device = true;
-  {
-    ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o, &cuda));
-    EXPECT_EQ(l->stats().memory, HostMemoryKind::kCudaPinned);
-    ASSERT_OK(l->StartEpoch(0));
-    int batches = 0;
-    for (;;) {
-      auto b = l->Next();
-      if (absl::IsOutOfRange(b.status())) break;
-      ASSERT_OK(b);
-      ASSERT_NE(b->device_data, nullptr);
-      EXPECT_EQ(std::memcmp(b->device_data, b->data, b->bytes), 0);
-      ++batches;
-    }
-    EXPECT_EQ(batches, 4);
-    EXPECT_EQ(cuda.copies, 4);
-    EXPECT_EQ(cuda.waits, 4);
-    EXPECT_EQ(cuda.waits_on_unrecorded, 0);  // every wait follows its record
-  }
-  EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
-  EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
-  EXPECT_TRUE(cuda.events.empty());
-}
-
 // Held batches are the slots themselves: while the consumer keeps them later batches go to other
 // slots (none of the held bytes, labels or indices change, no two held batches share a slot),
 // and the pool grows for them, never past max(prefetch, workers) + held_batches.
@@ -510,34 +480,6 @@ TEST_F(LoaderTest, HeldBatchOutlivesTheEpochAndTheLoader) {
   EXPECT_EQ(k2.held.batch.epoch, 2u);
 }
 
-// With a device copy the held batch's device buffer outlives the loader too, and everything is
-// freed once the last hold is dropped (the CudaRuntime outlives the holds).
-TEST_F(LoaderTest, HeldDeviceBatchIsFreedWithItsLastHold) {
-  Open(30);
-  testing::FakeCuda cuda;
-  LoaderOptions o = Options(2);
-  o.copy_to_device = true;
-  o.held_batches = 2;
-  {
-    Kept k;
-    {
-      ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o, &cuda));
-      ASSERT_OK(l->StartEpoch(0));
-      ASSERT_OK_AND_ASSIGN(HeldBatch h, l->NextHeld());
-      k = Keep(std::move(h));
-      ASSERT_OK(l->Next());
-    }  // destroyed mid-epoch
-    ASSERT_NE(k.held.batch.device_data, nullptr);
-    EXPECT_TRUE(Unchanged(k));
-    EXPECT_EQ(std::memcmp(k.held.batch.device_data, k.data.data(), k.data.size()), 0);
-    EXPECT_GT(cuda.device_allocs, cuda.device_frees);  // the held slot's device buffer is alive
-    EXPECT_GT(cuda.host_allocs, cuda.host_frees);
-  }
-  EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
-  EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
-  EXPECT_TRUE(cuda.events.empty());
-}
-
 // Holding every batch of the epoch is within the limit: asking for one more is the end of the
 // epoch (OutOfRange), not a wait for a release that is not needed.
 TEST_F(LoaderTest, HoldingTheWholeEpochStillEndsIt) {
@@ -570,36 +512,6 @@ TEST_F(LoaderTest, NextHoldsOneBatchOfTheLimit) {
   EXPECT_CODE(over, kResourceExhausted);
   ASSERT_OK_AND_ASSIGN(Batch b, l->Next());
   EXPECT_EQ(b.step, 1u);
-}
-
-// Pinned host memory that runs out after `budget` buffers.
-class ScarceCuda : public testing::FakeCuda {
- public:
-  explicit ScarceCuda(int budget) : budget_(budget) {}
-  absl::Status HostAlloc(void** ptr, size_t bytes) override {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      if (host_allocs >= budget_) return absl::ResourceExhaustedError("out of pinned memory");
-    }
-    return FakeCuda::HostAlloc(ptr, bytes);
-  }
-
- private:
-  const int budget_;
-};
-
-// Slot memory running out while the pool is built is ResourceExhausted from Create, with
-// whatever was allocated given back (the half-built loader is destroyed on the way out).
-TEST_F(LoaderTest, SlotMemoryRunningOutAtCreateIsResourceExhausted) {
-  Open(10);
-  ScarceCuda cuda(/*budget=*/1);
-  LoaderOptions o = Options(2);
-  o.copy_to_device = true;
-  EXPECT_CODE(Loader::Create(reader_.get(), Sampler(), 0, o, &cuda), kResourceExhausted);
-  EXPECT_EQ(cuda.host_allocs, 1);
-  EXPECT_EQ(cuda.host_allocs, cuda.host_frees);
-  EXPECT_EQ(cuda.device_allocs, cuda.device_frees);
-  EXPECT_TRUE(cuda.events.empty());
 }
 
 TEST_F(LoaderTest, HeldBatchesMustBePositive) {

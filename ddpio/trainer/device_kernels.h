@@ -1,6 +1,6 @@
 // The element-wise steps of the device trainer's model, as C functions that enqueue a kernel on a
 // stream and return the launch error. Defined in device_kernels.cu (nvcc, CUDA builds) and, for
-// tests on machines without a GPU, by a host stand-in (tests/nccl_standin/kernels_standin.cc)
+// tests on machines without a GPU, by a host stand-in (tests/gpu_standin/kernels_standin.cc)
 // that runs the same arithmetic on the stream's thread — the pattern of the NCCL stand-in: the
 // symbols are bound at link time.
 //

@@ -1,6 +1,6 @@
 // The arithmetic of the device trainer's element-wise steps, one element (or one row) at a time,
 // written once for both compilers: nvcc compiles it into the kernels (device_kernels.cu) and the
-// host compiler into the test stand-in (tests/nccl_standin/kernels_standin.cc), so the stand-in
+// host compiler into the test stand-in (tests/gpu_standin/kernels_standin.cc), so the stand-in
 // runs the very code a GPU runs, only launched differently. Each function mirrors the CPU Mlp's
 // and Sgd's expressions operation for operation.
 #ifndef DDPIO_TRAINER_DEVICE_MATH_H_

@@ -5,7 +5,7 @@
 // (TakeLoss, GradientsFinite, Predict, copies to the host).
 //
 // Same layout, initialisation (the caller passes an Mlp's parameters) and arithmetic as Mlp:
-// through the stand-ins (tests/nccl_standin) the two agree bit for bit; on a GPU they agree to
+// through the stand-ins (tests/gpu_standin) the two agree bit for bit; on a GPU they agree to
 // the last place of exp/log and of cuBLAS's summation order.
 //
 // Backward records an event on the model's stream after each layer's gradients and then calls

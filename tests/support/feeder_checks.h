@@ -1,6 +1,6 @@
 // What the group feeder's multi-rank tests check, shared by the tests over Gloo
 // (ddpio/broadcast/group_feeder_test.cc) and over NCCL through the stand-in
-// (tests/nccl_standin/nccl_feeder_test.cc). Header-only: each test links the feeder itself.
+// (tests/gpu_standin/nccl_feeder_test.cc). Header-only: each test links the feeder itself.
 #ifndef DDPIO_TESTS_SUPPORT_FEEDER_CHECKS_H_
 #define DDPIO_TESTS_SUPPORT_FEEDER_CHECKS_H_
 

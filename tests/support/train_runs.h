@@ -1,6 +1,6 @@
 // Running the bundled trainer on real rank processes and reading back what each rank ended with;
 // shared by the trainer's tests over Gloo (ddpio/trainer/trainer_test.cc) and on the device
-// through the stand-ins (tests/nccl_standin/device_trainer_test.cc). Header-only.
+// through the stand-ins (tests/gpu_standin/device_trainer_test.cc). Header-only.
 #ifndef DDPIO_TESTS_SUPPORT_TRAIN_RUNS_H_
 #define DDPIO_TESTS_SUPPORT_TRAIN_RUNS_H_
 

@@ -1,5 +1,5 @@
 // The only file that calls NCCL by name. Linked into ddpio against libnccl, and into the stand-in
-// tests against tests/nccl_standin.
+// tests against tests/gpu_standin.
 #include "ddpio/comm/nccl/nccl_api.h"
 
 namespace ddpio::comm {

@@ -1,31 +1,26 @@
-// Test-only stand-in for the NCCL and CUDA runtime functions ddpio's NCCL backend calls: "device"
-// memory is host memory, a stream is a thread running its queue in order, and the collectives
-// run over Gloo on loopback. Linked into the NCCL backend tests in place of libnccl/libcudart, so
-// multi-rank tests run the backend's own logic (unique-id exchange, non-blocking init, polling,
-// asynchronous errors, abort) on CPU. Never installed, never linked into ddpio.
+// Test-only stand-in for the NCCL functions ddpio's NCCL backend calls: the collectives run over
+// Gloo on loopback, on the CUDA stand-in's streams (cuda_standin.cc). Linked into the NCCL backend
+// tests in place of libnccl, so multi-rank tests run the backend's own logic (unique-id exchange,
+// non-blocking init, polling, asynchronous errors, abort) on CPU. Never installed, never linked
+// into ddpio.
 //
-// It includes the real nccl.h and cuda_runtime_api.h, so a signature that drifts from the real
-// libraries fails to compile. What it models of the real semantics:
+// It includes the real nccl.h, so a signature that drifts from the real library fails to compile.
+// What it models of the real semantics:
 //   - ncclGetUniqueId starts a rendezvous server in the calling process; the id carries its port
 //     and a random token (like NCCL's id carries the root's bootstrap address);
 //   - a non-blocking communicator (config.blocking = 0) initialises in the background:
 //     ncclCommInitRankConfig returns ncclInProgress and ncclCommGetAsyncError reports
 //     ncclInProgress until it is done;
-//   - operations are enqueued on the stream and run later; cudaStreamQuery says cudaErrorNotReady
-//     while they run; a peer's failure shows as ncclRemoteError from ncclCommGetAsyncError (the
-//     stream itself completes, as a real NCCL kernel does once the communicator is aborted);
+//   - operations are enqueued on the stream and run later; a peer's failure shows as
+//     ncclRemoteError from ncclCommGetAsyncError (the stream itself completes, as a real NCCL
+//     kernel does once the communicator is aborted);
 //   - ncclCommAbort closes the connections, which makes operations still waiting on peers fail,
-//     and returns at once; cudaStreamDestroy does not wait for work still queued;
-//   - ncclGroupStart/End: the sends and receives of a group are posted together, then waited for;
-//   - events: cudaEventRecord puts a numbered marker on the stream; cudaStreamWaitEvent makes the
-//     waiting stream's later work wait for the marker recorded last before the call, so a copy
-//     on one stream really is ordered before a send on another.
-// Environment: DDPIO_NCCL_STANDIN_DEVICES = number of devices (default 1; 0 → cudaErrorNoDevice;
-// "nodriver" → cudaErrorInsufficientDriver); DDPIO_NCCL_STANDIN_DEVICE_BYTES = device memory.
+//     and returns at once;
+//   - ncclGroupStart/End: the sends and receives of a group are posted together, then waited for.
 // Supported subset: AllReduce of float32 with sum or avg (avg as NCCL's PreMulSum: each input
-// times float(1/n), then summed); the data types' sizes below. Every buffer handed to a
-// collective, a copy, cuBLAS or a kernel must be what cudaMalloc returned (or lie inside it) on
-// the device side: host memory is refused, as the real libraries would fault on it.
+// times float(1/n), then summed); the data types' sizes below. Every buffer must be device memory
+// (cudaMalloc's, standin.h's IsDeviceMemory): host memory is refused.
+
 #include <cuda_runtime_api.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -54,49 +49,12 @@
 #include "ddpio/comm/internal/gloo_store.h"
 #include "ddpio/comm/internal/socket.h"
 #include "ddpio/comm/tcp_store.h"
-#include "tests/nccl_standin/standin_stream.h"
+#include "tests/gpu_standin/standin.h"
 
 namespace {
 
 constexpr char kIdMagic[] = "DDPIO-NCCL-STANDIN";
 constexpr std::chrono::minutes kGlooTimeout(10);  // the backend's own timeout + abort governs
-constexpr std::chrono::microseconds kCopyLatency(200);
-
-// A queue of host tasks run in order by one thread; shared with that thread, so destroying the
-// stream never waits for it.
-struct StreamState {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
-  bool running = false;
-  bool stop = false;
-
-  static void Loop(std::shared_ptr<StreamState> s) {
-    std::unique_lock<std::mutex> lock(s->mu);
-    for (;;) {
-      s->cv.wait(lock, [&] { return s->stop || !s->queue.empty(); });
-      if (s->queue.empty()) return;
-      auto task = std::move(s->queue.front());
-      s->queue.pop_front();
-      s->running = true;
-      lock.unlock();
-      task();
-      lock.lock();
-      s->running = false;
-    }
-  }
-  void Push(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      queue.push_back(std::move(task));
-    }
-    cv.notify_all();
-  }
-  bool Idle() {
-    std::lock_guard<std::mutex> lock(mu);
-    return queue.empty() && !running;
-  }
-};
 
 struct CommState {
   int rank = 0;
@@ -175,77 +133,22 @@ std::mutex servers_mu;
 std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>* servers =
     new std::map<std::string, std::unique_ptr<ddpio::comm::TcpStoreServer>>();
 
-// "Device" memory: what cudaMalloc handed out, so that the collectives, copies, cuBLAS and the
-// kernels refuse host memory, on which the real ones would fault.
-std::mutex device_mu;
-std::map<uintptr_t, size_t>* device_ranges = new std::map<uintptr_t, size_t>();
-
-bool IsDevice(const void* p, size_t bytes) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> lock(device_mu);
-  auto it = device_ranges->upper_bound(a);
-  if (it == device_ranges->begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
-}
-
-int DeviceCount(cudaError_t* err) {
-  const char* env = std::getenv("DDPIO_NCCL_STANDIN_DEVICES");
-  std::string v = env == nullptr ? "1" : env;
-  if (v == "nodriver") {
-    *err = cudaErrorInsufficientDriver;
-    return 0;
-  }
-  int n = std::atoi(v.c_str());
-  *err = n > 0 ? cudaSuccess : cudaErrorNoDevice;
-  return n;
-}
+bool IsDevice(const void* p, size_t bytes) { return ddpio::standin::IsDeviceMemory(p, bytes); }
 
 ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t type, int peer,
                           ncclComm_t comm, cudaStream_t stream);
 
 }  // namespace
 
-struct CUstream_st {
-  std::shared_ptr<StreamState> state;
-};
-
 struct ncclComm {
   std::shared_ptr<CommState> state;
 };
 
-// An event: each record is a numbered marker its stream completes in order; a wait (host or
-// stream) is for the number recorded when the wait was made, as CUDA specifies.
-// The state is shared with the stream tasks that complete or wait for it, so destroying an
-// event with work pending (which CUDA allows) frees nothing still in use.
-struct EventState {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t recorded = 0;
-  uint64_t completed = 0;
-};
-struct CUevent_st {
-  std::shared_ptr<EventState> state;
-};
-
 namespace {
-
-StreamState& DefaultStream() {
-  static auto* s = [] {
-    auto st = std::make_shared<StreamState>();
-    std::thread(StreamState::Loop, st).detach();
-    return new std::shared_ptr<StreamState>(st);
-  }();
-  return **s;
-}
-
-StreamState& StateOf(cudaStream_t stream) {
-  return stream == nullptr ? DefaultStream() : *stream->state;
-}
 
 void Enqueue(cudaStream_t stream, std::shared_ptr<CommState> comm,
              std::function<void(const std::shared_ptr<gloo::rendezvous::Context>&)> op) {
-  StateOf(stream).Push([comm, op = std::move(op)] {
+  ddpio::standin::Enqueue(stream, [comm, op = std::move(op)] {
     if (comm->State() != ncclSuccess) return;  // aborted or failed: NCCL kernels exit too
     auto context = comm->Context();
     try {
@@ -304,214 +207,9 @@ ncclResult_t PointToPoint(bool send, void* buff, size_t count, ncclDataType_t ty
   return ncclGroupEnd();
 }
 
-// The calling thread's last error. The real runtime may leave cudaErrorNotReady there after a
-// query (PyTorch clears it for that reason); the stand-in always does, so that code which does not
-// clear it fails its next checked kernel launch (kernels_standin.cc) here as it could on a GPU.
-thread_local cudaError_t last_error = cudaSuccess;
-
 }  // namespace
 
-namespace ddpio::standin {
-
-void Enqueue(cudaStream_t stream, std::function<void()> work) {
-  StateOf(stream).Push(std::move(work));
-}
-
-bool IsDeviceMemory(const void* p, size_t bytes) { return IsDevice(p, bytes); }
-
-}  // namespace ddpio::standin
-
-// ---- CUDA runtime ----
-
 extern "C" {
-
-cudaError_t cudaGetDeviceCount(int* count) {
-  cudaError_t err;
-  int n = DeviceCount(&err);
-  if (err == cudaSuccess) *count = n;
-  return err;
-}
-
-cudaError_t cudaSetDevice(int device) {
-  cudaError_t err;
-  int n = DeviceCount(&err);
-  if (err != cudaSuccess) return err;
-  return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
-  auto* s = new CUstream_st{std::make_shared<StreamState>()};
-  std::thread(StreamState::Loop, s->state).detach();
-  *stream = s;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (stream == nullptr) return cudaErrorInvalidResourceHandle;
-  {
-    std::lock_guard<std::mutex> lock(stream->state->mu);
-    stream->state->stop = true;  // the thread finishes what is queued, then ends
-  }
-  stream->state->cv.notify_all();
-  delete stream;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  if (StateOf(stream).Idle()) return cudaSuccess;
-  last_error = cudaErrorNotReady;
-  return cudaErrorNotReady;
-}
-
-cudaError_t cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
-
-cudaError_t cudaPeekAtLastError() { return last_error; }
-
-// DDPIO_NCCL_STANDIN_DEVICE_BYTES: the device's memory; an allocation past it fails as
-// out-of-memory (unset: no limit).
-cudaError_t cudaMalloc(void** ptr, size_t bytes) {
-  if (const char* limit = std::getenv("DDPIO_NCCL_STANDIN_DEVICE_BYTES"); limit != nullptr) {
-    size_t used = 0;
-    std::lock_guard<std::mutex> lock(device_mu);
-    for (const auto& [start, size] : *device_ranges) used += size;
-    if (used + bytes > std::strtoull(limit, nullptr, 10)) return cudaErrorMemoryAllocation;
-  }
-  const size_t rounded = (bytes + 255) / 256 * 256;
-  *ptr = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
-  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
-  std::lock_guard<std::mutex> lock(device_mu);
-  (*device_ranges)[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
-  return cudaSuccess;
-}
-
-cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  {
-    std::lock_guard<std::mutex> lock(device_mu);
-    if (device_ranges->erase(reinterpret_cast<uintptr_t>(ptr)) == 0) return cudaErrorInvalidValue;
-  }
-  std::free(ptr);
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t stream) {
-  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if (bytes > 0 && (IsDevice(dst, bytes) != to_device || IsDevice(src, bytes) != from_device)) {
-    return cudaErrorInvalidValue;  // a copy whose direction does not match its pointers
-  }
-  // A copy takes a while, as a DMA does: work not ordered after it (by its stream or an event)
-  // reads the old bytes, so a missing cudaStreamWaitEvent shows in tests.
-  StateOf(stream).Push([=] {
-    std::this_thread::sleep_for(kCopyLatency);
-    std::memmove(dst, src, bytes);
-  });
-  return cudaSuccess;
-}
-
-// Page-locked host memory is host memory.
-cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int /*flags*/) {
-  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-
-cudaError_t cudaFreeHost(void* ptr) {
-  std::free(ptr);
-  return cudaSuccess;
-}
-
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
-  if (bytes > 0 && !IsDevice(dst, bytes)) return cudaErrorInvalidValue;
-  StateOf(stream).Push([=] { std::memset(dst, value, bytes); });
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> waited = done->get_future();
-  StateOf(stream).Push([done] { done->set_value(); });
-  waited.wait();
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
-  *event = new CUevent_st{std::make_shared<EventState>()};
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  delete event;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<EventState> e = event->state;
-  uint64_t n;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    n = ++e->recorded;
-  }
-  StateOf(stream).Push([e, n] {
-    {
-      std::lock_guard<std::mutex> lock(e->mu);
-      if (n > e->completed) e->completed = n;
-    }
-    e->cv.notify_all();
-  });
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
-  if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<EventState> e = event->state;
-  uint64_t n;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    n = e->recorded;
-  }
-  StateOf(stream).Push([e, n] {
-    std::unique_lock<std::mutex> lock(e->mu);
-    e->cv.wait(lock, [&] { return e->completed >= n; });
-  });
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  std::shared_ptr<EventState> e = event->state;
-  std::unique_lock<std::mutex> lock(e->mu);
-  const uint64_t n = e->recorded;
-  e->cv.wait(lock, [&] { return e->completed >= n; });
-  return cudaSuccess;
-}
-
-const char* cudaGetErrorName(cudaError_t error) {
-  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn";
-}
-
-const char* cudaGetErrorString(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorNotReady:
-      return "device not ready";
-    case cudaErrorInvalidDevice:
-      return "invalid device ordinal";
-    case cudaErrorNoDevice:
-      return "no CUDA-capable device is detected";
-    case cudaErrorInsufficientDriver:
-      return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorMemoryAllocation:
-      return "out of memory";
-    default:
-      return "stand-in CUDA error";
-  }
-}
-
-// ---- NCCL ----
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   const std::string token = ddpio::comm::RandomToken();

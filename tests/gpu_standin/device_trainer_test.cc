@@ -1,5 +1,6 @@
-// The trainer with its model on the device, linked against the stand-ins for the CUDA runtime,
-// NCCL (nccl_standin.cc), cuBLAS (cublas_standin.cc) and ddpio's kernels (kernels_standin.cc):
+// The trainer with its model on the device, linked against the stand-ins for the CUDA runtime
+// (cuda_standin.cc), NCCL (nccl_standin.cc), cuBLAS (cublas_standin.cc) and ddpio's kernels
+// (kernels_standin.cc):
 // "device" memory is host memory, streams are in-order threads, products are OpenBLAS's. The
 // device model must compute what the CPU model computes, and a 4-rank job on NCCL must reach the
 // CPU trainer's parameters, also across a stop and resume mid-epoch.

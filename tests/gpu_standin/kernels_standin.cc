@@ -1,14 +1,14 @@
 // Test-only stand-in for ddpio's device kernels (ddpio/trainer/device_kernels.h): each "launch"
 // queues the kernel's loop on the stream's thread, in order with the copies, products and
-// collectives queued there (standin_stream.h), and runs the same per-element code the kernels
+// collectives queued there (standin.h), and runs the same per-element code the kernels
 // run (device_math.h). Like the real wrappers, each returns cudaGetLastError() after its launch,
-// so a "not ready" a query left on the calling thread (nccl_standin.cc) fails the launch here as it
+// so a "not ready" a query left on the calling thread (cuda_standin.cc) fails the launch here as it
 // would on a GPU. Never installed, never linked into ddpio.
 #include <cmath>
 
 #include "ddpio/trainer/device_kernels.h"
 #include "ddpio/trainer/device_math.h"
-#include "tests/nccl_standin/standin_stream.h"
+#include "tests/gpu_standin/standin.h"
 
 namespace dm = ddpio::trainer::device_math;
 using ddpio::standin::Enqueue;

@@ -1,5 +1,5 @@
 // Test-only stand-in for the cuBLAS functions ddpio's device trainer calls, beside the CUDA/NCCL
-// stand-in (nccl_standin.cc): a handle remembers its stream, and cublasSgemm runs OpenBLAS's
+// stand-in (cuda_standin.cc): a handle remembers its stream, and cublasSgemm runs OpenBLAS's
 // column-major SGEMM on that stream's thread ("device" memory is host memory there). It includes
 // the real cublas_v2.h, so a signature that drifts from cuBLAS fails to compile. Never
 // installed, never linked into ddpio.
@@ -10,7 +10,7 @@
 #include <cblas.h>
 #include <cublas_v2.h>
 
-#include "tests/nccl_standin/standin_stream.h"
+#include "tests/gpu_standin/standin.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;

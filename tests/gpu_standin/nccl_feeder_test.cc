@@ -1,10 +1,11 @@
-// The group feeder over NCCL, linked against the stand-in (nccl_standin.cc): four real rank
-// processes whose "device" buffers are host memory, streams are in-order threads and the NCCL
-// calls run over Gloo on loopback. Decoded batches must arrive on every rank's device exactly as
-// the Gloo feeder delivers them in host memory; a dead peer, a bad record and a stop mid-epoch
+// The group feeder over NCCL, linked against the stand-in (nccl_standin.cc, cuda_standin.cc): four
+// real rank processes whose "device" buffers are host memory, streams are in-order threads and the
+// NCCL calls run over Gloo on loopback. Decoded batches must arrive on every rank's device exactly
+// as the Gloo feeder delivers them in host memory; a dead peer, a bad record and a stop mid-epoch
 // must behave as they do over Gloo.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -13,8 +14,10 @@
 #include "ddpio/comm/communicator_conformance.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/device/cuda_runtime.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "gtest/gtest.h"
+#include "tests/gpu_standin/standin.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/feeder_checks.h"
 #include "tests/support/status_matchers.h"
@@ -257,6 +260,71 @@ TEST(NcclFeederFailures, EncodedPayloadIsRefusedOnADeviceMemoryGroup) {
                : 2;
   });
   EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
+}
+
+// Over Gloo with a CUDA runtime (the real one, over the stand-in) every rank's loader stages its
+// batches on the device — peers too, from the records they receive: the device bytes are the
+// batch's (the stand-in's copies take a while, so a batch handed out early shows stale bytes),
+// each copy recorded and waited for before the batch is handed out, and every device buffer,
+// event and stream is given back with the feeder.
+TEST(DeviceStagedFeeder, BatchesAreStagedOnTheDeviceOfEveryRank) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 45, 30));  // 3 batches per rank
+  s.options = Decoded();
+  s.options.payload = FeedPayload::kEncoded;
+  s.options.loader.copy_to_device = true;
+  auto codes = RunRanks(comm::BackendKind::kGloo, "device", [&](comm::Job& job) {
+    std::string why_not;
+    auto cuda = device::MakeCudaRuntime(&why_not, job.info().local_rank % 2);
+    if (cuda == nullptr) return 3;
+    const standin::Tally before = standin::Counts();
+    FeederOptions o = s.options;
+    o.cuda = cuda.get();
+    std::unique_ptr<storage::DatasetReader> reader;
+    int batches = 0;
+    {
+      auto feeder = JoinFeeder(job, s, o, &reader);
+      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+      for (;;) {
+        auto b = (*feeder)->Next();
+        if (absl::IsOutOfRange(b.status())) break;
+        if (!b.ok()) return 5;
+        if (b->device_data == nullptr || !standin::IsDeviceMemory(b->device_data, b->bytes) ||
+            std::memcmp(b->device_data, b->data, b->bytes) != 0)
+          return 6;
+        ++batches;
+      }
+      const standin::Tally d = standin::CountsSince(before);
+      if (d.copies != batches || d.event_waits < batches || d.waits_on_unrecorded != 0) return 7;
+    }
+    const standin::Tally d = standin::CountsSince(before);
+    if (d.device_allocs == 0 || d.device_allocs != d.device_frees || d.live_events != 0 ||
+        d.host_allocs != d.host_frees)
+      return 8;
+    return batches == 3 ? 0 : 9;
+  });
+  EXPECT_EQ(codes, std::vector<int>(kWorld, 0));
+}
+
+// Decoded batches arrive ready in host buffers: asking for device copies there is refused.
+TEST(DeviceStagedFeeder, DeviceCopiesNeedTheEncodedPayload) {
+  ddpio::testing::TempDir dir;
+  FeedSetup s;
+  s.data = dir.Sub("data");
+  ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 10, 30));
+  auto codes = RunRanks(comm::BackendKind::kGloo, "device-decoded", [&](comm::Job& job) {
+    std::string why_not;
+    auto cuda = device::MakeCudaRuntime(&why_not, 0);
+    FeederOptions o = Decoded();
+    o.loader.copy_to_device = true;
+    o.cuda = cuda.get();
+    std::unique_ptr<storage::DatasetReader> reader;
+    auto feeder = JoinFeeder(job, s, o, &reader);
+    return feeder.ok() ? 0 : absl::IsInvalidArgument(feeder.status()) ? 1 : 2;
+  });
+  EXPECT_EQ(codes, std::vector<int>(kWorld, 1));
 }
 
 }  // namespace
