@@ -47,6 +47,10 @@ struct Pipeline::Rep {
 
 Pipeline::Pipeline(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 
+absl::Status Pipeline::CheckOptions(const PipelineOptions& options) {
+  return internal::ValidatePipelineOptions(options);
+}
+
 absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& options) {
   DDPIO_RETURN_IF_ERROR(internal::ValidatePipelineOptions(options));
   DDPIO_ASSIGN_OR_RETURN(

@@ -45,6 +45,10 @@ class Pipeline {
   // a mistake fails every rank at once instead of leaving the others in the rendezvous.
   // InvalidArgument for a bad layout; the dataset's errors (NotFound, DataLoss, ...).
   static absl::Status Check(const comm::RankInfo& rank, const PipelineOptions& options);
+  // The settings alone, against the requirements pipeline_options.h states (not the dataset nor
+  // the world): InvalidArgument naming the setting (SettingsOf in common/status_macros.h). Check
+  // and Open run it too; front ends (the Python package) run it to check once, as the library does.
+  static absl::Status CheckOptions(const PipelineOptions& options);
 
   // Joins the job (rank from the environment: comm/rank_info.h; JoinJob with `rendezvous`, whose
   // backend kAuto means Gloo here, and options.timeout) and opens the pipeline on it.

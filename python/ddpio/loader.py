@@ -21,19 +21,11 @@ from ddpio.dataset import dataset_location
 from ddpio.errors import FailedPreconditionError
 from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation
 
-_CHOICES = {
-    "decode": ("fast", "exact"),
-    "output": ("uint8", "float"),
-    "mode": ("shard", "replicate"),
-    "payload": ("encoded", "decoded"),
-    "readers": ("leader", "all"),
-    "relay": ("chain", "star"),
-    "layout": ("contiguous", "strided"),
-    "padding": ("pad", "drop", "none", "mask"),
-    "bad_samples": ("fail", "skip"),
-    "arrays": ("torch", "numpy"),
-    "permutation": ("torch", "torch-legacy", "feistel"),
-}
+# The library's defaults (ddpio/pipeline/pipeline_options.h), which the signature below shows; the
+# library also checks every setting (Pipeline::CheckOptions): this file converts Python's values
+# (augment objects, normalize, held_memory, seeds) and checks only what exists in Python alone.
+_D = _ddpio.pipeline_defaults()
+_ARRAYS = ("torch", "numpy")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -89,18 +81,13 @@ def _check_launcher(group):
 
 
 def _int(name, value, minimum=1, maximum=None):
+    """An integer in [minimum, maximum] (minimum None: any integer)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         bound = f"in [{minimum}, {maximum}]" if maximum is not None else f"at least {minimum}"
         raise ValueError(f"{name} must be {bound}, got {value}")
     return int(value)
-
-
-def _seconds(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value > 1e7:
-        raise ValueError(f"{name} must be a number of seconds above 0, got {value!r}")
-    return float(value)
 
 
 def _triple(name, value):
@@ -121,7 +108,7 @@ def _size_pair(name, value):
         h, w = value
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be an int or (height, width), got {value!r}") from None
-    return _int(f"{name} height", h, 1, 8192), _int(f"{name} width", w, 1, 8192)
+    return _int(f"{name} height", h, None), _int(f"{name} width", w, None)  # range: the library's
 
 
 def _normalization(normalize):
@@ -137,10 +124,7 @@ def _normalization(normalize):
         mean, std = normalize
     except (TypeError, ValueError):
         raise ValueError(f"normalize must be None, 'imagenet' or (mean, std), got {normalize!r}") from None
-    mean, std = _triple("normalize mean", mean), _triple("normalize std", std)
-    if any(s == 0 for s in std):
-        raise ValueError(f"normalize std must not contain 0, got {std}")
-    return mean, std
+    return _triple("normalize mean", mean), _triple("normalize std", std)
 
 
 _GEOMETRY = ("RandomResizedCrop", "RandomHorizontalFlip", "Resize", "CenterCrop")
@@ -227,60 +211,59 @@ class Loader:
     """
 
     def __init__(self, path, batch_size=1, shuffle=None, *, num_workers=None, workers=None, image_size=None,
-                 train=None, augment=None, decode="fast", output="uint8", normalize=None, seed=0,
-                 drop_last=False, padding="pad", permutation=None, group_size=1, mode="shard",
-                 payload="encoded", layout="contiguous", readers="leader", relay="chain", device=None,
-                 prefetch=2, held_memory=DEFAULT_HELD_MEMORY, held_timeout=10.0, timeout=120.0,
-                 bad_samples="fail", resize_size=0, arrays="torch", pin_memory=True, persistent_workers=False):
+                 train=None, augment=None, decode=_D["decode"], output=_D["output"], normalize=None,
+                 seed=_D["seed"], drop_last=_D["drop_last"], padding=_D["padding"], permutation=None,
+                 group_size=_D["group_size"], mode=_D["mode"], payload=_D["payload"], layout=_D["layout"],
+                 readers=_D["readers"], relay=_D["relay"], device=None, prefetch=_D["prefetch"],
+                 held_memory=DEFAULT_HELD_MEMORY, held_timeout=_D["held_timeout"], timeout=_D["timeout"],
+                 bad_samples=_D["bad_samples"], resize_size=_D["resize_size"], arrays="torch", pin_memory=True,
+                 persistent_workers=False):
         self._pipe = None
         self._pid = os.getpid()
-        choices = dict(decode=decode, output=output, mode=mode, payload=payload, readers=readers,
-                       relay=relay, layout=layout, padding=padding, bad_samples=bad_samples, arrays=arrays)
-        for name, value in choices.items():
-            if value not in _CHOICES[name]:
-                raise ValueError(f"{name} must be one of {', '.join(map(repr, _CHOICES[name]))}, got {value!r}")
-        if permutation is not None and permutation not in _CHOICES["permutation"]:
-            raise ValueError(f"permutation must be None or one of "
-                             f"{', '.join(map(repr, _CHOICES['permutation']))}, got {permutation!r}")
+        if arrays not in _ARRAYS:
+            raise ValueError(f"arrays must be one of {', '.join(map(repr, _ARRAYS))}, got {arrays!r}")
         if num_workers is not None and workers is not None and num_workers != workers:
             raise ValueError(f"num_workers={num_workers!r} and workers={workers!r}: give one of them")
-        threads = num_workers if num_workers is not None else (workers if workers is not None else 0)
+        threads = num_workers if num_workers is not None else (workers if workers is not None else _D["workers"])
         seed = _int("seed", seed, *_SEED_RANGE)
         geometry = _augment(augment)
         if train is not None and "train" in geometry and bool(train) != geometry["train"]:
             raise ValueError(f"train={train!r} contradicts augment (a {'training' if geometry['train'] else 'evaluation'} "
                              "transform)")
-        train = geometry.get("train", True if train is None else bool(train))
+        train = geometry.get("train", _D["train"] if train is None else bool(train))
         if image_size is not None and "size" in geometry and _size_pair("image_size", image_size) != geometry["size"]:
             raise ValueError(f"image_size={image_size!r} contradicts augment's size {geometry['size']}")
-        height, width = geometry.get("size") or _size_pair("image_size", 224 if image_size is None else image_size)
+        height, width = geometry.get("size") or _size_pair("image_size", _D["image_size"] if image_size is None
+                                                           else image_size)
         if output == "uint8" and normalize is not None:
             raise ValueError("normalize applies to output='float' (uint8 batches are the stored pixels)")
         mean, std = _normalization(normalize)
-        scale, ratio = geometry.get("scale", (0.08, 1.0)), geometry.get("ratio", (3 / 4, 4 / 3))
-        if not 0 < scale[0] <= scale[1] <= 1 or not 0 < ratio[0] <= ratio[1]:
-            raise ValueError(f"RandomResizedCrop scale {scale} / ratio {ratio} out of range")
-        self.batch_size = _int("batch_size", batch_size)
+        scale, ratio = geometry.get("scale", _D["scale"]), geometry.get("ratio", _D["ratio"])
         self.drop_last = bool(drop_last)
-        self.num_workers = _int("num_workers", threads, 0)
         self.pin_memory = bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
         self.shuffle = bool(train if shuffle is None else shuffle)
         self.seed = seed
         self.padding = padding
+        options = dict(
+            batch_size=batch_size, image_width=width, image_height=height,
+            resize_size=geometry.get("resize", resize_size),
+            scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0], ratio_max=ratio[1],
+            flip=geometry.get("flip", _D["flip"]), workers=threads, prefetch=prefetch,
+            held_timeout=held_timeout, group_size=group_size, timeout=timeout, train=train,
+            shuffle=self.shuffle, drop_last=self.drop_last, seed=seed % (1 << 64), mean=mean, std=std,
+            decode=decode, output=output, mode=mode, payload=payload, readers=readers, relay=relay,
+            layout=layout, padding=padding, bad_samples=bad_samples)
+        if permutation is not None:
+            options["permutation"] = permutation
+        # The library checks every setting, as for a C++ trainer; only then are they used here.
+        _ddpio.check_pipeline_options(dict(options))
+        self.batch_size = int(batch_size)
+        self.num_workers = int(threads)
         self._float = output == "float"
         batch_bytes = self.batch_size * height * width * 3 * (4 if self._float else 1)
         held_memory = _int("held_memory", held_memory, 0)
-        options = dict(
-            batch_size=self.batch_size, image_width=width, image_height=height,
-            resize_size=geometry.get("resize", _int("resize_size", resize_size, 0)),
-            scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0], ratio_max=ratio[1],
-            flip=geometry.get("flip", 0.5), workers=self.num_workers,
-            prefetch=_int("prefetch", prefetch), held_batches=2 + held_memory // batch_bytes,
-            held_timeout=_seconds("held_timeout", held_timeout), group_size=_int("group_size", group_size),
-            timeout=_seconds("timeout", timeout), train=train, shuffle=self.shuffle, drop_last=self.drop_last,
-            seed=seed % (1 << 64), mean=mean, std=std,
-            **{k: v for k, v in choices.items() if k != "arrays"})
+        options["held_batches"] = 2 + held_memory // batch_bytes
         self._held_batches = options["held_batches"]
         self._torch = None
         self._device = None

@@ -15,12 +15,14 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "bindings.h"
@@ -108,12 +110,43 @@ absl::StatusOr<device::CudaRuntime*> CudaFor(int device) {
   return it->second.get();
 }
 
+// What a value of type T is, for "<key> must be <what>, got <value>".
+template <typename T>
+constexpr const char* KindOf() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "True or False";
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return "an integer not below 0";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "a number";
+  } else {
+    return "three numbers (one per channel)";
+  }
+}
+
+// The option `key` as T, or `fallback` when absent. Only the type is checked here (a bool is
+// not an integer, a float not an int, a negative not unsigned): ranges are the library's
+// (Pipeline::CheckOptions), so there is one rule for every front end.
 template <typename T>
 T Take(py::dict& o, const char* key, T fallback) {
   if (!o.contains(key)) return fallback;
-  T v = o[key].cast<T>();
+  py::object v = o[key];
   o.attr("pop")(key);
-  return v;
+  const bool is_bool = py::isinstance<py::bool_>(v);
+  try {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (is_bool) throw py::cast_error();
+      if constexpr (std::is_unsigned_v<T>) {
+        if (py::isinstance<py::int_>(v) && v < py::int_(0)) throw py::cast_error();
+      }
+    }
+    return v.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::value_error(
+        absl::StrCat(key, " must be ", KindOf<T>(), ", got ", py::repr(v).cast<std::string>()));
+  }
 }
 
 template <typename E>
@@ -133,11 +166,74 @@ absl::StatusOr<loader::OutputFormat> ParseOutput(std::string_view name) {
       absl::StrCat("unknown output \"", std::string(name), "\" (uint8 or float)"));
 }
 
-// A duration given in seconds (a float); absent: `fallback`.
+// A duration given in seconds (a number); absent: `fallback`. Its range is the library's; a
+// value no duration holds (not finite, beyond a million years) is refused here.
 std::chrono::milliseconds TakeSeconds(py::dict& o, const char* key,
                                       std::chrono::milliseconds fallback) {
   if (!o.contains(key)) return fallback;
-  return std::chrono::milliseconds(static_cast<int64_t>(Take<double>(o, key, 0) * 1000.0));
+  const double s = Take<double>(o, key, 0);
+  if (!std::isfinite(s) || std::fabs(s) > 3e13) {
+    throw py::value_error(absl::StrCat(key, " must be a finite number of seconds, got ", s));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+// The library's defaults (a default PipelineOptions) in ddpio.Loader's terms: its signature
+// shows these, so a default is written once, in pipeline_options.h.
+py::dict Defaults() {
+  const PipelineOptions p;
+  py::dict d;
+  d["group_size"] = p.group_size;
+  d["layout"] = comm::LayoutKindName(p.layout);
+  d["mode"] = broadcast::FeedModeName(p.mode);
+  d["payload"] = broadcast::FeedPayloadName(p.payload);
+  d["readers"] = broadcast::FeedReadersName(p.readers);
+  d["relay"] = broadcast::FeedRelayName(p.relay);
+  d["timeout"] = std::chrono::duration<double>(p.timeout).count();
+  d["seed"] = p.seed;
+  d["padding"] = sampler::PaddingName(p.padding);
+  d["drop_last"] = p.drop_last;
+  d["workers"] = p.workers;
+  d["prefetch"] = p.prefetch;
+  d["output"] = p.output == loader::OutputFormat::kUint8Nhwc ? "uint8" : "float";
+  d["decode"] = loader::DecodeModeName(p.decode);
+  d["bad_samples"] = loader::BadSamplePolicyName(p.bad_samples);
+  d["held_timeout"] = std::chrono::duration<double>(p.held_timeout).count();
+  d["train"] = p.train;
+  d["image_size"] = p.image_size;
+  d["resize_size"] = p.resize_size;
+  d["flip"] = p.flip_probability;
+  d["scale"] = py::make_tuple(p.scale_min, p.scale_max);
+  d["ratio"] = py::make_tuple(p.ratio_min, p.ratio_max);
+  return d;
+}
+
+// ddpio.Loader's keyword for a library setting, where the two differ.
+std::string LoaderKeyword(const std::string& setting) {
+  static const auto* names = new std::map<std::string, std::string>{
+      {"workers", "num_workers"},
+      {"stddev", "normalize"},
+      {"mean", "normalize"},
+      {"image_height", "image_size"},
+      {"scale_min", "RandomResizedCrop scale"},
+      {"ratio_min", "RandomResizedCrop ratio"},
+      {"flip_probability", "RandomHorizontalFlip p"},
+      {"held_batches", "held_memory"},
+  };
+  auto it = names->find(setting);
+  return it == names->end() ? setting : it->second;
+}
+
+// The library's check of the settings (Pipeline::CheckOptions), its error prefixed with the
+// Loader's keyword where that is not the setting's own name.
+void CheckSettings(const PipelineOptions& o) {
+  absl::Status st = Pipeline::CheckOptions(o);
+  if (st.ok()) return;
+  for (const std::string& setting : SettingsOf(st)) {
+    const std::string keyword = LoaderKeyword(setting);
+    if (keyword != setting) st = Annotate(st, keyword);
+  }
+  ThrowStatus(st);
 }
 
 // The options dict of ddpio.Loader as PipelineOptions: a key absent keeps the library's default
@@ -220,6 +316,7 @@ class PyPipeline {
   PyPipeline(const std::string& data, py::dict options) {
     TorchGroup torch;
     PipelineOptions o = MakeOptions(data, std::move(options), &torch);
+    CheckSettings(o);  // before joining: a bad setting must not leave the other ranks waiting
     output_ = o.output;
     width_ = o.image_size;
     height_ = o.image_height > 0 ? o.image_height : o.image_size;
@@ -388,6 +485,16 @@ void BindPipeline(py::module_& m) {
              });
            })
       .def("close", &PyPipeline::Close);
+  m.def("pipeline_defaults", &Defaults,
+        "The library's default settings (PipelineOptions), in ddpio.Loader's terms.");
+  m.def(
+      "check_pipeline_options",
+      [](py::dict options) {
+        TorchGroup unused;
+        CheckSettings(MakeOptions("", std::move(options), &unused));
+      },
+      py::arg("options"),
+      "Checks ddpio.Loader's options as the library does (ValueError naming the setting).");
   m.def(
       "leave_job",
       [] {

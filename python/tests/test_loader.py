@@ -5,6 +5,7 @@ Ctrl-C. The multi-rank runs are in test_loader_torchrun.py."""
 import gc
 import io
 import itertools
+import inspect
 import json
 import signal
 import subprocess
@@ -280,21 +281,49 @@ def test_a_new_loader_resumes_the_epoch_from_state_dict(dataset):
 
 
 # --- arguments -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("argument, value", [
-    ("batch_size", 0),
-    ("decode", "slow"),
-    ("image_size", -1),
-    ("workers", -1),
-    ("held_memory", -1),
-    ("normalize", (0.5, 0.5)),
-    ("num_workers", -1),
-    ("permutation", "random"),
+@pytest.mark.parametrize("argument, value, says", [
+    ("batch_size", 0, "batch_size must be at least 1, got 0"),
+    ("batch_size", -3, "batch_size must be an integer not below 0, got -3"),
+    ("batch_size", 2.5, "batch_size must be an integer not below 0, got 2.5"),
+    ("batch_size", True, "batch_size must be an integer not below 0, got True"),
+    ("decode", "slow", "decode: "),
+    ("mode", "broadcast", "mode: "),
+    ("image_size", -1, "image_size must be in \\[1, 8192\\], got -1"),
+    ("image_size", 9000, "image_size must be in \\[1, 8192\\], got 9000"),
+    ("workers", -1, "num_workers: workers must be at least 0, got -1"),
+    ("num_workers", -1, "num_workers: workers must be at least 0, got -1"),
+    ("prefetch", 0, "prefetch must be at least 1, got 0"),
+    ("group_size", 0, "group_size must be at least 1, got 0"),
+    ("timeout", 0, "timeout must be above 0 ms, got 0"),
+    ("timeout", float("nan"), "timeout must be a finite number of seconds"),
+    ("held_timeout", -1, "held_timeout must be at least 0 ms"),
+    ("held_memory", -1, "held_memory must be at least 0, got -1"),
+    ("normalize", (0.5, 0.5), "normalize mean must be three numbers"),
+    ("normalize", ((0, 0, 0), (1, 0, 1)), "normalize: stddev must be finite and not 0"),
+    ("permutation", "random", "permutation: "),
+    ("arrays", "list", "arrays must be one of"),
 ])
-def test_an_invalid_argument_is_a_value_error_naming_it(dataset, argument, value):
+def test_an_invalid_argument_is_a_value_error_naming_it(dataset, argument, value, says):
+    # One rule per setting: the library's check (Pipeline::CheckOptions) runs for Python too, with
+    # the Loader's keyword in front where the setting's own name differs.
     options = dict(batch_size=4, output="float")
     options[argument] = value
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(ValueError, match=says):
         ddpio.Loader(dataset, **options)
+
+
+def test_the_signature_shows_the_librarys_defaults(dataset):
+    # Defaults are written once, in the library's PipelineOptions; the signature shows those.
+    defaults = ddpio._ddpio.pipeline_defaults()
+    signature = inspect.signature(ddpio.Loader).parameters
+    for name in ("decode", "output", "seed", "drop_last", "padding", "group_size", "mode", "payload",
+                 "layout", "readers", "relay", "prefetch", "held_timeout", "timeout", "bad_samples",
+                 "resize_size"):
+        assert signature[name].default == defaults[name], name
+    loader = ddpio.Loader(dataset, arrays="numpy")  # image_size, train and workers by default
+    assert loader.num_workers == defaults["workers"]
+    size = defaults["image_size"]
+    assert next(iter(loader))["images"].shape[1:] == (3, size, size)
 
 
 def test_a_missing_dataset_is_file_not_found_naming_it(tmp_path):
