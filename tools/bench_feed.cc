@@ -371,10 +371,13 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   // A feeder error caused by a rank lost elsewhere is reported as that loss.
   auto failed = [&](const absl::Status& st) { return watch != nullptr ? watch->Explain(st) : st; };
   uint64_t valid = 0;
+  std::vector<double> epoch_rates;  // each epoch from its first Next(), as bench loader measures
   const auto t0 = Clock::now();
   const auto wall0 = std::chrono::system_clock::now();  // ranks' spans line up across processes
   for (int e = 0; e < o.epochs; ++e) {
     if (absl::Status st = feeder->StartEpoch(e); !st.ok()) return failed(st);
+    const uint64_t images_before = feeder->counters().images;
+    const auto epoch_start = Clock::now();
     for (;;) {
       if (watch != nullptr) DDPIO_RETURN_IF_ERROR(watch->status());
       absl::StatusOr<loader::Batch> b = feeder->Next();
@@ -385,6 +388,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
         if (indices.is_open()) indices << b->indices[k] << '\n';
       }
     }
+    epoch_rates.push_back((feeder->counters().images - images_before) /
+                          std::chrono::duration<double>(Clock::now() - epoch_start).count());
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto unix_s = [](std::chrono::system_clock::time_point t) {
@@ -420,6 +425,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
                    {"end_unix_s", end_unix},
                    {"images_per_s", c.images / seconds},
+                   {"epoch_images_per_s", epoch_rates},
                    {"backend", comm::BackendName(job->backend().kind)},
                    {"path", device ? "gpu" : "cpu"}};
   j.update(FeederCountersJson(c));
@@ -438,7 +444,8 @@ nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c) {
                         {"network_wait_s", c.network_wait_ns / 1e9},
                         {"loader_wait_s", c.loader_wait_ns / 1e9},
                         {"bad_samples", c.bad_samples},
-                        {"skipped", skipped}};
+                        {"skipped", skipped},
+                        {"reads_directly", c.direct}};
 }
 
 std::string SkippedText(const nlohmann::json& j) {
@@ -453,15 +460,17 @@ std::string SkippedText(const nlohmann::json& j) {
 
 std::string BenchFeedText(const nlohmann::json& j) {
   return absl::StrFormat(
-             "bench feed rank %d (%s, %s): %.0f images/s, %d images in %.2f s; read %d records "
+             "bench feed rank %d (%s, %s%s): %.0f images/s, %d images in %.2f s; read %d records "
              "(%.1f MB); sent %.1f MB, "
              "received %.1f MB; waited %.2f s on the network, %.2f s on the feeder\n",
              j["rank"].get<int>(), j["leader"].get<bool>() ? "leader" : "peer",
-             j["path"].get<std::string>(), j["images_per_s"].get<double>(),
-             j["images"].get<uint64_t>(), j["seconds"].get<double>(),
-             j["records_read"].get<uint64_t>(), j["bytes_read"].get<uint64_t>() / 1e6,
-             j["bytes_sent"].get<uint64_t>() / 1e6, j["bytes_received"].get<uint64_t>() / 1e6,
-             j["network_wait_s"].get<double>(), j["loader_wait_s"].get<double>()) +
+             j["path"].get<std::string>(),
+             j.value("reads_directly", false) ? ", reads directly: a group of one" : "",
+             j["images_per_s"].get<double>(), j["images"].get<uint64_t>(),
+             j["seconds"].get<double>(), j["records_read"].get<uint64_t>(),
+             j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
+             j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(),
+             j["loader_wait_s"].get<double>()) +
          SkippedText(j);
 }
 

@@ -86,6 +86,9 @@ struct FeederCounters {
       0;  // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
   uint64_t bad_samples = 0;  // decoded on this rank and skipped (bad_samples = kSkip)
   std::vector<loader::SkippedSample> skipped;  // the first 100 of them
+  // The path taken: true when this rank's loader reads the dataset itself (a group of one in
+  // host memory: no feeder thread, no messages); false when records or batches come as messages.
+  bool direct = false;
 };
 
 // The sampler options of the streams a feeder serves: the world's (shard: rank r's stream is r's

@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(
 absl::Status GroupFeeder::Setup() {
   internal::FeedContext& c = *ctx_;
   const FeederOptions& o = c.options;
+  direct_ = c.layout.group_size() == 1 && !c.group->device_memory();
   if (c.group->device_memory()) {
     transport_ = std::make_unique<internal::DeviceLink>(c);
   } else {
@@ -82,6 +83,14 @@ absl::Status GroupFeeder::Setup() {
       static_cast<size_t>(o.loader.augment.out_width()) * o.loader.augment.out_height() * 3;
   sample_bytes_ =
       o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  if (direct_) {
+    // A group of one in host memory has no one to send to: its loader reads the dataset itself,
+    // as a plain Loader does — no feeder thread, no messages, no copy of each record.
+    DDPIO_ASSIGN_OR_RETURN(
+        loader_, loader::Loader::Create(c.reader, c.sampler_options, c.stream_rank(c.rank),
+                                        o.loader, o.cuda));
+    return absl::OkStatus();
+  }
   DDPIO_RETURN_IF_ERROR(transport_->Setup(sample_bytes_));
   if (o.payload == FeedPayload::kEncoded) {
     DDPIO_ASSIGN_OR_RETURN(
@@ -104,7 +113,9 @@ GroupFeeder::~GroupFeeder() { StopRun(); }
 void GroupFeeder::StopRun() {
   if (!running_) return;
   stop_ = true;
-  if (reads_storage()) {
+  if (direct_) {
+    loader_->Stop();
+  } else if (reads_storage()) {
     ctx_->window->Drain();                   // the leader's own share is no longer wanted
     if (thread_.joinable()) thread_.join();  // it sends every peer the end of the run
     if (loader_ != nullptr) loader_->Stop();
@@ -133,7 +144,9 @@ absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
   ctx_->window->Reset(epoch);
   if (loader_ != nullptr) DDPIO_RETURN_IF_ERROR(loader_->StartEpoch(epoch, start));
   stop_ = false;
-  if (reads_storage()) {
+  if (direct_) {
+    // (no thread: the loader's workers read)
+  } else if (reads_storage()) {
     DDPIO_RETURN_IF_ERROR(leader_->Start(*plan_, epoch, start));
     thread_ = std::thread([this, epoch] { leader_->Run(epoch, stop_); });
   } else {
@@ -273,6 +286,11 @@ FeederCounters GroupFeeder::counters() const {
   c.batches_copied = copied_total_;
   if (loader_ != nullptr) {
     loader::LoaderStats ls = loader_->stats();
+    if (direct_) {
+      c.direct = true;
+      c.records_read = ls.images;
+      c.bytes_read = ls.payload_bytes;
+    }
     c.batches_copied += ls.copied;
     c.bad_samples = ls.bad_samples;
     c.skipped = std::move(ls.skipped);

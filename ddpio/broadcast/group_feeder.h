@@ -12,7 +12,8 @@
 // member gets the group's batches. Payloads: encoded — the leader sends the stored records and
 // every rank decodes and augments its own (with its own loader workers, overlapping reception);
 // decoded — the leader's loaders decode and augment every member's batches and send them ready.
-// group_size 1 is the same code with no peers: every rank reads for itself.
+// group_size 1 in host memory reads directly: the rank's loader over the dataset, as a plain
+// Loader (no feeder thread, no messages), with the same sampler, checks and counters.
 //
 // Threads: on the leader one thread reads (or takes decoded batches from the member loaders)
 // and sends, at most `depth` messages ahead of each peer; on a peer one thread receives. Every
@@ -108,7 +109,10 @@ class GroupFeeder {
   uint64_t dataset_size_ = 0;
   size_t sample_bytes_ = 0;
   std::shared_ptr<loader::HoldGate> decoded_held_;  // decoded: bounds the batches held
-  std::unique_ptr<loader::Loader> loader_;          // encoded: this rank's loader over the window
+  // Encoded: this rank's loader over the window; a group of one in host memory (direct_): its
+  // loader over the dataset itself, with no transport, leader or thread.
+  std::unique_ptr<loader::Loader> loader_;
+  bool direct_ = false;
   std::unique_ptr<internal::FeedTransport> transport_;
   std::unique_ptr<internal::FeedLeader> leader_;  // on a rank that reads storage
 

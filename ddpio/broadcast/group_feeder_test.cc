@@ -72,7 +72,7 @@ int FeedRank(comm::Job& job, const FeedSetup& s) {
   WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
   WriteFile(absl::StrCat(s.out, "/counters.", rank),
             absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ",
-                         c.bytes_received, " ", c.messages_sent));
+                         c.bytes_received, " ", c.messages_sent, " ", c.direct ? "direct" : "fed"));
   return 0;
 }
 
@@ -263,18 +263,38 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
 
 // Group sizes 1 (everyone reads for itself) and 4 (one reader for the world) give the same
 // samples as reading for yourself.
-TEST(GroupFeeder, GroupOfOneAndGroupOfAll) {
+// A group of one reads directly (its loader over the dataset, no messages) for either payload; a
+// group of all is fed. Either way every rank gets exactly its own stream.
+TEST(GroupFeeder, GroupOfOneReadsDirectlyAndGroupOfAllIsFed) {
   for (int g : {1, 4}) {
-    ddpio::testing::TempDir dir;
-    FeedSetup s;
-    s.data = dir.Sub("data");
-    s.out = dir.path();
-    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 30, 30));
-    s.options = SmallOptions();
-    s.group_size = g;
-    s.epochs = 1;
-    ASSERT_EQ(RunFeed(s, absl::StrCat("g", g)), std::vector<int>(kWorld, 0)) << "group size " << g;
-    ExpectEveryRankGotItsOwnStream(s, absl::StrCat("G ", g));
+    for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
+      const std::string what = absl::StrCat("G ", g, " ", FeedPayloadName(payload));
+      ddpio::testing::TempDir dir;
+      FeedSetup s;
+      s.data = dir.Sub("data");
+      s.out = dir.path();
+      ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 30, 30));
+      s.options = SmallOptions();
+      s.options.payload = payload;
+      s.group_size = g;
+      s.epochs = 1;
+      ASSERT_EQ(RunFeed(s, absl::StrCat("g", g, FeedPayloadName(payload))),
+                std::vector<int>(kWorld, 0))
+          << what;
+      ExpectEveryRankGotItsOwnStream(s, what);
+      for (int r = 0; r < kWorld; ++r) {
+        std::istringstream counters(ReadFileText(absl::StrCat(s.out, "/counters.", r)));
+        uint64_t records = 0, bytes = 0, sent = 0, received = 0, messages = 0;
+        std::string path;
+        counters >> records >> bytes >> sent >> received >> messages >> path;
+        EXPECT_EQ(path, g == 1 ? "direct" : "fed") << what << " rank " << r;
+        if (g == 1) {
+          EXPECT_EQ(records, 8u) << what << " rank " << r;  // ceil(30 / 4) samples, padded
+          EXPECT_GT(bytes, 0u) << what << " rank " << r;
+          EXPECT_EQ(messages + sent + received, 0u) << what << " rank " << r;
+        }
+      }
+    }
   }
 }
 

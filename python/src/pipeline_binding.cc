@@ -405,6 +405,7 @@ class PyPipeline {
     d["batches"] = c.batches;
     d["images"] = c.images;
     d["batches_copied"] = c.batches_copied;
+    d["reads_directly"] = c.direct;  // a group of one: its loader reads the dataset itself
     // A dataset in an object store: what this rank asked of it.
     const std::optional<storage::remote::RemoteCounters> store =
         Call([](Pipeline& p) { return p.store_counters(); });
