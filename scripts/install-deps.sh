@@ -24,6 +24,7 @@ PACKAGES=(
   iproute2 util-linux mount e2fsprogs  # scripts/sim-cluster.sh and the multihost tests: namespaces,
                                        # tc, loop devices, nsenter, mkfs.ext4
   gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots
+  prometheus                      # its promtool checks the trainer's --metrics-file (Prometheus text) in the tests
 )
 
 missing=()

@@ -5,7 +5,9 @@
 // a stopped job resumes to the same parameters, and bad arguments fail fast and clearly.
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/support/rank_lines.h"
@@ -97,6 +99,64 @@ TEST_F(CliTrain, FourRanksInTwoGroupsAgreeLearnAndOnlyLeadersRead) {
   EXPECT_GE(lines[0]["val_accuracy"].get<double>(), 0.7) << r.err;
   EXPECT_NE(r.err.find("validation accuracy"), std::string::npos) << r.err;  // rank 0's progress
   EXPECT_NE(r.err.find("samples/s  stall"), std::string::npos) << r.err;
+}
+
+// The straggler report: gathered every 2 steps and at the epoch's end, logged by rank 0, in every
+// rank's --json (every rank, every stage; the training thread's stages are the whole step) and
+// written by rank 0 as Prometheus text that Debian's promtool accepts. Over a whole epoch (the
+// default: one report at its end) the leaders' storage reads and every rank's decoding show; in a
+// short interval late in an epoch they may not (the loader decoded those batches ahead).
+TEST_F(CliTrain, TheStepReportCoversEveryRankAndStageAndIsValidPrometheusText) {
+  const std::string metrics = dir_->Sub("steps.prom");
+  for (const std::string every : {"2", "0"}) {
+    auto r = Train(4, {"--epochs", "1", "--group-size", "2", "--report-every", every,
+                       "--metrics-file", metrics});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto lines = RankLines(r.out);
+    ASSERT_EQ(lines.size(), 4u) << r.out;
+    const uint64_t steps = every == "2" ? 2 : 4;  // the last report's: steps 2-4, or 0-4
+    for (int rank = 0; rank < 4; ++rank) {
+      const auto& report = lines[rank]["step_report"];
+      ASSERT_TRUE(report.is_object()) << lines[rank];
+      EXPECT_EQ(report["line"], lines[0]["step_report"]["line"]);  // the same reading everywhere
+      EXPECT_EQ(report["first_step"], 4 - steps);
+      EXPECT_EQ(report["last_step"], 4);
+      ASSERT_EQ(report["ranks"].size(), 4u);
+      for (int k = 0; k < 4; ++k) {
+        const auto& rk = report["ranks"][k];
+        EXPECT_EQ(rk["rank"], k);
+        EXPECT_EQ(rk["fed_by"], k % 2 == 0 ? -1 : k - 1) << "contiguous groups [0, 1], [2, 3]";
+        EXPECT_EQ(rk["steps"], steps);
+        double on_thread = 0;
+        for (const char* stage : {"wait", "compute", "allreduce"})
+          on_thread += rk["stages"][stage]["share"].get<double>();
+        EXPECT_NEAR(on_thread, 1.0, 1e-6) << rk;
+        for (const char* stage : {"read", "decode", "relay"}) {
+          EXPECT_GE(rk["stages"][stage]["p99_ms"].get<double>(),
+                    rk["stages"][stage]["p50_ms"].get<double>())
+              << rk;
+        }
+        if (every == "0") {
+          EXPECT_EQ(rk["stages"]["read"]["share"].get<double>() > 0, k % 2 == 0) << rk;
+          EXPECT_GT(rk["stages"]["decode"]["share"].get<double>(), 0) << rk;
+        }
+      }
+    }
+    // Rank 0 logged a report at steps 2 and 4 (the epoch's end falls on the second), or once.
+    size_t reports = 0;
+    for (size_t at = r.err.find("step report, epoch 0"); at != std::string::npos;
+         at = r.err.find("step report, epoch 0", at + 1))
+      ++reports;
+    EXPECT_EQ(reports, every == "2" ? 2u : 1u) << r.err;
+    std::ifstream in(metrics);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("ddpio_straggler_rank "), std::string::npos) << text.str();
+    testing::RunOptions o;
+    o.stdin_data = text.str();
+    auto check = testing::Run({"/usr/bin/promtool", "check", "metrics"}, o);
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  }
 }
 
 TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {

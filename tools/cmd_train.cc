@@ -125,6 +125,16 @@ void AddRunFlags(CLI::App* app, TrainFlags* f) {
                   "Rank 0 logs progress every N steps (0: never)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));
+  app->add_option("--report-every", t.report_every,
+                  "Gather the straggler report (each rank's step time per stage: waiting for "
+                  "batches, compute, all-reduce, storage read, decode, relay; the slowest rank "
+                  "and its bottleneck) every N optimizer steps; rank 0 logs it (0: only at each "
+                  "epoch's end, where it is always gathered)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
+  app->add_option("--metrics-file", t.metrics_file,
+                  "Rank 0 writes each straggler report here in Prometheus' text format, "
+                  "replaced atomically (node_exporter's textfile collector: *.prom)");
   AddTimeoutFlag(app, &t.pipeline.timeout, "any one collective, send or receive");
   AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
   AddJsonFlag(app, &f->json, /*per_rank=*/true);
@@ -186,7 +196,12 @@ void AddTrainCommand(CLI::App& root, std::vector<Command>* commands) {
       "also on another world size. Rank 0 logs progress; with --json every rank prints one JSON "
       "line\n"
       "(train_loss, val_accuracy, samples_per_s, stall_fraction, param_checksum, feeder "
-      "counters).");
+      "counters,\n"
+      "the last straggler report). At each epoch's end (and every --report-every steps) rank 0 "
+      "logs\n"
+      "where each rank's step time goes and names the slowest rank and its bottleneck, e.g.\n"
+      "  rank 5 (node 2): 38% of its step waiting for batches from leader rank 4; rank 4 (node 2): "
+      "storage read p99 61 ms ...");
   auto f = std::make_shared<TrainFlags>();
   f->options.train.pipeline.batch_size = 32;
   f->options.train.pipeline.image_size = 32;

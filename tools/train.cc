@@ -97,10 +97,38 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                    {"path", r.path}};
   j.update(FeederCountersJson(r.feeder));
   if (r.store.has_value()) j["store"] = StoreCountersJson(*r.store);
+  if (r.step_report.has_value()) j["step_report"] = StepReportJson(*r.step_report);
   j["val_accuracy"] =
       r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
   leave.Succeeded();
   return j;
+}
+
+nlohmann::json StepReportJson(const trainer::StepReport& report) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const trainer::RankSteps& r : report.ranks) {
+    nlohmann::json stages = nlohmann::json::object();
+    for (int s = 0; s < trainer::kStages; ++s) {
+      const auto stage = static_cast<trainer::Stage>(s);
+      stages[trainer::StageName(stage)] = {{"share", r.share(stage)},
+                                           {"p50_ms", r.at(stage).p50_ms},
+                                           {"p99_ms", r.at(stage).p99_ms}};
+    }
+    ranks.push_back({{"rank", r.rank},
+                     {"node", r.node},
+                     {"fed_by", r.leader},
+                     {"steps", r.steps},
+                     {"step_ms", r.steps > 0 ? r.step_s * 1e3 / r.steps : 0.0},
+                     {"own_ms", r.own_ms()},
+                     {"stages", stages}});
+  }
+  return {{"epoch", report.epoch},
+          {"first_step", report.first_step},
+          {"last_step", report.last_step},
+          {"straggler", report.straggler},
+          {"bottleneck", report.bottleneck},
+          {"line", report.line},
+          {"ranks", ranks}};
 }
 
 std::string TrainText(const nlohmann::json& j) {

@@ -38,6 +38,8 @@ absl::StatusOr<std::string> ResolveTrainDevice(const std::string& device,
 // This rank's result.
 absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& options);
 std::string TrainText(const nlohmann::json& result);
+// The straggler report as `--json`'s "step_report": per rank and per stage, and its reading.
+nlohmann::json StepReportJson(const trainer::StepReport& report);
 
 }  // namespace ddpio::tools
 

@@ -79,9 +79,13 @@ struct FeederCounters {
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
   uint64_t network_wait_ns = 0;  // inside Send / Recv
-  uint64_t loader_wait_ns = 0;   // the consumer blocked in Next()
-  uint64_t batches = 0;          // handed to the consumer
-  uint64_t images = 0;           // samples in them
+  // Reading storage on this rank (a leader's reading thread, or the workers of loaders that read
+  // the dataset themselves) and decoding + augmenting (this rank's loaders), summed over threads.
+  uint64_t read_ns = 0;
+  uint64_t decode_ns = 0;
+  uint64_t loader_wait_ns = 0;  // the consumer blocked in Next()
+  uint64_t batches = 0;         // handed to the consumer
+  uint64_t images = 0;          // samples in them
   uint64_t batches_copied =
       0;  // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
   uint64_t bad_samples = 0;  // decoded on this rank and skipped (bad_samples = kSkip)

@@ -280,6 +280,8 @@ FeederCounters GroupFeeder::counters() const {
   c.messages_sent = t.messages_sent;
   c.messages_received = t.messages_received;
   c.network_wait_ns = t.network_wait_ns;
+  c.read_ns = t.read_ns;
+  c.decode_ns = t.decode_ns;
   c.loader_wait_ns = loader_wait_ns_;
   c.batches = batches_total_;
   c.images = images_total_;
@@ -290,7 +292,9 @@ FeederCounters GroupFeeder::counters() const {
       c.direct = true;
       c.records_read = ls.images;
       c.bytes_read = ls.payload_bytes;
+      c.read_ns = ls.read_ns;  // (a fed loader's "read" is its wait for messages: not storage)
     }
+    c.decode_ns += ls.decode_ns + ls.augment_ns;
     c.batches_copied += ls.copied;
     c.bad_samples = ls.bad_samples;
     c.skipped = std::move(ls.skipped);

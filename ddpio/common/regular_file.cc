@@ -66,4 +66,38 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
   return text;
 }
 
+absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+  absl::Status st = absl::OkStatus();
+  for (size_t done = 0; st.ok() && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st = ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+    } else {
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (st.ok() && ::fsync(fd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync of ", tmp));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = ErrnoToStatus(errno, absl::StrCat("renaming to ", path));
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());  // the previous file stays as it was
+    return st;
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // the rename itself is durable
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ddpio

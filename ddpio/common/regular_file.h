@@ -29,6 +29,11 @@ absl::StatusOr<Fd> OpenRegularFile(const std::string& path, const std::string& w
 absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
                                             const std::string& what);
 
+// Replaces the file at `path` with `bytes` atomically: written to `path` + ".tmp", flushed to
+// disk, renamed over `path`, and the rename made durable. On failure `path` is as it was and the
+// temporary is removed; errors name the file (ResourceExhausted for a full disk).
+absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
 }  // namespace ddpio
 
 #endif  // DDPIO_COMMON_REGULAR_FILE_H_

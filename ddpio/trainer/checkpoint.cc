@@ -29,16 +29,6 @@ constexpr char kMagicV2[] = "DDPIOCK2";
 // Version 2's checksum: FNV-1a's loop with a truncated offset basis.
 uint64_t LegacyChecksum(std::string_view s) { return Fnv1a64(s, 1469598103934665603ull); }
 
-absl::Status WriteAllFd(int fd, const std::string& bytes, const std::string& path) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoToStatus(errno, absl::StrCat("writing ", path));
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.bin"; }
@@ -55,24 +45,8 @@ absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), absl::StrCat("creating checkpoint directory ", dir));
-  const std::string tmp = dir + "/checkpoint.bin.tmp", path = CheckpointPath(dir);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
-  absl::Status st = WriteAllFd(fd, bytes, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync of ", tmp));
-  ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = ErrnoToStatus(errno, absl::StrCat("renaming to ", path));
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());  // the previous checkpoint stays as it was
-    return st;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // the rename itself is durable
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  // checkpoint.bin.tmp, renamed over checkpoint.bin: the previous checkpoint stays on failure.
+  return WriteFileAtomically(CheckpointPath(dir), bytes);
 }
 
 void RemoveStaleCheckpointTemp(const std::string& dir) {

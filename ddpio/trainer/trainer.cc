@@ -101,7 +101,11 @@ class TrainingRun {
  private:
   TrainingRun(comm::Job& job, const TrainOptions& o,
               const std::function<void(const std::string&)>& progress)
-      : o_(o), world_(job.world()), rank_(job.info().rank), progress_(progress) {}
+      : o_(o),
+        world_(job.world()),
+        rank_(job.info().rank),
+        progress_(progress),
+        node_(job.info().rank / std::max(1, job.info().local_world_size)) {}
   absl::Status OpenModel(comm::Job& job);
   // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
   absl::Status RunEpoch(bool* stopped);
@@ -112,11 +116,17 @@ class TrainingRun {
   absl::Status Save(uint64_t epoch, uint64_t position);
   absl::Status Validate();
   void ReportProgress(uint64_t n, uint64_t batches);
+  // Gathers the straggler report of the steps since the last one (collective on the world).
+  absl::Status ReportSteps();
 
   const TrainOptions& o_;
   comm::Communicator& world_;
   const int rank_;
   const std::function<void(const std::string&)>& progress_;
+  const int node_;
+  std::unique_ptr<StepProfiler> profiler_;
+  uint64_t report_first_step_ = 0;
+  double step_wait_s_ = 0, step_busy_s_ = 0, step_allreduce_s_ = 0;  // the step being taken
   // Destroyed in reverse: the reducer's thread first (an all-reduce in flight ends or times out);
   // then the pipelines, whose feeders stop (a peer's posted NCCL receive ends or is aborted) before
   // the model frees device memory — cudaFree waits for the whole device, which a receive from a
@@ -153,8 +163,21 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
                 : "the NCCL backend needs the model on the device (TrainOptions::device cuda)"),
         "device");
   }
+  if (o.report_every < 0) {
+    return WithSetting(
+        absl::InvalidArgumentError(absl::StrCat(
+            "report_every must be at least 0 (0: at each epoch's end), got ", o.report_every)),
+        "report_every");
+  }
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
   DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, TrainPipelineOptions(o)));
+  {
+    const comm::GroupLayout& layout = run->train_->layout();
+    const int rank = job.info().rank;
+    const bool reads = layout.is_leader(rank) || o.pipeline.readers == broadcast::FeedReaders::kAll;
+    run->profiler_ =
+        std::make_unique<StepProfiler>(rank, run->node_, reads ? -1 : layout.leader(rank));
+  }
   if (!o.val.empty()) {
     DDPIO_ASSIGN_OR_RETURN(run->val_, Pipeline::Open(job, ValidationPipelineOptions(o)));
   }
@@ -273,7 +296,9 @@ absl::Status TrainingRun::MicroBatch(const loader::Batch& b, double scale, bool 
   }
   reducer_->Begin();
   model_->ForwardBackward(b, scale, [&](int layer) { reducer_->LayerReady(layer); });
+  const auto finish = Clock::now();
   DDPIO_RETURN_IF_ERROR(reducer_->Finish());
+  step_allreduce_s_ = Seconds(Clock::now() - finish);
   DDPIO_ASSIGN_OR_RETURN(step_loss_, model_->TakeLoss());
   holds_.clear();  // the step's batches have been read
   DDPIO_RETURN_IF_ERROR(model_->status());
@@ -321,9 +346,11 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     const auto t0 = Clock::now();
     absl::StatusOr<loader::HeldBatch> held = train_->NextHeld();
     const auto t1 = Clock::now();
-    if (absl::IsOutOfRange(held.status())) return absl::OkStatus();
+    if (absl::IsOutOfRange(held.status()))
+      return profiler_->steps() > 0 ? ReportSteps() : absl::OkStatus();
     DDPIO_RETURN_IF_ERROR(held.status());
     wait_s_ += Seconds(t1 - t0);
+    step_wait_s_ += Seconds(t1 - t0);
     holds_.push_back(std::move(held->hold));
     const loader::Batch* b = &held->batch;
     DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
@@ -334,9 +361,15 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
         *b, 1.0 / (static_cast<double>(b->size) * static_cast<double>(in_step)), last_micro));
     samples_ += b->size;
     busy_s_ += Seconds(Clock::now() - t1);
+    step_busy_s_ += Seconds(Clock::now() - t1);
     if (!last_micro) continue;
     micro = 0;
+    profiler_->AddStep(step_wait_s_, step_busy_s_ - step_allreduce_s_, step_allreduce_s_,
+                       train_->counters());
+    step_wait_s_ = step_busy_s_ = step_allreduce_s_ = 0;
     ReportProgress(n, batches);
+    if (o_.report_every > 0 && profiler_->steps() >= static_cast<uint64_t>(o_.report_every))
+      DDPIO_RETURN_IF_ERROR(ReportSteps());
     const bool stop = o_.stop_after_steps > 0 && result_.steps == o_.stop_after_steps;
     if (stop || (o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0)) {
       DDPIO_RETURN_IF_ERROR(Save(epoch_, train_->ResumePosition()));
@@ -349,6 +382,26 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
       return absl::OkStatus();
     }
   }
+}
+
+absl::Status TrainingRun::ReportSteps() {
+  RankSteps mine = profiler_->Take();
+  DDPIO_ASSIGN_OR_RETURN(std::vector<RankSteps> ranks,
+                         GatherStepReport(world_, mine, o_.pipeline.timeout));
+  StepReport report = Analyze(std::move(ranks), epoch_, report_first_step_, step_);
+  report_first_step_ = step_;
+  if (rank_ == 0) {
+    if (progress_) progress_(StepReportTable(report));
+    if (!o_.metrics_file.empty()) {
+      DDPIO_RETURN_IF_ERROR(
+          WithSetting(Annotate(WriteMetricsFile(o_.metrics_file, StepReportPrometheus(report)),
+                               "writing the step report's metrics file"),
+                      "metrics_file"));
+    }
+  }
+  result_.step_report = std::move(report);
+  ++result_.step_reports;
+  return absl::OkStatus();
 }
 
 absl::Status TrainingRun::Validate() {
@@ -365,6 +418,7 @@ absl::Status TrainingRun::Validate() {
 }
 
 absl::Status TrainingRun::Run() {
+  report_first_step_ = step_;
   for (; epoch_ < static_cast<uint64_t>(o_.epochs); ++epoch_, position_ = 0) {
     bool stopped = false;
     DDPIO_RETURN_IF_ERROR(RunEpoch(&stopped));

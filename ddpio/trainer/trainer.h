@@ -19,6 +19,7 @@
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/pipeline/pipeline.h"
 #include "ddpio/trainer/optimizer.h"
+#include "ddpio/trainer/step_report.h"
 
 namespace ddpio::trainer {
 
@@ -58,6 +59,11 @@ struct TrainOptions {
   bool resume = false;
   uint64_t stop_after_steps = 0;  // stop (after checkpointing) once this many steps ran in this job
   int progress_every = 20;        // rank 0 prints a progress line every N steps (0: never)
+  // The straggler report (step_report.h): gathered every N optimizer steps (0: only at each
+  // epoch's end, where it is always gathered), printed by rank 0 with the progress lines, and
+  // written by rank 0 to `metrics_file` (Prometheus text, replaced atomically; "" = none).
+  int report_every = 0;
+  std::string metrics_file;
   int blas_threads = 1;
   MatMulEngine matmul = MatMulEngine::kAuto;  // with device kCpu only
   ModelDevice device = ModelDevice::kCpu;
@@ -73,6 +79,9 @@ struct TrainResult {
   uint64_t param_checksum = 0;
   std::string path;  // where the model ran, and why (e.g. "cpu: OpenBLAS ... (no cuBLAS: ...)")
   broadcast::FeederCounters feeder;
+  // The last straggler report (every rank has it) and how many were gathered.
+  std::optional<StepReport> step_report;
+  uint64_t step_reports = 0;
   // A training dataset in an object store: what this rank asked of the store
   // (Pipeline::store_counters).
   std::optional<storage::remote::RemoteCounters> store;

@@ -27,6 +27,9 @@ namespace ddpio::broadcast::internal {
 struct FeedTraffic {
   std::atomic<uint64_t> records_read{0}, bytes_read{0}, bytes_sent{0}, bytes_received{0};
   std::atomic<uint64_t> messages_sent{0}, messages_received{0}, network_wait_ns{0};
+  // The leader's time reading storage (its reading thread, or its member loaders' workers) and
+  // decoding for the group (decoded payload: its member loaders).
+  std::atomic<uint64_t> read_ns{0}, decode_ns{0};
 };
 
 struct FeedContext {

@@ -1,6 +1,7 @@
 #include "ddpio/broadcast/internal/feed_leader.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/broadcast/internal/decoded_batch.h"
@@ -151,6 +152,7 @@ absl::Status FeedLeader::SendEncodedStep(uint64_t epoch, uint64_t step, storage:
       ++copied_;
       absl::Span<const uint8_t> stored;
       storage::RecordBinding binding;
+      const auto read_start = std::chrono::steady_clock::now();
       absl::StatusOr<storage::RecordView> record = txn.Get(index, &stored, &binding);
       if (!record.ok()) {
         // A bus error in the map ends the run whatever the policy: every later read fails too.
@@ -176,6 +178,8 @@ absl::Status FeedLeader::SendEncodedStep(uint64_t epoch, uint64_t step, storage:
       h.salts.push_back(binding.salt);
       h.keys.push_back(binding.key);
       payload.insert(payload.end(), stored.begin(), stored.end());
+      traffic.read_ns += static_cast<uint64_t>(
+          (std::chrono::steady_clock::now() - read_start).count());  // the read and its copy
       // The copy read the map again: a page lost since Get (the file cut short under the job)
       // read as zeros, which must not be sent as the record.
       if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) {
@@ -197,7 +201,7 @@ absl::Status FeedLeader::ForEachDecodedBatch(
     uint64_t epoch, uint64_t step, bool* more,
     const std::function<absl::Status(Member&, const loader::Batch&, FeedHeader)>& fn) {
   *more = false;
-  uint64_t read = 0, bytes = 0;
+  uint64_t read = 0, bytes = 0, read_ns = 0, decode_ns = 0;
   for (auto& m : members_) {
     if (!m->done) {
       absl::StatusOr<loader::Batch> b = m->loader->Next();
@@ -215,9 +219,13 @@ absl::Status FeedLeader::ForEachDecodedBatch(
     const loader::LoaderStats s = m->loader->stats();
     read += s.images + s.bad_samples;
     bytes += s.payload_bytes;
+    read_ns += s.read_ns;
+    decode_ns += s.decode_ns + s.augment_ns;
   }
   ctx_.traffic.records_read = read;
   ctx_.traffic.bytes_read = bytes;
+  ctx_.traffic.read_ns = read_ns;
+  ctx_.traffic.decode_ns = decode_ns;
   return absl::OkStatus();
 }
 
