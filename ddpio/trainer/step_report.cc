@@ -224,9 +224,13 @@ StepReport Analyze(std::vector<RankSteps> ranks, uint64_t epoch, uint64_t first_
     }
   } else {
     report.bottleneck = "compute";
-    report.line =
-        absl::StrFormat("%s: compute %.0f%% of its step (p99 %.0f ms)%s", Who(s),
-                        100 * s.share(Stage::kCompute), s.at(Stage::kCompute).p99_ms, tail);
+    std::vector<double> compute;
+    for (const RankSteps& r : report.ranks)
+      compute.push_back(r.steps > 0 ? r.at(Stage::kCompute).total_s * 1e3 / r.steps : 0);
+    const double mine = compute[slowest], typical = Median(compute);
+    report.line = absl::StrFormat(
+        "%s: computes %.1f ms per step (p99 %.0f ms), %.1fx the ranks' median of %.1f ms%s", Who(s),
+        mine, s.at(Stage::kCompute).p99_ms, typical > 0 ? mine / typical : 0.0, typical, tail);
   }
   return report;
 }

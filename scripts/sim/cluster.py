@@ -332,19 +332,23 @@ class Cluster:
         return tuple(result)
 
     # ----- CPU ---------------------------------------------------------------------------
-    def cpu_cap(self, cores):
-        """At most `cores` CPUs per node (0: uncapped), through v1 cpu cgroups."""
+    def cpu_cap(self, cores, throttled=None):
+        """At most `cores` CPUs per node (0: uncapped), through v1 cpu cgroups; `throttled`:
+        {node: cores} for nodes capped apart from the others (a straggler)."""
+        throttled = throttled or {}
         groups = self.state.setdefault("cpu_groups", [])
-        if not groups and cores > 0:
+        if not groups and (cores > 0 or throttled):
             for i in range(self.nodes):
                 cg = f"{CGROUP_ROOT}/cpu/ddpio-sim-{self.name}-n{i}"
                 os.makedirs(cg, exist_ok=True)
                 self.made("cgroup", path=cg)
                 groups.append(cg)
-        for cg in groups:
+        for i, cg in enumerate(groups):
+            node_cores = throttled.get(i, cores)
             with open(f"{cg}/cpu.cfs_quota_us", "w") as fh:
-                fh.write(str(int(cores * 100000)) if cores > 0 else "-1")
+                fh.write(str(int(node_cores * 100000)) if node_cores > 0 else "-1")
         self.state["cpu_cores"] = cores
+        self.state["cpu_throttled"] = {str(k): v for k, v in throttled.items()}
         self.save()
 
     def cgroups_of(self, i):

@@ -43,8 +43,11 @@ def make_cluster(args, name=None):
                 c.up_store_s3(args.data, getattr(args, "ddpio", DEFAULT_DDPIO))
             else:
                 c.up_storage(args.data, args.workdir)
-        if getattr(args, "node_cpus", 0):
-            c.cpu_cap(args.node_cpus)
+        throttle = getattr(args, "throttle_node", None)
+        if getattr(args, "node_cpus", 0) or throttle is not None:
+            if throttle is not None and not 0 <= throttle < args.nodes:
+                raise cl.SimError(f"--throttle-node {throttle}: the cluster has nodes 0-{args.nodes - 1}")
+            c.cpu_cap(args.node_cpus, {throttle: args.throttle_cpus} if throttle is not None else None)
     except BaseException:
         c.down(quiet=True)
         raise
@@ -60,6 +63,11 @@ def add_cluster_flags(p, data_required):
                         "s3://ddpio-sim/data")
     p.add_argument("--workdir", default=WORKDIR, help=f"where the filesystem image lives (default {WORKDIR})")
     p.add_argument("--node-cpus", type=float, default=0, help="CPU cores per node (default: uncapped)")
+    p.add_argument("--throttle-node", type=int, default=None,
+                   help="one node made slow (a straggler): its CPU capped at --throttle-cpus cores; with "
+                        "--job train the straggler report should name a rank of it")
+    p.add_argument("--throttle-cpus", type=float, default=0.25,
+                   help="--throttle-node: that node's CPU cores (default 0.25)")
 
 
 def add_job_flags(p):

@@ -89,10 +89,14 @@ def job_figures(ranks, cfg):
     """Images/s of the whole job (images delivered to every rank over the job's span), the
     records and bytes ddpio says it read and sent, and each rank's stall."""
     ordered = [ranks[r] for r in sorted(ranks)]
+    report = {}
     if cfg["job"] == "train":  # ranks step in lock-step: the job's rate is the sum of theirs
         rate = sum(j["samples_per_s"] for j in ordered)
         images = None
         stall = [round(j["stall_fraction"], 3) for j in ordered]
+        steps = ordered[0].get("step_report") or {}
+        report = {"straggler": steps.get("straggler"), "straggler_bottleneck": steps.get("bottleneck"),
+                  "straggler_line": steps.get("line")}
     else:
         images = sum(j["images"] for j in ordered)
         span = max(j["end_unix_s"] for j in ordered) - min(j["start_unix_s"] for j in ordered)
@@ -107,4 +111,5 @@ def job_figures(ranks, cfg):
         "ddpio_bytes_read": sum(j["bytes_read"] for j in ordered),
         "ddpio_bytes_sent": sum(j["bytes_sent"] for j in ordered),
         "stall": stall,
+        **report,
     }
