@@ -6,7 +6,10 @@ three; python and c++ swap places every round, so neither always follows the tor
   python  one epoch of ddpio.Loader(train=True, RandomResizedCrop + flip, uint8), the loop
           touching every batch (a sum over one byte per image and over the labels);
   c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python),
-          which also measures the JPEG full-decode ceiling (one thread per worker, one pass);
+          which also measures the JPEG full-decode ceiling the way its epoch runs: as many
+          decoders at once as the loader has workers, interleaved with its epochs (bench
+          loader's ceiling_images_per_s; its one-thread figure times the workers overstates
+          what two busy threads reach on a shared machine);
   torch   one epoch of torchvision ImageFolder + DataLoader(num_workers) over the original JPEG
           folder, RandomResizedCrop + RandomHorizontalFlip + PILToTensor (uint8, as ddpio's), in a
           process of its own (as the c++ one), so its leftovers do not slow the python epochs.
@@ -191,7 +194,7 @@ def main(argv=None):
     if torch_rates:
         rows.append(("torchvision ImageFolder + DataLoader", report["torch"]))
     if ceilings:
-        rows.append(("ceiling: full JPEG decode, 1 thread x workers", report["ceiling"]))
+        rows.append(("ceiling: full JPEG decode, workers at once", report["ceiling"]))
     for name, s in rows:
         print(f"  {name:<46} {s['median']:8.0f}   ({s['min']:.0f}-{s['max']:.0f})")
     print(f"  python / c++     = {ratio(report, 'python_vs_cpp', python_rates, cpp_rates)}")
