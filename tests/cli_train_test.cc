@@ -6,10 +6,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/multiprocess.h"
 #include "tests/support/rank_lines.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -45,11 +48,13 @@ class CliTrain : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   static testing::RunResult Train(int ranks, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch",
-                                     "--nproc-per-node",
-                                     std::to_string(ranks),
-                                     "--",
-                                     testing::DdpioBin(),
+    std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(ranks), "--"};
+    for (std::string& a : TrainArgs(std::move(extra))) args.push_back(std::move(a));
+    return RunDdpio(args);
+  }
+  // `ddpio train` with the suite's data and model, then `extra`.
+  static std::vector<std::string> TrainArgs(std::vector<std::string> extra) {
+    std::vector<std::string> args = {testing::DdpioBin(),
                                      "train",
                                      "--data",
                                      dir_->Sub("train.db"),
@@ -69,7 +74,7 @@ class CliTrain : public ::testing::Test {
                                      "30",
                                      "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return RunDdpio(args);
+    return args;
   }
   static testing::TempDir* dir_;
 };
@@ -158,6 +163,85 @@ TEST_F(CliTrain, TheStepReportCoversEveryRankAndStageAndIsValidPrometheusText) {
     EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   }
 }
+
+#ifdef DDPIO_TORCH_PYTHON
+// Each rank's JSON line from torchrun's output ("[default<r>]:{...}" with --tee 1).
+std::map<int, nlohmann::json> TorchrunLines(const std::string& out) {
+  std::map<int, nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const size_t open = line.find("[default"), colon = line.find("]:{");
+    if (open != 0 || colon == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line.substr(colon + 2), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) lines[std::stoi(line.substr(8, colon - 8))] = j;
+  }
+  return lines;
+}
+
+// Under torchrun's elastic agent (rendezvous backend c10d, --max_restarts 1), as users run elastic
+// jobs: a rank killed with SIGKILL mid-epoch, once the first checkpoint exists; the agent restarts
+// the workers, which resume from the checkpoint (redoing the steps since) and end with exactly
+// the parameters of an uninterrupted run.
+TEST_F(CliTrain, UnderTorchrunElasticAKilledRankIsRestartedAndResumesExactly) {
+  const std::string killer = dir_->Sub("kill-rank-1-once.sh");
+  {
+    // The fault: on the first attempt, local rank 1 is killed as soon as a checkpoint exists.
+    std::ofstream f(killer);
+    f << "#!/bin/sh\n"
+         "\"$@\" & pid=$!\n"
+         "if [ \"${TORCHELASTIC_RESTART_COUNT:-0}\" = 0 ] && [ \"$LOCAL_RANK\" = 1 ]; then\n"
+         "  while [ ! -e \"$KILL_AFTER\" ] && kill -0 \"$pid\" 2>/dev/null; do sleep 0.01; done\n"
+         "  kill -9 \"$pid\" 2>/dev/null && echo \"killed rank 1\" >&2\n"
+         "fi\n"
+         "wait \"$pid\"\n";
+  }
+  const std::vector<std::string> run = {"--epochs", "3", "--checkpoint-every", "4", "--resume"};
+  auto torchrun = [&](const std::string& checkpoints, bool kill) {
+    std::vector<std::string> args = {DDPIO_TORCH_PYTHON,
+                                     "-m",
+                                     "torch.distributed.run",
+                                     "--no_python",
+                                     "--nnodes",
+                                     "1",
+                                     "--nproc_per_node",
+                                     "2",
+                                     "--rdzv_backend",
+                                     "c10d",
+                                     "--rdzv_endpoint",
+                                     absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort()),
+                                     "--max_restarts",
+                                     "1",
+                                     "--redirects",
+                                     "1",
+                                     "--tee",
+                                     "1"};
+    if (kill) args.insert(args.end(), {"/bin/sh", killer});
+    std::vector<std::string> train = run;
+    train.insert(train.end(), {"--checkpoint-dir", checkpoints});
+    for (std::string& a : TrainArgs(train)) args.push_back(std::move(a));
+    testing::RunOptions o;
+    o.timeout = std::chrono::seconds(240);
+    o.env = {{"DDPIO_STORE_TOKEN", "elastic-test"},
+             {"KILL_AFTER", checkpoints + "/checkpoint.bin"}};
+    return testing::Run(args, o);
+  };
+  auto straight = torchrun(dir_->Sub("ck-straight"), false);
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  auto killed = torchrun(dir_->Sub("ck-killed"), true);
+  ASSERT_EQ(killed.exit_code, 0) << killed.err;
+  EXPECT_NE(killed.err.find("killed rank 1"), std::string::npos) << killed.err;
+  EXPECT_NE(killed.err.find("resuming from"), std::string::npos) << killed.err;
+  const auto want = TorchrunLines(straight.out), got = TorchrunLines(killed.out);
+  ASSERT_EQ(want.size(), 2u) << straight.out;
+  ASSERT_EQ(got.size(), 2u) << killed.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(got.at(rank)["param_checksum"], want.at(rank)["param_checksum"]) << "rank " << rank;
+    EXPECT_EQ(got.at(rank)["val_accuracy"], want.at(rank)["val_accuracy"]) << "rank " << rank;
+  }
+  // The restarted job took only the steps after its checkpoint: fewer than the whole run's.
+  EXPECT_LT(got.at(0)["steps"].get<uint64_t>(), want.at(0)["steps"].get<uint64_t>());
+}
+#endif  // DDPIO_TORCH_PYTHON
 
 TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
   auto straight = Train(2, {"--epochs", "2"});

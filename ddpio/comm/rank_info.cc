@@ -216,6 +216,7 @@ absl::StatusOr<RankInfo> DiscoverRank(const Environment& env, const RankFlags& f
   DDPIO_RETURN_IF_ERROR(ResolveMaster(env, flags, &info));
   const std::string agent = EnvValue(env, "TORCHELASTIC_USE_AGENT_STORE");
   info.agent_store = agent == "True" || agent == "true" || agent == "1";
+  info.torchrun_rendezvous = !agent.empty() && !info.agent_store;
   return info;
 }
 

@@ -49,6 +49,10 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool agent_store = false;  // torchrun's agent serves a PyTorch TCPStore on master_port
+  // Started by torchrun's elastic agent with a rendezvous backend (--rdzv_backend c10d): it
+  // serves its workers no store (TORCHELASTIC_USE_AGENT_STORE is False), so rank 0 serves ddpio's
+  // on master_port, with DDPIO_STORE_TOKEN shared by every node.
+  bool torchrun_rendezvous = false;
   RankSource source = RankSource::kCaller;
 };
 

@@ -21,6 +21,7 @@ TEST(RankInfo, Torchrun) {
   EXPECT_EQ(r.master_addr, "10.0.0.5");
   EXPECT_EQ(r.master_port, 29400);
   EXPECT_TRUE(r.agent_store);
+  EXPECT_FALSE(r.torchrun_rendezvous);
   EXPECT_EQ(r.source, RankSource::kTorchrun);
 }
 

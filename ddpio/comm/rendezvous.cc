@@ -24,6 +24,14 @@ TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
 // launcher's variables without the launcher (WORLD_SIZE exported in a shell, a process started
 // by hand inside an allocation). Say what was found and how jobs are started.
 absl::Status NoLauncherStore(const RankInfo& info) {
+  if (info.torchrun_rendezvous) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this process is rank ", info.rank, " of ", info.world_size,
+        " started by torchrun with a rendezvous backend (--rdzv_backend c10d, as elastic jobs "
+        "are), which serves its workers no store: set DDPIO_STORE_TOKEN to the same secret on "
+        "every node before torchrun (e.g. export DDPIO_STORE_TOKEN=$(openssl rand -hex 16) on one "
+        "and copy it); rank 0 then serves ddpio's store on MASTER_ADDR:MASTER_PORT"));
+  }
   const std::string from =
       info.source == RankSource::kFlags      ? "the command line"
       : info.source == RankSource::kTorchrun ? "RANK/WORLD_SIZE in the environment"

@@ -59,6 +59,20 @@ TEST(Rendezvous, RefusesWhatItCannotDoClearly) {
   auto nobody = Job::Join(agent, quick, empty);
   EXPECT_CODE(nobody, kDeadlineExceeded);
   EXPECT_THAT(nobody.status().message(), ::testing::HasSubstr("torchrun's agent store"));
+  // torchrun with a rendezvous backend (elastic) serves no store: the token is what is missing,
+  // and the error says so in torchrun's terms.
+  ASSERT_OK_AND_ASSIGN(RankInfo elastic, DiscoverRank({{"RANK", "1"},
+                                                       {"WORLD_SIZE", "4"},
+                                                       {"MASTER_ADDR", "127.0.0.1"},
+                                                       {"MASTER_PORT", "29400"},
+                                                       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                                                       {"TORCHELASTIC_RUN_ID", "job7"}}));
+  EXPECT_TRUE(elastic.torchrun_rendezvous);
+  auto untokened = Job::Join(elastic, no_token, empty);
+  EXPECT_CODE(untokened, kFailedPrecondition);
+  EXPECT_THAT(untokened.status().message(),
+              ::testing::HasSubstr("--rdzv_backend c10d, as elastic jobs are), which serves its "
+                                   "workers no store: set DDPIO_STORE_TOKEN"));
 }
 
 // The token and job id come from the environment Join is given, not from the process's: a
