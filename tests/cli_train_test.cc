@@ -162,6 +162,13 @@ TEST_F(CliTrain, TheStepReportCoversEveryRankAndStageAndIsValidPrometheusText) {
     auto check = testing::Run({"/usr/bin/promtool", "check", "metrics"}, o);
     EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   }
+  // A metrics file that cannot be written is a warning; the training goes on.
+  auto unwritable =
+      Train(2, {"--epochs", "1", "--metrics-file", dir_->Sub("no-such-folder/steps.prom")});
+  EXPECT_EQ(unwritable.exit_code, 0) << unwritable.err;
+  EXPECT_NE(unwritable.err.find("the step report's metrics file was not written"),
+            std::string::npos)
+      << unwritable.err;
 }
 
 #ifdef DDPIO_TORCH_PYTHON

@@ -393,10 +393,12 @@ absl::Status TrainingRun::ReportSteps() {
   if (rank_ == 0) {
     if (progress_) progress_(StepReportTable(report));
     if (!o_.metrics_file.empty()) {
-      DDPIO_RETURN_IF_ERROR(
-          WithSetting(Annotate(WriteMetricsFile(o_.metrics_file, StepReportPrometheus(report)),
-                               "writing the step report's metrics file"),
-                      "metrics_file"));
+      // The metrics are an aid: a file that cannot be written (a full disk, a missing folder) is
+      // a warning, never the end of the training (the other ranks would wait for rank 0).
+      if (absl::Status st = WriteMetricsFile(o_.metrics_file, StepReportPrometheus(report));
+          !st.ok()) {
+        DDPIO_LOG(WARNING) << "the step report's metrics file was not written: " << st.message();
+      }
     }
   }
   result_.step_report = std::move(report);

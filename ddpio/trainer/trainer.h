@@ -61,7 +61,8 @@ struct TrainOptions {
   int progress_every = 20;        // rank 0 prints a progress line every N steps (0: never)
   // The straggler report (step_report.h): gathered every N optimizer steps (0: only at each
   // epoch's end, where it is always gathered), printed by rank 0 with the progress lines, and
-  // written by rank 0 to `metrics_file` (Prometheus text, replaced atomically; "" = none).
+  // written by rank 0 to `metrics_file` (Prometheus text, replaced atomically; "" = none; a
+  // failed write is a warning, the training goes on).
   int report_every = 0;
   std::string metrics_file;
   int blas_threads = 1;
