@@ -1,5 +1,5 @@
-// Compiled with the CUDA runtime's headers; linked against libcudart in ddpio (never the driver
-// stub) and against the stand-in in tests/gpu_standin.
+// Compiled with the CUDA runtime's headers; linked against libcudart in ddpio (never the
+// toolkit's placeholder libcuda) and against the stand-in in tests/gpu_standin.
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
