@@ -39,6 +39,9 @@
 # The server listens on 127.0.0.1 only (unless --listen) and speaks path-style URLs (http://127.0.0.1:PORT/bucket/key);
 # sign requests with SigV4 for service s3 and send `x-amz-content-sha256` (UNSIGNED-PAYLOAD works).
 # Send a Content-Length with PUTs (chunked uploads get 411). Idle, the three daemons use ~120 MB.
+# Temporary credentials: the gateway also answers STS AssumeRole (POST / Action=AssumeRole, SigV4
+# for service sts) for the role arn:aws:iam:::role/ddpio-reader (every S3 action), with sessions
+# as short as 1 s (DurationSeconds), so that tests can see a session token expire.
 # Ports: S3 PORT, the monitor on two free ports from 13300, the OSD in a free block of 16 from
 # 16800. Exit status: 0 success, 1 runtime error, 2 usage error. Needs root only to install.
 set -Eeuo pipefail
@@ -368,6 +371,9 @@ rgw frontends = beast endpoint=$LISTEN:$PORT tcp_nodelay=1
 rgw data = $DIR/rgw
 rgw init timeout = $UP_TIMEOUT
 rgw dynamic resharding = false
+rgw s3 auth use sts = true
+rgw sts key = $(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+rgw sts min session duration = 1
 EOF
 }
 
@@ -501,6 +507,15 @@ cmd_up() {
   step "radosgw-admin user create" "$setup and $DIR/log/osd.0.log" \
     radosgw-admin -c "$CONF" user create --uid "$S3_USER" --display-name "ddpio tests" \
     --access-key "$ACCESS_KEY" --secret-key "$SECRET_KEY"
+  # A role the user may assume through STS, for tests of temporary credentials.
+  step "radosgw-admin caps add" "$setup" \
+    radosgw-admin -c "$CONF" caps add --uid "$S3_USER" --caps "roles=*"
+  step "radosgw-admin role create" "$setup" \
+    radosgw-admin -c "$CONF" role create --role-name ddpio-reader --path / \
+    --assume-role-policy-doc '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam:::user/'"$S3_USER"'"]},"Action":["sts:AssumeRole"]}]}'
+  step "radosgw-admin role-policy put" "$setup" \
+    radosgw-admin -c "$CONF" role-policy put --role-name ddpio-reader --policy-name all \
+    --policy-doc '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":"arn:aws:s3:::*"}]}'
   step radosgw "$DIR/log/$RGW_NAME.log" radosgw -c "$CONF" -n "$RGW_NAME"
 
   # Ready when a signed request succeeds; then one bucket/object round trip so that the data

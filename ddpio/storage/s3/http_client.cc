@@ -51,22 +51,22 @@ bool RetryableCurl(CURLcode code) {
 
 bool RetryableHttpStatus(long status) { return status >= 500 || status == 429 || status == 408; }
 
-absl::Status HttpError(long status, const std::string& body, const std::string& what,
-                       int attempts) {
+absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts,
+                       const std::string& refused_hint) {
   const std::string code = XmlText(body, "Code"), message = XmlText(body, "Message");
   std::string detail = absl::StrCat("HTTP ", status);
   if (!code.empty()) absl::StrAppend(&detail, " ", code);
   if (!message.empty()) absl::StrAppend(&detail, ": ", message.substr(0, 300));
-  const std::string text = absl::StrCat(
+  std::string text = absl::StrCat(
       what, ": ", detail, attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "");
+  const bool token_refused = status == 400 && (code == "ExpiredToken" || code == "InvalidToken" ||
+                                               code == "InvalidAccessKeyId");
+  if ((status == 401 || status == 403 || token_refused) && !refused_hint.empty())
+    absl::StrAppend(&text, ". ", refused_hint);
   if (status == 404) return absl::NotFoundError(text);
   if (status == 403) return absl::PermissionDeniedError(text);
-  if (status == 401) return absl::UnauthenticatedError(text);
+  if (status == 401 || token_refused) return absl::UnauthenticatedError(text);
   if (status == 416) return absl::OutOfRangeError(text);
-  if (status == 400 &&
-      (code == "ExpiredToken" || code == "InvalidToken" || code == "InvalidAccessKeyId")) {
-    return absl::UnauthenticatedError(text);
-  }
   if (RetryableHttpStatus(status)) return absl::UnavailableError(text);
   return absl::InvalidArgumentError(text);
 }
@@ -272,7 +272,8 @@ struct HttpClient::Impl {
                                       : absl::UnavailableError(text));
     }
     if (status < 200 || status >= 300)
-      return Finish(std::move(t), HttpError(status, t->body, what, t->attempts));
+      return Finish(std::move(t),
+                    HttpError(status, t->body, what, t->attempts, options.refused_hint));
     HttpResponse r;
     r.status = status;
     r.body = std::move(t->body);

@@ -70,6 +70,9 @@ class HttpClient {
     int max_in_flight = 32;     // transfers at once; more wait in order
     std::string sigv4;          // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
     std::string user_password;  // "ACCESS_KEY:SECRET_KEY" for SigV4
+    // Said after the error when the server refuses the credentials (401, 403, or 400 with
+    // ExpiredToken, InvalidToken or InvalidAccessKeyId): where they came from, what to check.
+    std::string refused_hint;
   };
   using Done = std::function<void(absl::StatusOr<HttpResponse>)>;
 
@@ -100,8 +103,10 @@ class HttpClient {
 bool RetryableHttpStatus(long status);
 
 // The error Status for a final answer `status` with `body` (an S3 XML error document, whose
-// Code and Message are quoted) to `what`, after `attempts` attempts.
-absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts);
+// Code and Message are quoted) to `what`, after `attempts` attempts; `refused_hint` follows
+// when the answer refuses the credentials.
+absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts,
+                       const std::string& refused_hint = "");
 
 }  // namespace ddpio::storage::s3
 

@@ -11,6 +11,21 @@ namespace {
 
 constexpr uint64_t kMaxXmlBytes = 16 << 20;  // listings and error documents
 
+// What to check when the store refuses a request: S3 servers answer an expired session token
+// with 400 ExpiredToken (AWS) or a bare 403 AccessDenied (Ceph's gateway), so say both.
+std::string RefusedHint(const S3Config& config) {
+  std::string hint = absl::StrCat("The store refused the request with these credentials (",
+                                  config.Describe(), ")");
+  if (!config.session_token.empty()) {
+    absl::StrAppend(&hint,
+                    "; they are temporary (a session token, AWS_SESSION_TOKEN, is set) and may "
+                    "have expired: get new ones from their issuer");
+  } else {
+    absl::StrAppend(&hint, ": check the key pair, and that this account may read the bucket");
+  }
+  return hint;
+}
+
 }  // namespace
 
 std::string EncodeKey(const std::string& key) {
@@ -35,6 +50,7 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   o.max_in_flight = options.max_in_flight;
   o.sigv4 = absl::StrCat("aws:amz:", config.region, ":s3");
   o.user_password = absl::StrCat(config.access_key, ":", config.secret_key);
+  o.refused_hint = RefusedHint(config);
   DDPIO_ASSIGN_OR_RETURN(auto http, HttpClient::Create(o));
   return std::unique_ptr<S3Client>(new S3Client(config, std::move(http)));
 }

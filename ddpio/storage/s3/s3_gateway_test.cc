@@ -4,12 +4,18 @@
 // test command sets it, and then a missing gateway is a failure.
 #include "tests/support/s3_gateway.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "ddpio/common/environment.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/s3/http_client.h"
 #include "ddpio/storage/s3/s3_client.h"
+#include "ddpio/storage/s3/s3_xml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -18,6 +24,7 @@ namespace ddpio::storage::s3 {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class Gateway : public ::testing::Test {
  protected:
@@ -82,8 +89,70 @@ TEST_F(Gateway, WrongSecretsMissingBucketsAndKeysAreClearErrors) {
   ASSERT_OK_AND_ASSIGN(auto impostor, S3Client::Create(wrong));
   auto denied = impostor->Get(bucket_, "k", 100);
   EXPECT_CODE(denied, kPermissionDenied);
-  EXPECT_THAT(denied.status().message(), ::testing::Not(HasSubstr("not-the-secret")));
-  EXPECT_THAT(denied.status().message(), ::testing::Not(HasSubstr(config_.secret_key)));
+  EXPECT_THAT(denied.status().message(), Not(HasSubstr("not-the-secret")));
+  EXPECT_THAT(denied.status().message(), Not(HasSubstr(config_.secret_key)));
+  EXPECT_THAT(denied.status().message(), HasSubstr("check the key pair"));
+}
+
+// Temporary credentials from the gateway's STS (AssumeRole of the role scripts/object-store.sh
+// creates), valid for `seconds`; `expires` is when the gateway says they end (its Expiration).
+absl::StatusOr<S3Config> AssumeRole(const S3Config& base, int seconds,
+                                    std::chrono::system_clock::time_point* expires) {
+  HttpClient::Options o;
+  o.sigv4 = absl::StrCat("aws:amz:", base.region, ":sts");
+  o.user_password = absl::StrCat(base.access_key, ":", base.secret_key);
+  DDPIO_ASSIGN_OR_RETURN(auto http, HttpClient::Create(o));
+  HttpRequest r;
+  r.method = "POST";
+  r.url = base.endpoint + "/";
+  r.headers.push_back("Content-Type: application/x-www-form-urlencoded");
+  r.body = absl::StrCat(
+      "Action=AssumeRole&RoleArn=arn:aws:iam:::role/ddpio-reader&RoleSessionName=ddpio-test"
+      "&Version=2011-06-15&DurationSeconds=",
+      seconds);
+  r.what = "STS AssumeRole";
+  DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http->Execute(std::move(r)));
+  S3Config temporary = base;
+  temporary.access_key = XmlText(response.body, "AccessKeyId");
+  temporary.secret_key = XmlText(response.body, "SecretAccessKey");
+  temporary.session_token = XmlText(response.body, "SessionToken");
+  temporary.credentials_from = "STS AssumeRole";
+  if (temporary.session_token.empty()) {
+    return absl::InternalError(absl::StrCat("no SessionToken in ", response.body.substr(0, 300)));
+  }
+  absl::Time end;
+  std::string error;
+  const std::string expiration = XmlText(response.body, "Expiration");
+  if (!absl::ParseTime(absl::RFC3339_full, expiration, &end, &error)) {
+    return absl::InternalError(absl::StrCat("Expiration '", expiration, "': ", error));
+  }
+  *expires = absl::ToChronoTime(end);
+  return temporary;
+}
+
+TEST_F(Gateway, AnExpiredSessionTokenIsAClearErrorNamingTheObject) {
+  ASSERT_OK(client_->Put(bucket_, "k", "payload"));
+  // Long enough for one request on a busy machine; the gateway's shortest session is 1 s.
+  std::chrono::system_clock::time_point expires;
+  ASSERT_OK_AND_ASSIGN(S3Config temporary, AssumeRole(config_, 3, &expires));
+  ASSERT_OK_AND_ASSIGN(auto holder, S3Client::Create(temporary));
+  auto fresh = holder->Get(bucket_, "k", 100);
+  if (std::chrono::system_clock::now() < expires) {
+    ASSERT_OK(fresh.status());  // the token works while it lasts
+    EXPECT_EQ(*fresh, "payload");
+  }
+  // What is under test is expiry itself, a time on the gateway's clock (the same machine's).
+  std::this_thread::sleep_until(expires + std::chrono::seconds(1));
+  auto expired = holder->Get(bucket_, "k", 100);
+  EXPECT_CODE(expired, kPermissionDenied);
+  const std::string said(expired.status().message());
+  EXPECT_THAT(said, HasSubstr(absl::StrCat("s3://", bucket_, "/k")));
+  EXPECT_THAT(said, HasSubstr("AWS_SESSION_TOKEN"));
+  EXPECT_THAT(said, HasSubstr("may have expired"));
+  EXPECT_THAT(said, Not(HasSubstr(temporary.secret_key)));
+  EXPECT_THAT(said, Not(HasSubstr(temporary.session_token)));
+  // The long-lived keys still work: it was the session that ended, not the account.
+  EXPECT_OK(client_->Get(bucket_, "k", 100).status());
 }
 
 }  // namespace
