@@ -122,6 +122,24 @@ TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
   EXPECT_EQ(bad_url.exit_code, 2) << bad_url.err;
 }
 
+// `bench storage` by URL: every record of each round fetched once from the store (a fresh reader
+// a round), next to the store's own rate measured in the same run, with the process's CPU.
+TEST_F(CliS3, BenchStorageByUrlMeasuresTheStoreBesideTheReader) {
+  ASSERT_EQ(RunDdpio({"upload", dir_.Sub("db"), url_, "--quiet"}).exit_code, 0);
+  auto bench = RunDdpio(
+      {"bench", "storage", "--data", url_, "--order", "random", "--repeat", "2", "--json"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  auto j = nlohmann::json::parse(LastLine(bench.out));
+  EXPECT_EQ(j["records"], 60);
+  EXPECT_EQ(j["store"]["records_fetched"], 60) << "each round reads every record once";
+  EXPECT_EQ(j["store"]["misses"].get<uint64_t>() + j["store"]["memory_hits"].get<uint64_t>(), 60u);
+  EXPECT_GT(j["ceiling_records_per_s"].get<double>(), 0);
+  EXPECT_GT(j["ratio"].get<double>(), 0);
+  EXPECT_GT(j["cpu_ms_per_record"].get<double>(), 0);
+  EXPECT_GE(j["requests_per_round"].get<double>(), 1);  // the records' GETs, after opening
+  EXPECT_LT(j["requests_per_round"].get<double>(), 60) << "neighbouring records not coalesced";
+}
+
 // Replicate over the store: each group's two members get the group's stream, the sampler's, and
 // the records come from the store to the leaders alone (peers read the manifest, no record).
 // --cache-dir: the first run fills the folder from the store, a second process reads every record

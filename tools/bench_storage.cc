@@ -1,12 +1,14 @@
 #include "tools/bench_storage.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/s3/s3_config.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
@@ -72,6 +75,106 @@ absl::Status CopyFiles(const storage::DatasetReader& reader, int threads, double
   return absl::OkStatus();
 }
 
+std::vector<uint64_t> Order(uint64_t n, const BenchStorageOptions& o) {
+  std::vector<uint64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (o.random_order) {
+    SplitMix64 rng(o.seed);
+    for (uint64_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.Next() % i]);
+  }
+  return order;
+}
+
+// CPU seconds this process has used (every thread, user and system).
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// A dataset in an object store: each round opens it afresh (nothing held from the round before)
+// and reads every record in the order, each thread asking for its next kWindow records ahead as
+// the loader does; the ceiling is the store itself, the same records fetched by one range GET
+// each with as many in flight, nothing checked or kept (RemoteDataset::FetchRaw).
+absl::StatusOr<nlohmann::json> BenchRemote(const BenchStorageOptions& o) {
+  constexpr uint64_t kWindow = 256;
+  storage::ReaderOptions ro;
+  std::vector<double> ours, ceiling, ours_cpu, ceiling_cpu, ratios;
+  std::vector<uint64_t> requests;
+  nlohmann::json store;
+  uint64_t n = 0, payload = 0, file_bytes = 0;
+  for (int round = 0; round < o.repeat; ++round) {
+    DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
+    n = reader->size();
+    payload = reader->completion().payload_bytes;
+    file_bytes = reader->file_bytes();
+    const std::vector<uint64_t> order = Order(n, o);
+    const uint64_t requests_before = reader->remote()->counters().requests;
+    std::atomic<int> errors{0};
+    absl::Status first_error;
+    std::mutex mu;
+    double cpu = CpuSeconds();
+    ours.push_back(Timed(o.threads, [&](int t) {
+      auto txn = reader->BeginRead();
+      const uint64_t part = (n + o.threads - 1) / o.threads;
+      const uint64_t begin = std::min(n, part * t), end = std::min(n, begin + part);
+      auto fail = [&](const absl::Status& s) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (errors++ == 0) first_error = s;
+      };
+      if (!txn.ok()) return fail(txn.status());
+      auto ask = [&](uint64_t from) {
+        if (from >= end) return;
+        const uint64_t to = std::min(end, from + kWindow);
+        if (auto s = txn->Prefetch(absl::MakeConstSpan(order).subspan(from, to - from)); !s.ok())
+          fail(s.status());
+      };
+      ask(begin);
+      for (uint64_t i = begin; i < end; ++i) {
+        if ((i - begin) % kWindow == 0) ask(i + kWindow);
+        if (auto r = txn->Get(order[i]); !r.ok()) fail(r.status());
+      }
+    }));
+    ours_cpu.push_back(CpuSeconds() - cpu);
+    if (errors > 0) return first_error;
+    const storage::remote::RemoteCounters c = reader->remote()->counters();
+    requests.push_back(c.requests - requests_before);
+    store = {{"requests", c.requests},
+             {"retries", c.retries},
+             {"bytes", c.bytes},
+             {"records_fetched", c.records_fetched},
+             {"memory_hits", c.memory_hits},
+             {"disk_hits", c.disk_hits},
+             {"misses", c.misses}};
+    cpu = CpuSeconds();
+    const auto start = Clock::now();
+    DDPIO_RETURN_IF_ERROR(reader->remote()->FetchRaw(order).status());
+    ceiling.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    ceiling_cpu.push_back(CpuSeconds() - cpu);
+    ratios.push_back(ceiling.back() / ours.back());
+  }
+  const double t_ours = Median(ours), t_ceiling = Median(ceiling);
+  return nlohmann::json{
+      {"data", o.data},
+      {"order", o.random_order ? "random" : "sequential"},
+      {"threads", o.threads},
+      {"repeat", o.repeat},
+      {"records", n},
+      {"payload_bytes", payload},
+      {"file_bytes", file_bytes},
+      {"records_per_s", n / t_ours},
+      {"mb_per_s", payload / 1e6 / t_ours},
+      {"cpu_ms_per_record", Median(ours_cpu) * 1e3 / std::max<uint64_t>(1, n)},
+      {"requests_per_round", Median(std::vector<double>(requests.begin(), requests.end()))},
+      {"ceiling_records_per_s", n / t_ceiling},
+      {"ceiling_mb_per_s", payload / 1e6 / t_ceiling},
+      {"ceiling_cpu_ms_per_record", Median(ceiling_cpu) * 1e3 / std::max<uint64_t>(1, n)},
+      {"ratio", Median(ratios)},
+      {"store", store},
+      {"rounds_seconds", ours},
+      {"ceiling_rounds_seconds", ceiling}};
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) {
@@ -80,6 +183,7 @@ absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) 
     o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.threads < 1 || o.repeat < 1)
     return absl::InvalidArgumentError("threads must be >= 0 and repeat >= 1");
+  if (storage::s3::IsS3Url(o.data)) return BenchRemote(o);
   storage::ReaderOptions ro;
   ro.readahead = !o.random_order;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
@@ -88,12 +192,7 @@ absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) 
   DDPIO_ASSIGN_OR_RETURN(auto lookup_reader, storage::DatasetReader::Open(o.data, lookup_ro));
 
   const uint64_t n = reader->size();
-  std::vector<uint64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  if (o.random_order) {
-    SplitMix64 rng(o.seed);
-    for (uint64_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.Next() % i]);
-  }
+  const std::vector<uint64_t> order = Order(n, o);
   // Each thread takes a contiguous part of the order.
   auto run_reader = [&](const storage::DatasetReader& r, std::atomic<int>* errors) {
     return Timed(o.threads, [&](int t) {
@@ -149,6 +248,22 @@ absl::StatusOr<nlohmann::json> BenchStorage(const BenchStorageOptions& options) 
 }
 
 std::string BenchStorageText(const nlohmann::json& j) {
+  if (j.contains("store")) {
+    return absl::StrFormat(
+        "bench storage: %d records (%s payload) of %s, %s order, %d thread(s), median of %d "
+        "rounds\n"
+        "  read + verify   %10.0f records/s  %8.0f MB/s  %.0f requests a round, "
+        "%.3f ms CPU a record (this process)\n"
+        "  ceiling         %10.0f records/s  %8.0f MB/s  (the store: one range GET a record, "
+        "as many in flight, nothing checked; %.3f ms CPU a record)\n"
+        "  ratio           %.2f of the ceiling\n",
+        j["records"].get<uint64_t>(), HumanBytes(j["payload_bytes"].get<double>()),
+        j["data"].get<std::string>(), j["order"].get<std::string>(), j["threads"].get<int>(),
+        j["repeat"].get<int>(), j["records_per_s"].get<double>(), j["mb_per_s"].get<double>(),
+        j["requests_per_round"].get<double>(), j["cpu_ms_per_record"].get<double>(),
+        j["ceiling_records_per_s"].get<double>(), j["ceiling_mb_per_s"].get<double>(),
+        j["ceiling_cpu_ms_per_record"].get<double>(), j["ratio"].get<double>());
+  }
   return absl::StrFormat(
       "bench storage: %d records (%s payload), %s order, %d thread(s), median of %d rounds\n"
       "  read + verify   %10.0f records/s  %8.0f MB/s\n"

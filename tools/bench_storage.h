@@ -6,6 +6,10 @@
 // ceiling: plain pread() copies of the LMDB data file from the page cache into a private buffer,
 // the same bytes a reader has to bring in. Data are warmed into the page cache first: this
 // measures the software path, not the disk (see docs/PERFORMANCE.md for cold-cache notes).
+// A dataset in an object store (s3://): each round opens it afresh and reads every record, each
+// thread asking a window ahead; the ceiling is the store, measured in the same round — the same
+// records, one range GET each, as many in flight, nothing checked (RemoteDataset::FetchRaw) —
+// and the process's CPU a record is given for both.
 #ifndef DDPIO_TOOLS_BENCH_STORAGE_H_
 #define DDPIO_TOOLS_BENCH_STORAGE_H_
 

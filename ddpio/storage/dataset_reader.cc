@@ -657,6 +657,16 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
     }
     ro.coalesce_gap = v << 10;
   }
+  if (const std::string mib = EnvValue(env, "DDPIO_S3_MEMORY_MB"); !mib.empty()) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(mib, &v) || v < 1 || v > (uint64_t{1} << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DDPIO_S3_MEMORY_MB=", mib,
+                       " is not a size in MiB (1 or more): the fetched records "
+                       "a process holds in memory"));
+    }
+    ro.memory_bytes = v << 20;
+  }
   auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
   DDPIO_ASSIGN_OR_RETURN(reader->remote_, remote::RemoteDataset::Open(url, config, ro));
   reader->path_ = reader->remote_->url();

@@ -73,7 +73,7 @@ struct ReaderOptions {
   // local cache folder (remote/remote_dataset.h). Credentials and endpoint come from the
   // environment, as for the AWS tools (s3/s3_config.h); so may the cache: DDPIO_S3_CACHE_DIR
   // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16); DDPIO_S3_COALESCE_KB
-  // sets coalesce_gap (KiB, default 64).
+  // sets coalesce_gap (KiB, default 64), DDPIO_S3_MEMORY_MB memory_bytes (MiB, default 256).
   remote::RemoteOptions remote;
 };
 

@@ -137,25 +137,60 @@ void RemoteDataset::HoldLocked(uint64_t index, std::shared_ptr<const std::string
   Slot& slot = slots_[index];
   if (slot.bytes != nullptr) {
     held_bytes_ -= slot.bytes->size();
-    lru_.erase(slot.lru);
+    (slot.ahead ? ahead_ : served_).erase(slot.place);
   }
   slot.pending = false;
   held_bytes_ += bytes->size();
   slot.bytes = std::move(bytes);
-  slot.lru = lru_.insert(lru_.end(), index);
-  while (held_bytes_ > options_.memory_bytes && lru_.size() > 1) {
-    auto old = slots_.find(lru_.front());
-    lru_.pop_front();
-    held_bytes_ -= old->second.bytes->size();
-    slots_.erase(old);
+  std::list<uint64_t>& list = slot.ahead ? ahead_ : served_;
+  slot.place = list.insert(list.end(), index);
+  while (held_bytes_ > options_.memory_bytes && ahead_.size() + served_.size() > 1) {
+    DropLocked(slots_.find(served_.empty() ? ahead_.front() : served_.front()));
   }
 }
 
-absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t index) {
-  if (index >= index_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("record index ", index, " out of range [0, ", index_.size(), ") of ", url_));
+std::shared_ptr<const std::string> RemoteDataset::ServeLocked(
+    std::unordered_map<uint64_t, Slot>::iterator it) {
+  Slot& slot = it->second;
+  if (slot.ahead) {
+    slot.ahead = false;
+    ahead_bytes_ -= index_[it->first].length;
+    served_.splice(served_.end(), ahead_, slot.place);
+  } else {
+    served_.splice(served_.end(), served_, slot.place);
   }
+  return slot.bytes;
+}
+
+void RemoteDataset::DemoteStaleLocked() {
+  for (auto place = ahead_.begin(); place != ahead_.end();) {
+    auto it = slots_.find(*place++);
+    Slot& slot = it->second;
+    if (slot.asked + kStalePrefetchCalls >= prefetch_calls_) continue;
+    slot.ahead = false;
+    ahead_bytes_ -= index_[it->first].length;
+    served_.splice(served_.begin(), ahead_, slot.place);  // the first to go
+  }
+}
+
+void RemoteDataset::DropLocked(std::unordered_map<uint64_t, Slot>::iterator it) {
+  Slot& slot = it->second;
+  if (slot.ahead) ahead_bytes_ -= index_[it->first].length;
+  if (slot.bytes != nullptr) {
+    held_bytes_ -= slot.bytes->size();
+    (slot.ahead ? ahead_ : served_).erase(slot.place);
+  }
+  slots_.erase(it);
+}
+
+absl::Status RemoteDataset::CheckIndex(uint64_t index) const {
+  if (index < index_.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("record index ", index, " out of range [0, ", index_.size(), ") of ", url_));
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t index) {
+  DDPIO_RETURN_IF_ERROR(CheckIndex(index));
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = slots_.find(index);
@@ -167,14 +202,10 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t
       });
       it =
           slots_.find(index);  // gone: its GET failed; fetched again below, reporting its own error
-      if (it != slots_.end()) {
-        lru_.splice(lru_.end(), lru_, it->second.lru);
-        return it->second.bytes;
-      }
+      if (it != slots_.end()) return ServeLocked(it);
     } else if (it != slots_.end()) {
       ++counts_.memory_hits;
-      lru_.splice(lru_.end(), lru_, it->second.lru);
-      return it->second.bytes;
+      return ServeLocked(it);
     }
   }
   if (disk_ != nullptr) {
@@ -199,7 +230,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t
         return now == slots_.end() || !now->second.pending;
       });
       auto now = slots_.find(index);
-      if (now != slots_.end()) return now->second.bytes;
+      if (now != slots_.end()) return ServeLocked(now);
       slots_[index].pending = true;  // its GET failed: this thread asks the store itself
     } else {
       it->second.pending = true;  // a Prefetch of it now waits for this GET instead of sending one
@@ -210,7 +241,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = slots_.find(index);
-      if (it != slots_.end() && it->second.pending) slots_.erase(it);
+      if (it != slots_.end() && it->second.pending) DropLocked(it);
     }
     arrived_.notify_all();
   }
@@ -232,6 +263,36 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::FetchNow(uint6
   return held;
 }
 
+absl::StatusOr<uint64_t> RemoteDataset::FetchRaw(absl::Span<const uint64_t> indices) const {
+  for (uint64_t index : indices) DDPIO_RETURN_IF_ERROR(CheckIndex(index));
+  s3::S3ClientOptions o;
+  o.retry = options_.retry;
+  o.max_in_flight = std::max(1, options_.max_in_flight);
+  DDPIO_ASSIGN_OR_RETURN(auto client, s3::S3Client::Create(client_->config(), o));
+  std::mutex mu;
+  std::condition_variable done;
+  size_t left = indices.size();
+  uint64_t bytes = 0;
+  absl::Status first;
+  for (uint64_t index : indices) {
+    const RecordLocation& r = index_[index];
+    client->GetRangeAsync(bucket_, keys_[r.file], r.offset, r.length,
+                          [&](absl::StatusOr<std::string> got) {
+                            std::lock_guard<std::mutex> lock(mu);
+                            if (got.ok()) {
+                              bytes += got->size();
+                            } else if (first.ok()) {
+                              first = got.status();
+                            }
+                            if (--left == 0) done.notify_all();
+                          });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  done.wait(lock, [&] { return left == 0; });
+  DDPIO_RETURN_IF_ERROR(first);
+  return bytes;
+}
+
 absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Refetch(uint64_t index) {
   if (index >= index_.size()) return Fetch(index);  // the range error
   if (disk_ != nullptr) disk_->Erase(index);
@@ -239,11 +300,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Refetch(uint64
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.refetches;
     auto it = slots_.find(index);
-    if (it != slots_.end() && !it->second.pending) {
-      held_bytes_ -= it->second.bytes->size();
-      lru_.erase(it->second.lru);
-      slots_.erase(it);
-    }
+    if (it != slots_.end() && !it->second.pending) DropLocked(it);
   }
   return FetchNow(index);
 }
@@ -252,9 +309,15 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
   std::vector<uint64_t> wanted;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++prefetch_calls_;
     for (uint64_t i : indices) {
-      if (i >= index_.size() || slots_.count(i) != 0) continue;
-      wanted.push_back(i);
+      if (i >= index_.size()) continue;
+      auto it = slots_.find(i);
+      if (it == slots_.end()) {
+        wanted.push_back(i);
+      } else if (it->second.ahead) {
+        it->second.asked = prefetch_calls_;  // still wanted ahead
+      }
     }
   }
   // On local disk already: not asked of the store, and not read ahead either — Fetch reads each
@@ -262,16 +325,33 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
   // window on one thread before its batch is decoded, and twice when two workers' windows overlap).
   // A record the folder turns out not to have is fetched by Fetch from the store.
   if (disk_ != nullptr) std::erase_if(wanted, [&](uint64_t i) { return disk_->Contains(i); });
+  {
+    // As many as the budget holds, in the order they will be used (the rest when these are).
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint64_t> admitted;
+    bool demoted = false;
+    for (uint64_t i : wanted) {
+      if (slots_.count(i) != 0) continue;  // asked meanwhile, or twice in `indices`
+      const uint64_t length = index_[i].length;
+      if (ahead_bytes_ > 0 && ahead_bytes_ + length > options_.memory_bytes) {
+        if (demoted) break;
+        DemoteStaleLocked();
+        demoted = true;
+        if (ahead_bytes_ > 0 && ahead_bytes_ + length > options_.memory_bytes) break;
+      }
+      Slot& slot = slots_[i];
+      slot.pending = true;
+      slot.ahead = true;
+      slot.asked = prefetch_calls_;
+      ahead_bytes_ += length;
+      admitted.push_back(i);
+    }
+    wanted = std::move(admitted);
+  }
   std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
     const RecordLocation &x = index_[a], &y = index_[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
   });
-  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(wanted, [&](uint64_t i) { return slots_.count(i) != 0; });  // asked meanwhile
-    for (uint64_t i : wanted) slots_[i].pending = true;
-  }
   uint64_t asked = 0;
   for (size_t begin = 0; begin < wanted.size();) {
     const RecordLocation& first = index_[wanted[begin]];
@@ -305,10 +385,15 @@ void RemoteDataset::Fetched(const std::vector<uint64_t>& group, uint64_t start,
                             absl::StatusOr<std::string> bytes) {
   std::vector<std::pair<uint64_t, std::shared_ptr<const std::string>>> records;
   if (bytes.ok()) {
-    for (uint64_t i : group) {
-      const RecordLocation& r = index_[i];
-      records.emplace_back(
-          i, std::make_shared<const std::string>(bytes->substr(r.offset - start, r.length)));
+    if (group.size() == 1 && bytes->size() == index_[group[0]].length) {
+      // One record in the GET (most of them): its bytes as they came, not a copy.
+      records.emplace_back(group[0], std::make_shared<const std::string>(std::move(*bytes)));
+    } else {
+      for (uint64_t i : group) {
+        const RecordLocation& r = index_[i];
+        records.emplace_back(
+            i, std::make_shared<const std::string>(bytes->substr(r.offset - start, r.length)));
+      }
     }
     if (disk_ != nullptr) {
       for (const auto& [i, b] : records) disk_->Put(i, *b);
@@ -324,7 +409,7 @@ void RemoteDataset::Fetched(const std::vector<uint64_t>& group, uint64_t start,
       // store itself and reports what it says.
       for (uint64_t i : group) {
         auto it = slots_.find(i);
-        if (it != slots_.end() && it->second.pending) slots_.erase(it);
+        if (it != slots_.end() && it->second.pending) DropLocked(it);
       }
     }
   }

@@ -4,8 +4,11 @@
 // (Prefetch: the sampler knows the order) are fetched in the background, neighbouring ones
 // coalesced into one GET, many GETs in flight on one thread; Fetch returns a record's stored
 // bytes, waiting for its GET if it is on the way, fetching it at once if nobody asked before.
-// Fetched records stay in memory up to a byte budget (least recently used go first) and, with a
-// cache folder, on local disk up to another (see RecordCache): a second epoch reads the disk.
+// Fetched records stay in memory up to a byte budget and, with a cache folder, on local disk up
+// to another (see RecordCache): a second epoch reads the disk. In memory, records already served
+// go first (least recently served first: an epoch uses each record once), records fetched ahead
+// and not yet asked for last; and Prefetch asks for no more than the budget holds, so a window
+// larger than the budget is fetched as it is consumed, never fetched twice.
 // Records in the folder are neither fetched ahead nor held in memory: Fetch reads each in the
 // thread that asks (as near as memory, and the buffers freed after use are reused).
 //
@@ -41,7 +44,7 @@ class S3Client;
 namespace ddpio::storage::remote {
 
 struct RemoteOptions {
-  // Fetched records held in memory (a prefetch window larger than this is fetched twice).
+  // Fetched records held in memory; also the most fetched ahead and not yet asked for.
   uint64_t memory_bytes = uint64_t{256} << 20;
   // Records of one file closer than this are fetched by one GET (the bytes between are read and
   // dropped), up to max_request_bytes a GET.
@@ -106,18 +109,38 @@ class RemoteDataset {
   std::string Where(uint64_t index) const;
   RemoteCounters counters() const;
 
+  // What the store itself allows, for benchmarks: these records fetched by one range GET each,
+  // as many in flight as this dataset keeps (max_in_flight), by a client of their own; nothing
+  // checked, held or counted. The bytes received; InvalidArgument past the end (before any GET);
+  // the first error of the store otherwise.
+  absl::StatusOr<uint64_t> FetchRaw(absl::Span<const uint64_t> indices) const;
+
  private:
   struct Slot {
     std::shared_ptr<const std::string> bytes;  // null while pending
     bool pending = false;
-    std::list<uint64_t>::iterator lru;
+    bool ahead = false;  // asked for by Prefetch and not served yet (counted in ahead_bytes_)
+    uint64_t asked = 0;  // the last Prefetch call that asked for it
+    std::list<uint64_t>::iterator place;  // in ahead_ or served_, once it has bytes
   };
   RemoteDataset() = default;
+  // InvalidArgument naming the dataset for an index past the end.
+  absl::Status CheckIndex(uint64_t index) const;
   // Fetches and decodes the manifest of the dataset at url_ with client_.
   absl::Status LoadManifest(const s3::S3Url& where);
   absl::StatusOr<std::shared_ptr<const std::string>> FetchNow(uint64_t index);
-  // With mu_ held: keeps `bytes` as record `index`'s, evicting the least recently used.
+  // With mu_ held: keeps `bytes` as record `index`'s, then evicts down to the budget (served
+  // records first, least recently served first; then the oldest fetched ahead).
   void HoldLocked(uint64_t index, std::shared_ptr<const std::string> bytes);
+  // With mu_ held: the held record of `it` is being returned to a caller.
+  std::shared_ptr<const std::string> ServeLocked(std::unordered_map<uint64_t, Slot>::iterator it);
+  // With mu_ held, when records fetched ahead fill the budget: those held but not asked for in
+  // the last kStalePrefetchCalls calls (a window left behind by a loop that stopped early, a
+  // rank's share that moved on) no longer count as ahead, and are the first evicted.
+  static constexpr uint64_t kStalePrefetchCalls = 16;
+  void DemoteStaleLocked();
+  // With mu_ held: forgets a slot (held or pending) and what it counted.
+  void DropLocked(std::unordered_map<uint64_t, Slot>::iterator it);
   void Fetched(const std::vector<uint64_t>& group, uint64_t start,
                absl::StatusOr<std::string> bytes);
   static std::string S3ClientName(const std::string& bucket, const std::string& key);
@@ -134,9 +157,11 @@ class RemoteDataset {
   mutable std::mutex mu_;
   std::condition_variable arrived_;
   std::unordered_map<uint64_t, Slot> slots_;  // guarded by mu_
-  std::list<uint64_t> lru_;                   // ready slots, least recently used first
-  uint64_t held_bytes_ = 0;
-  uint64_t in_flight_ = 0;
+  std::list<uint64_t> ahead_;                 // held, not served yet, in order of arrival
+  std::list<uint64_t> served_;                // held and served, least recently served first
+  uint64_t held_bytes_ = 0;                   // of ahead_ and served_
+  uint64_t ahead_bytes_ = 0;                  // of slots with `ahead` set, held or on the way
+  uint64_t prefetch_calls_ = 0;
   RemoteCounters counts_;
 };
 

@@ -97,6 +97,54 @@ TEST_F(RemoteDatasetTest, AnUploadedDatasetReadsRecordForRecordAsTheLocalOne) {
   EXPECT_EQ(c.refetches, 0u);
 }
 
+// A window asked ahead that is larger than the memory budget: before, everything asked for was
+// fetched and the oldest records evicted — the very ones needed next — so most were fetched
+// twice. Now only what the budget holds is fetched ahead, served records are evicted first, and
+// every record comes from the store exactly once.
+TEST_F(RemoteDatasetTest, AWindowLargerThanTheMemoryBudgetFetchesEachRecordOnce) {
+  ASSERT_OK(Upload(local_, Url(), config_).status());
+  ASSERT_OK_AND_ASSIGN(auto probe, DatasetReader::Open(Url()));
+  const uint64_t record_bytes = probe->file_bytes() / kRecords;
+  ReaderOptions o;
+  o.remote.memory_bytes = record_bytes * 30;  // a tenth of the dataset
+  o.remote.coalesce_gap = 0;
+  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url(), o));
+  ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
+  std::vector<uint64_t> order(kRecords);
+  for (uint64_t i = 0; i < kRecords; ++i) order[i] = (i * 7919) % kRecords;  // a permutation
+  for (uint64_t i = 0; i < kRecords; ++i) {
+    if (i % 10 == 0) {  // as the loader does: the next batches, asked again every batch
+      const uint64_t n = std::min<uint64_t>(100, kRecords - i);
+      ASSERT_OK(t.Prefetch(absl::MakeConstSpan(order).subspan(i, n)).status());
+    }
+    ASSERT_OK(t.Get(order[i]).status()) << i;
+  }
+  const RemoteCounters c = remote->remote()->counters();
+  EXPECT_EQ(c.records_fetched, kRecords);
+  EXPECT_EQ(c.refetches, 0u);
+  EXPECT_GT(c.memory_hits, kRecords / 2) << "the window was not fetched ahead";
+}
+
+// Records fetched ahead and never asked for (a loop that stopped early) do not hold the budget
+// for ever: once they have not been asked for in a while, new records are fetched ahead again.
+TEST_F(RemoteDatasetTest, AWindowLeftBehindGivesWayToNewRecords) {
+  ASSERT_OK(Upload(local_, Url(), config_).status());
+  RemoteOptions o;
+  o.memory_bytes = 1;  // room for one record fetched ahead at a time
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  const std::vector<uint64_t> left_behind = {0, 1, 2}, next = {100, 101, 102};
+  EXPECT_GT(store->Prefetch(left_behind), 0u);
+  for (uint64_t i = 200; i < 210; ++i) ASSERT_OK(store->Fetch(i).status());  // others, served
+  EXPECT_EQ(store->Prefetch(next), 0u) << "the window asked for just now gave way";
+  uint64_t asked = 0;
+  int calls = 1;
+  for (; calls < 40 && asked == 0; ++calls) asked = store->Prefetch(next);
+  EXPECT_GT(asked, 0u) << "the window left behind never gave way";
+  EXPECT_GT(calls, 10) << "it gave way before it was left behind";
+  for (uint64_t i : next) ASSERT_OK(store->Fetch(i).status());
+  EXPECT_EQ(store->counters().refetches, 0u);
+}
+
 TEST_F(RemoteDatasetTest, AnUnfinishedUploadAndAnEmptyPrefixAreClearErrors) {
   ASSERT_OK(Upload(local_, Url(), config_).status());
   ASSERT_OK(client_->Delete(bucket_, "train/ddpio-remote.json"));  // as if cut before its last step
