@@ -47,6 +47,15 @@ class CliTrain : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
+  // scripts/tally-indices.py over the `--indices-out PREFIX` logs of a run of `epochs` epochs on
+  // the suite's 120 training samples: its JSON (ok: every sample of every epoch exactly once).
+  static nlohmann::json Tally(const std::string& prefix, int epochs) {
+    auto r = testing::Run({"/usr/bin/python3", DDPIO_SOURCE_DIR "/scripts/tally-indices.py", prefix,
+                           "--samples", "120", "--epochs", std::to_string(epochs), "--json"});
+    EXPECT_LE(r.exit_code, 1) << r.err;
+    return r.out.empty() ? nlohmann::json() : nlohmann::json::parse(testing::LastLine(r.out));
+  }
+
   static testing::RunResult Train(int ranks, std::vector<std::string> extra) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(ranks), "--"};
     for (std::string& a : TrainArgs(std::move(extra))) args.push_back(std::move(a));
@@ -224,7 +233,8 @@ TEST_F(CliTrain, UnderTorchrunElasticAKilledRankIsRestartedAndResumesExactly) {
                                      "1"};
     if (kill) args.insert(args.end(), {"/bin/sh", killer});
     std::vector<std::string> train = run;
-    train.insert(train.end(), {"--checkpoint-dir", checkpoints});
+    train.insert(train.end(),
+                 {"--checkpoint-dir", checkpoints, "--indices-out", checkpoints + "/indices"});
     for (std::string& a : TrainArgs(train)) args.push_back(std::move(a));
     testing::RunOptions o;
     o.timeout = std::chrono::seconds(240);
@@ -247,6 +257,10 @@ TEST_F(CliTrain, UnderTorchrunElasticAKilledRankIsRestartedAndResumesExactly) {
   }
   // The restarted job took only the steps after its checkpoint: fewer than the whole run's.
   EXPECT_LT(got.at(0)["steps"].get<uint64_t>(), want.at(0)["steps"].get<uint64_t>());
+  // Over both attempts, counting only the steps the checkpoint kept: every sample once an epoch.
+  const nlohmann::json tally = Tally(dir_->Sub("ck-killed") + "/indices", 3);
+  EXPECT_TRUE(tally["ok"]) << tally.dump();
+  EXPECT_EQ(tally["attempts"].size(), 2u) << tally.dump();
 }
 #endif  // DDPIO_TORCH_PYTHON
 
@@ -255,11 +269,19 @@ TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   const std::string ckpt = dir_->Sub("ckpt");
   // 120 / 2 ranks / batch 8 = 8 steps per epoch: stop in the middle of the second epoch.
-  auto first = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--stop-after-steps", "11"});
+  const std::string indices = dir_->Sub("stop-resume-indices");
+  auto first = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--stop-after-steps", "11",
+                         "--indices-out", indices});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(RankLines(first.out)[0]["steps"], 11);
-  auto resumed = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--resume"});
+  auto resumed =
+      Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--resume", "--indices-out", indices});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  // What was trained, step by step: every sample of both epochs exactly once over the two jobs.
+  const nlohmann::json tally = Tally(indices, 2);
+  EXPECT_TRUE(tally["ok"]) << tally.dump();
+  EXPECT_EQ(tally["attempts"].size(), 2u) << tally.dump();
+  EXPECT_EQ(tally["redone_steps"], 0) << "stopped right after a checkpoint: nothing to redo";
   EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
   auto a = RankLines(straight.out), b = RankLines(resumed.out);
   ASSERT_EQ(b.size(), 2u) << resumed.out;

@@ -135,6 +135,12 @@ void AddRunFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--metrics-file", t.metrics_file,
                   "Rank 0 writes each straggler report here in Prometheus' text format, "
                   "replaced atomically (node_exporter's textfile collector: *.prom)");
+  app->add_option("--indices-out", t.indices_out,
+                  "Each rank appends the dataset indices of every optimizer step to "
+                  "PREFIX.rank<R>.txt, with a line at each start or restart: check a run with "
+                  "failures with scripts/tally-indices.py PREFIX (every sample of every epoch "
+                  "exactly once; steps redone since the last checkpoint counted)")
+      ->type_name("PREFIX");
   AddTimeoutFlag(app, &t.pipeline.timeout, "any one collective, send or receive");
   AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
   AddJsonFlag(app, &f->json, /*per_rank=*/true);

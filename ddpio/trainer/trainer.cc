@@ -16,6 +16,7 @@
 #include "ddpio/trainer/blas.h"
 #include "ddpio/trainer/checkpoint.h"
 #include "ddpio/trainer/grad_reducer.h"
+#include "ddpio/trainer/index_log.h"
 #include "ddpio/trainer/mlp.h"
 #include "ddpio/trainer/train_model.h"
 
@@ -93,6 +94,7 @@ class TrainingRun {
   static absl::StatusOr<std::unique_ptr<TrainingRun>> Open(
       comm::Job& job, const TrainOptions& o,
       const std::function<void(const std::string&)>& progress);
+  // From the checkpoint when asked to resume (ResumeFromCheckpoint); then the index log starts.
   absl::Status Resume();
   // Trains the epochs left; stops early (after checkpointing) at o.stop_after_steps.
   absl::Status Run();
@@ -107,6 +109,7 @@ class TrainingRun {
         progress_(progress),
         node_(job.info().rank / std::max(1, job.info().local_world_size)) {}
   absl::Status OpenModel(comm::Job& job);
+  absl::Status ResumeFromCheckpoint();
   // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
   absl::Status RunEpoch(bool* stopped);
   absl::Status CheckLabels(const loader::Batch& b) const;
@@ -125,6 +128,7 @@ class TrainingRun {
   const std::function<void(const std::string&)>& progress_;
   const int node_;
   std::unique_ptr<StepProfiler> profiler_;
+  std::unique_ptr<IndexLog> index_log_;  // null without o.indices_out
   uint64_t report_first_step_ = 0;
   double step_wait_s_ = 0, step_busy_s_ = 0, step_allreduce_s_ = 0;  // the step being taken
   // Destroyed in reverse: the reducer's thread first (an all-reduce in flight ends or times out);
@@ -231,6 +235,13 @@ absl::Status TrainingRun::OpenModel(comm::Job& job) {
 }
 
 absl::Status TrainingRun::Resume() {
+  DDPIO_RETURN_IF_ERROR(ResumeFromCheckpoint());
+  if (o_.indices_out.empty()) return absl::OkStatus();
+  DDPIO_ASSIGN_OR_RETURN(index_log_, IndexLog::Open(o_.indices_out, rank_));
+  return index_log_->Start(world_.size(), epoch_, step_);
+}
+
+absl::Status TrainingRun::ResumeFromCheckpoint() {
   if (rank_ == 0 && !o_.checkpoint_dir.empty()) RemoveStaleCheckpointTemp(o_.checkpoint_dir);
   if (!o_.resume || o_.checkpoint_dir.empty()) return absl::OkStatus();
   absl::StatusOr<Checkpoint> c = ReadCheckpoint(o_.checkpoint_dir, model_->num_params());
@@ -354,6 +365,7 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     holds_.push_back(std::move(held->hold));
     const loader::Batch* b = &held->batch;
     DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
+    if (index_log_ != nullptr) index_log_->Add(*b);
     const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
     // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
     const uint64_t in_step = std::min<uint64_t>(o_.accumulate, batches - (n + 1 - micro));
@@ -364,6 +376,7 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     step_busy_s_ += Seconds(Clock::now() - t1);
     if (!last_micro) continue;
     micro = 0;
+    if (index_log_ != nullptr) DDPIO_RETURN_IF_ERROR(index_log_->Step(epoch_, step_));
     profiler_->AddStep(step_wait_s_, step_busy_s_ - step_allreduce_s_, step_allreduce_s_,
                        train_->counters());
     step_wait_s_ = step_busy_s_ = step_allreduce_s_ = 0;

@@ -65,6 +65,9 @@ struct TrainOptions {
   // failed write is a warning, the training goes on).
   int report_every = 0;
   std::string metrics_file;
+  // Each rank appends the indices of every optimizer step, and a line at each start, to
+  // PREFIX.rank<R>.txt ("" = none; index_log.h), for scripts/tally-indices.py.
+  std::string indices_out;
   int blas_threads = 1;
   MatMulEngine matmul = MatMulEngine::kAuto;  // with device kCpu only
   ModelDevice device = ModelDevice::kCpu;
