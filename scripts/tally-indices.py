@@ -5,7 +5,9 @@ Reads the files `ddpio train --indices-out PREFIX` wrote (PREFIX.rank<R>.txt, on
 ever ran; format in ddpio/trainer/index_log.h) and tallies, epoch by epoch, the dataset indices
 of the optimizer steps that count: a step line is dropped as *redone* when a later start line (of
 any rank: a restart) resumed from an earlier step, i.e. from a checkpoint taken before that step.
-Every sample must appear exactly once per epoch among the steps that count.
+Every sample must appear exactly once per epoch among the steps that count — G times in
+replicate mode, where each of a group's G members trains the group's samples (the start lines
+say how many: "replicas").
 
     scripts/tally-indices.py /tmp/run/indices --samples 1500 --epochs 3
     scripts/tally-indices.py /tmp/run/indices --samples 1500 --epochs 3 --json
@@ -35,6 +37,7 @@ def parse(paths):
                         fields = dict(zip(words[2::2], map(int, words[3::2])))
                         starts.append({"t": int(words[1]), "world": fields["world"],
                                        "rank": fields["rank"], "epoch": fields["epoch"],
+                                       "replicas": fields.get("replicas", 1),
                                        "step": fields["step"], "where": where})
                     elif words[0] == "step":
                         n = int(words[6])
@@ -74,19 +77,27 @@ def tally(starts, steps, samples, epochs):
                       "ranks": [r["rank"]], "t_last": r["t"]})
     for a in result["attempts"]:
         del a["t_last"]
+    # Replicate mode: every member of a group trains the group's samples (replicas = G).
+    replicas = {r["replicas"] for r in restarts} or {1}
+    if len(replicas) != 1:
+        result["ok"] = False
+        result["error"] = f"the starts disagree on replicas: {sorted(replicas)}"
+    want = max(replicas)
+    result["replicas"] = want
     per_epoch = collections.defaultdict(collections.Counter)
     for s in counted:
         per_epoch[s["epoch"]].update(s["indices"])
     for e in range(epochs):
         seen = per_epoch.get(e, collections.Counter())
-        missing = [i for i in range(samples) if i not in seen]
-        repeated = {i: c for i, c in seen.items() if c > 1}
+        missing = [i for i in range(samples) if seen.get(i, 0) < want]
+        repeated = {i: c for i, c in seen.items() if c > want}
         outside = [i for i in seen if i < 0 or i >= samples]
         ok = not missing and not repeated and not outside
         result["ok"] = result["ok"] and ok
         result["epochs"].append({"epoch": e, "trained": sum(seen.values()),
-                                 "distinct": len(seen), "missing": len(missing),
-                                 "repeated": sum(c - 1 for c in repeated.values()),
+                                 "distinct": len(seen),
+                                 "missing": sum(want - seen.get(i, 0) for i in missing),
+                                 "repeated": sum(c - want for c in repeated.values()),
                                  "missing_first": missing[:10],
                                  "repeated_first": sorted(repeated)[:10],
                                  "outside": outside[:10]})
@@ -131,7 +142,8 @@ def main():
                   f"{e['repeated']} repeated {e['repeated_first'] or ''}")
         print(f"steps redone since a checkpoint: {r['redone_steps']} "
               f"({r['redone_step_lines']} rank-steps)")
-        print("every sample of every epoch exactly once" if r["ok"] else "NOT exactly once")
+        once = "exactly once" if r["replicas"] == 1 else f"exactly {r['replicas']} times (replicas)"
+        print(f"every sample of every epoch {once}" if r["ok"] else f"NOT {once}: {r.get('error', '')}")
     return 0 if r["ok"] else 1
 
 

@@ -286,5 +286,85 @@ TEST_F(MultiHost, TrainAcrossHostsEndsWithTheOneHostParameters) {
   }
 }
 
+// A node lost for good, mid-epoch (`sim-cluster.sh fault`: every process in its namespace
+// SIGKILLed, as a power loss would), on 3 nodes x 2 ranks in groups of 2 spread over the nodes;
+// the lost node holds a group's leader and another group's member. With `--agent script` the
+// survivors must each exit on their own within the job's --timeout, non-zero; the script then
+// starts the job on them. With `--agent torchrun` every node runs torchrun's elastic agent
+// (--nnodes 2:3, c10d on node 0) and the agents restart the survivors as a world of 4 by
+// themselves. Either way the job resumes from its last checkpoint with groups and leaders
+// re-formed, and the tally of every rank's trained indices over both attempts holds: every
+// sample of every epoch exactly twice (replicate: both members of a group train it), none lost,
+// none repeated, the steps since the checkpoint redone. Each run makes and removes its cluster.
+TEST_F(MultiHost, ANodeLostMidEpochTheSurvivorsFinishWithEverySampleExactlyOnce) {
+  for (const std::string agent : {"script", "torchrun"}) {
+    if (agent == "torchrun" &&
+        testing::Run({"/usr/bin/python3", "-c", "import torch.distributed.run"}).exit_code != 0) {
+      ADD_FAILURE() << "torchrun is missing (Debian's python3-torch; scripts/install-deps.sh)";
+      continue;
+    }
+    testing::RunOptions o;
+    o.timeout = std::chrono::seconds(400);
+    RunResult r = testing::Run({kSim,
+                                "fault",
+                                "--agent",
+                                agent,
+                                "--data",
+                                dir_->Sub("db"),
+                                "--nodes",
+                                "3",
+                                "--ranks-per-node",
+                                "2",
+                                "--mode",
+                                "replicate",
+                                "--group-size",
+                                "2",
+                                "--layout",
+                                "strided",
+                                "--link-mbit",
+                                "0",
+                                "--epochs",
+                                "3",
+                                "--batch-size",
+                                "4",
+                                "--image-size",
+                                "16",
+                                "--kill-node",
+                                "1",
+                                "--kill-after-step",
+                                "3",
+                                "--checkpoint-every",
+                                "2",
+                                "--job-timeout",
+                                "10",
+                                "--timeout",
+                                "300",
+                                "--ddpio",
+                                testing::DdpioBin()},
+                               o);
+    ASSERT_EQ(r.exit_code, 0) << agent << ": " << r.err << r.out;
+    const auto j = nlohmann::json::parse(testing::LastLine(r.out));
+    EXPECT_TRUE(j["tally_ok"]) << agent << ": " << j.dump();
+    EXPECT_EQ(j["samples_lost"], 0) << agent;
+    EXPECT_EQ(j["samples_repeated"], 0) << agent;
+    ASSERT_EQ(j["attempts"].size(), 2u) << agent << ": " << j.dump();
+    EXPECT_EQ(j["attempts"][0]["world"], 6) << agent;
+    EXPECT_EQ(j["attempts"][1]["world"], 4) << agent << ": the survivors, re-formed";
+    EXPECT_GE(j["attempts"][1]["step"].get<int>(), 2) << agent << ": resumed from a checkpoint";
+    if (agent == "script") {
+      for (const auto& [node, code] : j["survivor_exit_codes"].items())
+        EXPECT_EQ(code, 1) << "node " << node << " must fail, not hang or pass";
+      // Each survivor noticed within the job's --timeout (10 s), with the exit's margin.
+      EXPECT_LT(j["detection_max_s"].get<double>(), 15.0) << j.dump();
+    } else {
+      EXPECT_EQ(j["restarts"], 1) << j.dump();
+    }
+  }
+  // Each run made its own cluster ("ds" and 6 hex digits) and removed it.
+  RunResult list = testing::Run({"/sbin/ip", "netns", "list"});
+  EXPECT_FALSE(std::regex_search(list.out, std::regex("(^|\\n)ds[0-9a-f]{6}-")))
+      << "a fault run left its cluster: " << list.out;
+}
+
 }  // namespace
 }  // namespace ddpio

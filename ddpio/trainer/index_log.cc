@@ -36,10 +36,10 @@ absl::Status IndexLog::Write(const std::string& line) {
   return absl::OkStatus();
 }
 
-absl::Status IndexLog::Start(int world, uint64_t epoch, uint64_t step) {
+absl::Status IndexLog::Start(int world, int replicas, uint64_t epoch, uint64_t step) {
   step_indices_.clear();
-  return Write(absl::StrCat("start ", UnixNanos(), " world ", world, " rank ", rank_, " epoch ",
-                            epoch, " step ", step, "\n"));
+  return Write(absl::StrCat("start ", UnixNanos(), " world ", world, " rank ", rank_, " replicas ",
+                            replicas, " epoch ", epoch, " step ", step, "\n"));
 }
 
 void IndexLog::Add(const loader::Batch& batch) {

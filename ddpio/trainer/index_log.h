@@ -3,14 +3,16 @@
 //
 // Each rank appends to PREFIX.rank<R>.txt, one line each, flushed as written (a killed process
 // loses at most the line it was writing):
-//   start <unix_ns> world <W> rank <R> epoch <E> step <S>       a job (or restart) begins at step S
+//   start <unix_ns> world <W> rank <R> replicas <G> epoch <E> step <S>
+//                                                       a job (or restart) begins at step S; G
+//                                                       ranks train each sample (replicate mode)
 //   step <unix_ns> epoch <E> step <S> <n> <index> ...            optimizer step S trained these
 // A step's indices are its micro-batches' valid ones (sampler padding and skipped bad samples
 // are not trained on). A restart resumes from a checkpoint at step S: lines of an earlier attempt
 // for steps after S, written before that restart began, were redone — the tally drops them.
 //
 //   DDPIO_ASSIGN_OR_RETURN(auto log, IndexLog::Open(prefix, rank));
-//   DDPIO_RETURN_IF_ERROR(log->Start(world, epoch, step));
+//   DDPIO_RETURN_IF_ERROR(log->Start(world, replicas, epoch, step));
 //   log->Add(batch); ... DDPIO_RETURN_IF_ERROR(log->Step(epoch, step));
 #ifndef DDPIO_TRAINER_INDEX_LOG_H_
 #define DDPIO_TRAINER_INDEX_LOG_H_
@@ -36,7 +38,8 @@ class IndexLog {
   IndexLog& operator=(const IndexLog&) = delete;
 
   const std::string& path() const { return path_; }
-  absl::Status Start(int world, uint64_t epoch, uint64_t step);
+  // `replicas`: how many ranks train each sample (the group size in replicate mode, else 1).
+  absl::Status Start(int world, int replicas, uint64_t epoch, uint64_t step);
   // A micro-batch of the step being taken.
   void Add(const loader::Batch& batch);
   // The step is taken: writes its line and starts the next one.

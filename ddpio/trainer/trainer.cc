@@ -238,7 +238,8 @@ absl::Status TrainingRun::Resume() {
   DDPIO_RETURN_IF_ERROR(ResumeFromCheckpoint());
   if (o_.indices_out.empty()) return absl::OkStatus();
   DDPIO_ASSIGN_OR_RETURN(index_log_, IndexLog::Open(o_.indices_out, rank_));
-  return index_log_->Start(world_.size(), epoch_, step_);
+  const bool replicate = o_.pipeline.mode == broadcast::FeedMode::kReplicate;
+  return index_log_->Start(world_.size(), replicate ? o_.pipeline.group_size : 1, epoch_, step_);
 }
 
 absl::Status TrainingRun::ResumeFromCheckpoint() {

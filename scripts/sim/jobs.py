@@ -17,22 +17,35 @@ class NodeResult:
     def __init__(self, node):
         self.node = node
         self.rc = None
+        self.end = None
         self.out = []
         self.err = []
 
 
-def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=False):
-    """Runs `ddpio launch ... -- argv` on every node; argv may hold {data} (the node's dataset
-    path) and {node}. When one node's launcher fails the others are stopped (SIGTERM: each stops
-    its ranks). Returns [NodeResult] in node order; a node past `timeout` is killed (rc -9)."""
-    token = secrets.token_hex(16)
+def ddpio_launch(ddpio, nnodes, node_rank, nproc, master, port, cmd, address=None):
+    """The per-node launcher command: `ddpio launch` (`address`: the node's own, unused)."""
+    return [ddpio, "launch", "--nnodes", str(nnodes), "--node-rank", str(node_rank), "--nproc-per-node",
+            str(nproc), "--master-addr", master, "--master-port", str(port), "--", *cmd]
+
+
+def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=False, nodes=None,
+           watch=None, stop_on_failure=True, launcher=ddpio_launch, token=None):
+    """Runs `ddpio launch ... -- argv` on every node (or on `nodes`, a list of node indices: the
+    first serves rank 0); argv may hold {data} (the node's dataset path) and {node}. When one
+    node's launcher fails the others are stopped (SIGTERM: each stops its ranks) unless
+    stop_on_failure is False. `launcher` builds each node's command (default `ddpio launch`;
+    fault.py passes torchrun's elastic agent). `watch()`, when given, is called every poll (~0.2 s) while the job
+    runs (fault injection). Returns [NodeResult] in the order of `nodes`, each with `end`, the
+    monotonic time its launcher was seen to exit; a node past `timeout` is killed (rc -9)."""
+    nodes = list(range(cluster.nodes)) if nodes is None else list(nodes)
+    token = token or secrets.token_hex(16)  # DDPIO_STORE_TOKEN, the same on every node
     procs, results, readers = [], [], []
     base_env = dict(os.environ, DDPIO_STORE_TOKEN=token, **(env or {}))
     base_env.pop("DDPIO_JOB_ID", None)
-    for i in range(cluster.nodes):
+    for node_rank, i in enumerate(nodes):
         cmd = [a.replace("{data}", cluster.data_path(i) or "").replace("{node}", str(i)) for a in argv]
-        full = [ddpio, "launch", "--nnodes", str(cluster.nodes), "--node-rank", str(i), "--nproc-per-node",
-                str(nproc), "--master-addr", cluster.address(0), "--master-port", str(port), "--", *cmd]
+        full = launcher(ddpio, len(nodes), node_rank, nproc, cluster.address(nodes[0]), port, cmd,
+                        address=cluster.address(i))
         p = subprocess.Popen(cluster.node_command(i, full), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=base_env, start_new_session=True)
         r = NodeResult(i)
@@ -45,8 +58,14 @@ def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=
     deadline = time.monotonic() + timeout
     stopping = False
     while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        for p, r in zip(procs, results):
+            if r.end is None and p.poll() is not None:
+                r.end = now
+        if watch is not None:
+            watch()
         failed = [p for p in procs if p.poll() not in (None, 0)]
-        if failed and not stopping:
+        if failed and not stopping and stop_on_failure:
             stopping = True
             for p in procs:
                 if p.poll() is None:
@@ -63,6 +82,7 @@ def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=
             pass
     for p, r in zip(procs, results):
         r.rc = p.wait()
+        r.end = r.end or time.monotonic()
     for t in readers:
         t.join(timeout=5)
     return results

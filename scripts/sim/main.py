@@ -8,6 +8,9 @@
           the pieces, for tests and exploration: `up` prints the cluster's name; `launch NAME
           --nproc-per-node R -- ddpio ...` runs a job on every node ({data} = the node's copy of
           the dataset, {node} = its index); `down NAME` removes it
+  fault   a node lost for good: `ddpio train` with checkpoints, node --kill-node killed (every
+          process, SIGKILL) after --kill-after-step steps; prints the survivors' detection times,
+          the restart on the smaller world and the exact-once tally as one JSON line
   status / clean
           list clusters left on this machine; remove them all
 
@@ -25,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sim import cluster as cl  # noqa: E402
-from sim import jobs, report, run, sweep  # noqa: E402
+from sim import fault, jobs, report, run, sweep  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DDPIO = os.path.join(REPO, "build", "release", "tools", "ddpio")
@@ -128,6 +131,27 @@ def cmd_run(args):
     print(json.dumps(rec), flush=True)
 
 
+def cmd_fault(args):
+    args.job = "train"
+    cfg = config_of(args)
+    cfg["job_timeout"] = args.job_timeout
+    kill = args.nodes - 1 if args.kill_node is None else args.kill_node
+    if args.rejoin_after_steps and args.agent != "torchrun":
+        raise cl.SimError("--rejoin-after-steps needs --agent torchrun (the agents grow the world)")
+    if not 0 <= kill < args.nodes or args.nodes < 2:
+        raise cl.SimError(f"--kill-node {kill}: the cluster has nodes 0-{args.nodes - 1} (and needs 2)")
+    samples, _ = run.dataset_stats(args.ddpio, args.data)
+    c = make_cluster(args)
+    try:
+        c.shape(cfg["link_mbit"])
+        rec = fault.run_fault(c, cfg, kill, args.kill_after_step, args.checkpoint_every, samples,
+                              echo=args.verbose, agent=args.agent, rejoin_after=args.rejoin_after_steps)
+    finally:
+        c.down()
+    print(json.dumps(rec), flush=True)
+    return 0 if rec["tally_ok"] else 1
+
+
 def cmd_up(args):
     c = make_cluster(args, args.name)
     if args.link_mbit:
@@ -181,6 +205,22 @@ def main():
     add_job_flags(p)
     p.add_argument("--verbose", action="store_true", help="echo the ranks' output")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("fault", help="a node killed mid-training, the job restarted smaller; one JSON line")
+    add_cluster_flags(p, data_required=True)
+    add_job_flags(p)
+    p.add_argument("--kill-node", type=int, default=None, help="the node killed (default: the last)")
+    p.add_argument("--agent", choices=["script", "torchrun"], default="script",
+                   help="who restarts the job on the survivors: this script (after they exit on their own; "
+                        "timed), or torchrun's elastic agent on every node (--nnodes N-1:N, c10d on node 0)")
+    p.add_argument("--kill-after-step", type=int, default=10, help="killed once rank 0 took this many steps")
+    p.add_argument("--rejoin-after-steps", type=int, default=0,
+                   help="--agent torchrun: the lost node comes back once the smaller world took this many "
+                        "steps, and the world grows again (default 0: it stays lost)")
+    p.add_argument("--checkpoint-every", type=int, default=4, help="optimizer steps between checkpoints")
+    p.add_argument("--job-timeout", type=int, default=30,
+                   help="ddpio's --timeout: how long a rank waits for a vanished peer (default 30 s)")
+    p.add_argument("--verbose", action="store_true", help="echo the ranks' output")
+    p.set_defaults(fn=cmd_fault)
     p = sub.add_parser("sweep", help="the sweep: table, plots, predicted vs measured")
     sweep.add_flags(p, DEFAULT_DDPIO, WORKDIR)
     p.set_defaults(fn=lambda a: sweep.main(a, make_cluster))

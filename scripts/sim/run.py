@@ -26,9 +26,10 @@ def job_argv(cfg):
               "--epochs", str(cfg["epochs"]), "--batch-size", str(cfg["batch_size"]),
               "--workers", str(cfg["workers"]), "--image-size", str(cfg["image_size"]),
               "--relay", cfg.get("relay", "chain"), "--read-ahead", str(cfg.get("read_ahead", 64)), "--json"]
+    timeout = str(cfg.get("job_timeout", 300))  # seconds any one collective, send or receive may take
     if cfg["job"] == "train":
-        return [cfg["ddpio"], "train", *common, "--timeout", "300"]
-    return [cfg["ddpio"], "bench", "feed", *common, "--timeout", "300"]
+        return [cfg["ddpio"], "train", *common, "--timeout", timeout]
+    return [cfg["ddpio"], "bench", "feed", *common, "--timeout", timeout]
 
 
 def run_config(cluster, cfg, params=None, echo=False):

@@ -67,6 +67,18 @@ class Tally(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertEqual(r["epochs"][0]["missing_first"], [2, 3])
 
+    def test_replicate_mode_wants_every_sample_once_per_member(self):
+        for rank in (0, 1):  # one group of 2: both members train the group's samples
+            self.write(rank, [f"start 10{rank} world 2 rank {rank} replicas 2 epoch 0 step 0",
+                              self.step(110, 0, 1, [0, 1]), self.step(120, 0, 2, [2, 3])])
+        code, r, err = run(self.prefix, 4, 1)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(r["replicas"], 2)
+        self.write(1, [self.step(130, 0, 3, [3])])  # a third time
+        code, r, _ = run(self.prefix, 4, 1)
+        self.assertEqual(code, 1)
+        self.assertEqual(r["epochs"][0]["repeated_first"], [3])
+
     def test_no_files_and_a_malformed_line_are_usage_errors(self):
         code, _, err = run(self.prefix, 4, 1)
         self.assertEqual(code, 2)
