@@ -3,8 +3,9 @@
 
 Reads the files `ddpio train --indices-out PREFIX` wrote (PREFIX.rank<R>.txt, one per rank that
 ever ran; format in ddpio/trainer/index_log.h) and tallies, epoch by epoch, the dataset indices
-of the optimizer steps that count: a step line is dropped as *redone* when a later start line (of
-any rank: a restart) resumed from an earlier step, i.e. from a checkpoint taken before that step.
+of the optimizer steps that count: a step line is dropped as *redone* when a later attempt (a
+restart: its start lines name it) resumed from an earlier step, i.e. from a checkpoint taken
+before that step.
 Every sample must appear exactly once per epoch among the steps that count — G times in
 replicate mode, where each of a group's G members trains the group's samples (the start lines
 say how many: "replicas").
@@ -24,8 +25,11 @@ import sys
 
 
 def parse(paths):
+    """Every start and step line; a step line belongs to the attempt of the start line above it
+    in its file ("attempt" names it, the same on every rank of it)."""
     starts, steps = [], []
     for path in paths:
+        attempt = None
         with open(path, encoding="ascii") as f:
             for number, line in enumerate(f, 1):
                 if not line.endswith("\n"):
@@ -35,7 +39,8 @@ def parse(paths):
                 try:
                     if words[0] == "start":
                         fields = dict(zip(words[2::2], map(int, words[3::2])))
-                        starts.append({"t": int(words[1]), "world": fields["world"],
+                        attempt = fields["attempt"]
+                        starts.append({"t": int(words[1]), "attempt": attempt, "world": fields["world"],
                                        "rank": fields["rank"], "epoch": fields["epoch"],
                                        "replicas": fields.get("replicas", 1),
                                        "step": fields["step"], "where": where})
@@ -44,7 +49,9 @@ def parse(paths):
                         indices = list(map(int, words[7:]))
                         if words[2] != "epoch" or words[4] != "step" or len(indices) != n:
                             raise ValueError("malformed step line")
-                        steps.append({"t": int(words[1]), "epoch": int(words[3]),
+                        if attempt is None:
+                            raise ValueError("a step line before any start line")
+                        steps.append({"t": int(words[1]), "attempt": attempt, "epoch": int(words[3]),
                                       "step": int(words[5]), "indices": indices, "where": where})
                     else:
                         raise ValueError(f"unknown line kind '{words[0]}'")
@@ -55,30 +62,23 @@ def parse(paths):
 
 
 def tally(starts, steps, samples, epochs):
-    restarts = sorted(starts, key=lambda s: s["t"])
+    attempts = {}
+    for r in sorted(starts, key=lambda s: s["attempt"]):
+        a = attempts.setdefault(r["attempt"], {"attempt": r["attempt"], "step": r["step"], "epoch": r["epoch"],
+                                               "world": r["world"], "replicas": r["replicas"], "ranks": []})
+        a["ranks"].append(r["rank"])
+    for a in attempts.values():
+        a["ranks"].sort()
     counted, redone = [], []
     for s in steps:
-        # Redone: a start after this line resumed from a checkpoint before this step.
-        later = [r for r in restarts if r["t"] > s["t"] and r["step"] < s["step"]]
+        # Redone: a later attempt resumed from a checkpoint before this step.
+        later = [a for a in attempts.values() if a["attempt"] > s["attempt"] and a["step"] < s["step"]]
         (redone if later else counted).append(s)
-    result = {"epochs": [], "redone_steps": len({s["step"] for s in redone}),
-              "redone_step_lines": len(redone), "ok": True,
-              "attempts": []}
-    # One attempt per distinct (resumed step, start time cluster): starts of one attempt come
-    # within seconds of each other, attempts are separated by a failure.
-    for r in restarts:
-        a = result["attempts"]
-        if a and r["t"] - a[-1]["t_last"] < 30e9 and r["step"] == a[-1]["step"] \
-                and r["rank"] not in a[-1]["ranks"]:
-            a[-1]["ranks"].append(r["rank"])
-            a[-1]["t_last"] = r["t"]
-        else:
-            a.append({"step": r["step"], "epoch": r["epoch"], "world": r["world"],
-                      "ranks": [r["rank"]], "t_last": r["t"]})
-    for a in result["attempts"]:
-        del a["t_last"]
+    result = {"ok": True, "attempts": list(attempts.values()), "epochs": [],
+              "redone_steps": len({(s["attempt"], s["step"]) for s in redone}),
+              "redone_step_lines": len(redone)}
     # Replicate mode: every member of a group trains the group's samples (replicas = G).
-    replicas = {r["replicas"] for r in restarts} or {1}
+    replicas = {r["replicas"] for r in starts} or {1}
     if len(replicas) != 1:
         result["ok"] = False
         result["error"] = f"the starts disagree on replicas: {sorted(replicas)}"

@@ -8,15 +8,11 @@
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::trainer {
-namespace {
-
-int64_t UnixNanos() {
+int64_t IndexLog::Now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<IndexLog>> IndexLog::Open(const std::string& prefix, int rank) {
   std::string path = absl::StrCat(prefix, ".rank", rank, ".txt");
@@ -36,10 +32,11 @@ absl::Status IndexLog::Write(const std::string& line) {
   return absl::OkStatus();
 }
 
-absl::Status IndexLog::Start(int world, int replicas, uint64_t epoch, uint64_t step) {
+absl::Status IndexLog::Start(int64_t attempt, int world, int replicas, uint64_t epoch,
+                             uint64_t step) {
   step_indices_.clear();
-  return Write(absl::StrCat("start ", UnixNanos(), " world ", world, " rank ", rank_, " replicas ",
-                            replicas, " epoch ", epoch, " step ", step, "\n"));
+  return Write(absl::StrCat("start ", Now(), " attempt ", attempt, " world ", world, " rank ",
+                            rank_, " replicas ", replicas, " epoch ", epoch, " step ", step, "\n"));
 }
 
 void IndexLog::Add(const loader::Batch& batch) {
@@ -49,8 +46,8 @@ void IndexLog::Add(const loader::Batch& batch) {
 }
 
 absl::Status IndexLog::Step(uint64_t epoch, uint64_t step) {
-  std::string line = absl::StrCat("step ", UnixNanos(), " epoch ", epoch, " step ", step, " ",
-                                  step_indices_.size());
+  std::string line =
+      absl::StrCat("step ", Now(), " epoch ", epoch, " step ", step, " ", step_indices_.size());
   for (uint64_t i : step_indices_) absl::StrAppend(&line, " ", i);
   line.push_back('\n');
   step_indices_.clear();

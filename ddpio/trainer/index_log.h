@@ -3,16 +3,22 @@
 //
 // Each rank appends to PREFIX.rank<R>.txt, one line each, flushed as written (a killed process
 // loses at most the line it was writing):
-//   start <unix_ns> world <W> rank <R> replicas <G> epoch <E> step <S>
-//                                                       a job (or restart) begins at step S; G
-//                                                       ranks train each sample (replicate mode)
+//   start <unix_ns> attempt <A> world <W> rank <R> replicas <G> epoch <E> step <S>
+//                                                       a job (or restart) begins at step S; A
+//                                                       names the attempt on every rank (rank 0's
+//                                                       clock at its start); G ranks train each
+//                                                       sample (replicate mode)
 //   step <unix_ns> epoch <E> step <S> <n> <index> ...            optimizer step S trained these
 // A step's indices are its micro-batches' valid ones (sampler padding and skipped bad samples
-// are not trained on). A restart resumes from a checkpoint at step S: lines of an earlier attempt
-// for steps after S, written before that restart began, were redone — the tally drops them.
+// are not trained on). The line is written before the rank's gradients go into the step's
+// all-reduce, so a step that completed anywhere — that a checkpoint may cover — was logged by
+// every rank, even one killed right after. A step line belongs to the attempt of the start line
+// above it in the same file. A restart resumes from a checkpoint at step S: lines of
+// an earlier attempt for steps after S, written before that restart began, were redone — the tally
+// drops them.
 //
 //   DDPIO_ASSIGN_OR_RETURN(auto log, IndexLog::Open(prefix, rank));
-//   DDPIO_RETURN_IF_ERROR(log->Start(world, replicas, epoch, step));
+//   DDPIO_RETURN_IF_ERROR(log->Start(attempt, world, replicas, epoch, step));
 //   log->Add(batch); ... DDPIO_RETURN_IF_ERROR(log->Step(epoch, step));
 #ifndef DDPIO_TRAINER_INDEX_LOG_H_
 #define DDPIO_TRAINER_INDEX_LOG_H_
@@ -38,11 +44,15 @@ class IndexLog {
   IndexLog& operator=(const IndexLog&) = delete;
 
   const std::string& path() const { return path_; }
-  // `replicas`: how many ranks train each sample (the group size in replicate mode, else 1).
-  absl::Status Start(int world, int replicas, uint64_t epoch, uint64_t step);
+  // `attempt`: the same on every rank of this start (rank 0's Now(), broadcast); `replicas`: how
+  // many ranks train each sample (the group size in replicate mode, else 1).
+  absl::Status Start(int64_t attempt, int world, int replicas, uint64_t epoch, uint64_t step);
+  // Nanoseconds since the Unix epoch.
+  static int64_t Now();
   // A micro-batch of the step being taken.
   void Add(const loader::Batch& batch);
-  // The step is taken: writes its line and starts the next one.
+  // The step's micro-batches are all added and its gradients about to be all-reduced: writes its
+  // line and starts the next one.
   absl::Status Step(uint64_t epoch, uint64_t step);
 
  private:

@@ -238,8 +238,12 @@ absl::Status TrainingRun::Resume() {
   DDPIO_RETURN_IF_ERROR(ResumeFromCheckpoint());
   if (o_.indices_out.empty()) return absl::OkStatus();
   DDPIO_ASSIGN_OR_RETURN(index_log_, IndexLog::Open(o_.indices_out, rank_));
+  // One name for this attempt on every rank: rank 0's clock now, before any rank takes a step.
+  int64_t attempt = IndexLog::Now();
+  DDPIO_RETURN_IF_ERROR(world_.Broadcast(&attempt, sizeof(attempt), 0, o_.pipeline.timeout));
   const bool replicate = o_.pipeline.mode == broadcast::FeedMode::kReplicate;
-  return index_log_->Start(world_.size(), replicate ? o_.pipeline.group_size : 1, epoch_, step_);
+  return index_log_->Start(attempt, world_.size(), replicate ? o_.pipeline.group_size : 1, epoch_,
+                           step_);
 }
 
 absl::Status TrainingRun::ResumeFromCheckpoint() {
@@ -366,8 +370,14 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     holds_.push_back(std::move(held->hold));
     const loader::Batch* b = &held->batch;
     DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
-    if (index_log_ != nullptr) index_log_->Add(*b);
     const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
+    if (index_log_ != nullptr) {
+      index_log_->Add(*b);
+      // Logged before this rank's gradients go into the all-reduce: a step the all-reduce
+      // completed anywhere (and a checkpoint may cover) was logged by every rank; a step that
+      // failed is redone after the restart, and the tally drops its lines.
+      if (last_micro) DDPIO_RETURN_IF_ERROR(index_log_->Step(epoch_, step_ + 1));
+    }
     // Each micro-batch's mean loss / the micro-batches in this step (fewer at an epoch's end).
     const uint64_t in_step = std::min<uint64_t>(o_.accumulate, batches - (n + 1 - micro));
     DDPIO_RETURN_IF_ERROR(MicroBatch(
@@ -377,7 +387,6 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     step_busy_s_ += Seconds(Clock::now() - t1);
     if (!last_micro) continue;
     micro = 0;
-    if (index_log_ != nullptr) DDPIO_RETURN_IF_ERROR(index_log_->Step(epoch_, step_));
     profiler_->AddStep(step_wait_s_, step_busy_s_ - step_allreduce_s_, step_allreduce_s_,
                        train_->counters());
     step_wait_s_ = step_busy_s_ = step_allreduce_s_ = 0;

@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -127,12 +128,23 @@ def run_fault(cluster, cfg, kill_node, kill_after_step, checkpoint_every, sample
             **tally_fields(tally),
         }
     finally:
+        keep(work)
+
+
+def keep(work):
+    """Removes a run's folder (checkpoints, index logs) unless DDPIO_SIM_KEEP is set, when it is
+    left for reading and named."""
+    if os.environ.get("DDPIO_SIM_KEEP"):
+        print(f"sim-cluster: the run's checkpoints and index logs are in {work}", file=sys.stderr)
+    else:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def tally_fields(tally):
     """What a fault run reports of the tally."""
     return {"tally_ok": tally["ok"], "steps_redone": tally["redone_steps"],
+            "tally_epochs": [{k: e[k] for k in ("epoch", "missing", "repeated", "missing_first", "repeated_first")}
+                             for e in tally["epochs"] if e["missing"] or e["repeated"]],
             "samples_lost": sum(e["missing"] for e in tally["epochs"]),
             "samples_repeated": sum(e["repeated"] for e in tally["epochs"]),
             "attempts": tally["attempts"]}
@@ -221,4 +233,4 @@ def run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_ever
             **tally_fields(tally),
         }
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        keep(work)

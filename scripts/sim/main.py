@@ -11,6 +11,7 @@
   fault   a node lost for good: `ddpio train` with checkpoints, node --kill-node killed (every
           process, SIGKILL) after --kill-after-step steps; prints the survivors' detection times,
           the restart on the smaller world and the exact-once tally as one JSON line
+          (DDPIO_SIM_KEEP=1 keeps the run's checkpoints and index logs, and names the folder)
   status / clean
           list clusters left on this machine; remove them all
 
