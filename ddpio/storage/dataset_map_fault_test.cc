@@ -2,6 +2,8 @@
 // DataLoss that says which file and why, the process lives on, and zeroed pages are never served
 // as records. Before the guard turned bus errors into errors, each of these tests ended the
 // process (exit 1 from the SIGBUS handler).
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +45,34 @@ void ExpectAllReadable(const DatasetReader& reader) {
     EXPECT_EQ(view.label, testing::MakeRecord(i).label);
   }
   EXPECT_OK(txn.CheckMapped());
+}
+
+// Another map of the same file, below the one LMDB makes — what a child of fork has: its
+// parent's map of the dataset, inherited, next to its own. The reader's bounds and bus-error
+// guard must be LMDB's map: taking the first map of the file in /proc/self/maps made every value
+// "point outside the file" (a DataLoader worker of a long pytest session failed so, now and then).
+TEST(DatasetMapFault, AnotherMapOfTheFileIsNotTakenForTheReaders) {
+  testing::TempDir dir;
+  const std::string db = dir.Sub("db"), file = db + "/data.mdb";
+  ASSERT_OK(testing::WriteDataset(db, kRecords));
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // Low in the address space, so that it comes first in /proc/self/maps (LMDB's map goes where
+  // the kernel puts new maps, near the top).
+  void* other = ::mmap(reinterpret_cast<void*>(uintptr_t{1} << 33), static_cast<size_t>(st.st_size),
+                       PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(other, MAP_FAILED);
+  {
+    ASSERT_OK_AND_ASSIGN(auto reader, DatasetReader::Open(db));
+    ExpectAllReadable(*reader);
+    const auto maps = internal::FileMappings(st.st_dev, st.st_ino);
+    ASSERT_EQ(maps.size(), 2u);
+    EXPECT_EQ(maps.front().first, other) << "the test's map is not the first: it proves nothing";
+  }
+  ::munmap(other, static_cast<size_t>(st.st_size));
 }
 
 TEST(DatasetMapFault, ATruncatedFileUnderAnOpenReaderIsDataLossAndStaysSo) {

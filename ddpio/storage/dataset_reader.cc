@@ -226,6 +226,9 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
     return existing;
   }
   auto shared = std::make_shared<internal::SharedEnv>();
+  // The file's maps before LMDB makes its own: LMDB's is the one that is new (a child of fork
+  // also has its parent's, which LMDB's pointers never point into).
+  const auto maps_before = internal::FileMappings(st.st_dev, st.st_ino);
   int rc = 0;
   auto env = OpenEnvWithFlags(path, flags, options.max_readers, &rc);
   if (!env.ok() && options.locking == ReaderOptions::Locking::kAuto &&
@@ -256,14 +259,25 @@ absl::StatusOr<std::shared_ptr<internal::SharedEnv>> OpenShared(const std::strin
   // Where LMDB mapped the file: every value it hands out must lie in its first needed_bytes.
   const void* map = nullptr;
   size_t mapped = 0;
-  if (internal::FindFileMapping(st.st_dev, st.st_ino, &map, &mapped)) {
+  int new_maps = 0;
+  for (const auto& [base, bytes] : internal::FileMappings(st.st_dev, st.st_ino)) {
+    if (std::find_if(maps_before.begin(), maps_before.end(),
+                     [&](const auto& m) { return m.first == base; }) != maps_before.end()) {
+      continue;
+    }
+    map = base;
+    mapped = bytes;
+    ++new_maps;
+  }
+  if (new_maps == 1) {
     shared->map_begin = reinterpret_cast<uintptr_t>(map);
     shared->map_end = shared->map_begin + std::min<uint64_t>(layout.needed_bytes, mapped);
     shared->fault = internal::GuardMappedRegion(map, mapped, data_file);
   } else {
-    DDPIO_LOG(WARNING) << "dataset " << path
-                       << ": cannot find its memory map in /proc/self/maps; reading it "
-                       << "without the bounds and bus-error guards";
+    DDPIO_LOG(WARNING) << "dataset " << path << ": "
+                       << (new_maps == 0 ? "cannot find its memory map in /proc/self/maps"
+                                         : "more than one new memory map of it in /proc/self/maps")
+                       << "; reading it without the bounds and bus-error guards";
   }
 
   Txn txn;

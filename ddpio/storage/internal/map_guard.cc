@@ -127,12 +127,12 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
 
 }  // namespace
 
-bool FindFileMapping(uint64_t dev, uint64_t ino, const void** base, size_t* bytes) {
+std::vector<std::pair<const void*, size_t>> FileMappings(uint64_t dev, uint64_t ino) {
+  std::vector<std::pair<const void*, size_t>> found;
   std::FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (maps == nullptr) return false;
+  if (maps == nullptr) return found;
   char line[4096];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof(line), maps) != nullptr) {
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
     unsigned long long start = 0, end = 0, offset = 0, inode = 0;
     unsigned major = 0, minor = 0;
     char perms[8];
@@ -141,13 +141,20 @@ bool FindFileMapping(uint64_t dev, uint64_t ino, const void** base, size_t* byte
       continue;
     }
     if (offset == 0 && inode == ino && makedev(major, minor) == dev) {
-      *base = reinterpret_cast<const void*>(static_cast<uintptr_t>(start));
-      *bytes = static_cast<size_t>(end - start);
-      found = true;
+      found.emplace_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(start)),
+                         static_cast<size_t>(end - start));
     }
   }
   std::fclose(maps);
   return found;
+}
+
+bool FindFileMapping(uint64_t dev, uint64_t ino, const void** base, size_t* bytes) {
+  const auto maps = FileMappings(dev, ino);
+  if (maps.empty()) return false;
+  *base = maps.front().first;
+  *bytes = maps.front().second;
+  return true;
 }
 
 const MapFault* GuardMappedRegion(const void* base, size_t bytes, const std::string& path) {

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ddpio::storage::internal {
 
@@ -45,9 +47,12 @@ class MapFault {
   std::atomic<uint64_t> first_{kNone};
 };
 
-// Where this process maps the file (device, inode) from offset 0: [*base, *base + *bytes).
-// False when it is not mapped. (LMDB does not say where it mapped a file: mdb_env_info's
-// me_mapaddr is the fixed address a file asks for, null for ours.)
+// Every map of the file (device, inode) from offset 0 in this process, lowest address first:
+// (base, bytes). (LMDB does not say where it mapped a file: mdb_env_info's me_mapaddr is the
+// fixed address a file asks for, null for ours. A file can be mapped more than once: a child of
+// fork inherits its parent's map of a dataset and opens its own.)
+std::vector<std::pair<const void*, size_t>> FileMappings(uint64_t dev, uint64_t ino);
+// The first of them: [*base, *base + *bytes). False when the file is not mapped.
 bool FindFileMapping(uint64_t dev, uint64_t ino, const void** base, size_t* bytes);
 
 // Registers [base, base + bytes), the map of the file `path` (named in the fallback message).
