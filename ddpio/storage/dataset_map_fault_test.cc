@@ -59,10 +59,16 @@ TEST(DatasetMapFault, AnotherMapOfTheFileIsNotTakenForTheReaders) {
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  // Low in the address space, so that it comes first in /proc/self/maps (LMDB's map goes where
-  // the kernel puts new maps, near the top).
-  void* other = ::mmap(reinterpret_cast<void*>(uintptr_t{1} << 33), static_cast<size_t>(st.st_size),
-                       PROT_READ, MAP_SHARED, fd, 0);
+  // Below where the kernel puts new maps (LMDB's goes there, top down), so that it comes first
+  // in /proc/self/maps: 4 GiB under a fresh map — application memory in the sanitizer builds
+  // too, where fixed low addresses are the sanitizers' own.
+  void* probe = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  ::munmap(probe, 4096);
+  const uintptr_t hint =
+      (reinterpret_cast<uintptr_t>(probe) - (uintptr_t{4} << 30)) & ~uintptr_t{0xfff};
+  void* other = ::mmap(reinterpret_cast<void*>(hint), static_cast<size_t>(st.st_size), PROT_READ,
+                       MAP_SHARED, fd, 0);
   ::close(fd);
   ASSERT_NE(other, MAP_FAILED);
   {
