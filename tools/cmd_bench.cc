@@ -22,9 +22,13 @@ CLI::Option* AddRepeatFlag(CLI::App* app, int* repeat, const std::string& what) 
 }
 
 void AddBenchStorage(CLI::App* bench, std::vector<Command>* commands) {
-  auto* app = bench->add_subcommand("storage",
-                                    "Read records through the dataset reader vs a plain file copy");
-  app->footer("Example: ddpio bench storage --data /data/train.lmdb --order random --threads 2");
+  auto* app = bench->add_subcommand(
+      "storage",
+      "Read records through the dataset reader vs a plain file copy (s3://: vs the store's own "
+      "range GETs)");
+  app->footer(
+      "Example: ddpio bench storage --data /data/train.lmdb --order random --threads 2\n"
+      "         ddpio bench storage --data s3://bucket/train --order random --repeat 3");
   auto o = std::make_shared<BenchStorageOptions>();
   auto order = std::make_shared<std::string>("sequential");
   auto json = std::make_shared<bool>(false);
