@@ -79,9 +79,10 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                     << o.train.pipeline.batch_size << " per rank, " << o.train.epochs
                     << " epoch(s)";
   }
-  DDPIO_ASSIGN_OR_RETURN(
-      trainer::TrainResult r,
-      trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; }));
+  auto trained =
+      trainer::Train(*job, o.train, [](const std::string& line) { DDPIO_LOG(INFO) << line; });
+  if (!trained.ok()) return job->WithCensus(trained.status());
+  trainer::TrainResult r = std::move(trained).value();
   if (info.rank == 0) DDPIO_LOG(INFO) << "model path: " << r.path;
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},

@@ -1,6 +1,7 @@
 #include "ddpio/comm/rendezvous.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/comm/tcp_store.h"
@@ -55,6 +56,48 @@ absl::Status NoLauncherStore(const RankInfo& info) {
                                            : status;
 }
 
+// Every rank's heartbeat (liveness.h) on a connection of its own to the job's store. A store
+// reached through Python (torch.distributed's) is not beaten on from a thread of ours — that
+// would take the interpreter's lock at any moment, exit included —: the PyTorch TCPStore behind
+// it is reached directly when the caller names it, else there are no heartbeats (null).
+absl::StatusOr<std::unique_ptr<Heartbeat>> StartHeartbeat(
+    const RankInfo& info, const RendezvousOptions& options, const std::string& address,
+    const std::string& where, std::shared_ptr<Store> job_store,
+    const std::function<absl::StatusOr<std::shared_ptr<Store>>(std::chrono::milliseconds)>&
+        connect) {
+  const auto period = HeartbeatPeriod(options.timeout);
+  // The beats' requests time out sooner than the job's: a census must not wait on a dead store.
+  const auto beat_timeout = std::min<std::chrono::milliseconds>(
+      options.timeout, std::max<std::chrono::milliseconds>(2 * period, std::chrono::seconds(2)));
+  const std::string job_prefix = absl::StrCat("job/", options.job_id);
+  if (options.external_store != nullptr) {
+    if (options.heartbeat_store_host.empty()) return nullptr;
+    TorchStoreOptions to;
+    to.connect_timeout = beat_timeout;
+    auto direct = [&]() -> absl::StatusOr<std::shared_ptr<Store>> {
+      DDPIO_ASSIGN_OR_RETURN(auto c, TorchStoreClient::Connect(options.heartbeat_store_host,
+                                                               options.heartbeat_store_port, to));
+      return std::make_shared<PrefixStore>(absl::StrCat("ddpio-live/", job_prefix),
+                                           std::shared_ptr<Store>(std::move(c)));
+    };
+    DDPIO_ASSIGN_OR_RETURN(auto census, direct());
+    DDPIO_ASSIGN_OR_RETURN(auto beats, direct());
+    return std::make_unique<Heartbeat>(
+        census, beats, info.rank, info.world_size, address,
+        absl::StrCat(where, " at tcp://", options.heartbeat_store_host, ":",
+                     options.heartbeat_store_port),
+        period);
+  }
+  const std::string host =
+      info.agent_store ? absl::StrCat(where, ", served by torchrun's agent on the first node")
+      : options.store.rfind("file:", 0) == 0 ? where
+                                             : absl::StrCat(where, ", served by rank 0");
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<Store> beats, connect(beat_timeout));
+  return std::make_unique<Heartbeat>(std::move(job_store),
+                                     std::make_shared<PrefixStore>(job_prefix, beats), info.rank,
+                                     info.world_size, address, host, period);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousOptions options) {
@@ -82,14 +125,19 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   job->backend_ = choice;
   job->advertise_ = advertise;
   job->options_ = options;
-  std::shared_ptr<Store> base;
+  // `connect(timeout)`: a connection to the job's store, made twice — the job's, and the
+  // heartbeat's own (liveness.h), whose requests time out sooner.
+  std::function<absl::StatusOr<std::shared_ptr<Store>>(std::chrono::milliseconds)> connect;
   std::string where = absl::StrCat("tcp://", info.master_addr, ":", info.master_port);
   if (options.external_store != nullptr) {
-    base = options.external_store;
+    connect = [&](std::chrono::milliseconds) -> absl::StatusOr<std::shared_ptr<Store>> {
+      return options.external_store;
+    };
     where = options.external_store_name;
   } else if (options.store.rfind("file:", 0) == 0) {
-    DDPIO_ASSIGN_OR_RETURN(auto fs, FileStore::Open(options.store.substr(5)));
-    base = std::move(fs);
+    connect = [&](std::chrono::milliseconds) -> absl::StatusOr<std::shared_ptr<Store>> {
+      return FileStore::Open(options.store.substr(5));
+    };
     where = options.store;
   } else if (info.agent_store) {
     // torchrun's agent already serves a PyTorch TCPStore on the master port.
@@ -97,9 +145,9 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     to.connect_timeout = options.timeout;
     DDPIO_ASSIGN_OR_RETURN(to.protocol,
                            ParseTorchStoreProtocol(EnvValue(env, "DDPIO_TORCH_STORE_PROTOCOL")));
-    DDPIO_ASSIGN_OR_RETURN(auto client,
-                           TorchStoreClient::Connect(info.master_addr, info.master_port, to));
-    base = std::move(client);
+    connect = [&info, to](std::chrono::milliseconds) -> absl::StatusOr<std::shared_ptr<Store>> {
+      return TorchStoreClient::Connect(info.master_addr, info.master_port, to);
+    };
     where = absl::StrCat("torchrun agent tcp://", info.master_addr, ":", info.master_port);
   } else if (info.source == RankSource::kSingleProcess && info.world_size == 1 &&
              options.token.empty()) {
@@ -107,22 +155,25 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     // loopback port with a random token (no DDPIO_STORE_TOKEN needed, no port to collide on).
     const std::string token = RandomToken();
     DDPIO_ASSIGN_OR_RETURN(job->server_, TcpStoreServer::Start("127.0.0.1", 0, token));
-    DDPIO_ASSIGN_OR_RETURN(auto client,
-                           TcpStoreClient::Connect("127.0.0.1", job->server_->port(), token,
-                                                   options.timeout, StoreLimits(options)));
-    base = std::move(client);
-    where = absl::StrCat("private tcp://127.0.0.1:", job->server_->port());
+    const int port = job->server_->port();
+    connect = [&options, token,
+               port](std::chrono::milliseconds timeout) -> absl::StatusOr<std::shared_ptr<Store>> {
+      return TcpStoreClient::Connect("127.0.0.1", port, token, timeout, StoreLimits(options));
+    };
+    where = absl::StrCat("private tcp://127.0.0.1:", port);
   } else {
     if (options.token.empty()) return NoLauncherStore(info);
     if (info.rank == 0) {
       DDPIO_ASSIGN_OR_RETURN(
           job->server_, TcpStoreServer::Start(info.master_addr, info.master_port, options.token));
     }
-    DDPIO_ASSIGN_OR_RETURN(
-        auto client, TcpStoreClient::Connect(info.master_addr, info.master_port, options.token,
-                                             options.timeout, StoreLimits(options)));
-    base = std::move(client);
+    connect = [&info, &options](
+                  std::chrono::milliseconds timeout) -> absl::StatusOr<std::shared_ptr<Store>> {
+      return TcpStoreClient::Connect(info.master_addr, info.master_port, options.token, timeout,
+                                     StoreLimits(options));
+    };
   }
+  DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<Store> base, connect(options.timeout));
   job->store_ = std::make_shared<PrefixStore>(absl::StrCat("job/", options.job_id), base);
   auto world = CreateCommunicator(choice, std::make_shared<PrefixStore>("world", job->store_),
                                   info.rank, info.world_size, options.comm);
@@ -140,6 +191,10 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
   // side of their pair, and a rank that went on and left at once would cut that pair under it.
   DDPIO_RETURN_IF_ERROR(
       Annotate(job->world_->Barrier(options.timeout), "waiting for every rank to join"));
+  if (info.world_size > 1) {
+    DDPIO_ASSIGN_OR_RETURN(job->heartbeat_, StartHeartbeat(info, options, advertise.address, where,
+                                                           job->store_, connect));
+  }
   std::string nccl_if;
   if (choice.kind == BackendKind::kNccl) {
     const std::string v = EnvValue(env, "NCCL_SOCKET_IFNAME");
@@ -173,7 +228,30 @@ absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layo
   return group;
 }
 
+Census Job::TakeCensus() {
+  if (heartbeat_ == nullptr) {
+    Census c;
+    c.line =
+        "(no heartbeats: the job's store is reached through Python and is not a TCPStore, so the "
+        "ranks that vanished are not known)";
+    return c;
+  }
+  return heartbeat_->Take();
+}
+
+absl::Status Job::WithCensus(const absl::Status& failure) {
+  const absl::StatusCode code = failure.code();
+  if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded &&
+      code != absl::StatusCode::kAborted) {
+    return failure;
+  }
+  const Census c = TakeCensus();
+  if (c.line.empty()) return failure;
+  return absl::Status(failure.code(), absl::StrCat(failure.message(), "; ", c.line));
+}
+
 Job::~Job() {
+  heartbeat_.reset();  // before the store is waited on below
   world_.reset();
   if (store_ == nullptr) return;
   // Leaving after an error: the others are failing too (or gone), and the store may be the

@@ -19,6 +19,7 @@
 #include "ddpio/comm/backend.h"
 #include "ddpio/comm/communicator.h"
 #include "ddpio/comm/group_layout.h"
+#include "ddpio/comm/liveness.h"
 #include "ddpio/comm/rank_info.h"
 #include "ddpio/comm/store.h"
 
@@ -32,6 +33,10 @@ struct RendezvousOptions {
   // is in the log.
   std::shared_ptr<Store> external_store;
   std::string external_store_name;
+  // With external_store: the PyTorch TCPStore behind it (host, port), reached directly for the
+  // heartbeats and the census (liveness.h) — no Python in their thread. Empty: no heartbeats.
+  std::string heartbeat_store_host;
+  int heartbeat_store_port = 0;
   // Every wait of the rendezvous and of leaving the job (the store's replies included). Commands
   // pass their --timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -77,6 +82,13 @@ class Job {
   // instead of the job's timeout (they are failing too, or gone).
   void MarkFailed() { failed_ = true; }
 
+  // After a failure: which ranks of the job stopped answering (liveness.h), to name the peer
+  // that vanished. Takes up to ~2.5 heartbeat periods (a twentieth of the job's timeout each).
+  Census TakeCensus();
+  // `failure` of this job's work, with the census's finding appended when it is a lost
+  // connection or a timeout (Unavailable, DeadlineExceeded, Aborted): which ranks vanished.
+  absl::Status WithCensus(const absl::Status& failure);
+
   // This rank's group communicator in `layout` (ranks are local ranks within the group), on the
   // job's backend or, with `host_memory`, on Gloo whatever the job's backend (what moves host
   // memory: encoded records). Every rank must call it with the same arguments in the same order.
@@ -92,6 +104,7 @@ class Job {
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Communicator> world_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // null with an external store
   int groups_created_ = 0;
   bool failed_ = false;
 };

@@ -51,7 +51,9 @@ namespace ddpio::comm {
 struct TcpStoreLimits {
   size_t max_message = size_t{64} << 20;  // bytes per message once authenticated, either direction
   size_t max_hello_bytes = 4096;          // the hello frame (a token longer than ~4 KiB is refused)
-  int max_connections = 4096;             // in all; more are closed at once
+  // In all; more are closed at once. Each rank of a job holds two: its own and its heartbeat's
+  // (liveness.h) — 4096 ranks.
+  int max_connections = 8192;
   // Places for connections that have not completed their hello (each holds a descriptor and at
   // most max_hello_bytes). 0 (default): a quarter of this process's descriptor limit
   // (RLIMIT_NOFILE) when the server starts, between 64 and 4096 — a flood cannot take the

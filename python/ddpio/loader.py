@@ -63,7 +63,16 @@ def _torch_group():
         raise FailedPreconditionError(
             f"torch.distributed is initialised but ddpio cannot reach its store ({e}); the loader would not "
             "know its rank") from None
-    return dict(torch_rank=int(rank), torch_world_size=int(world), torch_store=store)
+    group = dict(torch_rank=int(rank), torch_world_size=int(world), torch_store=store)
+    # The TCPStore behind it (through any PrefixStores), reached directly by the heartbeats that
+    # name a vanished rank after a failure (Loader.census).
+    inner = store
+    while hasattr(inner, "underlying_store"):
+        inner = inner.underlying_store
+    host, port = getattr(inner, "host", None), getattr(inner, "port", None)
+    if isinstance(host, str) and isinstance(port, int) and port > 0:
+        group.update(torch_store_host=host, torch_store_port=int(port))
+    return group
 
 
 def _check_launcher(group):
@@ -447,6 +456,16 @@ class Loader:
         store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches
         (a peer fed by its leader: the one request that read the manifest)."""
         return self._open().counters()
+
+    def census(self):
+        """After a failure (a collective of the training loop that timed out, a lost connection):
+        which ranks of the job stopped answering — every rank beats on the job's store, and the
+        ranks whose beats stood still are named with the address they advertised. Returns
+        {"vanished": [ranks], "addresses": {rank: address}, "store_lost": bool (the store's host
+        itself is gone), "line": one sentence, "" when every rank answers}. Takes about 2.5
+        heartbeat periods (a twentieth of ``timeout`` each, 0.25-5 s). Ranks joined through
+        torch.distributed's own store (no launcher store) have no heartbeats: "line" says so."""
+        return self._open().census()
 
     @property
     def rank(self):

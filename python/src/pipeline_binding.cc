@@ -47,6 +47,8 @@ pid_t job_pid = 0;                      // the process that joined it; guarded b
 struct TorchGroup {
   int rank = -1, world_size = 0;
   std::shared_ptr<comm::Store> store;  // PythonStore over torch's default store
+  std::string store_host;              // the TCPStore behind it, when it is one (heartbeats)
+  int store_port = 0;
 };
 
 // Holds no Python state: called without the GIL.
@@ -83,6 +85,8 @@ absl::StatusOr<std::shared_ptr<comm::Job>> JoinedJob(std::chrono::milliseconds t
       info.agent_store = false;
       ro.external_store = std::make_shared<comm::PrefixStore>("ddpio", torch.store);
       ro.external_store_name = "torch.distributed's store";
+      ro.heartbeat_store_host = torch.store_host;
+      ro.heartbeat_store_port = torch.store_port;
     }
     DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<comm::Job> job, JoinJob(info, std::move(ro), timeout));
     shared_job = std::move(job);
@@ -247,6 +251,8 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
     torch->store = std::make_shared<PythonStore>(o["torch_store"], "torch.distributed's store");
     o.attr("pop")("torch_store");
   }
+  torch->store_host = Take<std::string>(o, "torch_store_host", "");
+  torch->store_port = Take<int>(o, "torch_store_port", 0);
   p.data = data;
   p.group_size = Take<int>(o, "group_size", p.group_size);
   p.layout = TakeEnum(o, "layout", p.layout, &comm::ParseLayoutKind);
@@ -368,6 +374,15 @@ class PyPipeline {
   py::object Next() {
     absl::StatusOr<loader::HeldBatch> held = Call([](Pipeline& p) { return p.NextHeld(); });
     if (absl::IsOutOfRange(held.status())) return py::none();
+    if (!held.ok()) {
+      // A lost peer: say which ranks vanished (the census waits, without the GIL).
+      absl::Status failure;
+      {
+        py::gil_scoped_release release;
+        failure = job_->WithCensus(held.status());
+      }
+      ThrowIfError(failure);
+    }
     loader::HeldBatch taken = ValueOrThrow(std::move(held));
     const loader::Batch& b = taken.batch;
     auto* keep = new std::shared_ptr<void>(std::move(taken.hold));
@@ -428,6 +443,25 @@ class PyPipeline {
   }
   const comm::RankInfo& info() const { return job_->info(); }
 
+  // Which ranks of the job stopped answering (comm/liveness.h): {"vanished": [ranks],
+  // "addresses": {rank: address}, "store_lost": bool, "line": str}.
+  py::dict Census() {
+    comm::Census c;
+    {
+      py::gil_scoped_release release;
+      c = job_->TakeCensus();
+    }
+    py::dict d, addresses;
+    py::list vanished;
+    for (int r : c.vanished) vanished.append(r);
+    for (const auto& [r, a] : c.addresses) addresses[py::int_(r)] = a;
+    d["vanished"] = vanished;
+    d["addresses"] = addresses;
+    d["store_lost"] = c.store_lost;
+    d["line"] = c.line;
+    return d;
+  }
+
   void Close() {
     Call([](Pipeline& p) {
       p.Close();
@@ -452,6 +486,7 @@ void BindPipeline(py::module_& m) {
       .def("start_epoch", &PyPipeline::StartEpoch, py::arg("epoch"), py::arg("start") = 0)
       .def("next", &PyPipeline::Next)
       .def("counters", &PyPipeline::Counters)
+      .def("census", &PyPipeline::Census)
       .def("batches_in_epoch", &PyPipeline::BatchesInEpoch, py::arg("epoch"))
       .def_property_readonly(
           "num_batches",

@@ -437,6 +437,16 @@ def kill_cgroup(path):
         time.sleep(0.05)
 
 
+def cut_link(name):
+    """Takes a node's link down: nothing it sends leaves, nothing sent to it arrives — no reset,
+    no FIN; its peers learn of it only by their timeouts."""
+    sh("ip", "-n", name, "link", "set", "eth0", "down")
+
+
+def restore_link(name):
+    sh("ip", "-n", name, "link", "set", "eth0", "up")
+
+
 def kill_netns(name):
     p = sh("ip", "netns", "pids", name, check=False)
     for pid in p.stdout.split():

@@ -1,6 +1,7 @@
-"""A node lost for good, measured: `ddpio train` runs across the nodes with checkpoints and an
-index log; once rank 0 has taken --kill-after-step steps, every process of node K is killed at
-once (SIGKILL to everything in its namespace, as a power loss would). Measured: how long each
+"""A node lost for good, measured: `ddpio train` (or the PyTorch example fed by ddpio.Loader) runs
+across the nodes with checkpoints and an index log; once rank 0 has taken --kill-after-step
+steps, node K is lost (FAULTS: a power loss — its link cut, then every process in its namespace
+SIGKILLed —, a crash, or a partition). Measured: how long each
 survivor takes to notice and exit (it must exit non-zero, naming the peer that vanished), then
 the job is started again on the surviving nodes — a smaller world, groups and leaders re-formed —
 resuming from the last checkpoint, and the whole run is tallied: every sample of every epoch
@@ -18,7 +19,30 @@ from sim import cluster as cl
 from sim import jobs, run
 from sim.cluster import SimError
 
-TALLY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tally-indices.py")
+SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TALLY = os.path.join(SCRIPTS, "tally-indices.py")
+EXAMPLE = os.path.join(os.path.dirname(SCRIPTS), "examples", "pytorch", "train_elastic.py")
+
+
+def fault_argv(cfg, ck, checkpoint_every, idx):
+    """Every rank's command: `ddpio train` or the PyTorch example, checkpointing to `ck` and
+    logging its indices to `idx`, resuming when a checkpoint is there."""
+    if cfg.get("program", "train") == "python":
+        return ["/usr/bin/python3", EXAMPLE, "--data", "{data}", "--group-size", str(cfg["group_size"]),
+                "--mode", cfg["mode"], "--layout", cfg["layout"], "--epochs", str(cfg["epochs"]),
+                "--batch-size", str(cfg["batch_size"]), "--workers", str(cfg["workers"]),
+                "--image-size", str(cfg["image_size"]), "--timeout", str(cfg.get("job_timeout", 300)),
+                "--checkpoint-dir", ck, "--checkpoint-every", str(checkpoint_every), "--indices-out", idx]
+    return run.job_argv(cfg) + ["--checkpoint-dir", ck, "--checkpoint-every", str(checkpoint_every),
+                                "--resume", "--indices-out", idx]
+
+
+def fault_env(cluster, cfg):
+    """The ranks' environment: the store's, and the ddpio package for the Python example."""
+    env = cluster.job_env()
+    if cfg.get("program", "train") == "python":
+        env["PYTHONPATH"] = cfg["python_path"]
+    return env
 
 
 def steps_logged(path):
@@ -40,13 +64,44 @@ def first_step_time(path, after_ns):
     return None
 
 
+FAULTS = {
+    "power": "the node's link cut, then every process of it killed (a power loss: its peers get no reset)",
+    "kill": "every process of the node killed (its kernel lives on and resets their connections: a crash)",
+    "link": "the node's link cut, its processes left running (a partition: they must exit on their own)",
+}
+
+
+def inject(cluster, node, fault):
+    if fault in ("power", "link"):
+        cl.cut_link(cluster.ns(node))
+    if fault in ("power", "kill"):
+        cl.kill_netns(cluster.ns(node))
+
+
+def named_by_address(address, command):
+    """A node's command in a UTS namespace whose hostname is the node's address: torch's gloo
+    backend finds its interface by resolving the hostname, and the namespaces share this
+    machine's (which resolves to 127.0.0.1)."""
+    return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', address, *command]
+
+
+def script_launcher(cfg):
+    """`ddpio launch` on every node; for the Python example each node named by its address."""
+    if cfg.get("program", "train") != "python":
+        return jobs.ddpio_launch
+
+    def command(ddpio, nnodes, node_rank, nproc, master, port, cmd, address=None):
+        return named_by_address(address, jobs.ddpio_launch(ddpio, nnodes, node_rank, nproc, master, port, cmd))
+    return command
+
+
 def torchrun_launcher(max_restarts):
     """Each node's command under torchrun's elastic agent: c10d rendezvous on the first node,
     any number of nodes from all but one to all (a node may be lost, and come back)."""
     def command(ddpio, nnodes, node_rank, nproc, master, port, cmd, address=None):
         # torchrun 1.13 gives its workers MASTER_ADDR = the rank-0 agent's hostname, and the
         # namespaces share this machine's: each node gets a UTS namespace named by its address.
-        return ["unshare", "--uts", "--", "sh", "-c", f'hostname {address} && exec "$@"', "sh",
+        return named_by_address(address, [
                 "/usr/bin/python3", "-m", "torch.distributed.run", "--no_python",
                 "--nnodes", f"{max(1, nnodes - 1)}:{nnodes}", "--nproc_per_node", str(nproc),
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{master}:{port}", "--rdzv_id", "ddpio-sim",
@@ -54,7 +109,7 @@ def torchrun_launcher(max_restarts):
                 # In a namespace the node's hostname does not resolve to its address, so torchrun
                 # cannot tell which agent hosts the rendezvous store: say it.
                 "--rdzv_conf", f"is_host={'true' if node_rank == 0 else 'false'}",
-                "--redirects", "1", "--tee", "1", *cmd]
+                "--redirects", "1", "--tee", "1", *cmd])
     return command
 
 
@@ -70,28 +125,28 @@ def start_lines(path):
 
 
 def run_fault(cluster, cfg, kill_node, kill_after_step, checkpoint_every, samples, echo=False, agent="script",
-              rejoin_after=0):
+              rejoin_after=0, fault="power"):
     """agent "script": the job under `ddpio launch`; after the kill the survivors must exit on
     their own (timed), and this script starts the job again on them. agent "torchrun": one job
     under torchrun's elastic agent on every node; after the kill the agents on the survivors
     restart their workers as a smaller world by themselves."""
     if agent == "torchrun":
         return run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_every, samples, echo,
-                                  rejoin_after)
+                                  rejoin_after, fault)
     work = tempfile.mkdtemp(prefix="ddpio-fault-")
     try:
         ck, idx = os.path.join(work, "ck"), os.path.join(work, "indices")
-        argv = run.job_argv(cfg) + ["--checkpoint-dir", ck, "--checkpoint-every", str(checkpoint_every),
-                                    "--resume", "--indices-out", idx]
+        argv = fault_argv(cfg, ck, checkpoint_every, idx)
         killed = {}
 
         def watch():
             if not killed and steps_logged(idx + ".rank0.txt") >= kill_after_step:
                 killed["t"] = time.monotonic()
-                cl.kill_netns(cluster.ns(kill_node))
+                inject(cluster, kill_node, fault)
 
         first = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], argv, timeout=cfg["timeout"],
-                            env=cluster.job_env(), echo=echo, watch=watch, stop_on_failure=False)
+                            env=fault_env(cluster, cfg), echo=echo, watch=watch, stop_on_failure=False,
+                            launcher=script_launcher(cfg))
         if not killed:
             raise SimError(f"the job ended before rank 0 logged {kill_after_step} steps:\n"
                            + jobs.failure_text(first))
@@ -99,12 +154,17 @@ def run_fault(cluster, cfg, kill_node, kill_after_step, checkpoint_every, sample
         detection = {r.node: round(r.end - killed["t"], 2) for r in survivors}
         errors = {r.node: next((line.strip() for line in r.err if "error" in line), "") for r in survivors}
         exit_codes = {r.node: r.rc for r in first}
+        # A partition: the cut node's ranks run on and must exit on their own too (no orphan).
+        cut = next(r for r in first if r.node == kill_node)
+        cut_fields = ({"cut_node_exit_code": cut.rc, "cut_node_exit_s": round(cut.end - killed["t"], 2)}
+                      if fault == "link" else {})
         # The restart: the surviving nodes, a smaller world, from the last checkpoint.
         nodes = [i for i in range(cluster.nodes) if i != kill_node]
         restart_ns = time.time_ns()
         t0 = time.monotonic()
         second = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], argv, timeout=cfg["timeout"],
-                             env=cluster.job_env(), echo=echo, nodes=nodes)
+                             env=fault_env(cluster, cfg), echo=echo, nodes=nodes,
+                             launcher=script_launcher(cfg))
         wall = time.monotonic() - t0
         if any(r.rc != 0 for r in second):
             raise SimError("the restarted job failed:\n" + jobs.failure_text(second))
@@ -119,7 +179,8 @@ def run_fault(cluster, cfg, kill_node, kill_after_step, checkpoint_every, sample
             "killed_after_step": kill_after_step, "checkpoint_every": checkpoint_every,
             "survivor_exit_codes": {str(k): v for k, v in exit_codes.items() if k != kill_node},
             "detection_s": {str(k): v for k, v in detection.items()},
-            "detection_max_s": detection_max, "agent": "script",
+            "detection_max_s": detection_max, "agent": "script", "program": cfg.get("program", "train"),
+            "fault": fault, **cut_fields,
             "survivor_errors": {str(k): v[:300] for k, v in errors.items()},
             "restart_world": len(nodes) * cfg["ranks_per_node"],
             "restart_to_first_step_s": round((first_step - restart_ns) / 1e9, 2) if first_step else None,
@@ -166,17 +227,19 @@ def steps_since(path, after_ns):
 
 
 def run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_every, samples, echo,
-                       rejoin_after=0):
+                       rejoin_after=0, fault="power"):
     """rejoin_after > 0: once the smaller world has taken that many steps, the lost node comes back
     (its agent started again) and the agents grow the world back to every node."""
+    if fault == "link":
+        raise SimError("--fault link needs --agent script: under torchrun the cut node's agent waits out its "
+                       "rendezvous timeout (torchrun's own behaviour), which says nothing of ddpio")
     if kill_node == 0:
         raise SimError("under torchrun the first node hosts the c10d rendezvous (torchrun's own single "
                        "point of failure): kill another node")
     work = tempfile.mkdtemp(prefix="ddpio-fault-")
     try:
         ck, idx = os.path.join(work, "ck"), os.path.join(work, "indices")
-        argv = run.job_argv(cfg) + ["--checkpoint-dir", ck, "--checkpoint-every", str(checkpoint_every),
-                                    "--resume", "--indices-out", idx]
+        argv = fault_argv(cfg, ck, checkpoint_every, idx)
         killed, rejoin = {}, {}
         token, port, log = secrets.token_hex(16), 29400, idx + ".rank0.txt"
         launcher = torchrun_launcher(max_restarts=2)
@@ -184,10 +247,12 @@ def run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_ever
         def watch():
             if not killed and steps_logged(log) >= kill_after_step:
                 killed["ns"] = time.time_ns()
-                cl.kill_netns(cluster.ns(kill_node))
+                inject(cluster, kill_node, fault)
             elif killed and rejoin_after > 0 and "proc" not in rejoin:
                 restart = [t for t, _ in start_lines(log) if t > killed["ns"]]
                 if restart and steps_since(log, restart[0]) >= rejoin_after:
+                    if fault != "kill":
+                        cl.restore_link(cluster.ns(kill_node))  # the node is back, powered and cabled
                     cmd = [a.replace("{data}", cluster.data_path(kill_node) or "") for a in argv]
                     full = launcher(cfg["ddpio"], cluster.nodes, kill_node, cfg["ranks_per_node"],
                                     cluster.address(0), port, cmd, address=cluster.address(kill_node))
@@ -195,11 +260,11 @@ def run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_ever
                     rejoin["out"] = open(os.path.join(work, "rejoin.log"), "w+")
                     rejoin["proc"] = subprocess.Popen(
                         cluster.node_command(kill_node, full), stdout=rejoin["out"], stderr=subprocess.STDOUT,
-                        env=dict(os.environ, DDPIO_STORE_TOKEN=token, **cluster.job_env()),
+                        env=dict(os.environ, DDPIO_STORE_TOKEN=token, **fault_env(cluster, cfg)),
                         start_new_session=True)
 
         results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], argv, timeout=cfg["timeout"],
-                              env=cluster.job_env(), echo=echo, watch=watch, stop_on_failure=False,
+                              env=fault_env(cluster, cfg), echo=echo, watch=watch, stop_on_failure=False,
                               port=port, launcher=launcher, token=token)
         if not killed:
             raise SimError(f"the job ended before rank 0 logged {kill_after_step} steps")
@@ -224,6 +289,7 @@ def run_fault_torchrun(cluster, cfg, kill_node, kill_after_step, checkpoint_ever
             "group_size": cfg["group_size"], "mode": cfg["mode"], "layout": cfg["layout"],
             "epochs": cfg["epochs"], "batch_size": cfg["batch_size"], "job_timeout_s": cfg.get("job_timeout"),
             "killed_node": kill_node, "killed_after_step": kill_after_step, "checkpoint_every": checkpoint_every,
+            "program": cfg.get("program", "train"), "fault": fault,
             "kill_to_restart_s": round((restart[0] - killed["ns"]) / 1e9, 2) if restart else None,
             "kill_to_first_step_s": round((first_step - killed["ns"]) / 1e9, 2) if first_step else None,
             "restarts": len(restart),

@@ -8,7 +8,8 @@
           the pieces, for tests and exploration: `up` prints the cluster's name; `launch NAME
           --nproc-per-node R -- ddpio ...` runs a job on every node ({data} = the node's copy of
           the dataset, {node} = its index); `down NAME` removes it
-  fault   a node lost for good: `ddpio train` with checkpoints, node --kill-node killed (every
+  fault   a node lost for good: `ddpio train` (or, --program python, the PyTorch example
+          examples/pytorch/train_elastic.py fed by ddpio.Loader) with checkpoints, node --kill-node killed (every
           process, SIGKILL) after --kill-after-step steps; prints the survivors' detection times,
           the restart on the smaller world and the exact-once tally as one JSON line
           (DDPIO_SIM_KEEP=1 keeps the run's checkpoints and index logs, and names the folder)
@@ -136,6 +137,13 @@ def cmd_fault(args):
     args.job = "train"
     cfg = config_of(args)
     cfg["job_timeout"] = args.job_timeout
+    cfg["program"] = args.job_program
+    if args.job_program == "python":
+        cfg["python_path"] = os.path.abspath(args.python_path or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(args.ddpio))), "python"))
+        if not os.path.isfile(os.path.join(cfg["python_path"], "ddpio", "__init__.py")):
+            raise cl.SimError(f"--program python: no ddpio package in {cfg['python_path']} (build it, or give "
+                              "--python-path)")
     kill = args.nodes - 1 if args.kill_node is None else args.kill_node
     if args.rejoin_after_steps and args.agent != "torchrun":
         raise cl.SimError("--rejoin-after-steps needs --agent torchrun (the agents grow the world)")
@@ -146,7 +154,8 @@ def cmd_fault(args):
     try:
         c.shape(cfg["link_mbit"])
         rec = fault.run_fault(c, cfg, kill, args.kill_after_step, args.checkpoint_every, samples,
-                              echo=args.verbose, agent=args.agent, rejoin_after=args.rejoin_after_steps)
+                              echo=args.verbose, agent=args.agent, rejoin_after=args.rejoin_after_steps,
+                              fault=args.fault)
     finally:
         c.down()
     print(json.dumps(rec), flush=True)
@@ -213,6 +222,15 @@ def main():
     p.add_argument("--agent", choices=["script", "torchrun"], default="script",
                    help="who restarts the job on the survivors: this script (after they exit on their own; "
                         "timed), or torchrun's elastic agent on every node (--nnodes N-1:N, c10d on node 0)")
+    p.add_argument("--program", dest="job_program", choices=["train", "python"], default="train",
+                   help="the job: `ddpio train` (default) or examples/pytorch/train_elastic.py (torch DDP fed by "
+                        "ddpio.Loader, resuming from the Loader's state_dict; the package from --python-path)")
+    p.add_argument("--python-path", default=None,
+                   help="--program python: the folder holding the ddpio package (default: the python/ folder "
+                        "beside --ddpio's build, e.g. build/release/python)")
+    p.add_argument("--fault", choices=sorted(fault.FAULTS), default="power",
+                   help="how the node is lost: " + "; ".join(f"{k}: {v}" for k, v in sorted(fault.FAULTS.items()))
+                        + " (default power)")
     p.add_argument("--kill-after-step", type=int, default=10, help="killed once rank 0 took this many steps")
     p.add_argument("--rejoin-after-steps", type=int, default=0,
                    help="--agent torchrun: the lost node comes back once the smaller world took this many "
