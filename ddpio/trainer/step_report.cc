@@ -163,7 +163,7 @@ absl::StatusOr<std::vector<RankSteps>> GatherStepReport(comm::Communicator& worl
 }
 
 StepReport Analyze(std::vector<RankSteps> ranks, uint64_t epoch, uint64_t first_step,
-                   uint64_t last_step) {
+                   uint64_t last_step, bool loop_only) {
   StepReport report;
   report.epoch = epoch;
   report.first_step = first_step;
@@ -189,12 +189,16 @@ StepReport Analyze(std::vector<RankSteps> ranks, uint64_t epoch, uint64_t first_
     report.bottleneck = wait >= compute && wait >= allreduce ? "wait"
                         : compute >= allreduce               ? "compute"
                                                              : "allreduce";
+    const std::string spent =
+        loop_only ? absl::StrFormat("%.0f%% outside the loader (forward, backward, all-reduce)",
+                                    100 * allreduce / n)
+                  : absl::StrFormat("%.0f%% computing, %.0f%% in the all-reduce", 100 * compute / n,
+                                    100 * allreduce / n);
+    if (loop_only && report.bottleneck == "allreduce") report.bottleneck = "outside";
     report.line = absl::StrFormat(
         "no straggler: every rank's own step time is within %.0f%% of the median (%.1f ms; "
-        "slowest %s at %.1f ms); the ranks spend %.0f%% of a step waiting for batches, %.0f%% "
-        "computing, %.0f%% in the all-reduce",
-        100 * kStragglerMargin, median, Who(s), own[slowest], 100 * wait / n, 100 * compute / n,
-        100 * allreduce / n);
+        "slowest %s at %.1f ms); the ranks spend %.0f%% of a step waiting for batches, %s",
+        100 * kStragglerMargin, median, Who(s), own[slowest], 100 * wait / n, spent);
     return report;
   }
   report.straggler = s.rank;
@@ -206,9 +210,10 @@ StepReport Analyze(std::vector<RankSteps> ranks, uint64_t epoch, uint64_t first_
     return Median(v);
   }();
   const std::string tail = absl::StrFormat(
-      " (its own time %.1f ms per step against a median of %.1f ms; the other ranks wait %.0f%% "
-      "of their step in the all-reduce)",
-      own[slowest], median, 100 * others_allreduce);
+      " (its own time %.1f ms per step against a median of %.1f ms; the other ranks %s %.0f%% "
+      "of their step %s)",
+      own[slowest], median, loop_only ? "spend" : "wait", 100 * others_allreduce,
+      loop_only ? "outside the loader" : "in the all-reduce");
   if (s.at(Stage::kWait).total_s >= s.at(Stage::kCompute).total_s) {
     report.bottleneck = "wait";
     const auto leader = std::find_if(report.ranks.begin(), report.ranks.end(),

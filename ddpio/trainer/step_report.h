@@ -96,8 +96,11 @@ struct StepReport {
 inline constexpr double kStragglerMargin = 0.25;
 
 // Reads the gathered summaries: the straggler, its bottleneck and the line.
+// `loop_only`: the ranks' steps are known only as the time waiting for batches and the rest
+// (Python's Loader.report(): the rest — forward, backward, torch's all-reduce — is put in
+// kAllReduce, kCompute is 0), and the line says "outside the loader" for the rest.
 StepReport Analyze(std::vector<RankSteps> ranks, uint64_t epoch, uint64_t first_step,
-                   uint64_t last_step);
+                   uint64_t last_step, bool loop_only = false);
 
 // The per-rank table for a log: one line per rank, every stage's share and p50/p99.
 std::string StepReportTable(const StepReport& report);

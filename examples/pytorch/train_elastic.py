@@ -192,6 +192,9 @@ def train(args, job):
             if rank == 0 and step % args.checkpoint_every == 0:
                 save_checkpoint(path, {"settings": settings, "step": step, "model": model.module.state_dict(),
                                        "optimizer": optimizer.state_dict(), "loader": loader.state_dict()})
+        report = loader.report()  # collective: where the epoch's steps went, the slowest rank named
+        if rank == 0:
+            print(f"[train_elastic.py] epoch {e}: {report['line']}", flush=True)
     if rank == 0 and step % args.checkpoint_every != 0:
         # The end, so that running the job again finds it done.
         save_checkpoint(path, {"settings": settings, "step": step, "model": model.module.state_dict(),

@@ -457,6 +457,20 @@ class Loader:
         (a peer fed by its leader: the one request that read the manifest)."""
         return self._open().counters()
 
+    def report(self):
+        """The straggler report of the batches handed out since the last report (or the start),
+        gathered from every rank — collective: every rank calls it at the same point (every N
+        steps, each epoch's end). Per rank and stage ("wait": the loop waiting in next();
+        "outside": the loop's time between batches — forward, backward, torch's all-reduce,
+        which the loader cannot tell apart; "read", "decode", "relay": the loader's threads) the
+        share of the step and the p50/p99 per step, and in "line" the slowest rank and its
+        bottleneck when one stands out ("rank 5 (node 2): 38% of its step waiting for batches
+        from leader rank 4; rank 4 (node 2): storage read p99 61 ms ..."), else "no straggler".
+        Returns {"epoch", "first_step", "last_step", "straggler" (a rank or None),
+        "bottleneck", "line", "ranks": [{"rank", "node", "fed_by", "steps", "step_ms",
+        "own_ms", "stages"}]}. The same on every rank."""
+        return self._open().report()
+
     def census(self):
         """After a failure (a collective of the training loop that timed out, a lost connection):
         which ranks of the job stopped answering — every rank beats on the job's store, and the

@@ -29,8 +29,10 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/device/cuda_runtime.h"
 #include "ddpio/pipeline/pipeline.h"
+#include "ddpio/trainer/step_report.h"
 #include "python_store.h"
 #include "status.h"
+#include "step_report_binding.h"
 
 namespace ddpio::python {
 
@@ -335,6 +337,16 @@ class PyPipeline {
         // Collective: a rank that fails here closes its group, so the others fail at once too.
         p = Pipeline::Open(*job_, o);
         if (!p.ok()) job_->MarkFailed();  // rank 0 must not wait for this rank at the end
+        if (p.ok()) {
+          const comm::RankInfo& info = job_->info();
+          const comm::GroupLayout& layout = (*p)->layout();
+          const bool reads =
+              layout.is_leader(info.rank) || o.readers == broadcast::FeedReaders::kAll;
+          profiler_ = std::make_unique<trainer::StepProfiler>(
+              info.rank, info.rank / std::max(1, info.local_world_size),
+              reads ? -1 : layout.leader(info.rank));
+          timeout_ = o.timeout;
+        }
       } else {
         p = job.status();
       }
@@ -372,8 +384,13 @@ class PyPipeline {
   // (int64); device_images: the address of the same bytes on the GPU (the copy is complete), or
   // None — kept alive by `images`, whose base holds the batch.
   py::object Next() {
+    const auto enter = std::chrono::steady_clock::now();
     absl::StatusOr<loader::HeldBatch> held = Call([](Pipeline& p) { return p.NextHeld(); });
-    if (absl::IsOutOfRange(held.status())) return py::none();
+    const auto out = std::chrono::steady_clock::now();
+    if (absl::IsOutOfRange(held.status())) {
+      have_out_ = false;  // between epochs (validation, a checkpoint) is not a step
+      return py::none();
+    }
     if (!held.ok()) {
       // A lost peer: say which ranks vanished (the census waits, without the GIL).
       absl::Status failure;
@@ -385,6 +402,15 @@ class PyPipeline {
     }
     loader::HeldBatch taken = ValueOrThrow(std::move(held));
     const loader::Batch& b = taken.batch;
+    // A step for the straggler report: the wait in here, and the loop's time since the last
+    // batch (forward, backward, all-reduce: "outside" the loader).
+    const double outside = have_out_ ? std::chrono::duration<double>(enter - last_out_).count() : 0;
+    profiler_->AddStep(std::chrono::duration<double>(out - enter).count(), 0, outside,
+                       Call([](Pipeline& p) { return p.counters(); }));
+    last_out_ = out;
+    have_out_ = true;
+    ++steps_;
+    epoch_ = b.epoch;
     auto* keep = new std::shared_ptr<void>(std::move(taken.hold));
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
     const auto n = static_cast<py::ssize_t>(b.size), w = static_cast<py::ssize_t>(width_),
@@ -443,6 +469,22 @@ class PyPipeline {
   }
   const comm::RankInfo& info() const { return job_->info(); }
 
+  // The straggler report of the steps since the last one, gathered from every rank
+  // (collective).
+  py::dict Report() {
+    trainer::RankSteps mine = profiler_->Take();
+    absl::StatusOr<std::vector<trainer::RankSteps>> ranks;
+    {
+      py::gil_scoped_release release;
+      ranks = trainer::GatherStepReport(job_->world(), mine, timeout_);
+    }
+    trainer::StepReport report =
+        trainer::Analyze(ValueOrThrow(std::move(ranks)), epoch_, report_first_, steps_,
+                         /*loop_only=*/true);
+    report_first_ = steps_;
+    return StepReportDict(report);
+  }
+
   // Which ranks of the job stopped answering (comm/liveness.h): {"vanished": [ranks],
   // "addresses": {rank: address}, "store_lost": bool, "line": str}.
   py::dict Census() {
@@ -474,6 +516,12 @@ class PyPipeline {
   mutable std::mutex mu_;           // one call into the pipeline at a time (Call)
   std::shared_ptr<comm::Job> job_;  // outlives the pipeline (declared first)
   std::unique_ptr<Pipeline> pipeline_;
+  // The straggler report's steps (Report); touched with the GIL held only.
+  std::unique_ptr<trainer::StepProfiler> profiler_;
+  std::chrono::milliseconds timeout_{0};
+  std::chrono::steady_clock::time_point last_out_;
+  bool have_out_ = false;
+  uint64_t steps_ = 0, report_first_ = 0, epoch_ = 0;
   loader::OutputFormat output_ = loader::OutputFormat::kUint8Nhwc;
   int width_ = 0, height_ = 0;
 };
@@ -487,6 +535,7 @@ void BindPipeline(py::module_& m) {
       .def("next", &PyPipeline::Next)
       .def("counters", &PyPipeline::Counters)
       .def("census", &PyPipeline::Census)
+      .def("report", &PyPipeline::Report)
       .def("batches_in_epoch", &PyPipeline::BatchesInEpoch, py::arg("epoch"))
       .def_property_readonly(
           "num_batches",
