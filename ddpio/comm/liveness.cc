@@ -77,11 +77,15 @@ Census Heartbeat::StoreLost(const absl::Status& why) const {
   return c;
 }
 
+bool Heartbeat::store_silent() const {
+  return std::chrono::nanoseconds(NowNs() - last_ok_ns_.load()) >
+         3 * period_ + std::chrono::seconds(1);
+}
+
 Census Heartbeat::Take() {
   // A store that stopped acknowledging beats is not asked again (each request would wait out
   // the store's timeout): its host is what vanished.
-  const auto silent = std::chrono::nanoseconds(NowNs() - last_ok_ns_.load());
-  if (silent > 3 * period_ + std::chrono::seconds(1)) return StoreLost(absl::OkStatus());
+  if (store_silent()) return StoreLost(absl::OkStatus());
   auto taker = store_->Add(kTaker, 1);
   if (!taker.ok()) return StoreLost(taker.status());
   if (*taker == 1) return Count();

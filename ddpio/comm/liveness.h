@@ -62,6 +62,9 @@ class Heartbeat {
   Census Take();
 
   std::chrono::milliseconds period() const { return period_; }
+  // The store has not acknowledged a beat for over 3 periods + 1 s: its host is gone. A rank
+  // leaving then does not wait on it (each request would wait out the store's timeout).
+  bool store_silent() const;
 
  private:
   void Run();

@@ -79,6 +79,7 @@ TEST(Liveness, ALostStoreIsSaidWithoutWaitingOnIt) {
   ASSERT_OK(server);
   auto beats = Beats((*server)->port(), 2);
   server->reset();  // the store's host is gone
+  EXPECT_FALSE(beats[1]->store_silent()) << "just beaten";
   Census c = beats[1]->Take();
   EXPECT_TRUE(c.store_lost) << c.line;
   EXPECT_TRUE(c.vanished.empty());

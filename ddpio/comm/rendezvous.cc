@@ -251,9 +251,11 @@ absl::Status Job::WithCensus(const absl::Status& failure) {
 }
 
 Job::~Job() {
+  // A store whose host is gone is not waited on below (the heartbeat saw it go silent).
+  const bool store_gone = heartbeat_ != nullptr && heartbeat_->store_silent();
   heartbeat_.reset();  // before the store is waited on below
   world_.reset();
-  if (store_ == nullptr) return;
+  if (store_ == nullptr || (store_gone && server_ == nullptr)) return;
   // Leaving after an error: the others are failing too (or gone), and the store may be the
   // thing that froze — a rank that is not serving it does not wait on it at all.
   if (failed_ && server_ == nullptr) return;
