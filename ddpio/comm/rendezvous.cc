@@ -15,9 +15,11 @@ namespace {
 
 // A frozen store must not hold a rank longer than the job's timeout (the default reply
 // allowance is 30 s).
-TcpStoreLimits StoreLimits(const RendezvousOptions& options) {
+// `timeout`: the connection's own (the heartbeat's is shorter), at most the job's.
+TcpStoreLimits StoreLimits(const RendezvousOptions& options,
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds::max()) {
   TcpStoreLimits limits;
-  limits.reply_timeout = std::min<std::chrono::milliseconds>(limits.reply_timeout, options.timeout);
+  limits.reply_timeout = std::min({limits.reply_timeout, options.timeout, timeout});
   return limits;
 }
 
@@ -158,7 +160,8 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     const int port = job->server_->port();
     connect = [&options, token,
                port](std::chrono::milliseconds timeout) -> absl::StatusOr<std::shared_ptr<Store>> {
-      return TcpStoreClient::Connect("127.0.0.1", port, token, timeout, StoreLimits(options));
+      return TcpStoreClient::Connect("127.0.0.1", port, token, timeout,
+                                     StoreLimits(options, timeout));
     };
     where = absl::StrCat("private tcp://127.0.0.1:", port);
   } else {
@@ -170,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(const RankInfo& info, RendezvousO
     connect = [&info, &options](
                   std::chrono::milliseconds timeout) -> absl::StatusOr<std::shared_ptr<Store>> {
       return TcpStoreClient::Connect(info.master_addr, info.master_port, options.token, timeout,
-                                     StoreLimits(options));
+                                     StoreLimits(options, timeout));
     };
   }
   DDPIO_ASSIGN_OR_RETURN(std::shared_ptr<Store> base, connect(options.timeout));
