@@ -21,8 +21,11 @@ int64_t NowNs() {
 
 std::string BeatKey(int rank) { return absl::StrCat("beat/", rank); }
 std::string AddressKey(int rank) { return absl::StrCat("addr/", rank); }
-constexpr char kTaker[] = "census/taker";
-constexpr char kVerdict[] = "census/verdict";
+// A census is a round: its first asker counts and posts census/verdict/<round>; one that finds
+// everyone answering starts the next round, so it cannot answer a later census after a loss.
+constexpr char kRound[] = "census/round";
+std::string TakerKey(int64_t round) { return absl::StrCat("census/taker/", round); }
+std::string VerdictKey(int64_t round) { return absl::StrCat("census/verdict/", round); }
 constexpr int kNamed = 16;  // ranks named in the line; the rest counted
 
 }  // namespace
@@ -86,28 +89,31 @@ Census Heartbeat::Take() {
   // A store that stopped acknowledging beats is not asked again (each request would wait out
   // the store's timeout): its host is what vanished.
   if (store_silent()) return StoreLost(absl::OkStatus());
-  auto taker = store_->Add(kTaker, 1);
+  auto round = store_->Add(kRound, 0);
+  if (!round.ok()) return StoreLost(round.status());
+  auto taker = store_->Add(TakerKey(*round), 1);
   if (!taker.ok()) return StoreLost(taker.status());
-  if (*taker == 1) return Count();
+  if (*taker == 1) return Count(*round);
   // Another rank counts: its verdict, or, should it vanish too, a count of our own. Polled, not
   // waited for: no request of ours stays parked on the store.
+  const std::string key = VerdictKey(*round);
   const auto deadline =
       Clock::now() + 3 * period_ + std::chrono::milliseconds(world_) + std::chrono::seconds(2);
   while (Clock::now() < deadline) {
-    auto posted = store_->Check({kVerdict});
+    auto posted = store_->Check({key});
     if (!posted.ok()) break;
     if (*posted) {
-      auto verdict = store_->Get(kVerdict, period_);
+      auto verdict = store_->Get(key, period_);
       if (verdict.ok()) return Describe(*verdict);
       break;
     }
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, period_ / 4, [this] { return stop_; });
   }
-  return Count();
+  return Count(*round);
 }
 
-Census Heartbeat::Count() {
+Census Heartbeat::Count(int64_t round) {
   auto snapshot = [this]() -> absl::StatusOr<std::vector<int64_t>> {
     std::vector<int64_t> v(world_);
     for (int r = 0; r < world_; ++r) {
@@ -129,7 +135,8 @@ Census Heartbeat::Count() {
     if (r != rank_ && (*first)[r] == (*second)[r]) stopped.push_back(absl::StrCat(r));
   }
   const std::string verdict = absl::StrJoin(stopped, ",");
-  (void)store_->Set(kVerdict, verdict);
+  (void)store_->Set(VerdictKey(round), verdict);
+  if (stopped.empty()) (void)store_->Add(kRound, 1);  // the next census counts afresh
   return Describe(verdict);
 }
 

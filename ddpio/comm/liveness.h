@@ -6,7 +6,8 @@
 // every `period` — and after a failure one rank (the first to ask) reads every counter twice,
 // 2.5 periods apart, and posts the verdict: the ranks whose counters stood still are the ones
 // that vanished (a killed process, a lost node, a cut link). The others read the verdict: one
-// census costs the store 2 × world requests however many ranks fail. When the store itself has
+// census costs the store 2 × world requests however many ranks fail. A census that finds
+// everyone answering ends its round, so a later one counts afresh. When the store itself has
 // stopped answering (its host, rank 0 or torchrun's agent, is gone), the census says so without
 // asking it.
 //
@@ -68,7 +69,7 @@ class Heartbeat {
 
  private:
   void Run();
-  Census Count();  // reads the counters and posts the verdict
+  Census Count(int64_t round);  // reads the counters and posts the round's verdict
   Census Describe(const std::string& verdict);
   Census StoreLost(const absl::Status& why) const;  // the store's host gone; `why` when known
 

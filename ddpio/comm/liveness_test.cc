@@ -45,6 +45,12 @@ TEST(Liveness, EveryRankAnsweringNamesNobody) {
   EXPECT_TRUE(c.vanished.empty()) << c.line;
   EXPECT_FALSE(c.store_lost);
   EXPECT_EQ(c.line, "");
+  // A census in healthy times leaves nothing behind that would answer a later one.
+  beats[2].reset();
+  c = beats[0]->Take();
+  EXPECT_EQ(c.vanished, std::vector<int>{2}) << c.line;
+  EXPECT_NE(c.line.find("rank 2 (10.0.0.2) stopped answering: its heartbeat"), std::string::npos)
+      << c.line;
 }
 
 TEST(Liveness, TheRanksWhoseHeartbeatStoppedAreNamedWithTheirAddress) {
@@ -68,9 +74,9 @@ TEST(Liveness, TheRanksWhoseHeartbeatStoppedAreNamedWithTheirAddress) {
   }
   // One census: the counter of askers says four asked, and the verdict was posted once.
   auto store = std::make_shared<PrefixStore>("live", Client(server->port()));
-  ASSERT_OK_AND_ASSIGN(int64_t askers, store->Add("census/taker", 0));
+  ASSERT_OK_AND_ASSIGN(int64_t askers, store->Add("census/taker/0", 0));
   EXPECT_EQ(askers, 4);
-  ASSERT_OK_AND_ASSIGN(std::string verdict, store->Get("census/verdict", milliseconds(100)));
+  ASSERT_OK_AND_ASSIGN(std::string verdict, store->Get("census/verdict/0", milliseconds(100)));
   EXPECT_EQ(verdict, "2,3");
 }
 

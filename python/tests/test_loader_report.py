@@ -29,6 +29,7 @@ SCRIPT = textwrap.dedent('''
                     time.sleep(0.04)
         report = loader.report()
         census = loader.census()
+        dist.barrier()  # the census ran while both ranks lived
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
             json.dump({"batches": batches, "report": report, "census": census}, f)
         loader.close()
