@@ -357,12 +357,18 @@ TEST_F(MultiHost, ANodeLostMidEpochTheSurvivorsFinishWithEverySampleExactlyOnce)
       // Each survivor noticed within the job's --timeout (30 s: slow enough for the sanitizer
       // builds), with the exit's and the census's margin (2.5 heartbeats of 1.5 s).
       EXPECT_LT(j["detection_max_s"].get<double>(), 38.0) << j.dump();
-      // Each names the peers that vanished: node 1's ranks, by the address they advertised.
+      // Each names the peers that vanished — node 1's ranks, by the address they advertised —
+      // or, when it timed out after rank 0 had already failed and left (taking the store it
+      // serves), says that; at least one names them.
+      int named = 0;
       for (const auto& [node, error] : j["survivor_errors"].items()) {
-        EXPECT_NE(error.get<std::string>().find("ranks 2, 3 (10.77.0.2) stopped answering"),
-                  std::string::npos)
-            << "node " << node << ": " << error;
+        const std::string e = error.get<std::string>();
+        const bool names = e.find("ranks 2, 3 (10.77.0.2) stopped answering") != std::string::npos;
+        named += names;
+        EXPECT_TRUE(names || e.find("the job's store (") != std::string::npos)
+            << "node " << node << ": " << e;
       }
+      EXPECT_GE(named, 1) << j.dump();
     } else {
       EXPECT_EQ(j["restarts"], 1) << j.dump();
     }

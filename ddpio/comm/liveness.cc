@@ -72,6 +72,15 @@ Census Heartbeat::StoreLost(const absl::Status& why) const {
   Census c;
   c.store_lost = true;
   const auto silent = std::chrono::nanoseconds(NowNs() - last_ok_ns_.load());
+  if (!why.ok() && silent <= 3 * period_ + std::chrono::seconds(1)) {
+    // It answered beats until just now: the rank serving it may have left after failing itself
+    // (before this rank's own collective timed out), or its host went.
+    c.line = absl::StrFormat(
+        "the job's store (%s) stopped answering %.1f s ago (%s): the rank serving it has left, "
+        "failing too, or its host is gone",
+        store_host_, std::chrono::duration<double>(silent).count(), why.message());
+    return c;
+  }
   c.line = absl::StrFormat(
       "the job's store (%s) has not answered this rank's heartbeat for %.1f s: its host is gone "
       "(or cut off), and with it the job%s",
