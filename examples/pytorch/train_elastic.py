@@ -70,8 +70,8 @@ def parse_args():
 
 def dataset_identity(path):
     """What names a dataset wherever it is mounted: its size, classes and payload (not its path)."""
-    info = ddpio.Dataset(path).info()
-    classes = ",".join(ddpio.Dataset(path).classes)
+    dataset = ddpio.Dataset(path)
+    info, classes = dataset.info(), ",".join(dataset.classes)
     return {"size": info["size"], "payload_bytes": info["payload_bytes"],
             "classes": hashlib.sha1(classes.encode()).hexdigest()[:16]}
 
