@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -74,8 +75,155 @@ class CliFeed : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return RunDdpio(args);
   }
+  // Two ranks, one worker each, two epochs, with `extra` flags.
+  testing::RunResult FeedTwo(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"launch",
+                                     "--nproc-per-node",
+                                     "2",
+                                     "--",
+                                     testing::DdpioBin(),
+                                     "bench",
+                                     "feed",
+                                     "--data",
+                                     dir_.Sub("db"),
+                                     "--batch-size",
+                                     "4",
+                                     "--image-size",
+                                     "24",
+                                     "--workers",
+                                     "1",
+                                     "--epochs",
+                                     "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunDdpio(args);
+  }
   testing::TempDir dir_;
 };
+
+// A rank's ceiling, as `bench loader` reports its own: one round before each epoch and one after
+// the last, the ceiling their median, each epoch's ratio its rate over the mean of the two rounds
+// around it, the ratio their median. `threads`: the decoders the rank measured with.
+void ExpectCeilingOfADecodingRank(const nlohmann::json& j, int threads, const std::string& what) {
+  EXPECT_EQ(j["ceiling_threads"], threads) << what;
+  const auto& rounds = j["ceiling_rounds_images_per_s"];
+  const auto& rates = j["epoch_images_per_s"];
+  ASSERT_EQ(rates.size(), 2u) << what;
+  ASSERT_EQ(rounds.size(), 3u) << what;  // epochs + 1
+  std::vector<double> sorted;
+  for (const auto& r : rounds) {
+    EXPECT_GT(r.get<double>(), 0) << what;
+    sorted.push_back(r.get<double>());
+  }
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(j["ceiling_images_per_s"].get<double>(), sorted[1]) << what;
+  ASSERT_EQ(j["epoch_ratios"].size(), 2u) << what;
+  for (int e = 0; e < 2; ++e) {
+    const double around = (rounds[e].get<double>() + rounds[e + 1].get<double>()) / 2;
+    EXPECT_NEAR(j["epoch_ratios"][e].get<double>(), rates[e].get<double>() / around, 1e-9)
+        << what << " epoch " << e;
+  }
+  EXPECT_NEAR(j["ratio"].get<double>(),
+              (j["epoch_ratios"][0].get<double>() + j["epoch_ratios"][1].get<double>()) / 2, 1e-9)
+      << what;
+}
+
+// Every rank of the job measures the ceiling at once, in wall time: no rank decodes a round
+// before every rank has ended the epoch before it (a barrier over the world), and no rank starts
+// an epoch before every rank has decoded the round before it (another) — ranks in groups of one
+// too, which otherwise never wait for each other. A member that decodes nothing ends its rounds
+// at once: without the second barrier it would start feeding while its leader still decodes.
+// Epoch times leave the rounds out.
+void ExpectRoundsAndEpochsInStep(const std::map<int, nlohmann::json>& lines,
+                                 const std::string& what) {
+  for (const auto& [rank, j] : lines) {
+    ASSERT_EQ(j["epoch_start_unix_s"].size(), 2u) << what;
+    ASSERT_EQ(j["epoch_end_unix_s"].size(), 2u) << what;
+    ASSERT_EQ(j["ceiling_round_start_unix_s"].size(), 3u) << what;
+    ASSERT_EQ(j["ceiling_round_end_unix_s"].size(), 3u) << what;
+    EXPECT_EQ(j["start_unix_s"], j["epoch_start_unix_s"][0]) << what;
+    EXPECT_EQ(j["end_unix_s"], j["epoch_end_unix_s"][1]) << what;
+    EXPECT_NEAR(j["images_per_s"].get<double>(),
+                j["images"].get<double>() / j["seconds"].get<double>(), 1e-6)
+        << what << " rank " << rank;
+  }
+  auto at = [&](int rank, const char* key, int i) { return lines.at(rank)[key][i].get<double>(); };
+  for (const auto& [a, ja] : lines) {
+    for (const auto& [b, jb] : lines) {
+      for (int e = 0; e < 3; ++e) {
+        if (e > 0) {
+          EXPECT_LE(at(b, "epoch_end_unix_s", e - 1), at(a, "ceiling_round_start_unix_s", e))
+              << what << ": rank " << a << " decoded round " << e << " before rank " << b
+              << " ended epoch " << e - 1;
+        }
+        if (e < 2) {
+          EXPECT_LE(at(a, "ceiling_round_end_unix_s", e), at(b, "epoch_start_unix_s", e))
+              << what << ": rank " << b << " started epoch " << e << " before rank " << a
+              << " had decoded round " << e;
+        }
+      }
+    }
+  }
+}
+
+// The ceiling measured as the job runs: every rank decodes with its loaders' workers at once,
+// before each epoch and after the last. A group of one and an encoded group: every rank decodes
+// with its one worker. A decoded group: the leader decodes for both members (a one-worker loader
+// each: 2 decoders), its peer decodes nothing — 0 decoders, rounds of 0 and no ratio, though it
+// takes part in every round. --ceiling-images 0: no ceiling at all.
+TEST_F(CliFeed, EveryRankReportsItsConcurrentCeilingAndItsRatioToIt) {
+  for (const std::string group : {"1", "2"}) {
+    const std::string what = "encoded, group size " + group;
+    auto r = FeedTwo({"--group-size", group, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = RankLines(r.out);
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    for (const auto& [rank, j] : lines)
+      ExpectCeilingOfADecodingRank(j, 1, what + " rank " + std::to_string(rank));
+    ExpectRoundsAndEpochsInStep(lines, what);
+  }
+  {
+    auto r = FeedTwo({"--group-size", "2", "--payload", "decoded", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = RankLines(r.out);
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    ExpectCeilingOfADecodingRank(lines.at(0), 2, "decoded leader");
+    const auto& peer = lines.at(1);
+    EXPECT_EQ(peer["leader"], false);
+    EXPECT_EQ(peer["ceiling_threads"], 0);
+    EXPECT_EQ(peer["ceiling_rounds_images_per_s"], nlohmann::json::array({0.0, 0.0, 0.0}));
+    EXPECT_EQ(peer["ceiling_images_per_s"], 0.0);
+    EXPECT_TRUE(peer["ratio"].is_null()) << peer;
+    EXPECT_TRUE(peer["epoch_ratios"].is_null()) << peer;
+    ExpectRoundsAndEpochsInStep(lines, "decoded");
+  }
+  {
+    auto r = FeedTwo({"--group-size", "2", "--payload", "decoded"});  // the text lines
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("[rank 0]   ceiling "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("2 decoder(s) at once on this rank"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[rank 0]   ratio "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[rank 1]   ceiling       none: this rank decodes nothing"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("[rank 1]   ratio "), std::string::npos) << r.out;
+  }
+  {
+    auto r = FeedTwo({"--group-size", "1", "--ceiling-images", "0", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = RankLines(r.out);
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    for (const auto& [rank, j] : lines) {
+      EXPECT_TRUE(j["ceiling_rounds_images_per_s"].empty()) << j;
+      EXPECT_TRUE(j["ceiling_images_per_s"].is_null()) << j;
+      EXPECT_TRUE(j["ratio"].is_null()) << j;
+    }
+  }
+  auto help = RunDdpio({"bench", "feed", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--ceiling-images"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("Ceiling: before each epoch and after the last"), std::string::npos)
+      << help.out;
+}
 
 // Shard: every rank's indices, in order over two epochs, are what `ddpio sampler` gives it; only
 // leaders read, each the group's records once; the peers' share is all that crosses the wire.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,8 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/pipeline/pipeline.h"
+#include "ddpio/storage/dataset_reader.h"
+#include "tools/bench_ceiling.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
@@ -89,10 +92,11 @@ class WorldWatch {
     return status_;
   }
 
-  // The feeder failed with `error`: was a rank lost (a leader leaving because of a loss elsewhere
-  // cuts its group's feed; a dead member cuts it too)? Unless the watch knows already, one more
-  // beat, at once, finds out (at most one beat: the timeout when a peer is stalled). The job's
-  // first loss leads the message when there is one; the feeder's error alone otherwise.
+  // This rank failed with `error` (its feeder, or a barrier of the ceiling): was a rank lost (a
+  // leader leaving because of a loss elsewhere cuts its group's feed; a dead member cuts it too)?
+  // Unless the watch knows already, one more beat, at once, finds out (at most one beat: the
+  // timeout when a peer is stalled). The job's first loss leads the message when there is one;
+  // this rank's error alone otherwise.
   absl::Status Explain(const absl::Status& error) {
     std::unique_lock<std::mutex> lock(mu_);
     if (status_.ok()) {
@@ -102,9 +106,8 @@ class WorldWatch {
       cv_.wait(lock, [&] { return ended_ || completed_ >= after; });
     }
     if (status_.ok()) return error;
-    return absl::Status(
-        status_.code(),
-        absl::StrCat(status_.message(), "; this rank's feeder failed too: ", error.message()));
+    return absl::Status(status_.code(), absl::StrCat(status_.message(),
+                                                     "; this rank failed too: ", error.message()));
   }
 
   // This rank has fed everything: keeps answering until every rank has (OK) or one is lost.
@@ -322,6 +325,99 @@ class WorldWatch {
   absl::Status status_;                   // guarded by mu_
 };
 
+double UnixSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// The concurrent full-decode ceiling (bench_ceiling.h) measured as the job feeds: every rank of
+// the job decodes at once, each with as many decoders as its loaders have workers — all the job's
+// decoders together, as while the epochs run. One thread (the feeding loop's) uses it.
+class JobCeiling {
+ public:
+  // `n`: the first n records decoded each round (0: no ceiling, Round does nothing); `threads`:
+  // this rank's decoders (0 when it decodes nothing); `dataset`: its own, or null on a rank that
+  // reads none — a member decoding the records it is sent then opens the dataset itself (its
+  // errors). `timeout` bounds each barrier; `explain` turns a failed one into the job's loss.
+  static absl::StatusOr<std::unique_ptr<JobCeiling>> Make(
+      comm::Communicator& world, const std::string& data, const storage::DatasetReader* dataset,
+      uint64_t n, int threads, std::chrono::milliseconds timeout,
+      std::function<absl::Status(const absl::Status&)> explain) {
+    auto c =
+        std::unique_ptr<JobCeiling>(new JobCeiling(world, n, threads, timeout, std::move(explain)));
+    c->images_ = dataset;
+    if (n > 0 && threads > 0 && dataset == nullptr) {
+      absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened =
+          storage::DatasetReader::Open(data);
+      if (!opened.ok()) return Annotate(opened.status(), "opening the dataset for the ceiling");
+      c->own_ = *std::move(opened);
+      c->images_ = c->own_.get();
+    }
+    return c;
+  }
+
+  // One round (before epoch `round`, or after the last): this rank's images loaded, then every
+  // rank meets the others at a barrier over the world so that all decoders start together,
+  // decodes, and meets them again so that no rank starts feeding while another still decodes. A
+  // rank without decoders decodes nothing (0) but meets the others all the same. The barriers wait
+  // at most the timeout: a lost or stalled rank fails every rank, the error naming it.
+  absl::Status Round(int round) {
+    if (n_ == 0) return absl::OkStatus();
+    CeilingImages images;
+    if (threads_ > 0) {
+      absl::StatusOr<CeilingImages> loaded = LoadCeilingImages(*images_, n_);
+      if (!loaded.ok()) return Annotate(loaded.status(), "loading the ceiling's images");
+      images = *std::move(loaded);
+    }
+    auto barrier = [&](const char* when) {
+      const absl::Status st = world_.Barrier(timeout_);
+      return st.ok() ? st
+                     : explain_(Annotate(st, absl::StrCat("waiting for every rank ", when,
+                                                          " ceiling round ", round)));
+    };
+    DDPIO_RETURN_IF_ERROR(barrier("before"));
+    start_unix_.push_back(UnixSeconds(std::chrono::system_clock::now()));
+    DDPIO_ASSIGN_OR_RETURN(const double rate,
+                           ConcurrentFullDecodeRate(images, /*without_markers=*/true, threads_));
+    end_unix_.push_back(UnixSeconds(std::chrono::system_clock::now()));
+    rates_.push_back(rate);
+    return barrier("after");
+  }
+
+  // The ceiling's fields of the rank's result: the rounds (rates and wall-time spans), their
+  // median, the decoders, and each epoch's rate against the mean of the rounds around it (ratio:
+  // their median). Without decoders, or without a ceiling (no rounds), the ratios are null.
+  nlohmann::json Json(const std::vector<double>& epoch_rates) const {
+    nlohmann::json j{{"ceiling_images_per_s",
+                      rates_.empty() ? nlohmann::json() : nlohmann::json(Median(rates_))},
+                     {"ceiling_rounds_images_per_s", rates_},
+                     {"ceiling_round_start_unix_s", start_unix_},
+                     {"ceiling_round_end_unix_s", end_unix_},
+                     {"ceiling_threads", threads_},
+                     {"ratio", nullptr},
+                     {"epoch_ratios", nullptr}};
+    if (threads_ > 0 && !rates_.empty()) {
+      const std::vector<double> ratios = EpochRatios(epoch_rates, rates_);
+      j["ratio"] = Median(ratios);
+      j["epoch_ratios"] = ratios;
+    }
+    return j;
+  }
+
+ private:
+  JobCeiling(comm::Communicator& world, uint64_t n, int threads, std::chrono::milliseconds timeout,
+             std::function<absl::Status(const absl::Status&)> explain)
+      : world_(world), n_(n), threads_(threads), timeout_(timeout), explain_(std::move(explain)) {}
+
+  comm::Communicator& world_;
+  const uint64_t n_;
+  const int threads_;
+  const std::chrono::milliseconds timeout_;
+  const std::function<absl::Status(const absl::Status&)> explain_;
+  std::unique_ptr<storage::DatasetReader> own_;        // set once, in Make
+  const storage::DatasetReader* images_ = nullptr;     // set once, in Make
+  std::vector<double> rates_, start_unix_, end_unix_;  // a round each: its rate, its decoding
+};
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
@@ -329,6 +425,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   // Arguments first, before the network: every rank fails the same way at once.
   const PipelineOptions& po = o.pipeline;
   DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, po));
+  if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
   std::ofstream indices;
   if (!o.indices_out.empty()) {
     const std::string path = absl::StrCat(o.indices_out, ".rank", info.rank, ".txt");
@@ -370,11 +467,23 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   }
   // A feeder error caused by a rank lost elsewhere is reported as that loss.
   auto failed = [&](const absl::Status& st) { return watch != nullptr ? watch->Explain(st) : st; };
+  // With one group there is no watch: the job's heartbeats name the rank that vanished.
+  DDPIO_ASSIGN_OR_RETURN(
+      std::unique_ptr<JobCeiling> ceiling,
+      JobCeiling::Make(job->world(), po.data, feeder->dataset(), o.ceiling_images,
+                       feeder->counters().decode_threads, po.timeout, [&](const absl::Status& st) {
+                         return watch != nullptr ? watch->Explain(st) : job->WithCensus(st);
+                       }));
   uint64_t valid = 0;
   std::vector<double> epoch_rates;  // each epoch from its first Next(), as bench loader measures
-  const auto t0 = Clock::now();
-  const auto wall0 = std::chrono::system_clock::now();  // ranks' spans line up across processes
+  // Each epoch's span in wall time (ranks' spans line up across processes), and the seconds the
+  // epochs took: feeding only, not the ceiling rounds between them.
+  std::vector<double> epoch_start_unix, epoch_end_unix;
+  double seconds = 0;
   for (int e = 0; e < o.epochs; ++e) {
+    DDPIO_RETURN_IF_ERROR(ceiling->Round(e));
+    const auto t0 = Clock::now();
+    epoch_start_unix.push_back(UnixSeconds(std::chrono::system_clock::now()));
     if (absl::Status st = feeder->StartEpoch(e); !st.ok()) return failed(st);
     const uint64_t images_before = feeder->counters().images;
     const auto epoch_start = Clock::now();
@@ -388,14 +497,13 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
         if (indices.is_open()) indices << b->indices[k] << '\n';
       }
     }
+    const auto end = Clock::now();
+    epoch_end_unix.push_back(UnixSeconds(std::chrono::system_clock::now()));
+    seconds += std::chrono::duration<double>(end - t0).count();
     epoch_rates.push_back((feeder->counters().images - images_before) /
-                          std::chrono::duration<double>(Clock::now() - epoch_start).count());
+                          std::chrono::duration<double>(end - epoch_start).count());
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const auto unix_s = [](std::chrono::system_clock::time_point t) {
-    return std::chrono::duration<double>(t.time_since_epoch()).count();
-  };
-  const double start_unix = unix_s(wall0), end_unix = unix_s(std::chrono::system_clock::now());
+  DDPIO_RETURN_IF_ERROR(ceiling->Round(o.epochs));
   if (indices.is_open()) {
     indices.flush();
     if (!indices)
@@ -422,12 +530,19 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"valid_images", valid},
                    {"batches", c.batches},
                    {"seconds", seconds},
-                   {"start_unix_s", start_unix},  // the job's aggregate rate: all images / span
-                   {"end_unix_s", end_unix},
+                   // The job's aggregate rate: all images / the job's span, from the first
+                   // epoch's start to the last one's end — the ceiling rounds between epochs
+                   // included; over each epoch's own span (max end - min start of the ranks'
+                   // epoch_start_unix_s / epoch_end_unix_s) without them.
+                   {"start_unix_s", epoch_start_unix.front()},
+                   {"end_unix_s", epoch_end_unix.back()},
+                   {"epoch_start_unix_s", epoch_start_unix},
+                   {"epoch_end_unix_s", epoch_end_unix},
                    {"images_per_s", c.images / seconds},
                    {"epoch_images_per_s", epoch_rates},
                    {"backend", comm::BackendName(job->backend().kind)},
                    {"path", device ? "gpu" : "cpu"}};
+  j.update(ceiling->Json(epoch_rates));
   j.update(FeederCountersJson(c));
   if (store.has_value()) j["store"] = StoreCountersJson(*store);
   leave.Succeeded();
@@ -458,6 +573,34 @@ std::string SkippedText(const nlohmann::json& j) {
   return text;
 }
 
+namespace {
+
+// The ceiling's lines of a rank's text: what it is, and the rank's rate against it.
+std::string CeilingText(const nlohmann::json& j) {
+  if (!j.contains("ceiling_threads")) return "";
+  if (j["ceiling_rounds_images_per_s"].empty())
+    return "  ceiling       not measured (--ceiling-images 0)\n";
+  if (j["ceiling_threads"].get<int>() == 0) {
+    return "  ceiling       none: this rank decodes nothing (its leader sends it decoded batches); "
+           "it waits while the others measure theirs\n";
+  }
+  // A leader that decodes its peers' shares too: its own images/s is one share of that work.
+  const bool for_group = j["leader"].get<bool>() && j["payload"] == "decoded" &&
+                         j["mode"] == "shard" && j["readers"] == "leader" &&
+                         j["group_size"].get<int>() > 1;
+  return absl::StrFormat(
+      "  ceiling       %.0f images/s: tjDecompress2 full decodes by %d decoder(s) at once on this "
+      "rank (its loaders' workers) while every rank of the job decodes, before each epoch and "
+      "after the last (median of %d rounds)\n"
+      "  ratio         %.2f of the ceiling (median of each epoch against the ceilings around "
+      "it)%s\n",
+      j["ceiling_images_per_s"].get<double>(), j["ceiling_threads"].get<int>(),
+      j["ceiling_rounds_images_per_s"].size(), j["ratio"].get<double>(),
+      for_group ? "; this rank decodes its group's images, the ratio counts its own only" : "");
+}
+
+}  // namespace
+
 std::string BenchFeedText(const nlohmann::json& j) {
   return absl::StrFormat(
              "bench feed rank %d (%s, %s%s): %.0f images/s, %d images in %.2f s; read %d records "
@@ -471,7 +614,7 @@ std::string BenchFeedText(const nlohmann::json& j) {
              j["bytes_read"].get<uint64_t>() / 1e6, j["bytes_sent"].get<uint64_t>() / 1e6,
              j["bytes_received"].get<uint64_t>() / 1e6, j["network_wait_s"].get<double>(),
              j["loader_wait_s"].get<double>()) +
-         SkippedText(j);
+         CeilingText(j) + SkippedText(j);
 }
 
 }  // namespace ddpio::tools

@@ -19,6 +19,7 @@
 #include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "tools/bench_ceiling.h"
 #include "tools/bench_feed.h"
 
 namespace ddpio::tools {
@@ -26,115 +27,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 uint64_t CurrentRssBytes() {
   std::ifstream f("/proc/self/statm");
   uint64_t size = 0, resident = 0;
   f >> size >> resident;
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-// The JPEG records among the first `n`, as the full-decode ceilings decode them: as stored, and as
-// ordinary JPEGs (restart markers removed losslessly, before any timing). libjpeg-turbo decodes a
-// restart-marked JPEG on its slower Huffman path, so only the second is the ceiling the loader is
-// measured against: what decoding the same images costs anyone who has not transcoded them.
-struct CeilingImages {
-  std::vector<std::vector<uint8_t>> stored;
-  std::vector<std::vector<uint8_t>>
-      plain;  // stored[i] without its markers; empty: stored[i] has none
-  uint64_t restart_marked = 0;
-};
-
-absl::StatusOr<CeilingImages> LoadCeilingImages(const storage::DatasetReader& reader, uint64_t n) {
-  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
-  CeilingImages images;
-  n = std::min<uint64_t>(n, reader.size());
-  for (uint64_t i = 0; i < n; ++i) {
-    auto rec = txn.Get(i);
-    if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
-    images.stored.emplace_back(rec->payload.begin(), rec->payload.end());
-    images.plain.emplace_back();
-    if (rec->segment_offsets.empty() && !loader::ReadRestartLayout(rec->payload).ok()) continue;
-    // A JPEG whose coefficients cannot be written without markers (a DC difference across a
-    // segment boundary beyond baseline's range) is timed as stored.
-    absl::StatusOr<std::vector<uint8_t>> plain = loader::RemoveRestartMarkers(rec->payload);
-    if (!plain.ok()) continue;
-    images.plain.back() = *std::move(plain);
-    ++images.restart_marked;
-  }
-  return images;
-}
-
-// Single-thread full decode (tjDecompress2) of the images, as stored or without their markers:
-// images/s. Images that do not decode are left out: the ceiling is what decoding can reach.
-absl::StatusOr<double> FullDecodeRate(const CeilingImages& images, bool without_markers) {
-  DDPIO_ASSIGN_OR_RETURN(auto decoder, loader::JpegDecoder::Create());
-  std::vector<uint8_t> pixels;
-  uint64_t decoded = 0;
-  auto t0 = Clock::now();
-  for (size_t i = 0; i < images.stored.size(); ++i) {
-    const std::vector<uint8_t>& jpeg =
-        without_markers && !images.plain[i].empty() ? images.plain[i] : images.stored[i];
-    auto info = decoder.ReadInfo(jpeg);
-    if (info.ok() && decoder.Decode(jpeg, *info, &pixels).ok()) ++decoded;
-  }
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return decoded / s;
-}
-
-// The full-decode ceiling measured as the loader runs: `threads` threads decoding at once (each
-// its own decoder, every image once, thread t starting at image t * n / threads so they do not
-// read the same bytes in step), released together; all images decoded / the time until the last
-// thread is done. Two decoders at once do not decode twice as fast as one on a busy machine
-// (shared caches, memory bandwidth, another process's load): this is the figure to compare a
-// loader of `threads` workers with, not one thread's rate times `threads`.
-absl::StatusOr<double> ConcurrentFullDecodeRate(const CeilingImages& images, bool without_markers,
-                                                int threads) {
-  const size_t n = images.stored.size();
-  if (n == 0 || threads < 1) return 0.0;
-  std::vector<loader::JpegDecoder> decoders;
-  for (int t = 0; t < threads; ++t) {
-    DDPIO_ASSIGN_OR_RETURN(auto d, loader::JpegDecoder::Create());
-    decoders.push_back(std::move(d));
-  }
-  std::atomic<uint64_t> decoded{0};
-  std::mutex mu;
-  std::condition_variable go;
-  bool started = false;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        go.wait(lock, [&] { return started; });
-      }
-      std::vector<uint8_t> pixels;
-      uint64_t mine = 0;
-      for (size_t k = 0; k < n; ++k) {
-        const size_t i = (k + static_cast<size_t>(t) * n / threads) % n;
-        const std::vector<uint8_t>& jpeg =
-            without_markers && !images.plain[i].empty() ? images.plain[i] : images.stored[i];
-        auto info = decoders[t].ReadInfo(jpeg);
-        if (info.ok() && decoders[t].Decode(jpeg, *info, &pixels).ok()) ++mine;
-      }
-      decoded += mine;
-    });
-  }
-  const auto t0 = Clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    started = true;
-  }
-  go.notify_all();
-  for (std::thread& th : pool) th.join();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return decoded.load() / s;
 }
 
 // Both single-thread ceilings (without markers, then as stored), from images loaded for this
@@ -267,14 +164,6 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
 }
 
 }  // namespace
-
-// The concurrent ceiling (without markers) before each epoch and after the last, from images
-// loaded for each measurement only.
-absl::StatusOr<double> MeasureConcurrentCeiling(const storage::DatasetReader& reader, uint64_t n,
-                                                int threads) {
-  DDPIO_ASSIGN_OR_RETURN(const CeilingImages images, LoadCeilingImages(reader, n));
-  return ConcurrentFullDecodeRate(images, /*without_markers=*/true, threads);
-}
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");

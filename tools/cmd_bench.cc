@@ -165,7 +165,16 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
       "--backend nccl (GPU ranks): decoded batches go device to device (ncclBroadcast / grouped\n"
       "ncclSend+Recv) and arrive in device memory; encoded records still travel over Gloo, since\n"
       "every member decodes them on its CPU. Without a usable CUDA device every rank fails at "
-      "once.");
+      "once.\n"
+      "Ceiling: before each epoch and after the last, every rank decodes the first "
+      "--ceiling-images\n"
+      "records (tjDecompress2, full decode) with as many decoders at once as its loaders have "
+      "workers\n"
+      "(none on a member sent decoded batches), all ranks together (a barrier before and after "
+      "each\n"
+      "round): the job's decoders sharing the cores as while it feeds. Each rank prints its "
+      "ceiling and\n"
+      "its images/s against it (ratio); the ranks' ceilings sum to the job's.");
   auto o = std::make_shared<BenchFeedOptions>();
   PipelineOptions* p = &o->pipeline;
   p->batch_size = 64;
@@ -188,6 +197,10 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--epochs", o->epochs, "Epochs fed")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app->add_option("--ceiling-images", o->ceiling_images,
+                  "Records each ceiling round decodes (the first N); 0: no ceiling")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40));
   app->add_option("--indices-out", o->indices_out,
                   "Write the indices each rank received to PREFIX.rank<r>.txt");
   app->add_option("--seed", p->seed, "Sampler seed")->capture_default_str();

@@ -93,6 +93,10 @@ struct FeederCounters {
   // The path taken: true when this rank's loader reads the dataset itself (a group of one in
   // host memory: no feeder thread, no messages); false when records or batches come as messages.
   bool direct = false;
+  // Threads decoding on this rank: its loaders' workers — its own loader's, and on a rank that
+  // decodes for its group (decoded payload) those of the loader of every stream it serves; 0 on a
+  // member sent decoded batches. The same for the feeder's whole life.
+  int decode_threads = 0;
 };
 
 // The sampler options of the streams a feeder serves: the world's (shard: rank r's stream is r's

@@ -48,6 +48,8 @@ absl::StatusOr<std::unique_ptr<GroupFeeder>> GroupFeeder::Create(
         " and needs the dataset"));
   }
   DDPIO_RETURN_IF_ERROR(f->Setup());
+  f->decode_threads_ = (f->loader_ != nullptr ? f->loader_->stats().workers : 0) +
+                       (f->leader_ != nullptr ? f->leader_->decode_threads() : 0);
   return f;
 }
 
@@ -286,6 +288,7 @@ FeederCounters GroupFeeder::counters() const {
   c.batches = batches_total_;
   c.images = images_total_;
   c.batches_copied = copied_total_;
+  c.decode_threads = decode_threads_;
   if (loader_ != nullptr) {
     loader::LoaderStats ls = loader_->stats();
     if (direct_) {

@@ -115,6 +115,7 @@ class GroupFeeder {
   bool direct_ = false;
   std::unique_ptr<internal::FeedTransport> transport_;
   std::unique_ptr<internal::FeedLeader> leader_;  // on a rank that reads storage
+  int decode_threads_ = 0;                        // FeederCounters::decode_threads
 
   // Run state (the consumer's thread).
   std::optional<sampler::EpochPlan> plan_;

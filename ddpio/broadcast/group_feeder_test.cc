@@ -70,9 +70,10 @@ int FeedRank(comm::Job& job, const FeedSetup& s) {
   }
   const FeederCounters c = (*feeder)->counters();
   WriteFile(absl::StrCat(s.out, "/samples.", rank), samples);
-  WriteFile(absl::StrCat(s.out, "/counters.", rank),
-            absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ",
-                         c.bytes_received, " ", c.messages_sent, " ", c.direct ? "direct" : "fed"));
+  WriteFile(
+      absl::StrCat(s.out, "/counters.", rank),
+      absl::StrCat(c.records_read, " ", c.bytes_read, " ", c.bytes_sent, " ", c.bytes_received, " ",
+                   c.messages_sent, " ", c.direct ? "direct" : "fed", " ", c.decode_threads));
   return 0;
 }
 
@@ -264,7 +265,9 @@ TEST(GroupFeeder, ChainStarAndEveryMemberReadingGiveTheGroupsStream) {
 // Group sizes 1 (everyone reads for itself) and 4 (one reader for the world) give the same
 // samples as reading for yourself.
 // A group of one reads directly (its loader over the dataset, no messages) for either payload; a
-// group of all is fed. Either way every rank gets exactly its own stream.
+// group of all is fed. Either way every rank gets exactly its own stream. Decoding threads: each
+// rank's own loader's 2 workers, except that a leader decoding for its group (decoded payload)
+// runs a 2-worker loader per member and its peers decode nothing.
 TEST(GroupFeeder, GroupOfOneReadsDirectlyAndGroupOfAllIsFed) {
   for (int g : {1, 4}) {
     for (FeedPayload payload : {FeedPayload::kEncoded, FeedPayload::kDecoded}) {
@@ -286,8 +289,11 @@ TEST(GroupFeeder, GroupOfOneReadsDirectlyAndGroupOfAllIsFed) {
         std::istringstream counters(ReadFileText(absl::StrCat(s.out, "/counters.", r)));
         uint64_t records = 0, bytes = 0, sent = 0, received = 0, messages = 0;
         std::string path;
-        counters >> records >> bytes >> sent >> received >> messages >> path;
+        int threads = -1;
+        counters >> records >> bytes >> sent >> received >> messages >> path >> threads;
         EXPECT_EQ(path, g == 1 ? "direct" : "fed") << what << " rank " << r;
+        const bool decodes_for_group = g == 4 && payload == FeedPayload::kDecoded;
+        EXPECT_EQ(threads, !decodes_for_group ? 2 : r == 0 ? 4 * 2 : 0) << what << " rank " << r;
         if (g == 1) {
           EXPECT_EQ(records, 8u) << what << " rank " << r;  // ceil(30 / 4) samples, padded
           EXPECT_GT(bytes, 0u) << what << " rank " << r;

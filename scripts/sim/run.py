@@ -29,7 +29,9 @@ def job_argv(cfg):
     timeout = str(cfg.get("job_timeout", 300))  # seconds any one collective, send or receive may take
     if cfg["job"] == "train":
         return [cfg["ddpio"], "train", *common, "--timeout", timeout]
-    return [cfg["ddpio"], "bench", "feed", *common, "--timeout", timeout]
+    # No ceiling rounds: their reads (every decoding rank's, peers' too) would count in the storage
+    # traffic measured here, and their barriers would tie the groups together between epochs.
+    return [cfg["ddpio"], "bench", "feed", *common, "--ceiling-images", "0", "--timeout", timeout]
 
 
 def run_config(cluster, cfg, params=None, echo=False):

@@ -49,6 +49,14 @@ absl::Status FeedLeader::Setup() {
   return absl::OkStatus();
 }
 
+int FeedLeader::decode_threads() const {
+  int threads = 0;
+  for (const auto& m : members_) {
+    if (m->loader != nullptr) threads += m->loader->stats().workers;
+  }
+  return threads;
+}
+
 absl::Status FeedLeader::Start(const sampler::EpochPlan& plan, uint64_t epoch, uint64_t start) {
   plan_ = &plan;
   steps_ = 0;

@@ -50,6 +50,9 @@ class FeedLeader {
   void Stop();
   // How the last run ended (read after joining the thread that ran it).
   const absl::Status& status() const { return run_status_; }
+  // The member loaders' workers (decoded payload; 0 for encoded, where every member decodes its
+  // own): threads this rank decodes the group's batches with. Between runs (after Setup).
+  int decode_threads() const;
 
  private:
   void Finish(uint64_t epoch, absl::Status status);
