@@ -42,7 +42,8 @@ RegionDecoder::~RegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
 absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w,
                                    int out_h, bool allow_scaling, bool full, bool fast_idct,
-                                   std::vector<uint8_t>* pixels, DecodedRegion* region) {
+                                   std::vector<uint8_t>* pixels, DecodedRegion* region,
+                                   const ColumnWindow* columns) {
   jpeg_decompress_struct& c = state_->cinfo;
   // Nothing with a destructor lives between setjmp and a possible longjmp.
   if (setjmp(state_->error.jump) != 0) {
@@ -91,7 +92,10 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   const double sx = static_cast<double>(sw) / image_w, sy = static_cast<double>(sh) / image_h;
   Box b{box.x0 * sx, box.y0 * sy, box.x1 * sx, box.y1 * sy};
   int x0 = 0, y0 = 0, x1 = sw, y1 = sh;
-  if (!full) {
+  if (columns != nullptr && d == 1) {
+    x0 = std::clamp(columns->begin, 0, sw - 1);
+    x1 = std::clamp(columns->end, x0 + 1, sw);
+  } else if (!full) {
     // Margin for the resampling filter: its support is max(1, downscale) output pixels wide.
     const double scale = std::max((b.x1 - b.x0) / out_w, (b.y1 - b.y0) / out_h);
     const int margin = static_cast<int>(std::ceil(std::max(1.0, scale))) + 1;
@@ -101,7 +105,7 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
     y1 = std::min(sh, static_cast<int>(std::ceil(b.y1)) + margin);
   }
   JDIMENSION xoff = static_cast<JDIMENSION>(x0), width = static_cast<JDIMENSION>(x1 - x0);
-  if (!full && (x0 > 0 || x1 < sw)) jpeg_crop_scanline(&c, &xoff, &width);  // aligns to iMCUs
+  if (x0 > 0 || x1 < sw) jpeg_crop_scanline(&c, &xoff, &width);  // aligns to iMCUs
   const int rw = static_cast<int>(width), rh = y1 - y0;
   const size_t stride = static_cast<size_t>(rw) * 3;
   if (pixels->size() < stride * rh) pixels->resize(stride * rh);
@@ -126,6 +130,8 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   region->width = rw;
   region->height = rh;
   region->scale_denom = d;
+  region->x0 = static_cast<int>(xoff);
+  region->y0 = y0;
   region->image_width = image_w;
   region->image_height = image_h;
   region->box = {b.x0 - static_cast<double>(xoff), b.y0 - y0, b.x1 - static_cast<double>(xoff),

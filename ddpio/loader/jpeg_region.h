@@ -26,6 +26,12 @@ struct DecodedRegion {
   int scale_denom = 1;                    // the image was decoded at 1 / scale_denom
   int image_width = 0, image_height = 0;  // the JPEG's own size
   Box box;                                // the requested box, in decoded-region pixel coordinates
+  int x0 = 0, y0 = 0;                     // the decoded region's origin in the (scaled) image
+};
+
+// Columns [begin, end) of a full-size decode (Decode's `columns`).
+struct ColumnWindow {
+  int begin = 0, end = 0;
 };
 
 // Adobe-inverted CMYK (what libjpeg returns for a 4-channel JPEG) to RGB, bit-identical to
@@ -46,10 +52,14 @@ class RegionDecoder {
   // image regardless of the box. `fast_idct` uses libjpeg's fast integer IDCT (JDCT_IFAST):
   // faster, slightly less accurate. Pixels go to `pixels` (grown as needed, never shrunk).
   // DataLoss when the box does not lie inside the JPEG (the record's stored geometry disagrees
-  // with the image) or the image is larger than the limit.
+  // with the image) or the image is larger than the limit. `columns` (with `full` and without
+  // `allow_scaling`): every row, but only these columns, widened to whole iMCUs by
+  // jpeg_crop_scanline — the IDCT, upsampling and colour conversion of the others are skipped;
+  // the window's outermost column on either side may differ from the full decode's (chroma
+  // upsampling replicates the window's edge), the rest are the full decode's pixels.
   absl::Status Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w, int out_h,
                       bool allow_scaling, bool full, bool fast_idct, std::vector<uint8_t>* pixels,
-                      DecodedRegion* region);
+                      DecodedRegion* region, const ColumnWindow* columns = nullptr);
 
  private:
   struct State;

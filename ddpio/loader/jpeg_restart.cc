@@ -227,9 +227,10 @@ SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, dou
   const int mx = exact_edges ? l.mcu_width / 4 : 0, my = exact_edges ? l.mcu_height / 4 : 0;
   const int seg_w = l.interval * l.mcu_width;
   SegmentBand b;
-  b.col0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - mx) / seg_w;
-  b.col1 = std::min(l.segments_per_row,
-                    (static_cast<int>(std::ceil(x1)) + reach + mx + seg_w - 1) / seg_w);
+  b.x0 = std::max(0, static_cast<int>(std::floor(x0)) - reach - mx);
+  b.x1 = std::min(l.width, static_cast<int>(std::ceil(x1)) + reach + mx);
+  b.col0 = b.x0 / seg_w;
+  b.col1 = std::min(l.segments_per_row, (b.x1 + seg_w - 1) / seg_w);
   b.row0 = std::max(0, static_cast<int>(std::floor(y0)) - reach - my) / l.mcu_height;
   b.row1 = std::min(
       l.mcu_rows, (static_cast<int>(std::ceil(y1)) + reach + my + l.mcu_height - 1) / l.mcu_height);

@@ -78,6 +78,9 @@ absl::StatusOr<std::vector<uint8_t>> RemoveRestartMarkers(absl::Span<const uint8
 struct SegmentBand {
   int row0 = 0, row1 = 0, col0 = 0, col1 = 0;
   bool whole = false;  // the band is the whole image: nothing to gain
+  // The image columns [x0, x1) the filter reads, with the margin above: inside the band's
+  // segments, the part of them worth decoding to pixels.
+  int x0 = 0, x1 = 0;
 };
 SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1, double y1,
                     int out_size, bool exact_edges);

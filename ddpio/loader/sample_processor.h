@@ -78,6 +78,7 @@ class SampleProcessor {
   Resampler resampler_;
   std::vector<uint8_t> pixels_;
   StageNanos nanos_;
+  uint64_t resample_ns_ = 0;  // the last ProcessSegments's resample
   int last_scale_denom_ = 1;
   bool fast_idct_ = true;
   bool segment_decode_ = true;
