@@ -29,8 +29,8 @@ absl::StatusOr<CeilingImages> LoadCeilingImages(const storage::DatasetReader& re
   DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
   CeilingImages images;
   n = std::min<uint64_t>(n, reader.size());
-  for (uint64_t i = 0; i < n; ++i) {
-    auto rec = txn.Get(i);
+  for (uint64_t k = 0; k < n; ++k) {
+    auto rec = txn.Get(SampledRecord(k, n, reader.size()));
     if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
     images.stored.emplace_back(rec->payload.begin(), rec->payload.end());
     images.plain.emplace_back();

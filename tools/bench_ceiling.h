@@ -23,10 +23,11 @@ namespace ddpio::tools {
 // The median of `v` (the mean of the two middle values for an even count); 0 for none.
 double Median(std::vector<double> v);
 
-// The JPEG records among the first `n`, as the full-decode ceilings decode them: as stored, and as
-// ordinary JPEGs (restart markers removed losslessly, before any timing). libjpeg-turbo decodes a
-// restart-marked JPEG on its slower Huffman path, so only the second is the ceiling the loader is
-// measured against: what decoding the same images costs anyone who has not transcoded them.
+// The JPEG records among `n` spread over the dataset, as the full-decode ceilings decode them: as
+// stored, and as ordinary JPEGs (restart markers removed losslessly, before any timing).
+// libjpeg-turbo decodes a restart-marked JPEG on its slower Huffman path, so only the second is the
+// ceiling the loader is measured against: what decoding the same images costs anyone who has not
+// transcoded them.
 struct CeilingImages {
   std::vector<std::vector<uint8_t>> stored;
   std::vector<std::vector<uint8_t>>
@@ -34,8 +35,16 @@ struct CeilingImages {
   uint64_t restart_marked = 0;
 };
 
-// Copies of the JPEG records among the first `n` of `reader` (records that cannot be read are
-// left out). The reader's errors from BeginRead.
+// The k-th of `n` records spread evenly over a dataset of `size` (all of them when n >= size):
+// the ceiling and the side measurements decode a sample of the records the loader reads, not the
+// first n — a dataset converted from an ImageFolder is ordered by class, and its first records
+// can be other images (other sizes, other detail) than the whole.
+inline uint64_t SampledRecord(uint64_t k, uint64_t n, uint64_t size) {
+  return n >= size ? k : k * size / n;
+}
+
+// Copies of the JPEG records among `n` spread evenly over `reader` (SampledRecord; records that
+// cannot be read are left out). The reader's errors from BeginRead.
 absl::StatusOr<CeilingImages> LoadCeilingImages(const storage::DatasetReader& reader, uint64_t n);
 
 // Single-thread full decode (tjDecompress2) of the images, as stored or without their markers:

@@ -334,10 +334,10 @@ double UnixSeconds(std::chrono::system_clock::time_point t) {
 // decoders together, as while the epochs run. One thread (the feeding loop's) uses it.
 class JobCeiling {
  public:
-  // `n`: the first n records decoded each round (0: no ceiling, Round does nothing); `threads`:
-  // this rank's decoders (0 when it decodes nothing); `dataset`: its own, or null on a rank that
-  // reads none — a member decoding the records it is sent then opens the dataset itself (its
-  // errors). `timeout` bounds each barrier; `explain` turns a failed one into the job's loss.
+  // `n`: n records spread over the dataset decoded each round (0: no ceiling, Round does nothing);
+  // `threads`: this rank's decoders (0 when it decodes nothing); `dataset`: its own, or null on a
+  // rank that reads none — a member decoding the records it is sent then opens the dataset itself
+  // (its errors). `timeout` bounds each barrier; `explain` turns a failed one into the job's loss.
   static absl::StatusOr<std::unique_ptr<JobCeiling>> Make(
       comm::Communicator& world, const std::string& data, const storage::DatasetReader* dataset,
       uint64_t n, int threads, std::chrono::milliseconds timeout,

@@ -52,7 +52,8 @@ absl::StatusOr<Ceilings> MeasureCeilings(const storage::DatasetReader& reader, u
 
 // Single-thread decode of the crop's segments alone (the band the loader reads in the run's decode
 // mode, decoded whole at full scale; geometry of epoch 0) over the segmented JPEG records among
-// the first `n`: images/s, and how many records were segmented; 0 / 0 without restart markers.
+// `n` records spread over the dataset (SampledRecord): images/s, and how many records were
+// segmented; 0 / 0 without restart markers.
 absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::DatasetReader& reader,
                                                            uint64_t n,
                                                            const loader::LoaderOptions& o) {
@@ -62,7 +63,8 @@ absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::Datase
   n = std::min<uint64_t>(n, reader.size());
   uint64_t decoded = 0;
   double seconds = 0;
-  for (uint64_t i = 0; i < n; ++i) {
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = SampledRecord(k, n, reader.size());
     auto rec = txn.Get(i);
     if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
     auto layout = rec->segment_offsets.empty()
@@ -90,9 +92,9 @@ absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::Datase
 }
 
 // Exact mode from the crop's segments against exact mode from the whole entropy stream, over the
-// first `n` records, the run's own geometry (epochs 0 and 1) and the evaluation geometry: samples
-// compared, how many took the segment path, how many differ (must be 0: exact mode promises
-// torchvision's pixels whichever way it decodes).
+// `n` records spread over the dataset, the run's own geometry (epochs 0 and 1) and the evaluation
+// geometry: samples compared, how many took the segment path, how many differ (must be 0: exact
+// mode promises torchvision's pixels whichever way it decodes).
 absl::StatusOr<nlohmann::json> CheckSegmentsExact(const storage::DatasetReader& reader, uint64_t n,
                                                   const loader::LoaderOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
@@ -104,7 +106,8 @@ absl::StatusOr<nlohmann::json> CheckSegmentsExact(const storage::DatasetReader& 
   eval.train = false;
   uint64_t compared = 0, used = 0, differ = 0;
   n = std::min<uint64_t>(n, reader.size());
-  for (uint64_t i = 0; i < n; ++i) {
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = SampledRecord(k, n, reader.size());
     auto rec = txn.Get(i);
     if (!rec.ok()) continue;
     for (const auto& [aug, epoch] :
@@ -123,8 +126,8 @@ absl::StatusOr<nlohmann::json> CheckSegmentsExact(const storage::DatasetReader& 
   return nlohmann::json{{"samples", compared}, {"segment_decoded", used}, {"differ", differ}};
 }
 
-// Fast vs exact on the first `n` records with the loader's geometry: mean absolute difference per
-// pixel value, the largest per-image mean, and the time of each mode (one thread).
+// Fast vs exact on `n` records spread over the dataset with the loader's geometry: mean absolute
+// difference per pixel value, the largest per-image mean, and the time of each mode (one thread).
 absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader, uint64_t n,
                                             const loader::LoaderOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
@@ -136,7 +139,8 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
   const uint64_t first = n;
   n = 0;  // records compared: bad ones are the loader run's business (--bad-samples), not this
           // one's
-  for (uint64_t i = 0; i < first; ++i) {
+  for (uint64_t k = 0; k < first; ++k) {
+    const uint64_t i = SampledRecord(k, first, reader.size());
     auto rec = txn.Get(i);
     if (!rec.ok()) continue;
     auto t0 = Clock::now();

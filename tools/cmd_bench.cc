@@ -101,8 +101,10 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--epochs", o->epochs, "Epochs; figures are medians")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app->add_option("--sample-images", o->ceiling_images,
-                  "Records used by the ceiling, crop-decode and comparison lines (the first N)")
+  app->add_option(
+         "--sample-images", o->ceiling_images,
+         "Records used by the ceiling, crop-decode and comparison lines (N spread evenly over the "
+         "dataset)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   AddJsonFlag(app, json.get());
@@ -197,8 +199,9 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--epochs", o->epochs, "Epochs fed")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app->add_option("--ceiling-images", o->ceiling_images,
-                  "Records each ceiling round decodes (the first N); 0: no ceiling")
+  app->add_option(
+         "--ceiling-images", o->ceiling_images,
+         "Records each ceiling round decodes (N spread evenly over the dataset); 0: no ceiling")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40));
   app->add_option("--indices-out", o->indices_out,
