@@ -14,6 +14,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/support/multiprocess.h"
@@ -51,35 +54,12 @@ class CliFeed : public ::testing::Test {
                   .exit_code,
               0);
   }
-  testing::RunResult Feed(std::vector<std::string> extra) {
+  // `ranks` ranks of `bench feed` over the test dataset (batch 4, 24 px, one worker, two
+  // epochs), with `extra` flags.
+  testing::RunResult Launch(int ranks, std::vector<std::string> extra) {
     std::vector<std::string> args = {"launch",
                                      "--nproc-per-node",
-                                     "4",
-                                     "--",
-                                     testing::DdpioBin(),
-                                     "bench",
-                                     "feed",
-                                     "--data",
-                                     dir_.Sub("db"),
-                                     "--batch-size",
-                                     "4",
-                                     "--image-size",
-                                     "24",
-                                     "--workers",
-                                     "1",
-                                     "--epochs",
-                                     "2",
-                                     "--indices-out",
-                                     dir_.Sub("idx"),
-                                     "--json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return RunDdpio(args);
-  }
-  // Two ranks, one worker each, two epochs, with `extra` flags.
-  testing::RunResult FeedTwo(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch",
-                                     "--nproc-per-node",
-                                     "2",
+                                     std::to_string(ranks),
                                      "--",
                                      testing::DdpioBin(),
                                      "bench",
@@ -97,6 +77,13 @@ class CliFeed : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return RunDdpio(args);
   }
+  // Four ranks writing their indices, JSON lines.
+  testing::RunResult Feed(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--indices-out", dir_.Sub("idx"), "--json"});
+    return Launch(4, std::move(extra));
+  }
+  // Two ranks.
+  testing::RunResult FeedTwo(std::vector<std::string> extra) { return Launch(2, std::move(extra)); }
   testing::TempDir dir_;
 };
 
