@@ -168,15 +168,12 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
       "ncclSend+Recv) and arrive in device memory; encoded records still travel over Gloo, since\n"
       "every member decodes them on its CPU. Without a usable CUDA device every rank fails at "
       "once.\n"
-      "Ceiling: before each epoch and after the last, every rank decodes the first "
-      "--ceiling-images\n"
-      "records (tjDecompress2, full decode) with as many decoders at once as its loaders have "
-      "workers\n"
-      "(none on a member sent decoded batches), all ranks together (a barrier before and after "
-      "each\n"
-      "round): the job's decoders sharing the cores as while it feeds. Each rank prints its "
-      "ceiling and\n"
-      "its images/s against it (ratio); the ranks' ceilings sum to the job's.");
+      "Ceiling: before each epoch and after the last, every rank decodes --ceiling-images records\n"
+      "spread over the dataset (tjDecompress2, full decode) with as many decoders at once as its\n"
+      "loaders have workers (none on a member sent decoded batches), all ranks together\n"
+      "(a barrier before and after each round): the job's decoders sharing the cores as while it\n"
+      "feeds. Each rank prints its ceiling and its images/s against it (ratio); the ranks'\n"
+      "ceilings sum to the job's.");
   auto o = std::make_shared<BenchFeedOptions>();
   PipelineOptions* p = &o->pipeline;
   p->batch_size = 64;
