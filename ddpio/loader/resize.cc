@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 namespace ddpio::loader {
@@ -136,6 +137,45 @@ __attribute__((target("sse4.1"))) void HorizontalRowPairs3(const uint8_t* in, co
   }
 }
 
+// HorizontalRowPairs3 for two output pixels at once with AVX2: pixel x's taps in the low 128-bit
+// lane, pixel x + 1's in the high one, and their weights from `wide` (per pixel pair and tap, eight
+// int32: x's packed pair four times, then x + 1's), so one vpmaddwd serves both. Same sums as the
+// SSE kernel; an odd last pixel goes through it.
+template <int P>
+__attribute__((target("avx2"))) void HorizontalRowPairs3x2(const uint8_t* in, const int* start,
+                                                           const uint32_t* pairs,
+                                                           const uint32_t* wide, int x_begin,
+                                                           int x_end, uint8_t* out) {
+  const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
+  const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+  int x = x_begin;
+  for (; x + 2 <= x_end; x += 2) {
+    const __m256i* w =
+        reinterpret_cast<const __m256i*>(wide) + static_cast<size_t>((x - x_begin) / 2) * P;
+    const uint8_t* p0 = in + static_cast<size_t>(start[x]) * 3;
+    const uint8_t* p1 = in + static_cast<size_t>(start[x + 1]) * 3;
+    __m256i acc = half;
+    for (int i = 0; i < P; ++i) {
+      const __m256i px = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0 + 6 * i))),
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1 + 6 * i)), 1);
+      acc = _mm256_add_epi32(
+          acc, _mm256_madd_epi16(_mm256_shuffle_epi8(px, spread), _mm256_loadu_si256(w + i)));
+    }
+    acc = _mm256_srai_epi32(acc, kPrecisionBits);
+    // Per lane: clamp to [0, 255], pack to bytes; the lanes' low words are x's and x + 1's RGB.
+    const __m256i words = _mm256_packs_epi32(acc, acc);
+    const __m256i bytes = _mm256_packus_epi16(words, words);
+    const uint64_t lo = static_cast<uint32_t>(_mm256_cvtsi256_si32(bytes)) & 0xffffff;
+    const uint64_t hi =
+        static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1))) & 0xffffff;
+    const uint64_t both = lo | (hi << 24);
+    std::memcpy(out + 3 * static_cast<size_t>(x), &both, 6);  // little-endian: x's RGB first
+  }
+  if (x < x_end) HorizontalRowPairs3<P>(in, start, pairs, x, x_end, out);
+}
+
 bool HaveSse41() {
   static const bool have = __builtin_cpu_supports("sse4.1");
   return have && g_simd;
@@ -210,19 +250,26 @@ void VerticalRow(const uint8_t* base, size_t stride, const int32_t* w, int n, si
 }
 
 // One output row of the horizontal pass: output pixels [simd_begin, simd_end) through the paired
-// SSE kernel (their windows lie inside the readable pixels: Resampler::Apply), the rest through
-// the generic loop.
+// kernels (their windows lie inside the readable pixels: Resampler::Apply), two at a time with AVX2
+// when `wide` holds their weights, the rest through the generic loop.
 void HorizontalPass(const uint8_t* in, int channels, const std::vector<int>& start,
                     const std::vector<int>& count, const std::vector<int32_t>& w, int ksize,
-                    const std::vector<uint32_t>& pairs, int simd_begin, int simd_end, int dst_w,
-                    uint8_t* out) {
+                    const std::vector<uint32_t>& pairs, const uint32_t* wide, int simd_begin,
+                    int simd_end, int dst_w, uint8_t* out) {
   if (simd_begin < simd_end) {
     const int p = (ksize + 1) / 2;
-    if (p == 2) HorizontalRowPairs3<2>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
-    if (p == 3) HorizontalRowPairs3<3>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
-    if (p == 4) HorizontalRowPairs3<4>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
-    if (p == 5) HorizontalRowPairs3<5>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
-    if (p == 6) HorizontalRowPairs3<6>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+    const auto run = [&]<int P>() {
+      if (wide != nullptr) {
+        HorizontalRowPairs3x2<P>(in, start.data(), pairs.data(), wide, simd_begin, simd_end, out);
+      } else {
+        HorizontalRowPairs3<P>(in, start.data(), pairs.data(), simd_begin, simd_end, out);
+      }
+    };
+    if (p == 2) run.operator()<2>();
+    if (p == 3) run.operator()<3>();
+    if (p == 4) run.operator()<4>();
+    if (p == 5) run.operator()<5>();
+    if (p == 6) run.operator()<6>();
   }
   HorizontalRow(in, channels, start, count, w, ksize, 0, simd_begin, out);
   HorizontalRow(in, channels, start, count, w, ksize, simd_end, dst_w, out);
@@ -295,6 +342,23 @@ std::pair<int, int> Resampler::SimdRange(int row_pixels) const {
   return {begin, end};
 }
 
+const uint32_t* Resampler::PrepareWide(int begin, int end) {
+  if (pairs_per_pixel_ == 0 || end - begin < 2 || !HaveAvx2()) return nullptr;
+  const int p = pairs_per_pixel_;
+  const size_t groups = static_cast<size_t>(end - begin) / 2;
+  wide_.resize(groups * p * 8);
+  uint32_t* w = wide_.data();
+  for (size_t g = 0; g < groups; ++g) {
+    const uint32_t* a = &pairs_[(begin + 2 * g) * p];
+    for (int i = 0; i < p; ++i) {
+      uint32_t* out = w + (g * p + i) * 8;
+      std::fill(out, out + 4, a[i]);
+      std::fill(out + 4, out + 8, a[p + i]);
+    }
+  }
+  return w;
+}
+
 void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels,
                       uint8_t* dst, int dst_w, int dst_h, int dst_stride, bool flip) {
   PrepareHorizontal(channels, flip);
@@ -328,9 +392,10 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
     // Horizontal starts are relative to col0 in the intermediate rows.
     for (int x = 0; x < dst_w; ++x) horizontal_.start[x] -= col0;
     const auto [simd_begin, simd_end] = SimdRange(ncols + kPad);
+    const uint32_t* wide = PrepareWide(simd_begin, simd_end);
     for (int y = 0; y < dst_h; ++y) {
       HorizontalPass(rows_.data() + y * mid_stride, channels, horizontal_.start, horizontal_.count,
-                     horizontal_.w, horizontal_.ksize, pairs_, simd_begin, simd_end, dst_w,
+                     horizontal_.w, horizontal_.ksize, pairs_, wide, simd_begin, simd_end, dst_w,
                      dst + static_cast<size_t>(y) * dst_stride);
     }
   } else {
@@ -338,9 +403,10 @@ void Resampler::Apply(const uint8_t* src, int src_w, int src_h, int src_stride, 
     rows_.resize(static_cast<size_t>(nrows) * row_bytes);
     acc_.resize(row_bytes);
     const auto [simd_begin, simd_end] = SimdRange(src_w);
+    const uint32_t* wide = PrepareWide(simd_begin, simd_end);
     for (int r = 0; r < nrows; ++r) {
       HorizontalPass(src + static_cast<size_t>(row0 + r) * src_stride, channels, horizontal_.start,
-                     horizontal_.count, horizontal_.w, horizontal_.ksize, pairs_, simd_begin,
+                     horizontal_.count, horizontal_.w, horizontal_.ksize, pairs_, wide, simd_begin,
                      simd_end, dst_w, rows_.data() + static_cast<size_t>(r) * row_bytes);
     }
     for (int y = 0; y < dst_h; ++y) {

@@ -47,6 +47,9 @@ class Resampler {
   void PrepareHorizontal(int channels, bool flip);
   // The output pixels whose SIMD reads stay within `row_pixels` readable pixels: [first, second).
   std::pair<int, int> SimdRange(int row_pixels) const;
+  // The weights of output pixels [begin, end) two by two for the AVX2 kernel (in wide_);
+  // nullptr when that kernel does not run.
+  const uint32_t* PrepareWide(int begin, int end);
   // The two passes with the weights in horizontal_ and vertical_ (starts relative to `src`).
   void Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
              int dst_w, int dst_h, int dst_stride, bool flip);
@@ -63,6 +66,7 @@ class Resampler {
   std::vector<int32_t> acc_;   // one output row of accumulators
   std::vector<uint32_t>
       pairs_;  // horizontal weights two by two (int16 pairs), pairs_per_pixel_ each
+  std::vector<uint32_t> wide_;  // pairs_ per pixel pair for the AVX2 kernel: PrepareWide
   int pairs_per_pixel_ = 0;
 };
 
