@@ -451,7 +451,9 @@ class Loader:
     def counters(self):
         """This rank's counters since the loader was made: records_read and bytes_read (0 on a
         group's peers), bytes_sent, bytes_received, messages_sent/received, network_wait_s,
-        loader_wait_s (the loop waiting for a batch), batches, images, batches_copied; for a
+        loader_wait_s (the loop waiting for a batch), batches, images, batches_copied,
+        reads_directly, decode_threads (this rank's decoding threads; a leader sending decoded
+        pixels counts its whole group's, its peers 0); for a
         dataset in an object store also store_requests, store_retries, store_bytes,
         store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches
         (a peer fed by its leader: the one request that read the manifest)."""

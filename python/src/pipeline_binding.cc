@@ -447,6 +447,9 @@ class PyPipeline {
     d["images"] = c.images;
     d["batches_copied"] = c.batches_copied;
     d["reads_directly"] = c.direct;  // a group of one: its loader reads the dataset itself
+    // Threads decoding JPEGs for this rank: its loader's workers; a leader that sends decoded
+    // pixels counts the group's (the group size times its workers), its peers 0.
+    d["decode_threads"] = c.decode_threads;
     // A dataset in an object store: what this rank asked of it.
     const std::optional<storage::remote::RemoteCounters> store =
         Call([](Pipeline& p) { return p.store_counters(); });

@@ -40,6 +40,7 @@ def test_an_epoch_is_torchs_distributed_sampler_order_with_the_datasets_labels(d
     n = len(ds)
     labels = [ds[i][1] for i in range(n)]
     loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=17, workers=2)
+    assert loader.counters()["decode_threads"] == 2
     orders = []
     for epoch in (0, 1):
         loader.set_epoch(epoch)

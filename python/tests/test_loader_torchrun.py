@@ -150,6 +150,12 @@ def test_four_ranks_in_groups_of_two_get_torchs_shares_read_by_the_leaders(datas
             assert pc["records_read"] == 0 and pc["bytes_read"] == 0, (where, pc)
             assert pc["bytes_received"] > 0 and pc["bytes_received"] == lc["bytes_sent"], (where, lc, pc)
             assert pc["images"] == len(got[peer]["indices"]), (where, pc)
+            # Who decodes: each rank its own share (encoded), or the leader the group's (decoded).
+            own = records[leader]["encoded"]["counters"]["decode_threads"]
+            if name == "encoded":
+                assert own > 0 and pc["decode_threads"] == own, (where, lc, pc)
+            else:
+                assert lc["decode_threads"] == GROUP * own and pc["decode_threads"] == 0, (where, lc, pc)
     if init_process_group:
         assert [records[r]["all_reduce"] for r in range(WORLD)] == [sum(range(1, WORLD + 1))] * WORLD
 
