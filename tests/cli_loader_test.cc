@@ -43,10 +43,34 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
     }
     EXPECT_GT(j["ceiling_per_core_images_per_s"].get<double>(), 0);  // one decoder, for reference
     EXPECT_EQ(j["bad_samples"], 0);
-    EXPECT_EQ(j["slot_bytes"].get<uint64_t>(), 3u * 16 * 32 * 32 * 3 * 4);  // 3 slots, float
+    // 4 slots, float: a window of max(prefetch 2, workers 2 + 1) batches, and the consumer's.
+    EXPECT_EQ(j["slot_bytes"].get<uint64_t>(), 4u * 16 * 32 * 32 * 3 * 4);
+    // One warm-up epoch by default, outside the figures: its rate is reported apart.
+    EXPECT_EQ(j["warmup_epochs"], 1);
+    ASSERT_EQ(j["warmup_images_per_s"].size(), 1u);
+    EXPECT_GT(j["warmup_images_per_s"][0].get<double>(), 0);
+  }
+  {
+    RunResult r =
+        RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--workers", "1", "--batch-size",
+                  "16", "--image-size", "32", "--epochs", "1", "--warmup-epochs", "0", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(LastLine(r.out));
+    EXPECT_EQ(j["warmup_epochs"], 0);
+    EXPECT_TRUE(j["warmup_images_per_s"].empty());
+    EXPECT_EQ(j["slot_bytes"].get<uint64_t>(), 3u * 16 * 32 * 32 * 3);  // one worker: 2 + 1 slots
+  }
+  {
+    RunResult r = RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--workers", "1",
+                            "--batch-size", "16", "--image-size", "32", "--epochs", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("after 1 warm-up epoch(s), not in the figures"), std::string::npos)
+        << r.out;
   }
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--crop-scale", "0.5"}).exit_code,
             2);
+  EXPECT_EQ(
+      RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--warmup-epochs", "-1"}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--decode", "slow"}).exit_code,
             2);
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("missing")}).exit_code, 1);

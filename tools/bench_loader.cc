@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/augment.h"
@@ -184,11 +185,8 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   // before each and after the last, each epoch compared with the mean of the two around it.
   DDPIO_ASSIGN_OR_RETURN(const Ceilings before, MeasureCeilings(*reader, o.ceiling_images));
   const int threads = std::max(1, ld->stats().workers);  // the loader's workers, resolved
-  std::vector<double> rates, rss, concurrent, ratios;
-  for (int e = 0; e < o.epochs; ++e) {
-    DDPIO_ASSIGN_OR_RETURN(const double c,
-                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
-    concurrent.push_back(c);
+  // One epoch, numbered `e`, drained as fast as batches come: its images/s.
+  const auto run_epoch = [&](int e) -> absl::StatusOr<double> {
     DDPIO_RETURN_IF_ERROR(ld->StartEpoch(static_cast<uint64_t>(e)));
     uint64_t n = 0;
     auto t0 = Clock::now();
@@ -198,7 +196,22 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       DDPIO_RETURN_IF_ERROR(batch.status());
       n += batch->size;
     }
-    rates.push_back(n / std::chrono::duration<double>(Clock::now() - t0).count());
+    return n / std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // Warm-up epochs first (numbered from 0, as a training run starts): not in the figures.
+  std::vector<double> warmup;
+  for (int e = 0; e < o.warmup_epochs; ++e) {
+    DDPIO_ASSIGN_OR_RETURN(const double rate, run_epoch(e));
+    warmup.push_back(rate);
+  }
+  const loader::LoaderStats warm = ld->stats();
+  std::vector<double> rates, rss, concurrent, ratios;
+  for (int e = 0; e < o.epochs; ++e) {
+    DDPIO_ASSIGN_OR_RETURN(const double c,
+                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
+    concurrent.push_back(c);
+    DDPIO_ASSIGN_OR_RETURN(const double rate, run_epoch(o.warmup_epochs + e));
+    rates.push_back(rate);
     rss.push_back(static_cast<double>(CurrentRssBytes()));
   }
   {
@@ -222,11 +235,17 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   const double ceiling = Median(concurrent);
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  auto ms_per_image = [&](uint64_t ns) { return st.images == 0 ? 0.0 : ns / 1e6 / st.images; };
+  // Worker time per image over the measured epochs only.
+  const uint64_t measured_images = st.images - warm.images;
+  auto ms_per_image = [&](uint64_t ns, uint64_t warm_ns) {
+    return measured_images == 0 ? 0.0 : (ns - warm_ns) / 1e6 / measured_images;
+  };
   nlohmann::json j = {
       {"data", o.data},
       {"records", reader->size()},
       {"epochs", o.epochs},
+      {"warmup_epochs", o.warmup_epochs},
+      {"warmup_images_per_s", warmup},
       {"workers", workers},
       {"batch_size", o.loader.batch_size},
       {"image_size", o.loader.augment.size},
@@ -253,10 +272,10 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"crop_decode_per_core_images_per_s", crop.first},
       {"segmented_records_sampled", crop.second},
       {"ms_per_image",
-       {{"read", ms_per_image(st.read_ns)},
-        {"decode", ms_per_image(st.decode_ns)},
-        {"augment", ms_per_image(st.augment_ns)},
-        {"collate", ms_per_image(st.collate_ns)}}},
+       {{"read", ms_per_image(st.read_ns, warm.read_ns)},
+        {"decode", ms_per_image(st.decode_ns, warm.decode_ns)},
+        {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
+        {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
       {"consumer_wait_s", st.wait_ns / 1e9},
       {"slot_bytes", st.slot_bytes},
       {"slots", st.slots},
@@ -272,12 +291,28 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   return j;
 }
 
+namespace {
+
+std::string WarmupText(const nlohmann::json& j) {
+  const auto& rates = j["warmup_images_per_s"];
+  if (rates.empty()) return "";
+  std::string list;
+  for (const auto& r : rates)
+    absl::StrAppend(&list, list.empty() ? "" : ", ", absl::StrFormat("%.0f", r.get<double>()));
+  return absl::StrFormat(
+      "                (after %d warm-up epoch(s), not in the figures: %s images/s)\n",
+      j["warmup_epochs"].get<int>(), list);
+}
+
+}  // namespace
+
 std::string BenchLoaderText(const nlohmann::json& j) {
   const auto& ms = j["ms_per_image"];
   return absl::StrFormat(
              "bench loader: %d records, %d worker(s), batch %d, %dpx, %s decode, %s output, %s, %d "
              "epoch(s)\n"
              "  loader        %8.0f images/s  %6.1f MB/s   (median over epochs)\n"
+             "%s"
              "  ceiling       %8.0f images/s  (tjDecompress2 full decode, %d decoders at once, "
              "before each epoch and after the last: median)\n"
              "                (one decoder alone: %.0f/s; x %d = %.0f/s, of which the decoders "
@@ -299,8 +334,9 @@ std::string BenchLoaderText(const nlohmann::json& j) {
              j["output"].get<std::string>(),
              j["train"].get<bool>() ? "train augmentation" : "eval geometry",
              j["epochs"].get<int>(), j["images_per_s"].get<double>(), j["mb_per_s"].get<double>(),
-             j["ceiling_images_per_s"].get<double>(), j["ceiling_threads"].get<int>(),
-             j["ceiling_per_core_images_per_s"].get<double>(), j["workers"].get<int>(),
+             WarmupText(j), j["ceiling_images_per_s"].get<double>(),
+             j["ceiling_threads"].get<int>(), j["ceiling_per_core_images_per_s"].get<double>(),
+             j["workers"].get<int>(),
              j["ceiling_one_thread_times_workers_images_per_s"].get<double>(),
              j["ceiling_images_per_s"].get<double>() /
                  std::max(1.0, j["ceiling_one_thread_times_workers_images_per_s"].get<double>()),

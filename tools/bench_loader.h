@@ -1,8 +1,10 @@
 // `ddpio bench loader`: the loader's images/s next to the JPEG full-decode ceiling, one run.
 //
-// Ceiling: tjDecompress2 (full decode, one thread) of the same records, timed in the same run,
-// times the worker count. The loader runs --epochs epochs with a consumer that takes batches
-// as fast as they come; figures are medians over epochs, stages are summed over workers.
+// Ceiling: tjDecompress2 full decodes of records spread over the dataset, as many decoders at
+// once as the loader has workers, measured before each measured epoch and after the last; one
+// decoder alone is printed beside it. The loader runs --warmup-epochs epochs that are left out of
+// the figures, then --epochs epochs with a consumer that takes batches as fast as they come;
+// figures are medians over the measured epochs, stages are summed over workers.
 #ifndef DDPIO_TOOLS_BENCH_LOADER_H_
 #define DDPIO_TOOLS_BENCH_LOADER_H_
 
@@ -18,6 +20,7 @@ struct BenchLoaderOptions {
   std::string data;
   loader::LoaderOptions loader;
   int epochs = 3;
+  int warmup_epochs = 1;          // run first, not measured
   uint64_t ceiling_images = 400;  // records decoded for the ceiling
 };
 

@@ -101,6 +101,12 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--epochs", o->epochs, "Epochs; figures are medians")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app->add_option("--warmup-epochs", o->warmup_epochs,
+                  "Epochs run first and left out of the figures (a first epoch pays once for what "
+                  "training pays once: slot memory, first reads of the dataset's pages); their "
+                  "images/s are printed apart. 0: measure from the first epoch")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app->add_option(
          "--sample-images", o->ceiling_images,
          "Records used by the ceiling, crop-decode and comparison lines (N spread evenly over the "

@@ -147,9 +147,13 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(
   if (options.copy_to_device && cuda != nullptr) {
     DDPIO_ASSIGN_OR_RETURN(loader->stream_, cuda->CreateStream());
   }
-  // In flight: up to max(prefetch, workers) batches, plus those the consumer holds (one with
-  // Next(); up to held_batches with NextHeld(), allocated when first needed).
-  loader->window_ = static_cast<uint64_t>(std::max(options.prefetch, workers));
+  // In flight: up to max(prefetch, workers + 1) batches (one worker: max(prefetch, 1)), plus
+  // those the consumer holds (one with Next(); up to held_batches with NextHeld(), allocated when
+  // first needed). Batches are handed out in order, so with a window of only `workers` a worker
+  // that finished ahead of the oldest batch in flight would wait for it to be delivered before
+  // starting another (measured: 2-4% of the images/s of two workers); one batch more lets it go on.
+  loader->window_ =
+      static_cast<uint64_t>(std::max(options.prefetch, workers == 1 ? 1 : workers + 1));
   auto pool = std::make_shared<SlotPool>(options.held_batches);
   // (+1: with HeldOverflow::kCopy the consumer takes one more slot while it copies it.)
   const size_t bound = loader->window_ + static_cast<size_t>(options.held_batches) + 1;

@@ -5,7 +5,8 @@
 // a batch slot in pinned host memory -> bounded prefetch -> consumer; optionally an asynchronous
 // copy to the GPU on a dedicated stream. N worker threads each assemble whole batches; batches
 // come out in sampler order whatever the worker count and timing, and are identical for any
-// worker count. Slots (max(prefetch, workers) + 1 of them) are allocated once and reused; a
+// worker count. Slots (window + 1 of them; the window, batches in flight at most, is
+// max(prefetch, workers + 1), or max(prefetch, 1) with one worker) are allocated once and reused; a
 // consumer that keeps batches (NextHeld) grows the pool by up to held_batches - 1 more.
 //
 //   auto loader = Loader::Create(reader.get(), sampler_options, rank, options);
@@ -75,9 +76,9 @@ struct LoaderOptions {
   // 4 KiB page fault at a time. Default on; costs a lookup per record when the data is cached.
   bool prefetch_records = true;
   // Batches the consumer may hold at once through NextHeld() (Next() holds one at a time). The
-  // pool of slots grows lazily, when a worker finds none free, up to max(prefetch, workers) +
-  // held_batches slots, and never shrinks: held batches cost at most held_batches - 1 extra
-  // slots of batch_size samples each.
+  // pool of slots grows lazily, when a worker finds none free, up to window + held_batches slots
+  // (the window: max(prefetch, workers + 1), or max(prefetch, 1) with one worker), and never
+  // shrinks: held batches cost at most held_batches - 1 extra slots of batch_size samples each.
   int held_batches = 1;
   // NextHeld() with held_batches batches already held waits this long for one to be released
   // (by another thread), then fails ResourceExhausted — a slot is never reused while held.
@@ -219,7 +220,7 @@ class Loader {
   void* stream_ = nullptr;
   size_t sample_bytes_ = 0;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
-  uint64_t window_ = 0;             // batches in flight at most: max(prefetch, workers)
+  uint64_t window_ = 0;             // batches in flight at most: max(prefetch, workers + 1)
   std::shared_ptr<SlotPool> pool_;  // shared with the holds of held batches
   std::vector<std::unique_ptr<Worker>> workers_;
 

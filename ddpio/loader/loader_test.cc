@@ -1,12 +1,17 @@
 #include "ddpio/loader/loader.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
+#include "ddpio/common/status_macros.h"
+#include "ddpio/loader/record_source.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
@@ -236,6 +241,70 @@ TEST_F(LoaderTest, ShutdownMidEpochAndRestartDoNotHang) {
   EXPECT_CODE(l->Next(), kFailedPrecondition);  // before StartEpoch
 }
 
+// Batches are handed out in order, so a worker that finishes ahead of the oldest batch in flight
+// must be able to start another instead of waiting for that batch's delivery. A source whose batch
+// 0 arrives only once batch 2 has been asked for shows it: with two workers, one waits in batch 0
+// while the other finishes batch 1 and goes on to batch 2 (a window of only `workers` batches would
+// leave batch 2 unasked and batch 0 waiting until the source gives up).
+class SecondBatchUnblocksFirst : public RecordSource {
+ public:
+  explicit SecondBatchUnblocksFirst(const sampler::SamplerOptions& options, uint64_t batch_size)
+      : options_(options), batch_size_(batch_size) {}
+  absl::StatusOr<std::shared_ptr<const SourcedBatch>> Fetch(
+      uint64_t epoch, uint64_t step, const std::atomic<bool>& stop) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      asked_.insert(step);
+      cv_.notify_all();
+      if (step == 0 && !cv_.wait_for(lock, std::chrono::seconds(20),
+                                     [&] { return stop || asked_.count(2) > 0; })) {
+        return absl::DeadlineExceededError("batch 2 was never asked for while batch 0 waited");
+      }
+    }
+    DDPIO_ASSIGN_OR_RETURN(auto sampler, sampler::DistributedSampler::Create(options_));
+    sampler.SetEpoch(epoch);
+    DDPIO_ASSIGN_OR_RETURN(sampler::EpochPlan plan, sampler.NextPlan());
+    const auto batches = sampler::MakeBatches(plan.NumSamples(0), batch_size_, false);
+    auto batch = std::make_shared<SourcedBatch>();
+    batch->epoch = epoch;
+    batch->step = step;
+    for (uint64_t j = batches[step].begin; j < batches[step].end; ++j) {
+      batch->indices.push_back(plan.IndexAt(0, j));
+      batch->records.emplace_back();  // unreadable at the source: a bad sample, skipped
+    }
+    return batch;
+  }
+  void Wake() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  std::string name() const override { return "the test's source"; }
+
+ private:
+  const sampler::SamplerOptions options_;
+  const uint64_t batch_size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<uint64_t> asked_;
+};
+
+TEST_F(LoaderTest, AWorkerAheadOfTheOldestBatchStartsTheNext) {
+  sampler::SamplerOptions so;
+  so.dataset_size = 40;
+  so.num_replicas = 1;
+  LoaderOptions o = Options(2);
+  o.prefetch = 1;  // the window is then the workers' own: max(prefetch, workers + 1) = 3
+  o.bad_samples = BadSamplePolicy::kSkip;
+  SecondBatchUnblocksFirst source(so, o.batch_size);
+  ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(&source, so, 0, o));
+  ASSERT_OK_AND_ASSIGN(Collected c, Epoch(*l, 0));
+  ASSERT_EQ(c.indices.size(), 5u);
+  for (const auto& valid : c.valid) {
+    for (uint8_t v : valid) EXPECT_EQ(v, 0);  // every record came empty: skipped
+  }
+  EXPECT_EQ(l->stats().bad_samples, 40u);
+}
+
 TEST_F(LoaderTest, SlotsAreAllocatedOnceAndReused) {
   Open(100);
   LoaderOptions o = Options(2);
@@ -252,10 +321,10 @@ TEST_F(LoaderTest, SlotsAreAllocatedOnceAndReused) {
     }
   }
   LoaderStats st = l->stats();
-  EXPECT_EQ(st.slots, 3);         // max(prefetch, workers) + 1
-  EXPECT_LE(buffers.size(), 3u);  // 39 batches, at most 3 distinct buffers
-  EXPECT_EQ(st.slot_allocations, 3u);
-  EXPECT_EQ(st.slot_bytes, 3u * 8 * 24 * 24 * 3);
+  EXPECT_EQ(st.slots, 4);         // max(prefetch, workers + 1) + 1
+  EXPECT_LE(buffers.size(), 4u);  // 39 batches, at most 4 distinct buffers
+  EXPECT_EQ(st.slot_allocations, 4u);
+  EXPECT_EQ(st.slot_bytes, 4u * 8 * 24 * 24 * 3);
   EXPECT_EQ(st.images, 300u);
 }
 
@@ -284,7 +353,7 @@ TEST_F(LoaderTest, FloatOutputIsNormalisedNchwOfTheUint8Pixels) {
 
 // Held batches are the slots themselves: while the consumer keeps them later batches go to other
 // slots (none of the held bytes, labels or indices change, no two held batches share a slot),
-// and the pool grows for them, never past max(prefetch, workers) + held_batches.
+// and the pool grows for them, never past max(prefetch, workers + 1) + held_batches.
 TEST_F(LoaderTest, HeldBatchesStayUnchangedWhileLaterBatchesArrive) {
   Open(100);
   ASSERT_OK_AND_ASSIGN(auto ref, Loader::Create(reader_.get(), Sampler(), 0, Options(2)));
@@ -293,7 +362,7 @@ TEST_F(LoaderTest, HeldBatchesStayUnchangedWhileLaterBatchesArrive) {
   LoaderOptions o = Options(2);
   o.prefetch = 2;
   o.held_batches = 4;
-  const int window = 2;  // max(prefetch, workers)
+  const int window = 3;  // max(prefetch, workers + 1)
   ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
   ASSERT_OK(l->StartEpoch(0));
   // Batches 0 and 1 are held all epoch; every later one while the next two arrive, so four are
@@ -505,7 +574,7 @@ TEST_F(LoaderTest, NextHoldsOneBatchOfTheLimit) {
   ASSERT_OK_AND_ASSIGN(auto l, Loader::Create(reader_.get(), Sampler(), 0, o));
   ASSERT_OK_AND_ASSIGN(Collected c, Epoch(*l, 0));
   EXPECT_EQ(c.data.size(), 4u);
-  EXPECT_EQ(l->stats().slots, 3);  // no growth: max(prefetch, workers) + 1
+  EXPECT_EQ(l->stats().slots, 4);  // no growth: max(prefetch, workers + 1) + 1
   ASSERT_OK(l->StartEpoch(1));
   ASSERT_OK(l->Next());
   auto over = l->NextHeld();

@@ -5,7 +5,8 @@ Each round runs the three one after the other (interleaved, so drifts of a share
 three; python and c++ swap places every round, so neither always follows the torch epoch):
   python  one epoch of ddpio.Loader(train=True, RandomResizedCrop + flip, uint8), the loop
           touching every batch (a sum over one byte per image and over the labels);
-  c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python),
+  c++     `ddpio bench loader --epochs 1` with the same settings (the loader alone, no Python;
+          its one measured epoch follows a warm-up epoch, as the python loader's do here),
           which also measures the JPEG full-decode ceiling the way its epoch runs: as many
           decoders at once as the loader has workers, interleaved with its epochs (bench
           loader's ceiling_images_per_s; its one-thread figure times the workers overstates
