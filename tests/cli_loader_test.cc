@@ -2,6 +2,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "tests/support/dataset_fixtures.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -66,6 +68,21 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("after 1 warm-up epoch(s), not in the figures"), std::string::npos)
         << r.out;
+  }
+  {
+    // A corrupt record, skipped: counted and listed for the measured epochs only, the warm-up
+    // epoch's apart. Helped samples are reported (how many depends on timing).
+    ASSERT_OK(testing::WriteJpegDataset(dir.Sub("bad"), 20, 40, 5, /*corrupt=*/{3}));
+    RunResult r =
+        RunDdpio({"bench", "loader", "--data", dir.Sub("bad"), "--workers", "2", "--batch-size",
+                  "8", "--image-size", "32", "--epochs", "2", "--bad-samples", "skip", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(LastLine(r.out));
+    EXPECT_EQ(j["bad_samples"], 2);
+    EXPECT_EQ(j["warmup_bad_samples"], 1);
+    ASSERT_EQ(j["skipped"].size(), 2u);
+    for (const auto& s : j["skipped"]) EXPECT_EQ(s["index"], 3);
+    EXPECT_TRUE(j.contains("shared_samples"));
   }
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--crop-scale", "0.5"}).exit_code,
             2);

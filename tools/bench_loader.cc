@@ -228,8 +228,11 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
                stored_per_core = (before.stored + after.stored) / 2;
   DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, o.loader));
   const loader::LoaderStats st = ld->stats();
+  // Bad samples of the measured epochs only (the loader's list is in the order met, the warm-up
+  // epochs' first).
   nlohmann::json skipped = nlohmann::json::array();
-  for (const auto& s : st.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
+  for (size_t k = warm.skipped.size(); k < st.skipped.size(); ++k)
+    skipped.push_back({{"index", st.skipped[k].index}, {"reason", st.skipped[k].reason}});
   const double ips = Median(rates);
   const int workers = st.workers;
   const double ceiling = Median(concurrent);
@@ -277,12 +280,14 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
         {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
         {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
       {"consumer_wait_s", st.wait_ns / 1e9},
+      {"shared_samples", st.shared_samples - warm.shared_samples},
       {"slot_bytes", st.slot_bytes},
       {"slots", st.slots},
       {"host_memory", loader::HostMemoryKindName(st.memory)},
       {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
       {"epoch_rss_bytes", rss},
-      {"bad_samples", st.bad_samples},
+      {"bad_samples", st.bad_samples - warm.bad_samples},
+      {"warmup_bad_samples", warm.bad_samples},
       {"skipped", skipped},
       {"device", cuda ? "cuda" : "none: " + why}};
   DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, o.loader));
@@ -322,7 +327,8 @@ std::string BenchLoaderText(const nlohmann::json& j) {
              "%s"
              "%s"
              "  per image     read %.3f ms, decode %.3f ms, augment %.3f ms, collate %.3f ms "
-             "(worker time)\n"
+             "(worker time; %d sample(s) helped\n"
+             "                into another worker's batch at epochs' ends)\n"
              "  consumer wait %.2f s; slots %d x batch = %.1f MiB %s host memory; peak RSS %.0f "
              "MiB\n"
              "  fast vs exact %.2f mean |diff| per pixel value (worst image %.2f); %.3f vs %.3f "
@@ -359,7 +365,8 @@ std::string BenchLoaderText(const nlohmann::json& j) {
                                    j["crop_decode_per_core_images_per_s"].get<double>(),
                                    j["workers"].get<int>()),
              ms["read"].get<double>(), ms["decode"].get<double>(), ms["augment"].get<double>(),
-             ms["collate"].get<double>(), j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
+             ms["collate"].get<double>(), j["shared_samples"].get<uint64_t>(),
+             j["consumer_wait_s"].get<double>(), j["slots"].get<int>(),
              j["slot_bytes"].get<uint64_t>() / 1048576.0, j["host_memory"].get<std::string>(),
              j["peak_rss_bytes"].get<uint64_t>() / 1048576.0,
              j["fast_vs_exact"]["mean_abs_diff"].get<double>(),

@@ -7,6 +7,11 @@
 // joins the workers, so abandoning a map midway neither leaks threads nor hangs. `fn` must not
 // throw; errors travel inside T (e.g. absl::StatusOr).
 //
+// `drained` (optional) is called by each worker that finds no index left to claim, once, before
+// it exits (not when the map is being destroyed): the loader lets such a worker help finish the
+// batches other workers are still assembling. It may run as long as it likes; the destructor
+// joins it, so it must return once whatever it waits for is cancelled by its owner.
+//
 // Locking uses std::mutex rather than absl::Mutex: Debian's Abseil is not built with
 // ThreadSanitizer, so TSan cannot see absl::Mutex's synchronisation and reports false races.
 //
@@ -32,11 +37,14 @@ template <typename T>
 class OrderedParallelMap {
  public:
   using Fn = std::function<T(uint64_t index, int worker)>;
+  using Drained = std::function<void(int worker)>;
 
-  OrderedParallelMap(uint64_t begin, uint64_t end, int threads, uint64_t window, Fn fn)
+  OrderedParallelMap(uint64_t begin, uint64_t end, int threads, uint64_t window, Fn fn,
+                     Drained drained = nullptr)
       : end_(end),
         window_(window < 1 ? 1 : window),
         fn_(std::move(fn)),
+        drained_(std::move(drained)),
         next_claim_(begin),
         next_deliver_(begin) {
     if (threads < 1) threads = 1;
@@ -77,7 +85,12 @@ class OrderedParallelMap {
         can_claim_.wait(lock, [this] {
           return cancelled_ || next_claim_ >= end_ || next_claim_ < next_deliver_ + window_;
         });
-        if (cancelled_ || next_claim_ >= end_) return;
+        if (cancelled_) return;
+        if (next_claim_ >= end_) {
+          lock.unlock();
+          if (drained_) drained_(worker);
+          return;
+        }
         index = next_claim_++;
       }
       T result = fn_(index, worker);
@@ -93,6 +106,7 @@ class OrderedParallelMap {
   const uint64_t end_;
   const uint64_t window_;
   const Fn fn_;
+  const Drained drained_;
 
   std::mutex mu_;
   std::condition_variable can_claim_;  // a worker may claim the next index

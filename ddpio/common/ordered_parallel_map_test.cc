@@ -1,6 +1,10 @@
 #include "ddpio/common/ordered_parallel_map.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -48,6 +52,52 @@ TEST(OrderedParallelMap, AbandoningMidwayJoinsWithoutHanging) {
     ASSERT_TRUE(map.Next().has_value());
   }  // destructor cancels the remaining ~million items
   EXPECT_LT(calls.load(), 1000);
+}
+
+TEST(OrderedParallelMap, AWorkerWithNothingLeftIsToldWhileOthersStillWork) {
+  // Index 0 finishes only once a worker has been told there is nothing left to claim: a map that
+  // told its workers only after every result was in would fail this wait.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::multiset<int> drained;
+  bool told_in_time = false;
+  {
+    OrderedParallelMap<int> map(
+        0, 2, 2, 4,
+        [&](uint64_t i, int) {
+          if (i == 0) {
+            std::unique_lock<std::mutex> lock(mu);
+            told_in_time =
+                cv.wait_for(lock, std::chrono::seconds(20), [&] { return !drained.empty(); });
+          }
+          return static_cast<int>(i);
+        },
+        [&](int worker) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            drained.insert(worker);
+          }
+          cv.notify_all();
+        });
+    EXPECT_EQ(map.Next(), 0);
+    EXPECT_EQ(map.Next(), 1);
+    EXPECT_FALSE(map.Next().has_value());
+  }  // joins both workers
+  EXPECT_TRUE(told_in_time);
+  // The worker on index 0 is told too unless the map was destroyed before it looked again (a
+  // cancelled map tells no one); no worker is told twice.
+  ASSERT_GE(drained.size(), 1u);
+  for (int w : {0, 1}) EXPECT_LE(drained.count(w), 1u) << "worker " << w;
+}
+
+TEST(OrderedParallelMap, ACancelledMapTellsNoWorkerItIsDrained) {
+  std::atomic<int> drained{0};
+  {
+    OrderedParallelMap<int> map(
+        0, 1000000, 3, 8, [](uint64_t, int) { return 0; }, [&](int) { ++drained; });
+    ASSERT_TRUE(map.Next().has_value());
+  }
+  EXPECT_EQ(drained.load(), 0);
 }
 
 TEST(OrderedParallelMap, EmptyRange) {

@@ -80,6 +80,43 @@ struct Loader::Worker {
   std::vector<uint64_t> prefetch;  // the indices of the batch being read
   std::atomic<uint64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, collate_ns{0};
   std::atomic<uint64_t> images{0}, bad{0}, payload_bytes{0};
+  std::atomic<uint64_t> shared{0};  // samples assembled for another worker's batch
+};
+
+// A batch being assembled. Its own worker claims its samples one at a time, in order; so do
+// workers helping it (Help). A failure stops the claims, and the batch's error is that of the
+// lowest position that failed: every position below it was claimed and assembled, so the error
+// is the one a single worker going in order would have met. Guarded by share_mu_.
+struct Loader::OpenBatch {
+  uint64_t step = 0;
+  sampler::BatchRange range;
+  Slot* slot = nullptr;
+  const SourcedBatch* sourced = nullptr;  // null: read from the dataset
+  uint64_t next = 0;                      // the next position to claim
+  int helpers = 0;                        // helpers on one of its samples now
+  uint64_t failed_at = UINT64_MAX;
+  absl::Status error;
+
+  uint64_t size() const { return range.end - range.begin; }
+  bool Claimable() const { return next < size(); }
+  // The next position into `k`; false when none is left (or the loader stopped: then the batch
+  // fails Cancelled at the position it would have claimed).
+  bool Claim(bool stop, uint64_t* k) {
+    if (!Claimable()) return false;
+    if (stop) {
+      Fail(next, absl::CancelledError("loader stopped"));
+      return false;
+    }
+    *k = next++;
+    return true;
+  }
+  void Fail(uint64_t k, absl::Status st) {
+    if (k < failed_at) {
+      failed_at = k;
+      error = std::move(st);
+    }
+    next = size();
+  }
 };
 
 struct Loader::Pipeline {
@@ -130,6 +167,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::CreateImpl(
                     ? options.workers
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   loader->options_.workers = workers;
+  loader->share_ = workers > 1 && (reader == nullptr || reader->remote() == nullptr);
   const size_t pixels =
       static_cast<size_t>(options.augment.out_width()) * options.augment.out_height() * 3;
   loader->sample_bytes_ =
@@ -233,7 +271,11 @@ void Loader::StopEpoch() {
   if (pool_ == nullptr) return;  // Create failed before making it: nothing ever started
   stop_ = true;
   if (source_ != nullptr) source_->Wake();  // workers waiting for records see stop_
-  pipeline_.reset();                        // cancels and joins the workers
+  {
+    std::lock_guard<std::mutex> lock(share_mu_);  // a helper about to wait sees stop_ first
+  }
+  share_cv_.notify_all();  // helpers waiting for a batch to open see stop_
+  pipeline_.reset();       // cancels and joins the workers
   stop_ = false;
   held_.reset();
   // Results never consumed still hold slots: once the pipeline is gone every slot the consumer
@@ -253,8 +295,14 @@ absl::Status Loader::StartEpoch(uint64_t epoch, uint64_t start) {
   batches_ =
       sampler::MakeBatches(plan_->NumSamples(rank_), options_.batch_size, options_.drop_last);
   delivered_ = 0;
-  pipeline_ = std::make_unique<Pipeline>(0, batches_.size(), options_.workers, window_,
-                                         [this](uint64_t b, int w) { return Assemble(b, w); });
+  {
+    std::lock_guard<std::mutex> lock(share_mu_);
+    unfinished_ = batches_.size();
+  }
+  pipeline_ = std::make_unique<Pipeline>(
+      0, batches_.size(), options_.workers, window_,
+      [this](uint64_t b, int w) { return Assemble(b, w); },
+      share_ ? std::function<void(int)>([this](int w) { Help(w); }) : nullptr);
   return absl::OkStatus();
 }
 
@@ -354,7 +402,17 @@ absl::Status Loader::FillSample(Slot& slot, uint64_t k, uint64_t index, bool pad
 }
 
 absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
-  Worker& w = *workers_[worker];
+  absl::StatusOr<int> slot = AssembleBatch(b, *workers_[worker]);
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(share_mu_);
+    last = --unfinished_ == 0;
+  }
+  if (last) share_cv_.notify_all();  // helpers waiting for a batch to open: none will
+  return slot;
+}
+
+absl::StatusOr<int> Loader::AssembleBatch(uint64_t b, Worker& w) {
   DDPIO_ASSIGN_OR_RETURN(const int s, TakeSlot());
   Slot& slot = *pool_->slots[s];
   const sampler::BatchRange range = batches_[b];
@@ -387,30 +445,7 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
     (void)w.txn->Prefetch(w.prefetch);  // advice only: Get reports any bad record itself
     w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
   }
-  for (uint64_t j = range.begin; j < range.end && st.ok(); ++j) {
-    if (stop_) st = absl::CancelledError("loader stopped");
-    if (!st.ok()) break;
-    const uint64_t k = j - range.begin, index = plan_->IndexAt(rank_, j);
-    absl::StatusOr<storage::RecordView> record;
-    if (sourced != nullptr) {
-      record = Sourced(*sourced, k, index);
-    } else {
-      const auto t0 = Clock::now();
-      record = w.txn->Get(index);
-      w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
-    }
-    st = FillSample(slot, k, index, plan_->IsPadding(rank_, j), std::move(record), w);
-    if (sourced == nullptr) {
-      // The decode read the record from the map again; a page lost since Get (the file cut short
-      // under the job) read as zeros. A bus error in the map ends the run whatever the bad-sample
-      // policy: the file is gone, not one sample, and every later read of it fails too.
-      absl::Status mapped = w.txn->CheckMapped();
-      if (!mapped.ok()) {
-        st = Annotate(mapped, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index),
-                                           ") of ", where_));
-      }
-    }
-  }
+  if (st.ok()) st = AssembleSamples(b, range, slot, sourced.get(), w);
   if (w.txn.has_value()) w.txn->Reset();  // do not pin old pages between batches
   if (st.ok() && stream_ != nullptr) {
     st =
@@ -422,6 +457,108 @@ absl::StatusOr<int> Loader::Assemble(uint64_t b, int worker) {
     return st;
   }
   return s;
+}
+
+absl::Status Loader::AssembleSamples(uint64_t b, const sampler::BatchRange& range, Slot& slot,
+                                     const SourcedBatch* sourced, Worker& w) {
+  OpenBatch open;
+  open.step = b;
+  open.range = range;
+  open.slot = &slot;
+  open.sourced = sourced;
+  std::unique_lock<std::mutex> lock(share_mu_);
+  if (share_) {
+    open_.push_back(&open);
+    share_cv_.notify_all();  // a helper waiting for a batch to open
+  }
+  uint64_t k;
+  while (open.Claim(stop_, &k)) AssembleClaimed(open, k, w, /*helping=*/false, lock);
+  if (share_) {
+    // No helper joins once it is out of open_; the ones on a sample finish it.
+    open_.erase(std::find(open_.begin(), open_.end(), &open));
+    share_cv_.wait(lock, [&] { return open.helpers == 0; });
+  }
+  return open.error;
+}
+
+void Loader::AssembleClaimed(OpenBatch& open, uint64_t k, Worker& w, bool helping,
+                             std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  Notify(open, k, helping, /*done=*/false);
+  absl::Status st = AssembleSample(open, k, w, helping);
+  lock.lock();
+  if (!st.ok()) open.Fail(k, st);
+  if (sample_hook_for_test_) {
+    lock.unlock();
+    Notify(open, k, helping, /*done=*/true, st);
+    lock.lock();
+  }
+}
+
+void Loader::Notify(const OpenBatch& open, uint64_t k, bool helping, bool done,
+                    const absl::Status& st) const {
+  if (!sample_hook_for_test_) return;
+  SampleEvent event;
+  event.step = open.step;
+  event.position = k;
+  event.helping = helping;
+  event.done = done;
+  event.status = st;
+  sample_hook_for_test_(event);
+}
+
+absl::Status Loader::AssembleSample(const OpenBatch& open, uint64_t k, Worker& w, bool helping) {
+  const uint64_t j = open.range.begin + k, index = plan_->IndexAt(rank_, j);
+  absl::StatusOr<storage::RecordView> record;
+  if (open.sourced != nullptr) {
+    record = Sourced(*open.sourced, k, index);
+  } else {
+    const auto t0 = Clock::now();
+    record = w.txn->Get(index);
+    w.read_ns += static_cast<uint64_t>((Clock::now() - t0).count());
+  }
+  absl::Status st =
+      FillSample(*open.slot, k, index, plan_->IsPadding(rank_, j), std::move(record), w);
+  if (open.sourced == nullptr) {
+    // The decode read the record from the map again; a page lost since Get (the file cut short
+    // under the job) read as zeros. A bus error in the map ends the run whatever the bad-sample
+    // policy: the file is gone, not one sample, and every later read of it fails too.
+    absl::Status mapped = w.txn->CheckMapped();
+    if (!mapped.ok()) {
+      st = Annotate(mapped, absl::StrCat("sample ", index, " (key ", storage::IndexKeyHex(index),
+                                         ") of ", where_));
+    }
+  }
+  if (helping) ++w.shared;
+  return st;
+}
+
+Loader::OpenBatch* Loader::OldestClaimable() {
+  OpenBatch* oldest = nullptr;
+  for (OpenBatch* b : open_) {
+    if (b->Claimable() && (oldest == nullptr || b->step < oldest->step)) oldest = b;
+  }
+  return oldest;
+}
+
+void Loader::Help(int worker) {
+  Worker& w = *workers_[worker];
+  std::unique_lock<std::mutex> lock(share_mu_);
+  for (;;) {
+    OpenBatch* open = nullptr;
+    share_cv_.wait(lock, [&] {
+      open = OldestClaimable();
+      return open != nullptr || unfinished_ == 0 || stop_;
+    });
+    uint64_t k;
+    if (open == nullptr) break;
+    if (!open->Claim(stop_, &k)) continue;
+    ++open->helpers;
+    AssembleClaimed(*open, k, w, /*helping=*/true, lock);
+    if (--open->helpers == 0) share_cv_.notify_all();  // its owner may be waiting
+  }
+  lock.unlock();
+  if (w.txn.has_value()) w.txn->Reset();
 }
 
 absl::StatusOr<Batch> Loader::Next() {
@@ -522,6 +659,7 @@ LoaderStats Loader::stats() const {
     st.augment_ns += w->augment_ns;
     st.collate_ns += w->collate_ns;
     st.payload_bytes += w->payload_bytes;
+    st.shared_samples += w->shared;
   }
   st.batches = batches_total_;
   st.copied = copied_total_;

@@ -5,9 +5,11 @@
 // a batch slot in pinned host memory -> bounded prefetch -> consumer; optionally an asynchronous
 // copy to the GPU on a dedicated stream. N worker threads each assemble whole batches; batches
 // come out in sampler order whatever the worker count and timing, and are identical for any
-// worker count. Slots (window + 1 of them; the window, batches in flight at most, is
-// max(prefetch, workers + 1), or max(prefetch, 1) with one worker) are allocated once and reused; a
-// consumer that keeps batches (NextHeld) grows the pool by up to held_batches - 1 more.
+// worker count. At an epoch's end a worker with no batch left to claim helps finish the others'
+// sample by sample, so the last batches are not left to one worker each. Slots (window + 1 of them;
+// the window, batches in flight at most, is max(prefetch, workers + 1), or max(prefetch, 1) with
+// one worker) are allocated once and reused; a consumer that keeps batches (NextHeld) grows the
+// pool by up to held_batches - 1 more.
 //
 //   auto loader = Loader::Create(reader.get(), sampler_options, rank, options);
 //   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -28,7 +30,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -136,6 +140,9 @@ struct LoaderStats {
   uint64_t slot_allocations = 0;  // host buffers ever allocated (grows only with NextHeld)
   int held = 0;                   // batches the consumer holds now
   uint64_t copied = 0;            // batches handed out as copies (HeldOverflow::kCopy)
+  // Samples assembled by a worker for another worker's batch: at the end of an epoch a worker
+  // with no batch left to claim takes samples of the batches still being assembled.
+  uint64_t shared_samples = 0;
 };
 
 class Loader {
@@ -197,7 +204,18 @@ class Loader {
                                                             const sampler::SamplerOptions& sampler,
                                                             int rank, const LoaderOptions& options,
                                                             device::CudaRuntime* cuda);
+  struct OpenBatch;
   absl::StatusOr<int> Assemble(uint64_t batch, int worker);
+  absl::StatusOr<int> AssembleBatch(uint64_t batch, Worker& w);
+  absl::Status AssembleSamples(uint64_t batch, const sampler::BatchRange& range, Slot& slot,
+                               const SourcedBatch* sourced, Worker& w);
+  absl::Status AssembleSample(const OpenBatch& open, uint64_t k, Worker& w, bool helping);
+  // Assembles position k of `open`, claimed under `lock` (share_mu_), with the lock released
+  // meanwhile; records a failure in the batch.
+  void AssembleClaimed(OpenBatch& open, uint64_t k, Worker& w, bool helping,
+                       std::unique_lock<std::mutex>& lock);
+  void Help(int worker);
+  OpenBatch* OldestClaimable();
   absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b,
                             const sampler::BatchRange& range) const;
   absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k,
@@ -220,7 +238,10 @@ class Loader {
   void* stream_ = nullptr;
   size_t sample_bytes_ = 0;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
-  uint64_t window_ = 0;             // batches in flight at most: max(prefetch, workers + 1)
+  uint64_t window_ = 0;  // batches in flight at most: max(prefetch, workers + 1)
+  // Workers out of batches help assemble the others' (more than one worker, a local dataset or a
+  // record source: from an object store each worker's reads are its own window of requests).
+  bool share_ = false;
   std::shared_ptr<SlotPool> pool_;  // shared with the holds of held batches
   std::vector<std::unique_ptr<Worker>> workers_;
 
@@ -235,6 +256,26 @@ class Loader {
   uint64_t wait_ns_ = 0;
   uint64_t batches_total_ = 0;
   uint64_t copied_total_ = 0;
+
+  // The batches being assembled this epoch, open to helpers (an epoch's tail: workers with no
+  // batch left to claim take single samples of the oldest one still open).
+  std::mutex share_mu_;  // guards open_, unfinished_ and the OpenBatch state
+  std::condition_variable share_cv_;
+  std::vector<OpenBatch*> open_;
+  uint64_t unfinished_ = 0;  // batches of the epoch not yet assembled (or failed)
+
+  // Tests only (LoaderTestPeer): called before each sample is assembled (done false) and once
+  // its outcome is recorded in its batch (done true), on the worker assembling it.
+  friend class LoaderTestPeer;
+  struct SampleEvent {
+    uint64_t step = 0, position = 0;
+    bool helping = false;  // a worker other than the batch's own
+    bool done = false;
+    absl::Status status;  // when done
+  };
+  std::function<void(const SampleEvent&)> sample_hook_for_test_;
+  void Notify(const OpenBatch& open, uint64_t k, bool helping, bool done,
+              const absl::Status& st = absl::OkStatus()) const;
 
   mutable std::mutex mu_;  // guards skipped_
   std::vector<SkippedSample> skipped_;
