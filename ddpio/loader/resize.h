@@ -7,10 +7,12 @@
 //
 // Chosen over stb_image_resize (libstb-dev) by a benchmark: docs/PERFORMANCE.md, "Resize".
 // A Resampler keeps its weight tables and intermediate rows between calls (no allocation once
-// warm); not thread-safe: one per worker thread.
+// warm); not thread-safe: one per worker thread. Its row kernels (internal/resize_kernels.h) use
+// the widest SIMD the CPU has, up to AVX-512 with VBMI, and give the same bytes on every path.
 #ifndef DDPIO_LOADER_RESIZE_H_
 #define DDPIO_LOADER_RESIZE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -39,8 +41,12 @@ class Resampler {
                     int origin_x, int origin_y, int full_w, int full_h, const Box& box,
                     uint8_t* dst, int dst_w, int dst_h, int dst_stride, bool flip = false);
 
-  // Tests: false runs the generic loops only (the SIMD kernels must give the same bytes).
-  static void UseSimdForTesting(bool on);
+  // Tests: the widest instructions the kernels may use from now on, in every thread (kAvx512, the
+  // default, is "whatever the CPU has"); every level must give the same bytes.
+  enum class Simd { kNone, kSse41, kAvx2, kAvx512 };
+  static void LimitSimdForTesting(Simd level);
+  // The level the kernels use now: the CPU's, lowered by LimitSimdForTesting.
+  static Simd SimdForTesting();
 
  private:
   // Mirrors the horizontal weights for `flip` and packs them in pairs for the SIMD kernel.
@@ -50,6 +56,15 @@ class Resampler {
   // The weights of output pixels [begin, end) two by two for the AVX2 kernel (in wide_);
   // nullptr when that kernel does not run.
   const uint32_t* PrepareWide(int begin, int end);
+  // The AVX-512 kernel's groups of five output pixels (group_records_, group_count_) for rows of
+  // `row_pixels` readable pixels. False, with group_count_ 0, when that kernel does not run: no
+  // AVX-512 VBMI, windows of more than 8 taps, or five windows spanning more than 64 bytes.
+  bool PrepareGroups(int row_pixels);
+  // Chooses the horizontal kernels for rows of `row_pixels` readable pixels: the AVX-512 groups,
+  // else the paired kernels over SimdRange (with wide_rows_ for AVX2) and the generic loop.
+  void PrepareRows(int row_pixels);
+  // One row of the horizontal pass with the kernels PrepareRows chose.
+  void HorizontalPassRow(const uint8_t* in, int channels, uint8_t* out) const;
   // The two passes with the weights in horizontal_ and vertical_ (starts relative to `src`).
   void Apply(const uint8_t* src, int src_w, int src_h, int src_stride, int channels, uint8_t* dst,
              int dst_w, int dst_h, int dst_stride, bool flip);
@@ -68,6 +83,10 @@ class Resampler {
       pairs_;  // horizontal weights two by two (int16 pairs), pairs_per_pixel_ each
   std::vector<uint32_t> wide_;  // pairs_ per pixel pair for the AVX2 kernel: PrepareWide
   int pairs_per_pixel_ = 0;
+  std::vector<uint8_t> group_records_;  // PrepareGroups: internal/resize_kernels.h's layout
+  size_t group_count_ = 0;
+  int simd_begin_ = 0, simd_end_ = 0;    // PrepareRows: the paired kernels' output pixels
+  const uint32_t* wide_rows_ = nullptr;  // PrepareRows: wide_, or nullptr
 };
 
 }  // namespace ddpio::loader

@@ -108,31 +108,85 @@ TEST(Resize, ConstantImagesStayConstant) {
   for (uint8_t v : dst) ASSERT_EQ(v, 77);
 }
 
-// The SIMD kernels (paired pmaddwd horizontally, AVX2 vertically) and the generic loops compute the
-// same integer sums: every byte equal, for every kernel width the SIMD path takes (3 to 11 taps and
-// wider), both pass orders, flips, windows at the image's edges and odd row lengths.
+// Lowers the SIMD level for one scope; the default (whatever the CPU has) is back after it, even
+// when an assertion returns early.
+class ScopedSimd {
+ public:
+  explicit ScopedSimd(Resampler::Simd level) { Resampler::LimitSimdForTesting(level); }
+  ~ScopedSimd() { Resampler::LimitSimdForTesting(Resampler::Simd::kAvx512); }
+};
+
+constexpr Resampler::Simd kSimdLevels[] = {Resampler::Simd::kSse41, Resampler::Simd::kAvx2,
+                                           Resampler::Simd::kAvx512};
+
+// The SIMD kernels (paired pmaddwd horizontally with SSE4.1 and AVX2, vpermb groups of five pixels
+// with AVX-512 VBMI; AVX2 and AVX-512 vertically) and the generic loops compute the same integer
+// sums: every byte equal at every level, for kernels of 3, 5, 7, 9, 11 taps and wider (the groups
+// take 3 to 7), both pass orders with each (horizontal first: the targets 400x700 and 100x500),
+// flips, windows at the image's edges (where the groups' masked loads meet a row's end), odd row
+// lengths and partial groups (61, 33 px). On a CPU without a level, the next one down runs: the
+// level in use is recorded as the test's property "simd".
 TEST(Resize, SimdAndGenericLoopsGiveTheSameBytes) {
+  ::testing::Test::RecordProperty("simd", static_cast<int>(Resampler::SimdForTesting()));
   auto src = Pattern(997, 611, 3);
   Resampler r;
   int compared = 0;
   for (Box b : {Box{0, 0, 997, 611}, Box{0.5, 0, 997, 600.25}, Box{313.3, 17.9, 331.1, 40.2},
-                Box{900, 500, 997, 611}, Box{1, 2, 650, 333}}) {
-    for (auto [dw, dh] :
-         {std::pair{224, 224}, std::pair{61, 37}, std::pair{100, 500}, std::pair{33, 17}}) {
+                Box{900, 500, 997, 611}, Box{1, 2, 650, 333}, Box{500, 0, 997, 300}}) {
+    for (auto [dw, dh] : {std::pair{224, 224}, std::pair{61, 37}, std::pair{100, 500},
+                          std::pair{33, 17}, std::pair{400, 700}, std::pair{250, 150}}) {
       for (bool flip : {false, true}) {
-        std::vector<uint8_t> simd(static_cast<size_t>(dw) * dh * 3), generic(simd.size(), 1);
-        Resampler::UseSimdForTesting(true);
-        r.Resize(src.data(), 997, 611, 997 * 3, 3, b, simd.data(), dw, dh, dw * 3, flip);
-        Resampler::UseSimdForTesting(false);
-        r.Resize(src.data(), 997, 611, 997 * 3, 3, b, generic.data(), dw, dh, dw * 3, flip);
-        Resampler::UseSimdForTesting(true);
-        ASSERT_EQ(simd, generic) << b.x0 << "," << b.y0 << "-" << b.x1 << "," << b.y1 << " -> "
-                                 << dw << "x" << dh << (flip ? " flipped" : "");
-        ++compared;
+        std::vector<uint8_t> generic(static_cast<size_t>(dw) * dh * 3, 1);
+        {
+          ScopedSimd none(Resampler::Simd::kNone);
+          r.Resize(src.data(), 997, 611, 997 * 3, 3, b, generic.data(), dw, dh, dw * 3, flip);
+        }
+        for (Resampler::Simd level : kSimdLevels) {
+          ScopedSimd limit(level);
+          std::vector<uint8_t> simd(generic.size(), 2);
+          r.Resize(src.data(), 997, 611, 997 * 3, 3, b, simd.data(), dw, dh, dw * 3, flip);
+          ASSERT_EQ(simd, generic)
+              << b.x0 << "," << b.y0 << "-" << b.x1 << "," << b.y1 << " -> " << dw << "x" << dh
+              << (flip ? " flipped" : "") << ", level " << static_cast<int>(level);
+          ++compared;
+        }
       }
     }
   }
-  EXPECT_EQ(compared, 40);
+  EXPECT_EQ(compared, 216);
+}
+
+// ResizeWindow at every level gives the bytes of the generic loops over the whole image, with the
+// window's right edge where the filter's reach ends (the groups' last masked loads stop there).
+TEST(Resize, AWindowGivesTheWholeImagesBytesAtEveryLevel) {
+  auto src = Pattern(997, 611, 3);
+  const Box box{150.5, 80.25, 640, 420};
+  const int ox = 140, oy = 70;
+  Resampler r;
+  for (auto [dw, dh] : {std::pair{224, 224}, std::pair{400, 700}, std::pair{61, 37}}) {
+    for (bool flip : {false, true}) {
+      std::vector<uint8_t> whole(static_cast<size_t>(dw) * dh * 3, 1);
+      {
+        ScopedSimd none(Resampler::Simd::kNone);
+        r.Resize(src.data(), 997, 611, 997 * 3, 3, box, whole.data(), dw, dh, dw * 3, flip);
+      }
+      // The narrowest window ResizeWindow accepts: one pixel narrower must be refused.
+      int width = 997 - ox;
+      std::vector<uint8_t> out(whole.size());
+      while (r.ResizeWindow(src.data() + (oy * 997 + ox) * 3, width - 1, 611 - oy, 997 * 3, 3, ox,
+                            oy, 997, 611, box, out.data(), dw, dh, dw * 3, flip)) {
+        --width;
+      }
+      for (Resampler::Simd level : kSimdLevels) {
+        ScopedSimd limit(level);
+        std::vector<uint8_t> window(whole.size(), 2);
+        ASSERT_TRUE(r.ResizeWindow(src.data() + (oy * 997 + ox) * 3, width, 611 - oy, 997 * 3, 3,
+                                   ox, oy, 997, 611, box, window.data(), dw, dh, dw * 3, flip));
+        ASSERT_EQ(window, whole) << dw << "x" << dh << (flip ? " flipped" : "") << ", level "
+                                 << static_cast<int>(level) << ", window " << width << " wide";
+      }
+    }
+  }
 }
 
 }  // namespace
