@@ -146,6 +146,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // A peer that dies mid-epoch: every other member fails with Unavailable well within the timeout.
+// The stand-in's broadcast (gloo::broadcast's tree) almost always sees the peer go at once; on a
+// loaded machine it has missed it (1 run in 30 with two copies at once, and in two full test
+// runs, replicate mode): the survivors' broadcast then waits out the backend's timeout and ends
+// with DeadlineExceeded naming the collective — as real NCCL, which need not notice a dead peer
+// at all, relies on that timeout. Either way every survivor ends, with a clear error, in bounded
+// time; a hang, another error or an error past those bounds fails.
 TEST(NcclFeederFailures, KilledPeerGivesUnavailableOnTheOthers) {
   for (FeedMode mode : {FeedMode::kShard, FeedMode::kReplicate}) {
     ddpio::testing::TempDir dir;
@@ -161,7 +167,10 @@ TEST(NcclFeederFailures, KilledPeerGivesUnavailableOnTheOthers) {
       std::unique_ptr<storage::DatasetReader> reader;
       auto feeder = JoinFeeder(job, s, s.options, &reader);
       if (!feeder.ok()) return 4;
-      ddpio::testing::FeedUntilAPeerDies(**feeder, rank, 2, std::chrono::seconds(15));
+      ddpio::testing::FeedUntilAPeerDies(
+          **feeder, rank, 2, std::chrono::seconds(15),
+          std::chrono::duration_cast<std::chrono::seconds>(s.options.timeout) +
+              std::chrono::seconds(10));
     });
     EXPECT_EQ(codes, (std::vector<int>{0, 0, 42, 0})) << FeedModeName(mode);
   }

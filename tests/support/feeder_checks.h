@@ -67,11 +67,14 @@ inline std::string ReadFileText(const std::string& path) {
 }
 
 // A rank of the dead-peer test: feeds up to five epochs; rank `victim` dies holding its second
-// batch. Every other rank exits 0 when it gets Unavailable within `within`, 12 for another error
-// or a later one, 13 when it never noticed. Exits at once either way (the victim will never say
-// goodbye to the job).
-[[noreturn]] inline void FeedUntilAPeerDies(broadcast::GroupFeeder& feeder, int rank, int victim,
-                                            std::chrono::seconds within) {
+// batch. Every other rank exits 0 when it gets Unavailable within `within` — or, when
+// `deadline_within` is not zero, DeadlineExceeded within that (the backend's timeout ran out
+// first: a transport that cannot see the peer go, as NCCL's may not, still ends every wait at the
+// timeout with a clear error) —, 12 for another error or a later one, 13 when it never noticed.
+// Exits at once either way (the victim will never say goodbye to the job).
+[[noreturn]] inline void FeedUntilAPeerDies(
+    broadcast::GroupFeeder& feeder, int rank, int victim, std::chrono::seconds within,
+    std::chrono::seconds deadline_within = std::chrono::seconds(0)) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int e = 0; e < 5; ++e) {
     if (!feeder.StartEpoch(e).ok()) break;
@@ -82,7 +85,9 @@ inline std::string ReadFileText(const std::string& path) {
       if (!b.ok()) {
         const auto took = std::chrono::steady_clock::now() - t0;
         std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
-        std::_Exit(absl::IsUnavailable(b.status()) && took < within ? 0 : 12);
+        const bool unavailable = absl::IsUnavailable(b.status()) && took < within;
+        const bool timed_out = absl::IsDeadlineExceeded(b.status()) && took < deadline_within;
+        std::_Exit(unavailable || timed_out ? 0 : 12);
       }
     }
   }
