@@ -48,8 +48,11 @@ def free_port():
 
 
 def test_report_names_the_rank_waiting_for_its_batches_and_census_names_nobody(tmp_path, program):
-    # Photos large enough that a batch takes rank 1's loader milliseconds to decode.
-    for args in (["synth", "--out", str(tmp_path / "src"), "--classes", "2", "--per-class", "40", "--size", "320"],
+    # Photos large enough that rank 1's wait for a batch (its loader decoding 8 of them, ~11 ms)
+    # stands well clear of rank 0's few ms per step: the report names a rank only when its own
+    # time is 25% over the ranks' median. At 320 px a faster loader (4 ms a batch) left rank 1
+    # at that line (own 4.1 ms against a median of 3.2 ms: named in some runs, not in others).
+    for args in (["synth", "--out", str(tmp_path / "src"), "--classes", "2", "--per-class", "40", "--size", "640"],
                  ["convert", "--src", str(tmp_path / "src"), "--out", str(tmp_path / "db")]):
         subprocess.run([program, *args, "--quiet"], check=True, timeout=300)
     script = tmp_path / "report.py"
