@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::tools {
@@ -48,10 +49,11 @@ print(json.dumps({"torch_version": torch.__version__, "median_ms": statistics.me
     char buf[4096];
     while (size_t got = fread(buf, 1, sizeof(buf), p)) text.append(buf, got);
     if (pclose(p) == 0) {
-      auto j = nlohmann::json::parse(text, nullptr, false);
-      if (!j.is_discarded()) {
-        j["python"] = python;
-        result = j;
+      // Bounded like every JSON from outside the process (json_parse.h): another program's output.
+      auto j = ParseJson(text, "torch's timing");
+      if (j.ok() && j->is_object()) {  // operator[] on anything else throws
+        (*j)["python"] = python;
+        result = *std::move(j);
         break;
       }
     }

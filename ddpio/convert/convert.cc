@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/ordered_parallel_map.h"
 #include "ddpio/common/status_macros.h"
@@ -184,8 +185,12 @@ absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source
         absl::StrCat("the conversion progress entry is malformed (", what,
                      "); the dataset cannot be resumed: convert again without --resume"));
   };
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  // Too big, nested too deep or not JSON; the skipped list grows with the source, so the
+  // general 64 MiB bound, not a tighter one.
+  auto parsed = ParseJson(text, "the entry");
+  if (!parsed.ok()) return bad(std::string(parsed.status().message()));
+  nlohmann::json j = *std::move(parsed);
+  if (!j.is_object()) return bad("not a JSON object");
   if (!j.contains("next_source") || !j["next_source"].is_number_unsigned())
     return bad("next_source");
   if (!j.contains("skipped") || !j["skipped"].is_array()) return bad("skipped");

@@ -8,12 +8,46 @@
 #include "absl/strings/str_format.h"
 #include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/json_fields.h"
 
 namespace ddpio::storage {
 
 using nlohmann::json;
+
+namespace {
+
+// The completion marker is three counts (well under 100 bytes); room to spare for fields to come.
+constexpr uint64_t kMaxCompletionBytes = 64 << 10;
+
+// The class list of a parsed header, bounded before anything is copied out of it (a header is a
+// value from outside: a dataset file, a shard, a remote manifest).
+absl::StatusOr<std::vector<std::string>> DecodeClasses(const json& classes) {
+  if (!classes.is_array()) return absl::DataLossError("dataset metadata: classes is not a list");
+  if (classes.size() > kMaxClasses) {
+    return absl::DataLossError(absl::StrCat("dataset metadata names ", classes.size(),
+                                            " classes; a valid one names at most ", kMaxClasses));
+  }
+  std::vector<std::string> names;
+  names.reserve(classes.size());
+  for (const json& name : classes) {
+    if (!name.is_string()) {
+      return absl::DataLossError(
+          absl::StrCat("dataset metadata: class ", names.size(), " is not a name"));
+    }
+    const std::string& text = name.get_ref<const std::string&>();
+    if (text.size() > kMaxClassNameBytes) {
+      return absl::DataLossError(absl::StrCat("dataset metadata: class ", names.size(), " is a ",
+                                              text.size(), "-byte name; a valid one is at most ",
+                                              kMaxClassNameBytes, " bytes"));
+    }
+    names.push_back(text);
+  }
+  return names;
+}
+
+}  // namespace
 
 std::string EncodeHeader(const DatasetHeader& h) {
   json j = {{"format", kFormatName},
@@ -36,10 +70,8 @@ std::string EncodeHeader(const DatasetHeader& h) {
 }
 
 absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::DataLossError("dataset metadata is not valid JSON");
-  }
+  DDPIO_ASSIGN_OR_RETURN(json j, ParseJson(text, "dataset metadata", kMaxHeaderBytes));
+  if (!j.is_object()) return absl::DataLossError("dataset metadata is not valid JSON");
   try {
     if (j.at("format").get<std::string>() != kFormatName) {
       return absl::FailedPreconditionError(
@@ -54,7 +86,7 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
           "unsupported dataset format version ", h.format_version,
           " (this build of ddpio reads versions ", kFormatVersion, " to ", kMaxFormatVersion, ")"));
     }
-    h.classes = j.at("classes").get<std::vector<std::string>>();
+    DDPIO_ASSIGN_OR_RETURN(h.classes, DecodeClasses(j.at("classes")));
     const json& s = j.at("source");
     h.source_kind = s.at("kind").get<std::string>();
     h.source_path = s.at("path").get<std::string>();
@@ -88,10 +120,8 @@ std::string EncodeCompletion(const DatasetCompletion& c) {
 }
 
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::DataLossError("completion marker is not valid JSON");
-  }
+  DDPIO_ASSIGN_OR_RETURN(json j, ParseJson(text, "completion marker", kMaxCompletionBytes));
+  if (!j.is_object()) return absl::DataLossError("completion marker is not valid JSON");
   try {
     DatasetCompletion c;
     if (!internal::GetU64(j, "sample_count", &c.sample_count) ||

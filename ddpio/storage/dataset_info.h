@@ -11,6 +11,7 @@
 #define DDPIO_STORAGE_DATASET_INFO_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,17 @@ inline constexpr char kSamplesDb[] = "samples";
 inline constexpr char kMetaDb[] = "meta";
 inline constexpr char kDatasetKey[] = "dataset";
 inline constexpr char kCompleteKey[] = "complete";
+
+// What a valid header may hold: DecodeHeader refuses more (DataLoss) and DatasetWriter::Create
+// will not write more (InvalidArgument), so a header read from a dataset, a shard or a remote
+// manifest costs a bounded amount of memory however it was forged. Labels are int32, but a class
+// list as long as the label range would be a header of gigabytes: a million classes is 45 times
+// ImageNet-21k's 21,841 and the label bound `convert --list` and Caffe LMDBs already enforce. A
+// class name is one folder name (NAME_MAX, 255 bytes on Linux) or a synset, so 4 KiB is ample. The
+// whole header (the JSON as stored) holds the million classes named "0" ... "999999" (about 9 MB).
+inline constexpr size_t kMaxClasses = 1'000'000;
+inline constexpr size_t kMaxClassNameBytes = 4096;
+inline constexpr size_t kMaxHeaderBytes = size_t{16} << 20;
 
 // Written at creation.
 struct DatasetHeader {
@@ -75,11 +87,15 @@ struct DatasetCompletion {
 std::string EncodeHeader(const DatasetHeader& header);
 // A new dataset id: 32 hex digits from the system's random source.
 std::string NewDatasetId();
-// DataLoss when the JSON is malformed or misses a field; FailedPrecondition when it names
-// another format or a version this build does not read.
+// DataLoss when the JSON is malformed, misses a field, is larger than kMaxHeaderBytes, nests
+// deeper than kMaxJsonDepth, or names more than kMaxClasses classes or a class name longer than
+// kMaxClassNameBytes; FailedPrecondition when it names another format or a version this build
+// does not read.
 absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view json);
 
 std::string EncodeCompletion(const DatasetCompletion& completion);
+// DataLoss when the JSON is malformed, over 64 KiB (the marker is three counts), nests deeper than
+// kMaxJsonDepth, or a count is not a non-negative 64-bit integer.
 absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view json);
 
 // What identifies a dataset's content for agreeing across ranks that each opened their own copy:

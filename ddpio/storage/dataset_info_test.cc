@@ -1,10 +1,14 @@
 #include "ddpio/storage/dataset_info.h"
 
+#include <filesystem>
 #include <random>
 
+#include "absl/strings/str_cat.h"
+#include "ddpio/storage/dataset_writer.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddpio::storage {
 namespace {
@@ -81,6 +85,88 @@ TEST(DatasetInfo, ClassesMustMatchInNameAndOrder) {
   absl::Status fewer = CheckSameClasses({"a", "b", "c"}, {"a", "b"});
   EXPECT_CODE(fewer, kInvalidArgument);
   EXPECT_NE(fewer.message().find("the training set names 'c'"), absl::string_view::npos) << fewer;
+}
+
+bool Mentions(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
+
+// `json` (an object's text) with one more member first: readers ignore members they do not know.
+std::string WithMember(const std::string& json, const std::string& member) {
+  return "{" + member + "," + json.substr(1);
+}
+
+// Found in issue 41: nlohmann parses any depth, but copies, dumps and compares recursively, so a
+// 200 KB header nested 100,000 deep crashed whoever touched it next (the remote manifest's reader
+// dumps the header it holds). Refused as the data loss it is, before it is a value.
+TEST(DatasetInfo, AHeaderNestedAHundredThousandDeepIsDataLossNotACrash) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const std::string header = EncodeHeader(testing::MakeHeader());
+  ASSERT_OK(DecodeHeader(header));
+  for (const std::string& text :
+       {WithMember(header, "\"x\":" + deep), WithMember(header, "\"classes\":" + deep)}) {
+    const absl::StatusOr<DatasetHeader> r = DecodeHeader(text);
+    EXPECT_CODE(r, kDataLoss);
+    EXPECT_TRUE(Mentions(r.status(), "dataset metadata is not valid: its JSON nests deeper than"))
+        << r.status();
+  }
+  const std::string completion = EncodeCompletion({1, 2, 0});
+  EXPECT_CODE(DecodeCompletion(WithMember(completion, "\"x\":" + deep)), kDataLoss);
+}
+
+// Found in issue 41: a 52 MB header of 13 M class names was accepted and cost 2.75 GB. A header
+// names at most kMaxClasses classes of at most kMaxClassNameBytes each, in kMaxHeaderBytes.
+TEST(DatasetInfo, MoreClassesThanTheFormatAllowsIsDataLossNamingTheCap) {
+  DatasetHeader h = testing::MakeHeader();
+  h.classes.assign(kMaxClasses, "");
+  ASSERT_OK_AND_ASSIGN(DatasetHeader at_cap, DecodeHeader(EncodeHeader(h)));
+  EXPECT_EQ(at_cap.classes.size(), kMaxClasses);
+  h.classes.push_back("");
+  const absl::StatusOr<DatasetHeader> over = DecodeHeader(EncodeHeader(h));
+  EXPECT_CODE(over, kDataLoss);
+  EXPECT_TRUE(Mentions(over.status(), "names 1000001 classes; a valid one names at most 1000000"))
+      << over.status();
+}
+
+TEST(DatasetInfo, AHeaderOverItsSizeCapOrWithAnOverlongClassNameIsDataLoss) {
+  DatasetHeader h = testing::MakeHeader(1);
+  h.classes[0] = std::string(kMaxClassNameBytes, 'n');
+  ASSERT_OK(DecodeHeader(EncodeHeader(h)));
+  h.classes[0].push_back('n');
+  const absl::StatusOr<DatasetHeader> long_name = DecodeHeader(EncodeHeader(h));
+  EXPECT_CODE(long_name, kDataLoss);
+  EXPECT_TRUE(
+      Mentions(long_name.status(), "class 0 is a 4097-byte name; a valid one is at most 4096"))
+      << long_name.status();
+  // Within every per-class bound, but 17 MB in all (the 52 MB header of the issue, smaller).
+  h.classes.assign(4250, std::string(kMaxClassNameBytes, 'n'));
+  const std::string big = EncodeHeader(h);
+  ASSERT_GT(big.size(), kMaxHeaderBytes);
+  const absl::StatusOr<DatasetHeader> r = DecodeHeader(big);
+  EXPECT_CODE(r, kDataLoss);
+  EXPECT_TRUE(Mentions(r.status(), absl::StrCat("dataset metadata is ", big.size(),
+                                                " bytes; a valid one is at most 16777216")))
+      << r.status();
+}
+
+// What a reader refuses, a writer does not write: a source of more classes than the format holds
+// is refused before the dataset exists, not converted into one nobody can open.
+TEST(DatasetInfo, AWriterRefusesAHeaderItsReadersWouldRefuse) {
+  testing::TempDir dir;
+  DatasetHeader h = testing::MakeHeader();
+  h.classes.assign(kMaxClasses + 1, "");
+  const absl::StatusOr<std::unique_ptr<DatasetWriter>> many =
+      DatasetWriter::Create(dir.Sub("many"), h, {});
+  EXPECT_CODE(many, kInvalidArgument);
+  EXPECT_TRUE(Mentions(many.status(), "1000001 classes; a ddpio dataset holds at most 1000000"))
+      << many.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("many")));
+  h.classes.assign(4250, std::string(kMaxClassNameBytes, 'n'));
+  EXPECT_CODE(DatasetWriter::Create(dir.Sub("big"), h, {}), kInvalidArgument);
+  h.classes.assign(1, std::string(kMaxClassNameBytes + 1, 'n'));
+  EXPECT_CODE(DatasetWriter::Create(dir.Sub("long"), h, {}), kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("big")));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("long")));
 }
 
 }  // namespace

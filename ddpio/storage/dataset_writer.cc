@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/fd.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"  // kShardManifest
@@ -24,6 +25,33 @@ using internal::Txn;
 
 namespace {
 constexpr char kWriterKey[] = "writer";  // {"records": n, "payload_bytes": b} per commit
+constexpr uint64_t kMaxWriterEntryBytes = 64 << 10;  // two counts: far below
+
+// A header this writer may store: what DecodeHeader reads back (dataset_info.h's bounds). A source
+// with more classes (a folder of a million subfolders, a synset file of ten million lines) is
+// refused before the dataset is created, not stored unreadable.
+absl::Status CheckHeaderFits(const std::string& path, const DatasetHeader& header,
+                             size_t encoded_bytes) {
+  const auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create ", path, ": ", why, " (docs/FORMAT.md, `meta`)"));
+  };
+  if (header.classes.size() > kMaxClasses) {
+    return refuse(absl::StrCat("the source has ", header.classes.size(),
+                               " classes; a ddpio dataset holds at most ", kMaxClasses));
+  }
+  for (size_t i = 0; i < header.classes.size(); ++i) {
+    if (header.classes[i].size() > kMaxClassNameBytes) {
+      return refuse(absl::StrCat("class ", i, "'s name is ", header.classes[i].size(),
+                                 " bytes; a class name is at most ", kMaxClassNameBytes));
+    }
+  }
+  if (encoded_bytes > kMaxHeaderBytes) {
+    return refuse(absl::StrCat("its metadata would be ", encoded_bytes,
+                               " bytes (class names and source path); at most ", kMaxHeaderBytes));
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 struct DatasetWriter::Lmdb {
@@ -145,12 +173,14 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::
                                               "continue an interrupted one, or remove it")),
         "resume");
   }
-  DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, options, /*create=*/true));
   DatasetHeader stored = header;
   if (RecordsBound(stored) && stored.id.empty()) stored.id = NewDatasetId();
+  std::string encoded = EncodeHeader(stored);
+  DDPIO_RETURN_IF_ERROR(CheckHeaderFits(path, stored, encoded.size()));
+  DDPIO_ASSIGN_OR_RETURN(auto writer, OpenEnv(path, options, /*create=*/true));
   // The header is committed at once: an interrupted conversion can then be resumed (and is
   // recognisably a ddpio dataset) even if it never got to its first batch.
-  writer->pending_meta_.emplace_back(kDatasetKey, EncodeHeader(stored));
+  writer->pending_meta_.emplace_back(kDatasetKey, std::move(encoded));
   writer->bound_ = RecordsBound(stored);
   writer->salt_ = RecordSalt(stored);
   DDPIO_RETURN_IF_ERROR(writer->Commit());
@@ -198,9 +228,13 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(const std::
   }
   DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kWriterKey));
   if (progress.has_value()) {
-    auto j = nlohmann::json::parse(*progress, nullptr, false);
-    if (j.is_discarded() || !internal::GetU64(j, "records", &writer->committed_) ||
-        !internal::GetU64(j, "payload_bytes", &writer->committed_payload_bytes_)) {
+    auto j = ParseJson(*progress, "the entry", kMaxWriterEntryBytes);
+    if (!j.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": writer progress entry is malformed (", j.status().message(), ")"));
+    }
+    if (!internal::GetU64(*j, "records", &writer->committed_) ||
+        !internal::GetU64(*j, "payload_bytes", &writer->committed_payload_bytes_)) {
       return absl::DataLossError(absl::StrCat(path, ": writer progress entry is malformed"));
     }
   }

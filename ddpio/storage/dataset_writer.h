@@ -49,8 +49,10 @@ struct WriterOptions {
 
 class DatasetWriter {
  public:
-  // Creates a new, empty dataset. AlreadyExists when `path` exists; PermissionDenied /
-  // ResourceExhausted from the filesystem.
+  // Creates a new, empty dataset. AlreadyExists when `path` exists; InvalidArgument, before
+  // anything is created, when `header` holds more than a reader accepts (kMaxClasses,
+  // kMaxClassNameBytes, kMaxHeaderBytes in dataset_info.h); PermissionDenied / ResourceExhausted
+  // from the filesystem.
   static absl::StatusOr<std::unique_ptr<DatasetWriter>> Create(const std::string& path,
                                                                const DatasetHeader& header,
                                                                const WriterOptions& options);

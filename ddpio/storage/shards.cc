@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/storage/internal/json_fields.h"
 
 namespace ddpio::storage {
@@ -33,8 +34,10 @@ absl::StatusOr<ShardManifest> DecodeShardManifest(std::string_view text) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("shard manifest: ", what));
   };
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  auto parsed = ParseJson(text, "shard manifest");  // too big, too deep or not JSON: DataLoss
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json j = *std::move(parsed);
+  if (!j.is_object()) return bad("not a JSON object");
   auto format = j.find("format");
   if (format == j.end() || !format->is_string()) return bad("no format name");
   if (format->get<std::string>() != kShardsFormatName) {

@@ -39,6 +39,22 @@ TEST(ShardManifest, RoundTripsAndRefusesWhatCouldEscapeTheFolder) {
   EXPECT_CODE(DecodeShardManifest("{"), kDataLoss);
 }
 
+// Found in issue 41: a manifest nested 100,000 deep (200 KB) parsed, then crashed whatever
+// copied or dumped it. Refused as DataLoss, however deep and wherever the nesting is.
+TEST(ShardManifest, AManifestNestedAHundredThousandDeepIsDataLossNotACrash) {
+  const std::string manifest = EncodeShardManifest({"f", {{ShardName(0, 1), 3}}});
+  ASSERT_OK(DecodeShardManifest(manifest));
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  for (const std::string& text :
+       {"{\"x\":" + deep + "," + manifest.substr(1), "{\"x\":" + deep.substr(0, 100'000)}) {
+    const absl::StatusOr<ShardManifest> r = DecodeShardManifest(text);
+    EXPECT_CODE(r, kDataLoss);
+    EXPECT_NE(r.status().message().find("shard manifest is not valid: its JSON nests deeper than"),
+              absl::string_view::npos)
+        << r.status();
+  }
+}
+
 class ShardedDataset : public ::testing::Test {
  protected:
   void SetUp() override {
