@@ -6,7 +6,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -16,12 +18,22 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "ddpio/storage/s3/s3_xml.h"
 
 namespace ddpio::storage::s3 {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The part of an error document read: S3's XML puts Code and Message first, in a few hundred
+// bytes. A longer body is cut here and the transfer ended; its status still decides.
+constexpr size_t kErrorBodyBytes = size_t{64} << 10;
+// The most a success's Content-Length reserves up front: every range GET the loader makes (8 MiB
+// by default) fits in one allocation; a larger body grows as its bytes arrive, so a server that
+// announces terabytes and sends little costs little.
+constexpr uint64_t kMaxReserve = uint64_t{16} << 20;
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -47,44 +59,122 @@ bool RetryableCurl(CURLcode code) {
   }
 }
 
+// "250 ms", "5 s", "2.3 s", "312 s": durations as messages say them.
+std::string Said(milliseconds d) {
+  const int64_t ms = d.count();
+  if (ms < 1000) return absl::StrCat(ms, " ms");
+  if (ms % 1000 == 0 || ms >= 100000) return absl::StrCat((ms + 500) / 1000, " s");
+  return absl::StrFormat("%.1f s", static_cast<double>(ms) / 1000);
+}
+
+// "host:port" of `url` (the scheme's port when the URL names none); the URL itself when it does
+// not parse.
+std::string Endpoint(const std::string& url) {
+  std::string endpoint = url;
+  CURLU* u = curl_url();
+  if (u != nullptr && curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    char* host = nullptr;
+    char* port = nullptr;
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+      endpoint = absl::StrCat(host, ":", port);
+    }
+    curl_free(host);
+    curl_free(port);
+  }
+  curl_url_cleanup(u);
+  return endpoint;
+}
+
+bool CarriesSessionToken(const HttpRequest& request) {
+  return std::any_of(request.headers.begin(), request.headers.end(), [](const std::string& h) {
+    return absl::StartsWithIgnoreCase(h, "x-amz-security-token:");
+  });
+}
+
 }  // namespace
 
 bool RetryableHttpStatus(long status) { return status >= 500 || status == 429 || status == 408; }
 
-absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts,
-                       const std::string& refused_hint) {
+bool RefusesCredentials(long status, const std::string& body, bool sent_session_token) {
+  if (status == 401 || status == 403) return true;
+  if (status != 400) return false;
+  const std::string code = XmlText(body, "Code");
+  if (code == "ExpiredToken" || code == "InvalidToken" || code == "InvalidAccessKeyId" ||
+      code == "AuthorizationHeaderMalformed" || code == "AuthorizationQueryParametersError" ||
+      code == "TokenRefreshRequired") {
+    return true;
+  }
+  if (code != "InvalidArgument") return false;
+  const std::string message = XmlText(body, "Message"), argument = XmlText(body, "ArgumentName");
+  // AWS names the culprit: "Authorization header is invalid", ArgumentName x-amz-security-token.
+  const std::string about = absl::AsciiStrToLower(absl::StrCat(message, " ", argument));
+  if (absl::StrContains(about, "x-amz-security-token") ||
+      absl::StrContains(about, "authorization") || absl::StrContains(about, "security token") ||
+      absl::StrContains(about, "session token") || absl::StrContains(about, "credential")) {
+    return true;
+  }
+  // Ceph's gateway names nothing: a session token it cannot decode (STSEngine's -EINVAL) comes
+  // back as a bare InvalidArgument.
+  return sent_session_token && message.empty() && argument.empty();
+}
+
+absl::Status HttpError(long status, const std::string& body, const HttpErrorContext& context) {
   const std::string code = XmlText(body, "Code"), message = XmlText(body, "Message");
   std::string detail = absl::StrCat("HTTP ", status);
   if (!code.empty()) absl::StrAppend(&detail, " ", code);
   if (!message.empty()) absl::StrAppend(&detail, ": ", message.substr(0, 300));
-  std::string text = absl::StrCat(
-      what, ": ", detail, attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "");
-  const bool token_refused = status == 400 && (code == "ExpiredToken" || code == "InvalidToken" ||
-                                               code == "InvalidAccessKeyId");
-  if ((status == 401 || status == 403 || token_refused) && !refused_hint.empty())
-    absl::StrAppend(&text, ". ", refused_hint);
+  std::string text = absl::StrCat(context.what, ": ", detail);
+  if (context.attempts > 1) {
+    absl::StrAppend(&text, " (after ", context.attempts, " attempts",
+                    context.elapsed.count() >= 0 ? absl::StrCat(" in ", Said(context.elapsed)) : "",
+                    ")");
+  }
+  const bool refused = RefusesCredentials(status, body, context.sent_session_token);
+  if (refused && !context.refused_hint.empty()) absl::StrAppend(&text, ". ", context.refused_hint);
   if (status == 404) return absl::NotFoundError(text);
   if (status == 403) return absl::PermissionDeniedError(text);
-  if (status == 401 || token_refused) return absl::UnauthenticatedError(text);
+  if (status == 401 || (status == 400 && refused)) return absl::UnauthenticatedError(text);
   if (status == 416) return absl::OutOfRangeError(text);
   if (RetryableHttpStatus(status)) return absl::UnavailableError(text);
   return absl::InvalidArgumentError(text);
+}
+
+absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts,
+                       const std::string& refused_hint) {
+  HttpErrorContext context;
+  context.what = what;
+  context.attempts = attempts;
+  context.refused_hint = refused_hint;
+  return HttpError(status, body, context);
 }
 
 struct HttpClient::Impl {
   struct Transfer {
     HttpRequest request;
     Done done;
+    std::string endpoint;             // "host:port", for messages
+    bool sent_session_token = false;  // for RefusesCredentials
     int attempts = 0;
+    Clock::time_point first_start;  // of the first attempt: the retry budget counts from here
     Clock::time_point not_before;
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
-    std::string body;  // the response
+    // The attempt's answer.
+    std::string body;  // a success's bytes, or an error document's first kErrorBodyBytes
     std::string etag;
     int64_t content_length = -1;
-    size_t sent = 0;  // of request.body
-    bool too_large = false;
+    size_t sent = 0;              // of request.body
+    bool too_large = false;       // a success over max_response_bytes
+    bool out_of_memory = false;   // a success within it that could not be held
+    bool error_body_cut = false;  // an error document longer than kErrorBodyBytes, ended there
     char error[CURL_ERROR_SIZE] = {};
+  };
+  // How an attempt ended, read from its handle before the handle goes.
+  struct Ending {
+    CURLcode code = CURLE_OK;
+    long status = 0;       // 0: no status line arrived
+    int64_t received = 0;  // header and body bytes
   };
 
   Options options;
@@ -101,18 +191,42 @@ struct HttpClient::Impl {
   std::vector<std::unique_ptr<Transfer>> running;
   std::mt19937_64 random{std::random_device{}()};
 
+  static bool Success(const Transfer& t) {
+    long status = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    return status >= 200 && status < 300;
+  }
+  // An error document: its first kErrorBodyBytes are kept (they hold S3's Code and Message), the
+  // transfer is ended after them. A success: at most max_response_bytes, in memory sized by the
+  // bytes that arrive (and by Content-Length up to kMaxReserve); no exception leaves the callback.
   static size_t Write(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const size_t bytes = size * n;
-    if (t->body.size() + bytes > Limit(*t)) {
+    if (!Success(*t)) {
+      const size_t keep =
+          std::min(bytes, kErrorBodyBytes - std::min(kErrorBodyBytes, t->body.size()));
+      t->body.append(data, keep);
+      if (keep == bytes) return bytes;
+      t->error_body_cut = true;
+      return 0;  // ends the transfer; Complete classifies by the status
+    }
+    if (t->body.size() + bytes > t->request.max_response_bytes) {
       t->too_large = true;
       return 0;  // aborts the transfer
     }
-    // One allocation of the announced size, not a doubling series of copies (a record of
-    // 100 KB arrives in ~16 KB writes).
-    if (t->body.empty() && t->content_length > 0)
-      t->body.reserve(static_cast<size_t>(t->content_length));
-    t->body.append(data, bytes);
+    try {
+      // One allocation of the announced size, not a doubling series of copies (a record of
+      // 100 KB arrives in ~16 KB writes) — but never more than kMaxReserve on a server's word.
+      if (t->body.empty() && t->content_length > 0) {
+        t->body.reserve(
+            static_cast<size_t>(std::min<uint64_t>({static_cast<uint64_t>(t->content_length),
+                                                    t->request.max_response_bytes, kMaxReserve})));
+      }
+      t->body.append(data, bytes);
+    } catch (const std::exception&) {  // bad_alloc, length_error: the thread must go on
+      t->out_of_memory = true;
+      return 0;
+    }
     return bytes;
   }
   static size_t Read(char* data, size_t size, size_t n, void* user) {
@@ -125,30 +239,41 @@ struct HttpClient::Impl {
   static size_t Header(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     absl::string_view line(data, size * n);
-    if (absl::StartsWithIgnoreCase(line, "etag:")) {
+    if (absl::StartsWith(line, "HTTP/")) {  // a new response (after a 100 Continue, say)
+      t->etag.clear();
+      t->content_length = -1;
+    } else if (absl::StartsWithIgnoreCase(line, "etag:")) {
       t->etag = std::string(absl::StripAsciiWhitespace(line.substr(5)));
     } else if (absl::StartsWithIgnoreCase(line, "content-length:")) {
       int64_t v = -1;
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(15)), &v) && v >= 0)
         t->content_length = v;
-      // Announced larger than allowed: ended before a byte of it arrives (a HEAD's length is
-      // the object's, not a body).
-      if (t->request.method != "HEAD" && t->content_length > 0 &&
-          static_cast<uint64_t>(t->content_length) > Limit(*t)) {
+      // A success announced larger than allowed: ended before a byte of it arrives (a HEAD's
+      // length is the object's, not a body; an error's body is read only in part anyway).
+      if (t->request.method != "HEAD" && t->content_length > 0 && Success(*t) &&
+          static_cast<uint64_t>(t->content_length) > t->request.max_response_bytes) {
         t->too_large = true;
         return 0;
       }
     }
     return size * n;
   }
-  // The bytes a response body may have: the request's limit for a success; an error document
-  // (S3's XML, whose Code the error quotes) gets at least 64 KiB, however small the range asked.
-  static uint64_t Limit(const Transfer& t) {
-    long status = 0;
-    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-    const bool success = status >= 200 && status < 300;
-    return success ? t.request.max_response_bytes
-                   : std::max<uint64_t>(t.request.max_response_bytes, 64 << 10);
+
+  static const std::string& Name(const Transfer& t) {
+    return t.request.what.empty() ? t.request.url : t.request.what;
+  }
+
+  void SetLimits(CURL* e) {
+    const RetryPolicy& p = options.retry;
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(p.attempt_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(p.connect_timeout.count()));
+    if (p.low_speed_bytes_per_s > 0) {
+      curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT,
+                       static_cast<long>(std::min<uint64_t>(p.low_speed_bytes_per_s,
+                                                            std::numeric_limits<long>::max())));
+      curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+                       static_cast<long>(std::max<int64_t>(1, p.low_speed_window.count())));
+    }
   }
 
   void Start(std::unique_ptr<Transfer> t) {
@@ -157,8 +282,10 @@ struct HttpClient::Impl {
     t->content_length = -1;
     t->sent = 0;
     t->too_large = false;
+    t->out_of_memory = false;
+    t->error_body_cut = false;
     t->error[0] = '\0';
-    ++t->attempts;
+    if (t->attempts++ == 0) t->first_start = Clock::now();
     CURL* e = curl_easy_init();
     t->easy = e;
     curl_easy_setopt(e, CURLOPT_URL, t->request.url.c_str());
@@ -170,16 +297,7 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(options.retry.attempt_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(options.retry.connect_timeout.count()));
-    // A transfer that stalls (an endpoint that accepts and never answers) ends long before the
-    // attempt's timeout: under 1 byte/s for 10 s.
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
-                     static_cast<long>(std::max<int64_t>(
-                         1, std::min<int64_t>(10, options.retry.attempt_timeout.count() / 1000))));
+    SetLimits(e);
     if (!options.sigv4.empty()) {
       curl_easy_setopt(e, CURLOPT_AWS_SIGV4, options.sigv4.c_str());
       curl_easy_setopt(e, CURLOPT_USERPWD, options.user_password.c_str());
@@ -224,11 +342,98 @@ struct HttpClient::Impl {
     t.headers = nullptr;
   }
 
-  std::chrono::milliseconds Backoff(int attempts) {
+  milliseconds Backoff(int attempts) {
     const int64_t cap = options.retry.max_delay.count();
     const int64_t exp = options.retry.base_delay.count() << std::min(attempts - 1, 20);
     std::uniform_int_distribution<int64_t> pick(0, std::max<int64_t>(1, std::min(cap, exp)));
-    return std::chrono::milliseconds(pick(random));  // full jitter
+    return milliseconds(pick(random));  // full jitter
+  }
+
+  // Whether another attempt, starting at `next`, is within the policy (see RetryPolicy).
+  bool MayRetry(const Transfer& t, Clock::time_point next) const {
+    if (options.retry.give_up_after.count() > 0)
+      return next < t.first_start + options.retry.give_up_after;
+    return t.attempts < options.retry.max_attempts;
+  }
+
+  static milliseconds Since(Clock::time_point start, Clock::time_point now) {
+    return std::chrono::duration_cast<milliseconds>(now - start);
+  }
+
+  // "each attempt is allowed 30 s in all, 10 s to connect, and ends under 1024 B/s for 10 s".
+  std::string Limits() const {
+    const RetryPolicy& p = options.retry;
+    std::string text =
+        absl::StrCat("each attempt is allowed ",
+                     p.attempt_timeout.count() > 0 ? Said(p.attempt_timeout) : "unlimited time",
+                     " in all, ", Said(p.connect_timeout), " to connect");
+    if (p.low_speed_bytes_per_s > 0) {
+      absl::StrAppend(&text, ", and ends under ", p.low_speed_bytes_per_s, " B/s for ",
+                      Said(p.low_speed_window));
+    }
+    return text;
+  }
+
+  // A transport failure: what the endpoint did, then (`tally`) the attempts, the time and the
+  // limits each attempt had — the limits actually applied, so that a stall ended by the low-speed
+  // window is not reported as the attempt timeout.
+  absl::Status TransportError(const Transfer& t, const Ending& e, bool tally) const {
+    const RetryPolicy& p = options.retry;
+    std::string detail;
+    // libcurl's own words for its low-speed abort ("Operation too slow. Less than N bytes/sec
+    // transferred the last W seconds"), unchanged since 2004.
+    if (e.code == CURLE_OPERATION_TIMEDOUT && absl::StrContains(t.error, "too slow")) {
+      detail = e.received == 0
+                   ? absl::StrCat(t.endpoint, " accepted the connection and sent nothing for ",
+                                  Said(p.low_speed_window), ", the low-speed window")
+                   : absl::StrCat(t.endpoint, " sent under ", p.low_speed_bytes_per_s, " B/s for ",
+                                  Said(p.low_speed_window), ", the low-speed limit (", e.received,
+                                  " bytes in the attempt)");
+    } else {
+      detail =
+          absl::StrCat(t.endpoint, ": ", t.error[0] != '\0' ? t.error : curl_easy_strerror(e.code));
+    }
+    std::string text = absl::StrCat(Name(t), ": ", detail);
+    if (tally) {
+      absl::StrAppend(&text, " (", t.attempts, " attempt", t.attempts > 1 ? "s" : "", " in ",
+                      Said(Since(t.first_start, Clock::now())));
+      if (p.give_up_after.count() > 0)
+        absl::StrAppend(&text, ", the retry budget ", Said(p.give_up_after));
+      absl::StrAppend(&text, "; ", Limits(), ")");
+    }
+    return e.code == CURLE_OPERATION_TIMEDOUT ? absl::DeadlineExceededError(text)
+                                              : absl::UnavailableError(text);
+  }
+
+  // The error an attempt ended with; `tally` adds the attempts and the time (the final error).
+  absl::Status AttemptError(const Transfer& t, const Ending& e, bool tally) const {
+    if (t.too_large || e.code == CURLE_FILESIZE_EXCEEDED) {
+      return absl::DataLossError(absl::StrCat(Name(t), ": the response is larger than the ",
+                                              t.request.max_response_bytes, " bytes expected"));
+    }
+    if (t.out_of_memory) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(Name(t), ": no memory to hold the response (", t.body.size(),
+                       " bytes held, Content-Length ", t.content_length, ")"));
+    }
+    if (e.status >= 300 || (e.code == CURLE_OK && (e.status < 200 || e.status >= 300))) {
+      HttpErrorContext context;
+      context.what = Name(t);
+      context.attempts = tally ? t.attempts : 1;
+      if (tally) context.elapsed = Since(t.first_start, Clock::now());
+      context.refused_hint = options.refused_hint;
+      context.sent_session_token = t.sent_session_token;
+      return HttpError(e.status, t.body, context);
+    }
+    return TransportError(t, e, tally);
+  }
+
+  // Whether an attempt that failed may pass on another: an answered error by its status (its
+  // body cut short or not), a transport failure by its kind; a response too large never.
+  static bool Retryable(const Transfer& t, const Ending& e) {
+    if (t.too_large || t.out_of_memory || e.code == CURLE_FILESIZE_EXCEEDED) return false;
+    if (e.status >= 300) return RetryableHttpStatus(e.status);
+    return e.code != CURLE_OK && RetryableCurl(e.code);
   }
 
   void Finish(std::unique_ptr<Transfer> t, absl::StatusOr<HttpResponse> result) {
@@ -250,41 +455,41 @@ struct HttpClient::Impl {
     if (it == running.end()) return;
     std::unique_ptr<Transfer> t = std::move(*it);
     running.erase(it);
-    long status = 0;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+    Ending e;
+    e.code = code;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &e.status);
+    long header_bytes = 0;
+    curl_off_t body_bytes = 0;
+    curl_easy_getinfo(easy, CURLINFO_HEADER_SIZE, &header_bytes);
+    curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &body_bytes);
+    e.received = header_bytes + body_bytes;
     Release(*t);
-    const std::string& what = t->request.what.empty() ? t->request.url : t->request.what;
-    if (t->too_large || code == CURLE_FILESIZE_EXCEEDED) {
-      return Finish(std::move(t), absl::DataLossError(absl::StrCat(
-                                      what, ": the response is larger than the ",
-                                      t->request.max_response_bytes, " bytes expected")));
+    const bool answered_ok = e.code == CURLE_OK && e.status >= 200 && e.status < 300 &&
+                             !t->too_large && !t->out_of_memory;
+    if (answered_ok) {
+      HttpResponse r;
+      r.status = e.status;
+      r.body = std::move(t->body);
+      r.etag = std::move(t->etag);
+      r.content_length = t->content_length;
+      r.attempts = t->attempts;
+      return Finish(std::move(t), std::move(r));
     }
-    const bool retry_transport = code != CURLE_OK && RetryableCurl(code);
-    const bool retry_status = code == CURLE_OK && RetryableHttpStatus(status);
-    if ((retry_transport || retry_status) && t->attempts < options.retry.max_attempts) {
-      t->not_before = Clock::now() + Backoff(t->attempts);
-      waiting.push_back(std::move(t));
-      return;
+    if (Retryable(*t, e)) {
+      const Clock::time_point now = Clock::now();
+      const Clock::time_point next = now + Backoff(t->attempts);
+      if (MayRetry(*t, next)) {
+        if (options.on_retry) {
+          options.on_retry(Name(*t), t->attempts, Since(t->first_start, now),
+                           AttemptError(*t, e, /*tally=*/false));
+        }
+        t->not_before = next;
+        waiting.push_back(std::move(t));
+        return;
+      }
     }
-    if (code != CURLE_OK) {
-      const std::string detail = t->error[0] != '\0' ? t->error : curl_easy_strerror(code);
-      const std::string text = absl::StrCat(
-          what, ": ", detail, " (", options.retry.attempt_timeout.count(), " ms per attempt, ",
-          t->attempts, " attempt", t->attempts > 1 ? "s" : "", ")");
-      return Finish(std::move(t), code == CURLE_OPERATION_TIMEDOUT
-                                      ? absl::DeadlineExceededError(text)
-                                      : absl::UnavailableError(text));
-    }
-    if (status < 200 || status >= 300)
-      return Finish(std::move(t),
-                    HttpError(status, t->body, what, t->attempts, options.refused_hint));
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(t->body);
-    r.etag = std::move(t->etag);
-    r.content_length = t->content_length;
-    r.attempts = t->attempts;
-    Finish(std::move(t), std::move(r));
+    absl::Status error = AttemptError(*t, e, /*tally=*/true);
+    Finish(std::move(t), std::move(error));
   }
 
   void Loop() {
@@ -378,6 +583,8 @@ void HttpClient::Submit(HttpRequest request, Done done) {
   auto t = std::make_unique<Impl::Transfer>();
   t->request = std::move(request);
   t->done = std::move(done);
+  t->endpoint = Endpoint(t->request.url);
+  t->sent_session_token = CarriesSessionToken(t->request);
   bool stopped = false;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

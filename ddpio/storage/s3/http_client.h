@@ -1,20 +1,23 @@
 // HttpClient: many HTTP requests in flight on one thread (libcurl's multi interface), for the
 // object store. Connections are kept alive and reused; requests are signed with AWS SigV4 by
-// libcurl itself; each attempt has a timeout (and a low-speed limit, so a stalled transfer ends);
-// failures that may pass — 5xx, 429, S3's 503 SlowDown, resets, timeouts, refused connections —
-// are retried with capped exponential backoff and full jitter, a bounded number of times, then
-// reported naming the request, the attempts and the last status. Responses are bounded: a
-// server announcing or sending more than the request allows is an error, never unbounded memory.
+// libcurl itself; each attempt has a timeout and a low-speed limit (so a stalled or trickling
+// transfer ends); failures that may pass — 5xx, 429, S3's 503 SlowDown, resets, timeouts, refused
+// connections — are retried with capped exponential backoff and full jitter, a bounded number of
+// times or for a bounded time (RetryPolicy), then reported naming the request, the endpoint, the
+// attempts, the time spent and the last status. Responses are bounded: a success announcing or
+// sending more than the request allows is DataLoss, and memory follows the bytes that arrive, never
+// a server's announcement; an error document is read only as far as its first 64 KiB.
 //
 //   HttpClient::Options o;
 //   o.sigv4 = "aws:amz:us-east-1:s3";
 //   o.user_password = key + ":" + secret;
+//   o.retry.give_up_after = std::chrono::minutes(5);  // ride out an outage of up to 5 minutes
 //   DDPIO_ASSIGN_OR_RETURN(auto http, HttpClient::Create(o));
 //   http->Submit(request, [](absl::StatusOr<HttpResponse> r) { ... });  // on the client's thread
 //
-// Thread-safe: Submit and Execute from any thread. Callbacks run on the client's own thread and
-// must not block on the client (Execute from a callback deadlocks). Destruction cancels what is
-// pending (callbacks get Cancelled) and joins the thread.
+// Thread-safe: Submit and Execute from any thread. Callbacks (`done`, Options::on_retry) run on the
+// client's own thread and must neither block on the client (Execute from a callback deadlocks) nor
+// throw. Destruction cancels what is pending (callbacks get Cancelled) and joins the thread.
 #ifndef DDPIO_STORAGE_S3_HTTP_CLIENT_H_
 #define DDPIO_STORAGE_S3_HTTP_CLIENT_H_
 
@@ -33,9 +36,11 @@ namespace ddpio::storage::s3 {
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
   std::string url;
-  std::vector<std::string> headers;                  // "Name: value"
-  std::string body;                                  // sent with PUT and POST (Content-Length set)
-  uint64_t max_response_bytes = uint64_t{64} << 20;  // more is DataLoss, not memory
+  std::vector<std::string> headers;  // "Name: value"
+  std::string body;                  // sent with PUT and POST (Content-Length set)
+  // A success with more is DataLoss, not memory. Memory follows the bytes that arrive: a
+  // Content-Length within this limit sizes the buffer up front only up to 16 MiB.
+  uint64_t max_response_bytes = uint64_t{64} << 20;
   std::string what;  // how errors name it: "GET s3://bucket/key bytes=0-99"
 };
 
@@ -47,12 +52,39 @@ struct HttpResponse {
   int attempts = 0;
 };
 
+// When a request is tried again, and how long one attempt may take. Two bounds on the retries:
+//   give_up_after == 0 (the default): max_attempts attempts at most; a request then takes at most
+//     max_attempts × attempt_timeout plus the backoffs (each ≤ max_delay).
+//   give_up_after > 0: retryable failures are retried, however many attempts that takes
+//     (max_attempts is not consulted), until give_up_after has passed since the first attempt
+//     began: no attempt starts later than that, and the one running then ends within its
+//     attempt_timeout, so a request takes at most give_up_after + attempt_timeout. This is the
+//     setting for "ride out an outage of up to N minutes".
+// Failures that cannot pass (4xx other than 408/429, DataLoss) are never retried.
 struct RetryPolicy {
   int max_attempts = 8;                                          // in all, the first included
   std::chrono::milliseconds base_delay{50};                      // the first retry waits up to this
   std::chrono::milliseconds max_delay{std::chrono::seconds(5)};  // the cap of the exponential
+  // One attempt in all (connecting, sending, the whole answer). 0: no limit but the low-speed one.
   std::chrono::milliseconds attempt_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  // The low-speed limit: an attempt whose transfer (bytes sent and received, as libcurl averages
+  // them over its last few seconds) stays under low_speed_bytes_per_s for low_speed_window ends
+  // and is retried. It catches a server that accepts and never answers (no byte for the window) and
+  // one that trickles, which the attempt timeout alone lets run each attempt's full length (a store
+  // trickling 2 B/s cost 30 s an attempt under the old limit of 1 B/s). 1 KiB/s is far under any
+  // working store (a record of 100 KiB would take 100 s at that rate; even a 10 Mbit/s link shared
+  // by 32 transfers gives each ~40 KB/s), so it does not end a healthy transfer; 10 s of silence is
+  // ~50× the first-byte latency S3 documents for small objects, so a server busy for a moment is
+  // waited for. Whole seconds (libcurl's resolution). 0 bytes/s: no low-speed limit (a stalled
+  // attempt runs to attempt_timeout). A request whose server may rightly send nothing for longer
+  // (AWS's CompleteMultipartUpload of a large object answers with a space now and then) needs a
+  // longer window.
+  uint64_t low_speed_bytes_per_s = 1024;
+  std::chrono::seconds low_speed_window{10};
+  // The retry budget in time, counted from the start of a request's first attempt (see above).
+  // 0: only max_attempts bounds the retries.
+  std::chrono::milliseconds give_up_after{0};
 };
 
 struct HttpCounters {
@@ -70,9 +102,17 @@ class HttpClient {
     int max_in_flight = 32;     // transfers at once; more wait in order
     std::string sigv4;          // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
     std::string user_password;  // "ACCESS_KEY:SECRET_KEY" for SigV4
-    // Said after the error when the server refuses the credentials (401, 403, or 400 with
-    // ExpiredToken, InvalidToken or InvalidAccessKeyId): where they came from, what to check.
+    // Said after the error when the server refuses the credentials (see RefusesCredentials).
     std::string refused_hint;
+    // Told of each failed attempt that will be retried, before the backoff: the request's `what`
+    // (its URL when `what` is empty), the attempts made so far (the failed one included), the time
+    // since the first attempt began, and the failed attempt's error (the Status the request would
+    // end with, without the tally of attempts). For a progress line such as "still retrying GET
+    // s3://b/k (attempt 7, 42 s so far): ... HTTP 503 SlowDown". Runs on the client's thread: it
+    // must return quickly, must not block on the client and must not throw. Empty: nothing called.
+    std::function<void(const std::string& what, int attempt, std::chrono::milliseconds waited,
+                       const absl::Status& last)>
+        on_retry;
   };
   using Done = std::function<void(absl::StatusOr<HttpResponse>)>;
 
@@ -83,10 +123,14 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   // Starts `request`; `done` gets the response of a 2xx answer, or the error: NotFound (404),
-  // PermissionDenied (403; S3's code and message included), Unauthenticated (401), OutOfRange
-  // (416), InvalidArgument (other 4xx), Unavailable (5xx, 429 or a transport failure after the
-  // last attempt), DeadlineExceeded (the last attempt timed out), DataLoss (a response larger than
-  // allowed), Cancelled (the client was destroyed first).
+  // PermissionDenied (403; S3's code and message included), Unauthenticated (401, or a 400 that
+  // refuses the credentials), OutOfRange (416), InvalidArgument (other 4xx), Unavailable (5xx, 429
+  // or a transport failure after the last attempt), DeadlineExceeded (the last attempt timed out or
+  // fell under the low-speed limit), DataLoss (a success larger than allowed), ResourceExhausted
+  // (no memory for a response within the allowed size), Cancelled (the client was destroyed
+  // first). An error status is classified by its status line even when its body is cut short or
+  // longer than the 64 KiB read of it. A transport error names the endpoint (host:port), the
+  // attempts, the time they took and the limits each attempt had.
   void Submit(HttpRequest request, Done done);
   // Submit and wait.
   absl::StatusOr<HttpResponse> Execute(HttpRequest request);
@@ -102,9 +146,28 @@ class HttpClient {
 // Whether an HTTP status is worth another attempt (5xx, 429, 408).
 bool RetryableHttpStatus(long status);
 
-// The error Status for a final answer `status` with `body` (an S3 XML error document, whose
-// Code and Message are quoted) to `what`, after `attempts` attempts; `refused_hint` follows
-// when the answer refuses the credentials.
+// Whether a final answer refuses the request's credentials: 401, 403, or a 400 whose S3 code says
+// so (ExpiredToken, InvalidToken, InvalidAccessKeyId, AuthorizationHeaderMalformed,
+// AuthorizationQueryParametersError, TokenRefreshRequired), or an InvalidArgument whose Message or
+// ArgumentName names the token or the Authorization header (AWS's way) — or a bare InvalidArgument,
+// no Message, to a request that carried a session token: Ceph's gateway answers so when it cannot
+// decode the token. Other 400s (a bad query, a bad part number) do not.
+bool RefusesCredentials(long status, const std::string& body, bool sent_session_token);
+
+// What an error Status says around the status and S3's code: the request, how it was tried, and
+// what to say if the credentials were refused.
+struct HttpErrorContext {
+  std::string what;                       // "GET s3://bucket/key"
+  int attempts = 1;                       // said when more than one
+  std::chrono::milliseconds elapsed{-1};  // since the first attempt began; < 0: not said
+  std::string refused_hint;               // said after the error when RefusesCredentials
+  bool sent_session_token = false;        // the request carried x-amz-security-token
+};
+
+// The error Status for a final answer `status` with `body` (an S3 XML error document, or its
+// first bytes, whose Code and Message are quoted).
+absl::Status HttpError(long status, const std::string& body, const HttpErrorContext& context);
+// The same, for a request named `what` after `attempts` attempts.
 absl::Status HttpError(long status, const std::string& body, const std::string& what, int attempts,
                        const std::string& refused_hint = "");
 

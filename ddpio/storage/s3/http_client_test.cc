@@ -1,14 +1,21 @@
 // The object store's HTTP engine against a scripted server: retries with backoff on 503/500 and
-// dropped connections, a bounded number of them, then an error naming the request and the last
-// status; a response larger than asked for is DataLoss; a server that accepts and never answers
-// ends within the attempt's timeout; many requests in flight on one thread all come back.
+// dropped connections, a bounded number of them or for a bounded time, each told to a progress
+// hook, then an error naming the request and the last status; a response larger than asked for is
+// DataLoss, and a server's announcement of terabytes costs no terabytes; a server that accepts and
+// never answers, or trickles, ends at the low-speed limit and is reported with the endpoint and the
+// limits actually applied; an error document too long to keep is cut and still classified by its
+// status; a session token refused with a bare 400 says so; many requests in flight on one thread
+// all come back.
 #include "ddpio/storage/s3/http_client.h"
 
 #include <atomic>
+#include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_http_server.h"
@@ -20,6 +27,8 @@ namespace {
 using testing::FakeAnswer;
 using testing::FakeHttpServer;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using Clock = std::chrono::steady_clock;
 
 HttpClient::Options Quick(int attempts = 4) {
   HttpClient::Options o;
@@ -29,6 +38,14 @@ HttpClient::Options Quick(int attempts = 4) {
   o.retry.attempt_timeout = std::chrono::seconds(2);
   o.retry.connect_timeout = std::chrono::seconds(2);
   return o;
+}
+
+// A status's message as a std::string: gtest prints it as text (absl::string_view is not
+// std::string_view in this build, and prints as an array of chars).
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+template <typename T>
+std::string Message(const absl::StatusOr<T>& s) {
+  return Message(s.status());
 }
 
 HttpRequest Get(const FakeHttpServer& server, const std::string& what = "GET s3://b/k") {
@@ -104,6 +121,225 @@ TEST(HttpClient, AServerThatNeverAnswersEndsWithinTheAttemptTimeouts) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
+// Finding 8: a success announcing 16 TiB within a (huge) limit used to reserve 16 TiB in the
+// HTTP thread: std::bad_alloc, SIGABRT. Memory now follows the bytes that arrive.
+TEST(HttpClient, AnAnnouncementOfTerabytesAllocatesOnlyWhatArrives) {
+  constexpr int64_t k16TiB = int64_t{16} << 40;
+  FakeHttpServer server(
+      {FakeAnswer{.status = 200, .body = std::string(1024, 'x'), .content_length = k16TiB}});
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick(2)));
+  HttpRequest r = Get(server);
+  r.max_response_bytes = uint64_t{32} << 40;  // a limit taken from a hostile manifest, say
+  auto got = http->Execute(r);
+  // 1 KiB came, then the connection closed: a cut transfer, retried, then Unavailable.
+  EXPECT_CODE(got, kUnavailable);
+  EXPECT_THAT(Message(got), HasSubstr("2 attempts"));
+  // Within the usual limit the same announcement ends before a byte is read.
+  auto refused = http->Execute(Get(server));
+  EXPECT_CODE(refused, kDataLoss);
+  EXPECT_THAT(Message(refused), HasSubstr("larger than the 67108864 bytes expected"));
+}
+
+TEST(HttpClient, AStreamedBodyWithoutLengthStopsAtTheLimit) {
+  FakeHttpServer server(
+      {FakeAnswer{.status = 200, .no_content_length = true, .filler_bytes = uint64_t{64} << 20}});
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick()));
+  HttpRequest r = Get(server);
+  r.max_response_bytes = uint64_t{1} << 20;
+  auto got = http->Execute(r);
+  EXPECT_CODE(got, kDataLoss);
+  EXPECT_THAT(Message(got), HasSubstr("larger than the 1048576 bytes expected"));
+  EXPECT_EQ(server.requests().size(), 1u);  // not retried
+}
+
+// Finding 10: at 2 bytes/s, over the old limit of 1 byte/s, each attempt ran to its timeout.
+TEST(HttpClient, ATrickleEndsAtTheLowSpeedLimitNotTheAttemptTimeout) {
+  FakeHttpServer server(
+      {FakeAnswer{.status = 200, .body = std::string(1000, 'x'), .bytes_per_s = 2}});
+  HttpClient::Options o = Quick(2);
+  o.retry.attempt_timeout = std::chrono::seconds(60);
+  o.retry.low_speed_bytes_per_s = 1024;
+  o.retry.low_speed_window = std::chrono::seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  const auto start = Clock::now();
+  auto got = http->Execute(Get(server));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));  // not 2 × 60 s: no hang
+  EXPECT_CODE(got, kDeadlineExceeded);
+  EXPECT_THAT(Message(got), HasSubstr(absl::StrCat("127.0.0.1:", server.port(), " sent under ")));
+  EXPECT_THAT(Message(got), HasSubstr("under 1024 B/s for 1 s, the low-speed limit"));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+// Finding 11: the outage a request rides out is a time, whatever max_attempts says.
+TEST(HttpClient, ARetryBudgetRidesOutAnOutageLongerThanTheAttempts) {
+  std::vector<FakeAnswer> answers(20, FakeAnswer{.status = 503, .body = ""});
+  answers.push_back({200, "back"});
+  FakeHttpServer server(answers);
+  HttpClient::Options o = Quick(2);
+  o.retry.give_up_after = std::chrono::seconds(60);
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  ASSERT_OK_AND_ASSIGN(HttpResponse r, http->Execute(Get(server)));
+  EXPECT_EQ(r.body, "back");
+  EXPECT_EQ(r.attempts, 21);
+}
+
+TEST(HttpClient, ARetryBudgetEndsTheRetriesWhenItIsSpent) {
+  FakeHttpServer server({{503, "<Error><Code>SlowDown</Code></Error>"}});
+  HttpClient::Options o = Quick(2);
+  o.retry.give_up_after = std::chrono::milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  const auto start = Clock::now();
+  auto got = http->Execute(Get(server));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));  // no hang
+  EXPECT_CODE(got, kUnavailable);
+  EXPECT_THAT(Message(got), HasSubstr("HTTP 503 SlowDown (after "));
+  EXPECT_GT(server.requests().size(), 2u);  // the budget, not max_attempts, ended it
+}
+
+TEST(HttpClient, EachRetryIsToldToTheProgressHook) {
+  FakeHttpServer server({{503, "<Error><Code>SlowDown</Code><Message>Reduce</Message></Error>"},
+                         {500, ""},
+                         {200, "ok"}});
+  struct Call {
+    std::string what;
+    int attempt;
+    std::chrono::milliseconds waited;
+    absl::Status last;
+  };
+  std::mutex mu;
+  std::vector<Call> calls;  // guarded by mu
+  HttpClient::Options o = Quick();
+  o.on_retry = [&](const std::string& what, int attempt, std::chrono::milliseconds waited,
+                   const absl::Status& last) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back({what, attempt, waited, last});
+  };
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  ASSERT_OK_AND_ASSIGN(HttpResponse r, http->Execute(Get(server, "GET s3://b/k bytes=0-9")));
+  EXPECT_EQ(r.attempts, 3);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].what, "GET s3://b/k bytes=0-9");
+  EXPECT_EQ(calls[0].attempt, 1);
+  EXPECT_EQ(calls[1].attempt, 2);
+  EXPECT_LE(calls[0].waited, calls[1].waited);
+  EXPECT_CODE(calls[0].last, kUnavailable);
+  EXPECT_EQ(calls[0].last.message(), "GET s3://b/k bytes=0-9: HTTP 503 SlowDown: Reduce");
+  EXPECT_EQ(calls[1].last.message(), "GET s3://b/k bytes=0-9: HTTP 500");
+}
+
+// Finding 12: the silence was ended by the low-speed window (10 s) and reported as "30000 ms per
+// attempt" — the configured attempt timeout — without the endpoint or the time spent.
+TEST(HttpClient, ASilentServerIsReportedWithTheEndpointAndTheLimitsApplied) {
+  FakeHttpServer server(std::vector<FakeAnswer>{FakeAnswer{.hang = true}});
+  HttpClient::Options o = Quick(2);
+  o.retry.attempt_timeout = std::chrono::seconds(5);
+  o.retry.low_speed_window = std::chrono::seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  auto got = http->Execute(Get(server));
+  EXPECT_CODE(got, kDeadlineExceeded);
+  const std::string said = Message(got);
+  EXPECT_THAT(said, HasSubstr(absl::StrCat("GET s3://b/k: 127.0.0.1:", server.port(),
+                                           " accepted the connection and sent nothing for 1 s")));
+  EXPECT_THAT(said, HasSubstr("(2 attempts in "));
+  EXPECT_THAT(said, HasSubstr("each attempt is allowed 5 s in all, 2 s to connect, and ends "
+                              "under 1024 B/s for 1 s"));
+  EXPECT_THAT(said, Not(HasSubstr("5000 ms per attempt")));
+}
+
+// Finding 13: an error document over 64 KiB was DataLoss, so a 503 was not retried and its error
+// did not name the status.
+TEST(HttpClient, ALongErrorDocumentIsCutAndClassifiedByItsStatus) {
+  const std::string slow_down =
+      "<Error><Code>SlowDown</Code><Message>Reduce</Message></Error>" + std::string(200 << 10, ' ');
+  FakeHttpServer server({{503, slow_down}, {200, "ok"}});
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(Quick()));
+  HttpRequest r = Get(server);
+  r.max_response_bytes = 10;  // a small range
+  r.headers.push_back("Range: bytes=0-9");
+  ASSERT_OK_AND_ASSIGN(HttpResponse ok, http->Execute(r));
+  EXPECT_EQ(ok.body, "ok");
+  EXPECT_EQ(ok.attempts, 2);
+
+  FakeHttpServer always({{503, slow_down}});
+  HttpRequest again = Get(always);
+  again.max_response_bytes = 10;
+  auto got = http->Execute(again);
+  EXPECT_CODE(got, kUnavailable);
+  EXPECT_THAT(Message(got), HasSubstr("HTTP 503 SlowDown: Reduce (after 4 attempts"));
+
+  // An error announcing a gigabyte and sending a few bytes is still its status, not retried.
+  FakeHttpServer missing({FakeAnswer{.status = 404,
+                                     .body = "<Error><Code>NoSuchKey</Code></Error>",
+                                     .content_length = int64_t{1} << 30}});
+  HttpRequest lost = Get(missing);
+  lost.max_response_bytes = 10;
+  auto gone = http->Execute(lost);
+  EXPECT_CODE(gone, kNotFound);
+  EXPECT_THAT(Message(gone), HasSubstr("HTTP 404 NoSuchKey"));
+  EXPECT_EQ(missing.requests().size(), 1u);
+}
+
+// Finding 13: Ceph's gateway refuses a session token it cannot decode with a bare 400
+// InvalidArgument; the error now carries the credentials hint.
+TEST(HttpClient, ASessionTokenRefusedWithABare400SaysItIsTheCredentials) {
+  const std::string ceph =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InvalidArgument</Code>"
+      "<BucketName>b</BucketName><RequestId>tx0000012f1c4e6-default</RequestId>"
+      "<HostId>1f10-default-default</HostId></Error>";
+  FakeHttpServer server({{400, ceph}});
+  HttpClient::Options o = Quick();
+  o.refused_hint = "Check the session token";
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  HttpRequest r = Get(server);
+  r.headers.push_back("x-amz-security-token: mangled");
+  auto got = http->Execute(r);
+  EXPECT_CODE(got, kUnauthenticated);
+  EXPECT_THAT(Message(got), HasSubstr("HTTP 400 InvalidArgument. Check the session token"));
+  // Without a token, the same answer is only a bad request.
+  auto plain = http->Execute(Get(server));
+  EXPECT_CODE(plain, kInvalidArgument);
+  EXPECT_THAT(Message(plain), Not(HasSubstr("Check the session token")));
+}
+
+TEST(HttpClient, OnlyThe400sAboutCredentialsAreCalledRefusals) {
+  auto doc = [](const std::string& code, const std::string& message = "",
+                const std::string& argument = "") {
+    return absl::StrCat(
+        "<Error><Code>", code, "</Code>",
+        message.empty() ? "" : absl::StrCat("<Message>", message, "</Message>"),
+        argument.empty() ? "" : absl::StrCat("<ArgumentName>", argument, "</ArgumentName>"),
+        "</Error>");
+  };
+  EXPECT_TRUE(RefusesCredentials(400, doc("AuthorizationHeaderMalformed", "bad region"), false));
+  EXPECT_TRUE(RefusesCredentials(400, doc("InvalidToken"), false));
+  EXPECT_TRUE(RefusesCredentials(400, doc("ExpiredToken"), false));
+  EXPECT_TRUE(RefusesCredentials(
+      400, doc("InvalidArgument", "Authorization header is invalid", "Authorization"), false));
+  EXPECT_TRUE(RefusesCredentials(
+      400, doc("InvalidArgument", "The security token is malformed", "x-amz-security-token"),
+      false));
+  EXPECT_TRUE(RefusesCredentials(400, doc("InvalidArgument"), /*sent_session_token=*/true));
+  EXPECT_TRUE(RefusesCredentials(403, doc("SignatureDoesNotMatch"), false));
+  EXPECT_FALSE(RefusesCredentials(400, doc("InvalidArgument"), /*sent_session_token=*/false));
+  EXPECT_FALSE(RefusesCredentials(
+      400, doc("InvalidArgument", "max-keys must be an integer", "max-keys"), true));
+  EXPECT_FALSE(RefusesCredentials(400, doc("InvalidPart"), true));
+  EXPECT_FALSE(RefusesCredentials(400, doc("MalformedXML"), true));
+  EXPECT_FALSE(RefusesCredentials(404, doc("NoSuchKey"), true));
+
+  HttpErrorContext context;
+  context.what = "GET s3://b/k";
+  context.attempts = 3;
+  context.elapsed = std::chrono::milliseconds(2500);
+  context.refused_hint = "Check the keys";
+  const absl::Status s = HttpError(400, doc("AuthorizationHeaderMalformed", "bad region"), context);
+  EXPECT_CODE(s, kUnauthenticated);
+  EXPECT_EQ(s.message(),
+            "GET s3://b/k: HTTP 400 AuthorizationHeaderMalformed: bad region (after 3 attempts in "
+            "2.5 s). Check the keys");
+}
+
 TEST(HttpClient, NothingListeningIsUnavailableAfterTheAttempts) {
   int port = 0;
   {
@@ -117,6 +353,7 @@ TEST(HttpClient, NothingListeningIsUnavailableAfterTheAttempts) {
   auto got = http->Execute(r);
   EXPECT_CODE(got, kUnavailable);
   EXPECT_THAT(got.status().message(), HasSubstr("3 attempts"));
+  EXPECT_THAT(Message(got), HasSubstr(absl::StrCat("GET s3://b/k: 127.0.0.1:", port)));
 }
 
 TEST(HttpClient, ManyRequestsInFlightAllComeBack) {
