@@ -18,11 +18,12 @@ namespace {
 // Where this rank can open both datasets (a peer that reads nothing may have neither), their
 // labels must name the same classes: an accuracy over mismatched labels is silently meaningless.
 absl::Status CheckValidationClasses(const std::string& train_path, const std::string& val_path) {
-  auto train = storage::DatasetReader::Open(train_path, {});
+  // The headers alone (in an object store, the manifests: one GET each, no record index).
+  auto train = storage::DatasetReader::Peek(train_path);
   if (!train.ok()) return absl::OkStatus();
-  auto val = storage::DatasetReader::Open(val_path, {});
+  auto val = storage::DatasetReader::Peek(val_path);
   if (!val.ok()) return absl::OkStatus();
-  return Annotate(storage::CheckSameClasses((*train)->header().classes, (*val)->header().classes),
+  return Annotate(storage::CheckSameClasses(train->header.classes, val->header.classes),
                   absl::StrCat("--val ", val_path, " against --data ", train_path));
 }
 

@@ -110,9 +110,14 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
   // group naming it, instead of silently training on its leader's data.
   absl::Status opened = absl::OkStatus();
+  // In a job of several ranks, a rank riding out a store's outage must not outlast the peers
+  // waiting for it (its group, the trainer's collectives): its store requests end within the
+  // job's timeout, and the error names the store.
+  storage::ReaderOptions ro;
+  if (info.world_size > 1) ro.store_deadline = options.timeout;
   if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
-        storage::DatasetReader::Open(options.data, {});
+        storage::DatasetReader::Open(options.data, ro);
     if (reader.ok()) {
       p.reader = *std::move(reader);
       feeder.dataset.identity =
@@ -123,7 +128,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   } else {
     // Fed by another: which dataset it names is all it needs (from an object store, one GET).
     absl::StatusOr<storage::DatasetReader::Summary> peek =
-        storage::DatasetReader::Peek(options.data);
+        storage::DatasetReader::Peek(options.data, ro);
     if (peek.ok()) {
       feeder.dataset.identity = storage::DatasetIdentity(peek->header, peek->completion);
       p.peeked_store = peek->store;

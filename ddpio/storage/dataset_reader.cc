@@ -437,8 +437,10 @@ absl::StatusOr<RecordView> ReadTxn::GetRemote(uint64_t index, absl::Span<const u
   absl::StatusOr<std::shared_ptr<const std::string>> bytes = remote.Fetch(index);
   if (!bytes.ok()) return Annotate(bytes.status(), RecordName(index, path));
   RecordView view;
-  absl::Status st = DecodeRecord(bytes_of(**bytes), impl_->verify, &view, &bound);
-  if (!st.ok() && impl_->verify) {
+  // Always checked, whatever ReaderOptions::verify_checksums says: these bytes crossed a network
+  // or lay in a cache folder anyone may write, and a CRC costs little next to either.
+  absl::Status st = DecodeRecord(bytes_of(**bytes), /*verify=*/true, &view, &bound);
+  if (!st.ok()) {
     // A cached copy or the transfer may be at fault, not the stored record: from the store once
     // more, every cached copy dropped.
     bytes = remote.Refetch(index);
@@ -455,7 +457,8 @@ absl::StatusOr<RecordView> ReadTxn::GetRemote(uint64_t index, absl::Span<const u
   return view;
 }
 
-absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBinding* binding) {
+absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBinding* binding,
+                                                       absl::Span<const uint8_t>* stored_out) {
   if (impl_ == nullptr) return absl::FailedPreconditionError("Locate on a moved-from ReadTxn");
   const DatasetReader& reader = *impl_->reader;
   if (impl_->remote != nullptr) {
@@ -468,7 +471,7 @@ absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBin
     size_t k = 0;
     uint64_t local = 0;
     DDPIO_ASSIGN_OR_RETURN(ReadTxn * shard, reader.ShardTxn(*impl_, index, &k, &local));
-    absl::StatusOr<remote::RecordLocation> where = shard->Locate(local, binding);
+    absl::StatusOr<remote::RecordLocation> where = shard->Locate(local, binding, stored_out);
     if (!where.ok())
       return Annotate(where.status(), absl::StrCat("record ", index, " of ", reader.path()));
     where->file = static_cast<uint32_t>(k);
@@ -485,6 +488,7 @@ absl::StatusOr<remote::RecordLocation> ReadTxn::Locate(uint64_t index, RecordBin
   remote::RecordLocation where;
   where.offset = static_cast<uint64_t>(stored.data() - base);
   where.length = static_cast<uint32_t>(stored.size());
+  if (stored_out != nullptr) *stored_out = stored;
   return where;
 }
 
@@ -648,12 +652,14 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   return reader;
 }
 
-absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
-    const std::string& url, const ReaderOptions& options) {
-  const Environment env = CurrentEnvironment();
-  DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+namespace {
+
+// What the environment and the reader's options make of the remote options: the cache, request
+// shaping and memory (for every program and the Python package without a flag of their own), how
+// long a failing store is retried, and the bound a job's timeout puts on it.
+absl::StatusOr<remote::RemoteOptions> RemoteOptionsFor(const ReaderOptions& options,
+                                                       const Environment& env) {
   remote::RemoteOptions ro = options.remote;
-  // The local cache, for every program and the Python package without a flag of their own.
   if (ro.cache_dir.empty()) ro.cache_dir = EnvValue(env, "DDPIO_S3_CACHE_DIR");
   if (const std::string gib = EnvValue(env, "DDPIO_S3_CACHE_GB"); !gib.empty()) {
     double v = 0;
@@ -681,6 +687,33 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
     }
     ro.memory_bytes = v << 20;
   }
+  if (const std::string s = EnvValue(env, "DDPIO_S3_OUTAGE_SECONDS"); !s.empty()) {
+    double v = 0;
+    if (!absl::SimpleAtod(s, &v) || !(v > 0) || v > 7 * 86400) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DDPIO_S3_OUTAGE_SECONDS=", s,
+          " is not a number of seconds (> 0, at most a week): how long reads retry a failing "
+          "object store before the job fails"));
+    }
+    ro.retry.give_up_after = std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
+  }
+  if (options.store_deadline.count() > 0) {
+    const auto bound = [&](std::chrono::milliseconds& d) {
+      if (d.count() == 0 || d > options.store_deadline) d = options.store_deadline;
+    };
+    bound(ro.retry.give_up_after);
+    bound(ro.retry.attempt_timeout);
+  }
+  return ro;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
+    const std::string& url, const ReaderOptions& options) {
+  const Environment env = CurrentEnvironment();
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+  DDPIO_ASSIGN_OR_RETURN(remote::RemoteOptions ro, RemoteOptionsFor(options, env));
   auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
   DDPIO_ASSIGN_OR_RETURN(reader->remote_, remote::RemoteDataset::Open(url, config, ro));
   reader->path_ = reader->remote_->url();
@@ -695,10 +728,12 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
 absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& path,
                                                            const ReaderOptions& options) {
   if (s3::IsS3Url(path)) {
-    DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
+    const Environment env = CurrentEnvironment();
+    DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+    DDPIO_ASSIGN_OR_RETURN(remote::RemoteOptions ro, RemoteOptionsFor(options, env));
     remote::RemoteCounters counters;
-    DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m, remote::RemoteDataset::ReadManifest(
-                                                         path, config, options.remote, &counters));
+    DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m,
+                           remote::RemoteDataset::ReadManifest(path, config, ro, &counters));
     return Summary{std::move(m.header), m.completion, counters};
   }
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<DatasetReader> reader, Open(path, options));

@@ -54,7 +54,8 @@ inline constexpr char kShardManifest[] = "ddpio-shards.json";
 
 struct ReaderOptions {
   // Verify each record's CRC32C on Get (default true). Off only for benchmarks that want the
-  // bare read cost.
+  // bare read cost. A dataset in an object store verifies every record whatever this says: its
+  // bytes come over the network or from a cache folder.
   bool verify_checksums = true;
   // OS readahead on the memory map (default false: random access to a dataset larger than RAM
   // wastes IO on readahead; turn it on for sequential scans of cold data).
@@ -73,8 +74,13 @@ struct ReaderOptions {
   // local cache folder (remote/remote_dataset.h). Credentials and endpoint come from the
   // environment, as for the AWS tools (s3/s3_config.h); so may the cache: DDPIO_S3_CACHE_DIR
   // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16); DDPIO_S3_COALESCE_KB
-  // sets coalesce_gap (KiB, default 64), DDPIO_S3_MEMORY_MB memory_bytes (MiB, default 256).
+  // sets coalesce_gap (KiB, default 64), DDPIO_S3_MEMORY_MB memory_bytes (MiB, default 256),
+  // DDPIO_S3_OUTAGE_SECONDS how long a failing store is retried (retry.give_up_after, default 300).
   remote::RemoteOptions remote;
+  // The longest any one request to an object store may take, retries included (0: no bound but
+  // remote.retry's): a job's timeout, so that a rank riding out an outage does not outlast the
+  // peers waiting for it. Bounds retry.give_up_after and the attempt timeout.
+  std::chrono::milliseconds store_deadline{0};
 };
 
 class DatasetReader;
@@ -116,9 +122,11 @@ class ReadTxn {
 
   // Where record `index`'s stored bytes lie in the dataset's data files: the file's position in
   // DatasetReader::data_files(), the offset in it and the length; with `binding`, what the
-  // record is bound to. The record is read and checked as by Get (same errors). What an upload to
-  // an object store puts in the record index. Local datasets only (Unimplemented for a remote one).
-  absl::StatusOr<remote::RecordLocation> Locate(uint64_t index, RecordBinding* binding = nullptr);
+  // record is bound to; with `stored`, its stored bytes (a view as Get's). The record is read and
+  // checked as by Get (same errors). What an upload to an object store puts in the record index.
+  // Local datasets only (Unimplemented for a remote one).
+  absl::StatusOr<remote::RecordLocation> Locate(uint64_t index, RecordBinding* binding = nullptr,
+                                                absl::Span<const uint8_t>* stored = nullptr);
 
   // Releases the snapshot (views die) but keeps the reader slot; the next Get renews it. Call
   // between batches so a long-lived reader does not pin old pages.

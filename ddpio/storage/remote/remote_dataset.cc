@@ -9,6 +9,11 @@
 #include "ddpio/storage/s3/s3_client.h"
 
 namespace ddpio::storage::remote {
+namespace {
+
+constexpr uint64_t kMaxRecordOverBudget = uint64_t{64} << 20;
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& url,
                                                                    const s3::S3Config& config,
@@ -33,11 +38,11 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
   const std::string index_name = S3ClientName(where.bucket, index_key);
   DDPIO_ASSIGN_OR_RETURN(std::string index_bytes,
                          d->client_->Get(where.bucket, index_key, d->manifest_.index_bytes));
-  if (index_bytes.size() != d->manifest_.index_bytes ||
-      Crc32c(index_bytes.data(), index_bytes.size()) != d->manifest_.index_crc32c) {
-    return absl::DataLossError(
-        absl::StrCat(index_name, " is not the index its manifest was written with (",
-                     index_bytes.size(), " bytes; another upload over this one?)"));
+  if (!d->manifest_.MatchesIndex(index_bytes)) {
+    return absl::DataLossError(absl::StrCat(
+        index_name, " is not the index its manifest was written with (", index_bytes.size(),
+        " bytes, checksum ", absl::Hex(RecordIndexChecksum(index_bytes), absl::kZeroPad8),
+        "; another upload over this one?)"));
   }
   DDPIO_ASSIGN_OR_RETURN(
       d->index_,
@@ -49,11 +54,23 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
                                               f.object, ", which holds records ", f.first, " to ",
                                               f.first + f.records));
     }
+    // A record is fetched whole into memory: the budget may be passed by one record of up to
+    // kMaxRecordOverBudget (a budget smaller than one ordinary record still works), no more (a
+    // hostile index may declare a record of gigabytes).
+    if (d->index_[i].length > std::max(options.memory_bytes, kMaxRecordOverBudget)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          index_name, ": record ", i, " is ", d->index_[i].length,
+          " bytes, more than the memory for fetched records allows (",
+          std::max(options.memory_bytes, kMaxRecordOverBudget),
+          " bytes; DDPIO_S3_MEMORY_MB sets it): raise it if the dataset really holds such "
+          "records"));
+    }
   }
   if (!options.cache_dir.empty()) {
-    const std::string name =
-        absl::StrCat(d->manifest_.header.id.empty() ? "dataset" : d->manifest_.header.id, "-",
-                     absl::Hex(d->manifest_.index_crc32c, absl::kZeroPad8));
+    // The sub-folder is named by the dataset's content (records' digest, index, header), never
+    // by something two datasets share: a record found there is taken as this dataset's (its
+    // checksum is bound to the dataset only from format 3 on).
+    const std::string name = d->manifest_.ContentName(RecordIndexChecksum(index_bytes));
     DDPIO_ASSIGN_OR_RETURN(d->disk_,
                            RecordCache::Open(options.cache_dir, name, options.cache_bytes));
   }
@@ -209,7 +226,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t
     }
   }
   if (disk_ != nullptr) {
-    if (std::optional<std::string> bytes = disk_->Get(index); bytes.has_value()) {
+    if (std::optional<std::string> bytes = disk_->Get(index, index_[index].length);
+        bytes.has_value()) {
       // Not held in memory: the folder is as near, and memory freed once the caller is done is
       // reused for the next record (held, every record would take fresh pages: ~24 page faults
       // for a 96 KB record, more than reading it).

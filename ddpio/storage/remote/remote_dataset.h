@@ -51,11 +51,12 @@ struct RemoteOptions {
   uint64_t coalesce_gap = uint64_t{64} << 10;
   uint64_t max_request_bytes = uint64_t{8} << 20;
   int max_in_flight = 16;  // GETs at once
-  // Reads ride out a gateway restart or a burst of 503 SlowDown: 10 attempts, backoff capped at
-  // 5 s (about 8 s of waiting in all, on average, before a read gives up).
+  // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
+  // retried with capped backoff for up to 5 minutes from a request's first attempt, then the
+  // store's error (DDPIO_S3_OUTAGE_SECONDS sets it; a job's timeout bounds it, ReaderOptions).
   s3::RetryPolicy retry = [] {
     s3::RetryPolicy r;
-    r.max_attempts = 10;
+    r.give_up_after = std::chrono::minutes(5);
     return r;
   }();
   // A local folder for fetched records ("" none) and its byte budget.

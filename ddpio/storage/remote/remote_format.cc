@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/coding.h"
+#include "ddpio/common/hash.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/internal/json_fields.h"
@@ -29,6 +32,32 @@ std::string EncodeRecordIndex(absl::Span<const RecordLocation> index) {
   }
   PutFixed32(&out, Crc32c(out.data(), out.size()));
   return out;
+}
+
+uint32_t RecordIndexChecksum(std::string_view index_bytes) {
+  return index_bytes.size() < 4 ? 0 : DecodeFixed32(index_bytes.data() + index_bytes.size() - 4);
+}
+
+void RecordsDigest::Add(absl::Span<const uint8_t> stored) {
+  char entry[8];
+  EncodeFixed32(entry, static_cast<uint32_t>(stored.size()));
+  for (int k = 0; k < 4; ++k) entry[4 + k] = k < static_cast<int>(stored.size()) ? stored[k] : 0;
+  h_ = Fnv1a64Bytes(entry, sizeof(entry), h_);
+}
+
+bool RemoteManifest::MatchesIndex(std::string_view index_bytes) const {
+  if (index_bytes.size() != this->index_bytes) return false;
+  if (!identifies_records()) return Crc32c(index_bytes.data(), index_bytes.size()) == index_crc32c;
+  return RecordIndexChecksum(index_bytes) == index_crc32c &&
+         Crc32c(index_bytes.data(), index_bytes.size() - 4) == index_crc32c;
+}
+
+std::string RemoteManifest::ContentName(uint32_t index_checksum) const {
+  std::string identity = EncodeHeader(header);
+  absl::StrAppend(&identity, "\n", EncodeCompletion(completion), "\n", index_checksum, "\n",
+                  records_digest);
+  return absl::StrCat(header.id.empty() ? "dataset" : header.id, "-",
+                      absl::Hex(Fnv1a64(identity), absl::kZeroPad16));
 }
 
 absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view bytes,
@@ -86,13 +115,16 @@ std::string EncodeRemoteManifest(const RemoteManifest& m) {
   }
   j["index"] = {
       {"object", kRecordIndexObject}, {"bytes", m.index_bytes}, {"crc32c", m.index_crc32c}};
+  if (m.identifies_records()) {
+    j["records_digest"] = absl::StrCat(absl::Hex(m.records_digest, absl::kZeroPad16));
+  }
   j["uploaded_by"] = m.uploaded_by;
   return j.dump(1);
 }
 
 absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
                                                     const std::string& what) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  DDPIO_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, what, kMaxRemoteManifestBytes));
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(what, " is not a valid ddpio remote manifest: ", why));
   };
@@ -138,6 +170,10 @@ absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
           absl::StrCat("file ", file.object, " starts at record ", file.first, ", not ", next));
     }
     next += file.records;
+    if (next > kMaxRemoteRecords) {
+      return bad(absl::StrCat("its files hold more than ", kMaxRemoteRecords,
+                              " records, the most a remote dataset may hold"));
+    }
     m.files.push_back(std::move(file));
   }
   if (next != m.completion.sample_count) {
@@ -154,6 +190,13 @@ absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
   if (m.index_bytes != kIndexOverhead + next * kEntryBytes) {
     return bad(
         absl::StrCat("an index of ", m.index_bytes, " bytes cannot hold ", next, " records"));
+  }
+  if (m.identifies_records()) {
+    const std::string digest = text_of(j, "records_digest");
+    if (digest.size() != 16 || digest.find_first_not_of("0123456789abcdef") != std::string::npos ||
+        !absl::SimpleHexAtoi(digest, &m.records_digest)) {
+      return bad("no records_digest (16 hex digits)");
+    }
   }
   m.uploaded_by = text_of(j, "uploaded_by");
   return m;

@@ -10,7 +10,8 @@
 // The manifest is uploaded after everything it names, so a prefix without it is an unfinished
 // upload, never opened as a dataset. It carries the dataset's header and completion marker (as
 // a local reader reports them), and for each file its size and the salt its records are bound
-// with; the index is checksummed and its size and checksum are in the manifest.
+// with; the index is checksummed and its size and checksum are in the manifest, and (version 2)
+// a digest of every record's checksum: what tells two datasets apart when their layouts agree.
 #ifndef DDPIO_STORAGE_REMOTE_REMOTE_FORMAT_H_
 #define DDPIO_STORAGE_REMOTE_REMOTE_FORMAT_H_
 
@@ -27,7 +28,12 @@ namespace ddpio::storage::remote {
 
 inline constexpr char kRemoteManifestObject[] = "ddpio-remote.json";
 inline constexpr char kRecordIndexObject[] = "ddpio-index.bin";
-inline constexpr int kRemoteManifestVersion = 1;
+// Version 1 wrote as the index's checksum the CRC32C of the whole index, trailing checksum
+// included: the CRC-32C residue, the same for every index (kCrc32cResidue), so it told nothing.
+// Version 2 writes the checksum the index ends with (of every byte before it) and the records'
+// digest. Version 1 manifests are still read; what they cannot prove is said where it matters.
+inline constexpr int kRemoteManifestVersion = 2;
+inline constexpr uint32_t kCrc32cResidue = 0x48674BC7;
 // A manifest larger than this is not one (it holds a header and a few lines per shard).
 inline constexpr uint64_t kMaxRemoteManifestBytes = uint64_t{64} << 20;
 // Records a remote dataset may hold: the index is 16 bytes a record, so 4 GiB of index at most.
@@ -45,6 +51,22 @@ struct RecordLocation {
 // Binary: "DDPIDX01", u64 count, then per record u32 file, u32 length, u64 offset, then the
 // CRC32C of everything before it; all little-endian.
 std::string EncodeRecordIndex(absl::Span<const RecordLocation> index);
+// The checksum an encoded index ends with (its bytes before the last 4); 0 for fewer than 4 bytes.
+uint32_t RecordIndexChecksum(std::string_view index_bytes);
+
+// What identifies a dataset's records, whatever their layout: FNV-1a 64 over, in dataset order,
+// each record's stored length and the CRC32C it stores (its first 4 bytes, covering every byte
+// after them: docs/FORMAT.md). Two datasets whose indexes agree byte for byte (same sizes at the
+// same offsets) differ here as soon as one record's content does.
+class RecordsDigest {
+ public:
+  // `stored`: record i's stored bytes, in order of i.
+  void Add(absl::Span<const uint8_t> stored);
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 14695981039346656037ull;
+};
 // DataLoss naming `what` for a wrong magic, size or checksum, a count other than `records`, or a
 // record outside its file (files[i] = bytes of file i).
 absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view bytes,
@@ -67,14 +89,30 @@ struct RemoteManifest {
   DatasetCompletion completion;
   std::vector<RemoteFile> files;
   uint64_t index_bytes = 0;
+  // Version 2: RecordIndexChecksum of the index. Version 1: kCrc32cResidue, checking nothing.
   uint32_t index_crc32c = 0;
+  // Version 2: RecordsDigest of the records; 0 in a version 1 manifest (never written).
+  uint64_t records_digest = 0;
   std::string uploaded_by;  // the ddpio version that uploaded it
+
+  // Whether the manifest identifies its records (version 2): an index checksum that is not a
+  // constant and the records' digest.
+  bool identifies_records() const { return version >= 2; }
+  // Whether `index_bytes` is the index this manifest was written with, as far as it can tell
+  // (size always; the checksum from version 2 on).
+  bool MatchesIndex(std::string_view index_bytes) const;
+  // A name for this dataset's content, letters, digits and '-': its id (or "dataset") and 16 hex
+  // digits of a digest of the header, the completion, the index checksum and the records' digest.
+  // Two datasets with other records get other names (version 2); version 1 manifests, which
+  // carry no records' digest, are told apart by header, completion and `index_checksum` (the
+  // index's own trailing checksum, which the caller read).
+  std::string ContentName(uint32_t index_checksum) const;
 };
 
 std::string EncodeRemoteManifest(const RemoteManifest& manifest);
-// DataLoss naming `what` when malformed, when the files do not cover [0, sample_count) in order,
-// or for an index size other than 16 bytes a record plus 20; FailedPrecondition for a newer
-// version.
+// DataLoss naming `what` when malformed (JSON nested deeper than kMaxJsonDepth or larger than
+// kMaxRemoteManifestBytes included), when the files do not cover [0, sample_count) in order, or
+// for an index size other than 16 bytes a record plus 20; FailedPrecondition for a newer version.
 absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view json, const std::string& what);
 
 }  // namespace ddpio::storage::remote

@@ -1,18 +1,16 @@
-// The object-store dataset's own files: the record index and the manifest round-trip, and every
-// lie or damage in them is DataLoss naming what is wrong; the local record cache serves what it
-// was given, forgets what is erased or deleted under it, and keeps its byte budget.
+// The object-store dataset's own files: the record index and the manifest round-trip, every lie
+// or damage in them is DataLoss naming what is wrong, and what names a dataset's content (the
+// index checksum, the records' digest) tells datasets apart. (The record cache:
+// record_cache_test.cc.)
 #include "ddpio/storage/remote/remote_format.h"
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "ddpio/storage/checksum.h"
-#include "ddpio/storage/remote/record_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
-#include "tests/support/temp_dir.h"
 
 namespace ddpio::storage::remote {
 namespace {
@@ -82,6 +80,75 @@ TEST(RemoteManifest, RoundTrips) {
   EXPECT_EQ(back.index_crc32c, 1234u);
 }
 
+// Round 3: the manifest's index checksum was the CRC of the whole index, trailing CRC included
+// — the CRC-32C residue, one constant for every index — so "the index matches its manifest",
+// the cache sub-folder's name and upload's "already there" checked nothing.
+TEST(RemoteManifest, TheIndexChecksumTellsIndexesApart) {
+  std::vector<RecordLocation> other = SomeIndex();
+  other[2].length = 81;
+  const std::string a = EncodeRecordIndex(SomeIndex()), b = EncodeRecordIndex(other);
+  EXPECT_EQ(Crc32c(a.data(), a.size()), kCrc32cResidue) << "what version 1 wrote";
+  EXPECT_EQ(Crc32c(b.data(), b.size()), kCrc32cResidue);
+  EXPECT_NE(RecordIndexChecksum(a), RecordIndexChecksum(b));
+  RemoteManifest m = SomeManifest();
+  m.index_crc32c = RecordIndexChecksum(a);
+  EXPECT_TRUE(m.MatchesIndex(a));
+  EXPECT_FALSE(m.MatchesIndex(b)) << "another upload's index of the same size passed";
+  ASSERT_OK_AND_ASSIGN(RemoteManifest back, DecodeRemoteManifest(EncodeRemoteManifest(m), "m"));
+  EXPECT_FALSE(back.MatchesIndex(b));
+}
+
+TEST(RemoteManifest, TheRecordsDigestTellsApartDatasetsWhoseLayoutsAgree) {
+  // Two datasets with records of the same sizes at the same offsets: the same index.
+  const std::string r1 = "\x01\x02\x03\x04payload-a", r2 = "\x05\x06\x07\x08payload-b";
+  auto digest = [](const std::vector<std::string>& records) {
+    RecordsDigest d;
+    for (const std::string& r : records)
+      d.Add({reinterpret_cast<const uint8_t*>(r.data()), r.size()});
+    return d.value();
+  };
+  EXPECT_NE(digest({r1, r1}), digest({r1, r2}));
+  EXPECT_NE(digest({r1, r2}), digest({r2, r1})) << "order counts";
+  EXPECT_EQ(digest({r1, r2}), digest({r1, r2}));
+  RemoteManifest a = SomeManifest(), b = SomeManifest();
+  a.records_digest = digest({r1, r1});
+  b.records_digest = digest({r1, r2});
+  a.header.id = b.header.id = "";  // format 1/2: no id to tell them apart
+  EXPECT_NE(a.ContentName(7), b.ContentName(7)) << "two datasets would share a cache folder";
+  EXPECT_EQ(a.ContentName(7), a.ContentName(7));
+  EXPECT_NE(a.ContentName(7), a.ContentName(8));
+  EXPECT_EQ(a.ContentName(7).find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-"),
+            std::string::npos);
+  ASSERT_OK_AND_ASSIGN(RemoteManifest back, DecodeRemoteManifest(EncodeRemoteManifest(b), "m"));
+  EXPECT_EQ(back.records_digest, b.records_digest);
+  EXPECT_TRUE(back.identifies_records());
+}
+
+TEST(RemoteManifest, VersionOneManifestsAreStillReadAndSayTheyCannotIdentifyRecords) {
+  std::string v1 = EncodeRemoteManifest(SomeManifest());
+  v1.replace(v1.find("\"version\": 2"), 12, "\"version\": 1");
+  const size_t digest = v1.find("\"records_digest\"");
+  ASSERT_NE(digest, std::string::npos);
+  v1.erase(digest, v1.find('\n', digest) - digest + 1);
+  ASSERT_OK_AND_ASSIGN(RemoteManifest old, DecodeRemoteManifest(v1, "m"));
+  EXPECT_FALSE(old.identifies_records());
+  // A version 2 manifest without its digest is damaged.
+  std::string bare = EncodeRemoteManifest(SomeManifest());
+  const size_t at = bare.find("\"records_digest\"");
+  bare.erase(at, bare.find('\n', at) - at + 1);
+  EXPECT_CODE(DecodeRemoteManifest(bare, "m"), kDataLoss);
+}
+
+TEST(RemoteManifest, ADeeplyNestedManifestIsDataLossNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_CODE(DecodeRemoteManifest(deep, "m"), kDataLoss);
+  std::string nested = EncodeRemoteManifest(SomeManifest());
+  nested.replace(nested.find("\"uploaded_by\""), 0,
+                 "\"x\": " + std::string(1000, '[') + std::string(1000, ']') + ",\n");
+  EXPECT_THAT(DecodeRemoteManifest(nested, "s3://b/m").status().message(),
+              HasSubstr("nests deeper than"));
+}
+
 TEST(RemoteManifest, LiesAreRefusedNamingWhatIsWrong) {
   auto refused = [](RemoteManifest m, const std::string& why) {
     auto got = DecodeRemoteManifest(EncodeRemoteManifest(m), "s3://b/p/ddpio-remote.json");
@@ -97,6 +164,13 @@ TEST(RemoteManifest, LiesAreRefusedNamingWhatIsWrong) {
   RemoteManifest escape = SomeManifest();
   escape.files[0].object = "../other/data.mdb";
   refused(escape, "is not inside the prefix");
+  RemoteManifest huge = SomeManifest();  // each file within the limit, the two together not
+  huge.files[0].records = kMaxRemoteRecords;
+  huge.files[1].first = kMaxRemoteRecords;
+  huge.files[1].records = kMaxRemoteRecords;
+  huge.completion.sample_count = 2 * kMaxRemoteRecords;
+  huge.index_bytes = 20 + 16 * huge.completion.sample_count;
+  refused(huge, "the most a remote dataset may hold");
   RemoteManifest index = SomeManifest();
   index.index_bytes = 1000;
   refused(index, "an index of 1000 bytes cannot hold 4 records");
@@ -105,37 +179,8 @@ TEST(RemoteManifest, LiesAreRefusedNamingWhatIsWrong) {
     EXPECT_CODE(DecodeRemoteManifest(text, "m"), kDataLoss) << text;
   }
   std::string newer = EncodeRemoteManifest(SomeManifest());
-  newer.replace(newer.find("\"version\": 1"), 12, "\"version\": 9");
+  newer.replace(newer.find("\"version\": 2"), 12, "\"version\": 9");
   EXPECT_CODE(DecodeRemoteManifest(newer, "m"), kFailedPrecondition);
-}
-
-TEST(RecordCache, ServesWhatItWasGivenForgetsWhatIsGoneAndKeepsItsBudget) {
-  testing::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto cache, RecordCache::Open(dir.path(), "ds-1", 1000));
-  EXPECT_FALSE(cache->Get(7).has_value());
-  cache->Put(7, std::string(300, 'a'));
-  cache->Put(8, std::string(300, 'b'));
-  ASSERT_TRUE(cache->Get(7).has_value());
-  EXPECT_EQ(*cache->Get(7), std::string(300, 'a'));
-  EXPECT_EQ(cache->bytes(), 600u);
-  cache->Put(9, std::string(300, 'c'));
-  cache->Put(10, std::string(300, 'd'));  // 1200 > 1000: the oldest (7) goes
-  EXPECT_FALSE(cache->Get(7).has_value());
-  EXPECT_TRUE(cache->Get(10).has_value());
-  EXPECT_LE(cache->bytes(), 1000u);
-  cache->Erase(8);
-  EXPECT_FALSE(cache->Get(8).has_value());
-  // Deleted under it by someone else: a miss, and writing again recreates the folders.
-  std::filesystem::remove_all(cache->folder());
-  EXPECT_FALSE(cache->Get(9).has_value());
-  cache->Put(11, "again");
-  EXPECT_EQ(cache->Get(11).value_or(""), "again");
-  // A new process finds what is there, oldest first.
-  ASSERT_OK_AND_ASSIGN(auto reopened, RecordCache::Open(dir.path(), "ds-1", 1000));
-  EXPECT_EQ(reopened->Get(11).value_or(""), "again");
-  EXPECT_EQ(reopened->bytes(), 5u);
-  EXPECT_CODE(RecordCache::Open(dir.path(), "../escape", 10), kInvalidArgument);
-  EXPECT_CODE(RecordCache::Open("/proc/version", "x", 10), kInvalidArgument);
 }
 
 }  // namespace

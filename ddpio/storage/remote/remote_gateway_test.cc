@@ -14,6 +14,7 @@
 #include "ddpio/common/environment.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/remote/remote_gateway_test_fixture.h"
 #include "ddpio/storage/remote/upload.h"
 #include "ddpio/storage/s3/s3_client.h"
 #include "gmock/gmock.h"
@@ -28,53 +29,6 @@ namespace ddpio::storage::remote {
 namespace {
 
 using ::testing::HasSubstr;
-
-class RemoteDatasetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    DDPIO_SKIP_WITHOUT_S3();
-    ASSERT_OK_AND_ASSIGN(config_, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
-    ASSERT_OK_AND_ASSIGN(client_, s3::S3Client::Create(config_));
-    bucket_ = absl::StrCat("ddpio-remote-", ::getpid(), "-", counter_++);
-    ASSERT_OK(client_->CreateBucket(bucket_));
-    local_ = dir_.Sub("train.lmdb");
-    ASSERT_OK(testing::WriteDataset(local_, kRecords));
-  }
-  std::string Url(const std::string& prefix = "train") const {
-    return absl::StrCat("s3://", bucket_, "/", prefix);
-  }
-
-  // Every record read through `url` equals the local one.
-  void ExpectSameRecords(const std::string& url, const ReaderOptions& options = {}) {
-    ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(local_));
-    ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(url, options));
-    ASSERT_EQ(remote->size(), local->size());
-    EXPECT_EQ(remote->header().classes, local->header().classes);
-    EXPECT_EQ(remote->header().id, local->header().id);
-    ASSERT_OK_AND_ASSIGN(ReadTxn lt, local->BeginRead());
-    ASSERT_OK_AND_ASSIGN(ReadTxn rt, remote->BeginRead());
-    std::vector<uint64_t> all;
-    for (uint64_t i = 0; i < remote->size(); ++i) all.push_back(i);
-    ASSERT_OK(rt.Prefetch(all).status());
-    for (uint64_t i = 0; i < remote->size(); ++i) {
-      ASSERT_OK_AND_ASSIGN(RecordView l, lt.Get(i));
-      ASSERT_OK_AND_ASSIGN(RecordView r, rt.Get(i));
-      EXPECT_EQ(r.label, l.label) << i;
-      EXPECT_EQ(std::string(r.source_name), std::string(l.source_name)) << i;
-      ASSERT_EQ(r.payload.size(), l.payload.size()) << i;
-      EXPECT_TRUE(std::equal(r.payload.begin(), r.payload.end(), l.payload.begin())) << i;
-    }
-  }
-
-  static constexpr uint64_t kRecords = 300;
-  static int counter_;
-  testing::TempDir dir_;
-  std::string local_;
-  s3::S3Config config_;
-  std::unique_ptr<s3::S3Client> client_;
-  std::string bucket_;
-};
-int RemoteDatasetTest::counter_ = 0;
 
 TEST_F(RemoteDatasetTest, AnUploadedDatasetReadsRecordForRecordAsTheLocalOne) {
   ASSERT_OK_AND_ASSIGN(UploadResult up, Upload(local_, Url(), config_));

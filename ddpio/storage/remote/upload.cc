@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/remote/upload_lock.h"
 #include "ddpio/storage/s3/s3_client.h"
 #include "ddpio/version.h"
 
@@ -23,14 +25,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What a resumed upload needs to know: per object, the multipart upload id it was sent under, or
-// that it is complete. Bound to the destination and the dataset's index, so that a state file
-// of another upload is ignored.
+// What a resumed upload needs to know: its lock token, and per object the multipart upload id
+// it was sent under, or the ETag the store gave it when it was complete. Bound to the destination
+// and to the dataset (its records' digest, index checksum and id), so that a state file of
+// another upload is ignored; and an object marked done counts only while the store still holds
+// it with that ETag (another upload in between writes other ETags).
 struct UploadState {
   std::string url;
-  uint32_t index_crc32c = 0;
+  std::string dataset;                            // records' digest, index checksum and id
+  std::string token;                              // the lock's (upload_lock.h)
   std::map<std::string, std::string> upload_ids;  // object -> multipart upload id
-  std::map<std::string, bool> done;               // object -> fully uploaded
+  std::map<std::string, std::string> etags;       // object -> ETag of the complete object
 };
 
 std::string StatePath(const std::string& local_path) {
@@ -39,22 +44,32 @@ std::string StatePath(const std::string& local_path) {
                                           : local_path + ".ddpio-upload";
 }
 
-UploadState LoadState(const std::string& path, const std::string& url, uint32_t index_crc32c) {
+std::string DatasetKey(const RemoteManifest& m) {
+  return absl::StrCat(absl::Hex(m.records_digest, absl::kZeroPad16), "-",
+                      absl::Hex(m.index_crc32c, absl::kZeroPad8), "-", m.header.id);
+}
+
+UploadState LoadState(const std::string& path, const std::string& url, const std::string& dataset) {
   UploadState state;
   state.url = url;
-  state.index_crc32c = index_crc32c;
+  state.dataset = dataset;
   absl::StatusOr<std::string> text = ReadRegularFile(path, 1 << 20, "upload state");
   if (!text.ok()) return state;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object() || !j.contains("url") || j["url"] != url || !j.contains("index_crc32c") ||
-      j["index_crc32c"] != index_crc32c || !j.contains("objects") || !j["objects"].is_object()) {
-    return state;  // another upload's, or damaged: start over
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(*text, path, 1 << 20);
+  if (!parsed.ok()) return state;
+  const nlohmann::json& j = *parsed;
+  auto text_of = [&](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
+                                                                  : std::string();
+  };
+  if (text_of(j, "url") != url || text_of(j, "dataset") != dataset || !j.contains("objects") ||
+      !j["objects"].is_object()) {
+    return state;  // another upload's, an older ddpio's, or damaged: start over
   }
+  state.token = text_of(j, "token");
   for (const auto& [object, o] : j["objects"].items()) {
-    if (!o.is_object()) continue;
-    if (o.contains("upload_id") && o["upload_id"].is_string())
-      state.upload_ids[object] = o["upload_id"];
-    if (o.contains("done") && o["done"].is_boolean()) state.done[object] = o["done"];
+    if (const std::string id = text_of(o, "upload_id"); !id.empty()) state.upload_ids[object] = id;
+    if (const std::string etag = text_of(o, "etag"); !etag.empty()) state.etags[object] = etag;
   }
   return state;
 }
@@ -63,10 +78,11 @@ UploadState LoadState(const std::string& path, const std::string& url, uint32_t 
 void SaveState(const std::string& path, const UploadState& state) {
   nlohmann::json j;
   j["url"] = state.url;
-  j["index_crc32c"] = state.index_crc32c;
+  j["dataset"] = state.dataset;
+  j["token"] = state.token;
   j["objects"] = nlohmann::json::object();
   for (const auto& [object, id] : state.upload_ids) j["objects"][object]["upload_id"] = id;
-  for (const auto& [object, done] : state.done) j["objects"][object]["done"] = done;
+  for (const auto& [object, etag] : state.etags) j["objects"][object]["etag"] = etag;
   const std::string tmp = path + ".tmp";
   const std::string text = j.dump(1);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -94,15 +110,17 @@ absl::StatusOr<std::string> ReadRange(int fd, uint64_t offset, uint64_t length,
 class Uploader {
  public:
   Uploader(s3::S3Client& s3, const s3::S3Url& dest, const UploadOptions& options,
-           UploadState& state, std::string state_path, UploadResult& result)
+           UploadState& state, std::string state_path, UploadResult& result, UploadLock& lock)
       : s3_(s3),
         dest_(dest),
         options_(options),
         state_(state),
         state_path_(std::move(state_path)),
-        result_(result) {}
+        result_(result),
+        lock_(lock) {}
 
   absl::Status Progress(uint64_t total) {
+    DDPIO_RETURN_IF_ERROR(lock_.Renew());
     if (options_.progress &&
         !options_.progress({"uploading", result_.bytes_sent + result_.bytes_skipped, total})) {
       return absl::CancelledError(
@@ -116,31 +134,60 @@ class Uploader {
   absl::Status File(const std::string& path, uint64_t bytes, const std::string& object,
                     uint64_t total) {
     const std::string key = dest_.Key(object);
-    if (state_.done[object]) {
-      absl::StatusOr<uint64_t> size = s3_.Size(dest_.bucket, key);
-      if (size.ok() && *size == bytes) {
+    if (auto done = state_.etags.find(object); done != state_.etags.end()) {
+      // Sent by an earlier run: still there only if the store has it with the ETag it gave then.
+      absl::StatusOr<s3::S3Client::ObjectInfo> there = s3_.Head(dest_.bucket, key);
+      if (there.ok() && there->size == bytes && there->etag == done->second) {
         result_.bytes_skipped += bytes;
         return Progress(total);
       }
-      state_.done[object] = false;
+      state_.etags.erase(done);
     }
     DDPIO_ASSIGN_OR_RETURN(Fd fd, OpenRegularFile(path, "dataset file"));
+    std::string etag;
     if (bytes <= options_.part_bytes) {
       DDPIO_ASSIGN_OR_RETURN(std::string body, ReadRange(fd.get(), 0, bytes, path));
-      DDPIO_RETURN_IF_ERROR(s3_.Put(dest_.bucket, key, std::move(body)));
+      DDPIO_ASSIGN_OR_RETURN(etag, s3_.PutWithEtag(dest_.bucket, key, std::move(body)));
       result_.bytes_sent += bytes;
     } else {
-      DDPIO_RETURN_IF_ERROR(Multipart(fd.get(), path, bytes, object, key, total));
+      DDPIO_ASSIGN_OR_RETURN(etag, Multipart(fd.get(), path, bytes, object, key, total));
     }
-    state_.done[object] = true;
+    state_.etags[object] = etag;
     state_.upload_ids.erase(object);
     SaveState(state_path_, state_);
     return Progress(total);
   }
 
+  // Sends `bytes` (the index, the manifest) as `object`, keeping its ETag.
+  absl::Status Small(const std::string& object, std::string bytes) {
+    const uint64_t n = bytes.size();
+    DDPIO_ASSIGN_OR_RETURN(state_.etags[object],
+                           s3_.PutWithEtag(dest_.bucket, dest_.Key(object), std::move(bytes)));
+    result_.bytes_sent += n;
+    SaveState(state_path_, state_);
+    return absl::OkStatus();
+  }
+
+  // Aborted naming the first object this upload wrote that the store now holds otherwise
+  // (another writer at the prefix since); the store's errors otherwise.
+  absl::Status CheckOwnObjects() {
+    for (const auto& [object, etag] : state_.etags) {
+      DDPIO_ASSIGN_OR_RETURN(s3::S3Client::ObjectInfo there,
+                             s3_.Head(dest_.bucket, dest_.Key(object)));
+      if (there.etag != etag) {
+        return absl::AbortedError(
+            absl::StrCat(s3::S3Client::Name(dest_.bucket, dest_.Key(object)),
+                         " is no longer what this upload wrote (ETag ", there.etag, ", not ", etag,
+                         "): another upload wrote to ", dest_.ToString(), " at the same time"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
-  absl::Status Multipart(int fd, const std::string& path, uint64_t bytes, const std::string& object,
-                         const std::string& key, uint64_t total) {
+  absl::StatusOr<std::string> Multipart(int fd, const std::string& path, uint64_t bytes,
+                                        const std::string& object, const std::string& key,
+                                        uint64_t total) {
     const uint64_t part_bytes = std::max<uint64_t>(options_.part_bytes, uint64_t{5} << 20);
     const int parts = static_cast<int>((bytes + part_bytes - 1) / part_bytes);
     std::map<int, std::string> etags;
@@ -185,6 +232,7 @@ class Uploader {
   UploadState& state_;
   const std::string state_path_;
   UploadResult& result_;
+  UploadLock& lock_;
 };
 
 // The object name of data file `k` of `reader`: "data.mdb", or the shard's folder and its file.
@@ -217,13 +265,16 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     m.files.push_back(f);
   }
 
-  // The index, every record read and checked on the way.
+  // The index and the records' digest, every record read and checked on the way.
   std::vector<RecordLocation> index(reader->size());
+  RecordsDigest digest;
   {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
     for (uint64_t i = 0; i < reader->size(); ++i) {
       RecordBinding binding;
-      DDPIO_ASSIGN_OR_RETURN(index[i], txn.Locate(i, &binding));
+      absl::Span<const uint8_t> stored;
+      DDPIO_ASSIGN_OR_RETURN(index[i], txn.Locate(i, &binding, &stored));
+      digest.Add(stored);
       RemoteFile& f = m.files[index[i].file];
       if (f.records == 0) {
         f.first = i;
@@ -232,6 +283,7 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
       }
       ++f.records;
       if ((i + 1) % 4096 == 0) {
+        DDPIO_RETURN_IF_ERROR(txn.CheckMapped());  // the digest read the map
         txn.Reset();
         if (options.progress && !options.progress({"indexing", i + 1, reader->size()})) {
           return absl::CancelledError("the upload was stopped while indexing; nothing was sent");
@@ -247,7 +299,8 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
   }
   const std::string index_bytes = EncodeRecordIndex(index);
   m.index_bytes = index_bytes.size();
-  m.index_crc32c = Crc32c(index_bytes.data(), index_bytes.size());
+  m.index_crc32c = RecordIndexChecksum(index_bytes);
+  m.records_digest = digest.value();
 
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
@@ -256,40 +309,89 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
   if (options.create_bucket) DDPIO_RETURN_IF_ERROR(s3->CreateBucket(dest.bucket));
   const std::string manifest_key = dest.Key(kRemoteManifestObject);
   const std::string manifest_text = EncodeRemoteManifest(m);
-  absl::StatusOr<std::string> existing =
-      s3->Get(dest.bucket, manifest_key, kMaxRemoteManifestBytes);
-  if (existing.ok()) {
+  // What is at the destination: this dataset (nothing to do), nothing, or another dataset.
+  auto existing_dataset = [&]() -> absl::StatusOr<bool> {
+    absl::StatusOr<std::string> existing =
+        s3->Get(dest.bucket, manifest_key, kMaxRemoteManifestBytes);
+    if (absl::IsNotFound(existing.status())) return false;
+    if (!existing.ok()) return existing.status();  // no bucket, no access, no store: said now
     absl::StatusOr<RemoteManifest> there = DecodeRemoteManifest(*existing, dest.ToString());
-    if (there.ok() && there->index_crc32c == m.index_crc32c && there->header.id == m.header.id) {
+    if (there.ok() && there->identifies_records() && there->records_digest == m.records_digest &&
+        there->index_crc32c == m.index_crc32c && there->header.id == m.header.id &&
+        there->completion.sample_count == m.completion.sample_count) {
       result.already_there = true;
-      return result;
+      return true;
     }
     if (!options.overwrite) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dest.ToString(),
-          " holds another dataset already; choose another prefix, or replace it (overwrite)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(dest.ToString(), " holds another dataset already",
+                       there.ok() && !there->identifies_records()
+                           ? absl::StrCat(" (or this one, uploaded by ddpio ", there->uploaded_by,
+                                          ", whose manifest cannot tell)")
+                           : "",
+                       "; choose another prefix, or replace it (overwrite)"));
     }
-    DDPIO_RETURN_IF_ERROR(s3->Delete(dest.bucket, manifest_key));  // first: nobody reads a mix
-  } else if (!absl::IsNotFound(existing.status())) {
-    return existing.status();  // no bucket, no access, no store: said now, before any work
-  }
+    return true;
+  };
+  DDPIO_ASSIGN_OR_RETURN(bool occupied, existing_dataset());
+  if (result.already_there) return result;
 
   const std::string state_path = StatePath(local_path);
-  UploadState state = LoadState(state_path, dest.ToString(), m.index_crc32c);
-  uint64_t total = index_bytes.size() + manifest_text.size();
-  for (const RemoteFile& f : m.files) total += f.bytes;
-  Uploader up(*s3, dest, options, state, state_path, result);
-  // The index first: a prefix holding it but no manifest is an upload under way or cut short,
-  // which a reader then says.
-  DDPIO_RETURN_IF_ERROR(s3->Put(dest.bucket, dest.Key(kRecordIndexObject), index_bytes));
-  result.bytes_sent += index_bytes.size();
-  for (size_t k = 0; k < files.size(); ++k) {
-    DDPIO_RETURN_IF_ERROR(up.File(files[k].path, files[k].bytes, m.files[k].object, total));
-  }
-  DDPIO_RETURN_IF_ERROR(s3->Put(dest.bucket, manifest_key, manifest_text));  // last
-  result.bytes_sent += manifest_text.size();
+  UploadState state = LoadState(state_path, dest.ToString(), DatasetKey(m));
+  if (state.token.empty()) state.token = NewDatasetId();
+  SaveState(state_path, state);
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<UploadLock> lock,
+                         UploadLock::Acquire(*s3, dest, state.token, options.lock));
+  absl::Status status = [&]() -> absl::Status {
+    // Looked at again under the lock: an upload that ended meanwhile may have put one there.
+    DDPIO_ASSIGN_OR_RETURN(occupied, existing_dataset());
+    if (result.already_there) return absl::OkStatus();
+    if (occupied) {
+      DDPIO_RETURN_IF_ERROR(s3->Delete(dest.bucket, manifest_key));  // first: nobody reads a mix
+    }
+    uint64_t total = index_bytes.size() + manifest_text.size();
+    for (const RemoteFile& f : m.files) total += f.bytes;
+    Uploader up(*s3, dest, options, state, state_path, result, *lock);
+    // The index first: a prefix holding it but no manifest is an upload under way or cut short,
+    // which a reader then says.
+    DDPIO_RETURN_IF_ERROR(up.Small(kRecordIndexObject, index_bytes));
+    for (size_t k = 0; k < files.size(); ++k) {
+      DDPIO_RETURN_IF_ERROR(up.File(files[k].path, files[k].bytes, m.files[k].object, total));
+    }
+    // Everything this upload wrote is still its own, and so is the lock: then the manifest, and
+    // the same checks again, so that a writer that slipped in meanwhile (a store ignoring the
+    // lock's conditions) is caught and the manifest withdrawn rather than left over a mix.
+    DDPIO_RETURN_IF_ERROR(lock->Renew(/*force=*/true));
+    DDPIO_RETURN_IF_ERROR(up.CheckOwnObjects());
+    DDPIO_RETURN_IF_ERROR(s3->Put(dest.bucket, manifest_key, manifest_text));  // last
+    result.bytes_sent += manifest_text.size();
+    absl::Status after = lock->Check();
+    if (after.ok()) after = up.CheckOwnObjects();
+    if (after.ok()) {
+      absl::StatusOr<std::string> published =
+          s3->Get(dest.bucket, manifest_key, kMaxRemoteManifestBytes);
+      if (!published.ok()) {
+        after = published.status();
+      } else if (*published != manifest_text) {
+        return absl::AbortedError(absl::StrCat(
+            "another upload wrote its manifest to ", dest.ToString(),
+            " at the same time as this one; this upload's dataset is not what is there"));
+      }
+    }
+    if (!after.ok()) {
+      absl::StatusOr<std::string> published =
+          s3->Get(dest.bucket, manifest_key, kMaxRemoteManifestBytes);
+      if (published.ok() && *published == manifest_text) {
+        (void)s3->Delete(dest.bucket, manifest_key);  // ours, over what is not all ours
+      }
+      return Annotate(after, "the manifest was withdrawn");
+    }
+    if (options.progress) options.progress({"done", total, total});
+    return absl::OkStatus();
+  }();
+  if (lock->Check().ok()) lock->Release();  // not when another upload holds it now
+  DDPIO_RETURN_IF_ERROR(status);
   ::unlink(state_path.c_str());
-  if (options.progress) options.progress({"done", total, total});
   return result;
 }
 

@@ -4,10 +4,16 @@
 // half-uploaded dataset. Every record is read and checked (its CRC32C) while the index is built,
 // so a damaged local dataset is refused before anything is sent.
 //
-// Resumable: the upload keeps its state (multipart upload ids and the files done) in a small
-// file beside the dataset (DATASET.ddpio-upload, or DATASET/ddpio-upload.json for a folder);
-// run it again after an interruption and it sends only what the store does not hold yet. The
-// state file is removed when the manifest is written.
+// Resumable: the upload keeps its state (multipart upload ids, and the ETag of each object sent)
+// in a small file beside the dataset (DATASET.ddpio-upload, or DATASET/ddpio-upload.json for a
+// folder); run it again after an interruption and it sends only what the store does not hold
+// yet — an object counts as held only while the store has it with the ETag it gave this upload.
+// The state file is removed when the manifest is written.
+//
+// One upload at a time per prefix (upload_lock.h): another upload to the same prefix is refused
+// while this one runs, naming it; and before and after the manifest is written, every object is
+// checked to be still this upload's, so a store that ignores the lock's conditional writes makes
+// one of two racing uploads fail (its manifest withdrawn), never both succeed over a mix.
 #ifndef DDPIO_STORAGE_REMOTE_UPLOAD_H_
 #define DDPIO_STORAGE_REMOTE_UPLOAD_H_
 
@@ -17,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/storage/remote/remote_format.h"
+#include "ddpio/storage/remote/upload_lock.h"
 #include "ddpio/storage/s3/http_client.h"
 #include "ddpio/storage/s3/s3_config.h"
 
@@ -37,6 +44,8 @@ struct UploadOptions {
   // Create the bucket when it does not exist (fine when this account owns it already).
   bool create_bucket = false;
   s3::RetryPolicy retry;
+  // The prefix's lock: its lease (an upload that died frees the prefix after it), a clock.
+  UploadLockOptions lock;
   // Called now and then; returning false stops the upload (Cancelled), resumable.
   std::function<bool(const UploadProgress&)> progress;
 };
@@ -45,7 +54,9 @@ struct UploadResult {
   RemoteManifest manifest;
   uint64_t bytes_sent = 0;     // this run (a resumed run sends less)
   uint64_t bytes_skipped = 0;  // already in the store from an earlier run
-  bool already_there = false;  // the same dataset was at the destination: nothing sent
+  // The same dataset was at the destination: nothing sent. Only a manifest that identifies its
+  // records (version 2) can say so; over an older one, the upload is sent again (overwrite).
+  bool already_there = false;
 };
 
 absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::string& url,

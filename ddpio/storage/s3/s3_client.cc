@@ -1,8 +1,12 @@
 #include "ddpio/storage/s3/s3_client.h"
 
+#include <chrono>
+#include <memory>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/s3/s3_xml.h"
 
@@ -51,6 +55,23 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   o.sigv4 = absl::StrCat("aws:amz:", config.region, ":s3");
   o.user_password = absl::StrCat(config.access_key, ":", config.secret_key);
   o.refused_hint = RefusedHint(config);
+  // Progress while a failing store is retried (an outage may be ridden out for minutes): one line
+  // now and then, not one per request — after 2 s of retrying, then at most every 10 s.
+  o.on_retry = [endpoint = config.endpoint, budget = options.retry.give_up_after,
+                last = std::make_shared<std::chrono::steady_clock::time_point>()](
+                   const std::string& what, int attempt, std::chrono::milliseconds waited,
+                   const absl::Status& error) {
+    const auto now = std::chrono::steady_clock::now();
+    if (waited < std::chrono::seconds(2) || now - *last < std::chrono::seconds(10)) return;
+    *last = now;
+    DDPIO_LOG(WARNING) << "object store " << endpoint << " failing: still retrying " << what
+                       << " (attempt " << attempt << ", " << waited.count() / 1000 << " s so far"
+                       << (budget.count() > 0
+                               ? absl::StrCat(", giving up after ", budget.count() / 1000,
+                                              " s: DDPIO_S3_OUTAGE_SECONDS")
+                               : std::string())
+                       << "): " << error.message();
+  };
   DDPIO_ASSIGN_OR_RETURN(auto http, HttpClient::Create(o));
   return std::unique_ptr<S3Client>(new S3Client(config, std::move(http)));
 }
@@ -134,6 +155,14 @@ void S3Client::GetRangeAsync(const std::string& bucket, const std::string& key, 
                 });
 }
 
+absl::StatusOr<S3Client::Object> S3Client::GetObject(const std::string& bucket,
+                                                     const std::string& key, uint64_t max_bytes) {
+  HttpRequest r = Request("GET", bucket, key, "", absl::StrCat("GET ", Name(bucket, key)));
+  r.max_response_bytes = max_bytes;
+  DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
+  return Object{std::move(response.body), std::move(response.etag)};
+}
+
 absl::StatusOr<uint64_t> S3Client::Size(const std::string& bucket, const std::string& key) {
   DDPIO_ASSIGN_OR_RETURN(
       HttpResponse r,
@@ -145,10 +174,70 @@ absl::StatusOr<uint64_t> S3Client::Size(const std::string& bucket, const std::st
   return static_cast<uint64_t>(r.content_length);
 }
 
+absl::StatusOr<S3Client::ObjectInfo> S3Client::Head(const std::string& bucket,
+                                                    const std::string& key) {
+  DDPIO_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      http_->Execute(Request("HEAD", bucket, key, "", absl::StrCat("HEAD ", Name(bucket, key)))));
+  if (r.content_length < 0 || r.etag.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("HEAD ", Name(bucket, key), ": no Content-Length or ETag in the answer"));
+  }
+  return ObjectInfo{static_cast<uint64_t>(r.content_length), std::move(r.etag)};
+}
+
 absl::Status S3Client::Put(const std::string& bucket, const std::string& key, std::string body) {
   HttpRequest r = Request("PUT", bucket, key, "", absl::StrCat("PUT ", Name(bucket, key)));
   r.body = std::move(body);
   return http_->Execute(std::move(r)).status();
+}
+
+absl::StatusOr<std::string> S3Client::PutWithEtag(const std::string& bucket, const std::string& key,
+                                                  std::string body) {
+  HttpRequest r = Request("PUT", bucket, key, "", absl::StrCat("PUT ", Name(bucket, key)));
+  r.body = std::move(body);
+  DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
+  if (response.etag.empty()) {
+    return absl::DataLossError(absl::StrCat("PUT ", Name(bucket, key), ": no ETag in the answer"));
+  }
+  return std::move(response.etag);
+}
+
+absl::StatusOr<std::string> S3Client::PutConditional(const std::string& bucket,
+                                                     const std::string& key, std::string body,
+                                                     const std::string& if_match) {
+  // Ceph's gateway compares If-Match with the ETag unquoted (and refuses the quoted form), AWS
+  // documents the quoted one: the bare form first, the quoted one when it is refused. Either
+  // way the write happens only over that ETag.
+  std::string bare = if_match;
+  if (bare.size() >= 2 && bare.front() == '"' && bare.back() == '"')
+    bare = bare.substr(1, bare.size() - 2);
+  std::vector<std::string> conditions;
+  if (if_match.empty()) {
+    conditions.push_back("If-None-Match: *");
+  } else {
+    conditions.push_back(absl::StrCat("If-Match: ", bare));
+    conditions.push_back(absl::StrCat("If-Match: \"", bare, "\""));
+  }
+  absl::Status refused;
+  for (const std::string& condition : conditions) {
+    HttpRequest r = Request(
+        "PUT", bucket, key, "",
+        absl::StrCat("PUT ", Name(bucket, key),
+                     if_match.empty() ? " if absent" : absl::StrCat(" if ETag ", if_match)));
+    r.headers.push_back(condition);
+    r.body = body;
+    absl::StatusOr<HttpResponse> response = http_->Execute(std::move(r));
+    if (response.ok()) return std::move(response->etag);
+    // 412 Precondition Failed; S3 answers a concurrent conditional write with 409.
+    const absl::string_view m = response.status().message();
+    if (m.find("HTTP 412") == absl::string_view::npos &&
+        m.find("HTTP 409") == absl::string_view::npos) {
+      return response.status();
+    }
+    refused = absl::FailedPreconditionError(m);
+  }
+  return refused;
 }
 
 absl::Status S3Client::Delete(const std::string& bucket, const std::string& key) {
@@ -193,7 +282,7 @@ absl::StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, cons
   return response.etag;
 }
 
-absl::Status S3Client::CompleteMultipartUpload(
+absl::StatusOr<std::string> S3Client::CompleteMultipartUpload(
     const std::string& bucket, const std::string& key, const std::string& upload_id,
     const std::vector<std::pair<int, std::string>>& parts) {
   std::string xml = "<CompleteMultipartUpload>";
@@ -211,7 +300,13 @@ absl::Status S3Client::CompleteMultipartUpload(
     return absl::UnavailableError(absl::StrCat("complete upload of ", Name(bucket, key), ": ", code,
                                                ": ", XmlText(response.body, "Message")));
   }
-  return absl::OkStatus();
+  std::string etag = XmlText(response.body, "ETag");  // unescaped: the quoted form HEAD reports
+  if (etag.empty()) {
+    // Ceph's gateway answers <ETag></ETag>: ask the object itself.
+    DDPIO_ASSIGN_OR_RETURN(ObjectInfo info, Head(bucket, key));
+    etag = std::move(info.etag);
+  }
+  return etag;
 }
 
 absl::StatusOr<std::vector<S3Client::Part>> S3Client::ListParts(const std::string& bucket,

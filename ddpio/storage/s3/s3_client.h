@@ -46,9 +46,31 @@ class S3Client {
   using RangeDone = std::function<void(absl::StatusOr<std::string>)>;
   void GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset,
                      uint64_t length, RangeDone done);
+  // The whole object and its ETag (quotes kept), at most `max_bytes` (DataLoss beyond).
+  struct Object {
+    std::string body;
+    std::string etag;
+  };
+  absl::StatusOr<Object> GetObject(const std::string& bucket, const std::string& key,
+                                   uint64_t max_bytes);
   // The object's size (HEAD).
   absl::StatusOr<uint64_t> Size(const std::string& bucket, const std::string& key);
+  // The object's size and ETag (HEAD); DataLoss when the answer lacks either.
+  struct ObjectInfo {
+    uint64_t size = 0;
+    std::string etag;
+  };
+  absl::StatusOr<ObjectInfo> Head(const std::string& bucket, const std::string& key);
   absl::Status Put(const std::string& bucket, const std::string& key, std::string body);
+  // A PUT that happens only if the object does not exist yet (`if_match` empty: If-None-Match: *)
+  // or still has ETag `if_match` (If-Match): how writers that must exclude each other take and
+  // renew a lock. The new object's ETag; FailedPrecondition (HTTP 412) when the condition fails.
+  // A store that ignores the headers writes regardless (callers verify what they wrote).
+  absl::StatusOr<std::string> PutConditional(const std::string& bucket, const std::string& key,
+                                             std::string body, const std::string& if_match = "");
+  // PUT; the new object's ETag (DataLoss when the answer has none).
+  absl::StatusOr<std::string> PutWithEtag(const std::string& bucket, const std::string& key,
+                                          std::string body);
   absl::Status Delete(const std::string& bucket, const std::string& key);
   // Creates `bucket`; OK when this account already owns it.
   absl::Status CreateBucket(const std::string& bucket);
@@ -59,9 +81,10 @@ class S3Client {
                                                     const std::string& key);
   absl::StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
                                          const std::string& upload_id, int part, std::string body);
-  absl::Status CompleteMultipartUpload(const std::string& bucket, const std::string& key,
-                                       const std::string& upload_id,
-                                       const std::vector<std::pair<int, std::string>>& parts);
+  // The completed object's ETag (as HEAD will report it).
+  absl::StatusOr<std::string> CompleteMultipartUpload(
+      const std::string& bucket, const std::string& key, const std::string& upload_id,
+      const std::vector<std::pair<int, std::string>>& parts);
   struct Part {
     int number = 0;
     std::string etag;

@@ -71,7 +71,7 @@ TEST_F(Gateway, MultipartUploadResumesFromItsParts) {
   EXPECT_EQ(parts[0].size, part1.size());
   EXPECT_EQ(parts[0].etag, e1);
   ASSERT_OK_AND_ASSIGN(std::string e2, client_->UploadPart(bucket_, "big", id, 2, part2));
-  ASSERT_OK(client_->CompleteMultipartUpload(bucket_, "big", id, {{1, e1}, {2, e2}}));
+  ASSERT_OK(client_->CompleteMultipartUpload(bucket_, "big", id, {{1, e1}, {2, e2}}).status());
   ASSERT_OK_AND_ASSIGN(uint64_t size, client_->Size(bucket_, "big"));
   EXPECT_EQ(size, part1.size() + part2.size());
   ASSERT_OK_AND_ASSIGN(std::string tail, client_->GetRange(bucket_, "big", part1.size() - 2, 4));
