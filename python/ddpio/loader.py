@@ -9,6 +9,7 @@ batch's images are the pipeline's own memory (no copy).
             train_step(batch["images"], batch["labels"])
 """
 import atexit
+import collections.abc
 import numbers
 import os
 import sys
@@ -19,7 +20,7 @@ import weakref
 from ddpio import _ddpio
 from ddpio.dataset import dataset_location
 from ddpio.errors import FailedPreconditionError
-from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation
+from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation, installed_permutation, order_kind
 
 # The library's defaults (ddpio/pipeline/pipeline_options.h), which the signature below shows; the
 # library also checks every setting (Pipeline::CheckOptions): this file converts Python's values
@@ -30,6 +31,11 @@ _ARRAYS = ("torch", "numpy")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 DEFAULT_HELD_MEMORY = 1 << 30  # bytes of batches the loop may keep zero-copy (held_memory)
+
+# state_dict()'s format. Version 2 carries what the epoch's order — and so a position in it —
+# depends on, so that a state is refused by a loader whose order differs; states without a
+# version (ddpio before it) hold only epoch, position and dataset_size.
+_STATE_VERSION = 2
 
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -284,7 +290,8 @@ class Loader:
         self.path = os.fsdecode(dataset_location(path))
         self._options_mode = mode
         self._epoch = 0
-        self._start = 0
+        self._start = 0           # where the next pass starts (a loaded position, or 0)
+        self._pending = True      # no pass started since set_epoch / load_state_dict
         self._generation = 0      # iterators started; an iterator works while it is the newest
         self._finished = None     # the epoch whose last pass ran from its start to its end
         self._warned_copy = False
@@ -293,18 +300,22 @@ class Loader:
         group = _torch_group()
         _check_launcher(group)
         options.update(group)
-        if permutation is None:
-            # The installed torch's order for this dataset's size. A dataset that does not open is
-            # left to the pipeline, which reports it to the whole group.
+        # The installed torch's order, which needs no size (its two algorithms agree below the size
+        # where they part): the dataset is opened once, by the pipeline — from an object store
+        # that is one manifest and one index, not two of each.
+        chosen = permutation if permutation is not None else installed_permutation()
+        kind = options["permutation"] = chosen or "torch"
+        pipe = _ddpio.Pipeline(self.path, options)  # (takes the options out of the dict)
+        size = int(pipe.dataset_size)
+        if chosen is None:
             try:
-                size = len(_ddpio.Dataset(os.fsencode(self.path)))
-            except Exception:
-                size = 0
-            options["permutation"] = default_permutation(size)
-        else:
-            options["permutation"] = permutation
-        self._permutation = options["permutation"]
-        self._pipe = _ddpio.Pipeline(self.path, options)
+                default_permutation(size)  # without torch, a size where torch's orders part is refused
+            except ValueError:
+                pipe.mark_failed()
+                pipe.close()
+                raise
+        self._permutation = order_kind(kind, size)
+        self._pipe = pipe
         with _live_lock:
             _live.add(self)
 
@@ -333,9 +344,14 @@ class Loader:
     # --- the epoch -----------------------------------------------------------------------------
     def set_epoch(self, epoch):
         """The epoch the next iteration runs (shuffling and augmentation are seeded by
-        seed + epoch, as torch's DistributedSampler; any integer, negatives too)."""
-        self._epoch = _int("epoch", epoch, -(1 << 63), (1 << 64) - 1)
-        self._start = 0
+        seed + epoch, as torch's DistributedSampler; any integer, negatives too). The position
+        load_state_dict() set stays for its own epoch (as DistributedSampler.set_epoch keeps it), so
+        a loop that calls set_epoch at the top of every epoch resumes where the state stood."""
+        epoch = _int("epoch", epoch, -(1 << 63), (1 << 64) - 1)
+        if not (self._pending and epoch == self._epoch):
+            self._start = 0
+        self._epoch = epoch
+        self._pending = True
         if self._sampler is not None:
             self._sampler.set_epoch(self._epoch)
 
@@ -357,8 +373,9 @@ class Loader:
             warnings.warn(f"ddpio.Loader: epoch {self._epoch} is iterated again with the same shuffle; call "
                           "loader.set_epoch(epoch) before each epoch (as with DistributedSampler.set_epoch), or "
                           "every epoch sees the same order", stacklevel=2)
-        start, self._start = self._start, 0
+        start = self._start
         pipe.start_epoch(self._epoch % (1 << 64), start)
+        self._start, self._pending = 0, False  # a loaded position serves one pass
         self._generation += 1
         return _Epoch(self, pipe, self._generation, self._epoch, start)
 
@@ -425,27 +442,60 @@ class Loader:
         return self._options_mode
 
     # --- resume ----------------------------------------------------------------------------------
+    def _order(self):
+        """What the epoch's order — and so which samples a position means — depends on: the
+        dataset (its content digest: a copy is the same dataset, another conversion is not), its
+        size, shuffle, and with shuffle the seed and the permutation; and the padding, which
+        decides which samples an epoch holds. Not the world size, the group size nor the mode: a
+        position is a prefix of the order whoever consumed it (elastic resume)."""
+        pipe = self._open()
+        size = int(pipe.dataset_size)
+        return {"dataset": pipe.dataset_digest, "dataset_size": size, "shuffle": self.shuffle,
+                "seed": self.seed, "permutation": order_kind(self._permutation, size), "padding": self.padding}
+
     def state_dict(self):
         """Where this loader stands: the epoch and the samples of its order consumed by the
         batches handed out so far, on every rank together — the same on every rank, and valid
-        for another world size (elastic resume)."""
+        for another world size (elastic resume). Until a pass starts after set_epoch() or
+        load_state_dict(), where that pass will start. With what the order depends on, so that
+        load_state_dict refuses the state in a loader whose order differs."""
         pipe = self._open()
-        return {"epoch": self._epoch, "position": int(pipe.resume_position),
-                "dataset_size": int(pipe.dataset_size)}
+        position = self._start if self._pending else int(pipe.resume_position)
+        return {"version": _STATE_VERSION, "epoch": self._epoch, "position": position, **self._order()}
 
     def load_state_dict(self, state):
-        """The next iteration continues where ``state`` (from ``state_dict()``) stood."""
-        try:
-            epoch, position, size = int(state["epoch"]), int(state["position"]), int(state["dataset_size"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"not a ddpio.Loader state: {state!r} ({e})") from None
-        pipe = self._open()
-        if size != pipe.dataset_size:
-            raise ValueError(f"the state is of a dataset of {size} samples; {self.path} has {pipe.dataset_size}")
-        if position < 0:
-            raise ValueError(f"position must not be negative, got {position}")
-        self.set_epoch(epoch)
-        self._start = position
+        """The next iteration continues where ``state`` (from ``state_dict()``) stood. A state of
+        another order — another dataset, seed, shuffle, permutation or padding — is a ValueError
+        naming the difference; a state without a version (older ddpio) can be checked for its
+        dataset's size only, and is taken with a warning."""
+        if not isinstance(state, collections.abc.Mapping):
+            raise ValueError(f"not a ddpio.Loader state (a dict from state_dict()): {state!r}")
+        missing = [key for key in ("epoch", "position", "dataset_size") if key not in state]
+        if missing:
+            raise ValueError(f"not a ddpio.Loader state: {', '.join(missing)} missing in {state!r}")
+        epoch = _int("the state's epoch", state["epoch"], -(1 << 63), (1 << 64) - 1)
+        position = _int("the state's position", state["position"], 0)
+        size = _int("the state's dataset_size", state["dataset_size"], 0)
+        mine = self._order()
+        if size != mine["dataset_size"]:
+            raise ValueError(f"the state is of a dataset of {size} samples; {self.path} has {mine['dataset_size']}")
+        version = state.get("version")
+        if version is None:
+            warnings.warn(
+                "ddpio.Loader.load_state_dict: the state has no version (an older ddpio's): it does not record "
+                "the dataset, seed, shuffle, permutation and padding it was taken with, so this loader cannot "
+                "check they are its own; it resumes assuming so. The states it gives from now on record them",
+                stacklevel=2)
+        elif isinstance(version, bool) or version != _STATE_VERSION:
+            raise ValueError(f"unknown ddpio.Loader state version {version!r} (this ddpio reads version "
+                             f"{_STATE_VERSION} and states without a version)")
+        else:
+            _check_same_order(state, mine, self.path)
+        if position > size:
+            raise ValueError(f"the state's position {position} is beyond the dataset's {size} samples")
+        self._epoch, self._start, self._pending = epoch, position, True
+        if self._sampler is not None:
+            self._sampler.set_epoch(epoch)
 
     # --- what it did -----------------------------------------------------------------------------
     def counters(self):
@@ -531,6 +581,37 @@ class Loader:
 
     def __repr__(self):
         return f"ddpio.Loader({self.path!r}, batch_size={self.batch_size})"
+
+
+def _check_same_order(state, mine, path):
+    """ValueError naming the first thing the state's order depends on that differs from this
+    loader's (mine: Loader._order())."""
+    kinds = {"dataset": str, "shuffle": bool, "seed": numbers.Integral, "permutation": str, "padding": str}
+    for key, kind in kinds.items():
+        if key not in state:
+            raise ValueError(f"not a ddpio.Loader state of version {_STATE_VERSION}: {key} missing")
+        value = state[key]
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise ValueError(f"the state's {key} must be {kind.__name__}, got {value!r}")
+    why = "a position counts samples of the epoch's order, and this one is another: resuming would train " \
+          "some samples twice and others never"
+    if state["dataset"] != mine["dataset"]:
+        raise ValueError(f"the state was taken on another dataset (content digest {state['dataset']}); this "
+                         f"loader's {path} has digest {mine['dataset']} — {why}")
+    if state["shuffle"] != mine["shuffle"]:
+        raise ValueError(f"the state was taken with shuffle={state['shuffle']}; this loader has "
+                         f"shuffle={mine['shuffle']} — {why}")
+    if mine["shuffle"]:  # unshuffled, every seed and permutation give the same order
+        if state["seed"] != mine["seed"]:
+            raise ValueError(f"the state was taken with seed {state['seed']}; this loader has seed {mine['seed']} "
+                             f"— {why}")
+        if order_kind(state["permutation"], mine["dataset_size"]) != mine["permutation"]:
+            raise ValueError(f"the state was taken with permutation {state['permutation']!r}; this loader has "
+                             f"permutation {mine['permutation']!r} — {why}")
+    if state["padding"] != mine["padding"]:
+        raise ValueError(f"the state was taken with padding {state['padding']!r}; this loader has padding "
+                         f"{mine['padding']!r}, which gives the epoch other samples — resuming would train "
+                         "some samples twice or never")
 
 
 class _DeviceArray:

@@ -62,13 +62,29 @@ def default_permutation(size):
     ValueError asking to choose: ddpio does not guess which torch the order must match."""
     if size < LARGE_RANDPERM:
         return "torch"
-    version = _torch_version()
-    if version is None:
+    kind = installed_permutation()
+    if kind is None:
         raise ValueError(
             f"a dataset of {size} samples (>= {LARGE_RANDPERM}) is shuffled differently by torch >= 2.6 and "
             "torch <= 2.5, and torch is not installed to tell which to match: pass permutation='torch' "
             "(torch >= 2.6), 'torch-legacy' (torch <= 2.5) or 'feistel' (O(1) memory, not torch's order)")
+    return kind
+
+
+def installed_permutation():
+    """The permutation that gives the installed torch's order for a dataset of any size, without
+    knowing the size: "torch" for torch >= 2.6, "torch-legacy" for older (both orders are the same
+    below LARGE_RANDPERM, so each is its torch's order at every size); None without torch."""
+    version = _torch_version()
+    if version is None:
+        return None
     return "torch" if version >= (2, 6) else "torch-legacy"
+
+
+def order_kind(permutation, size):
+    """The permutation as the order it gives a dataset of `size` samples: "torch-legacy" is
+    "torch" below LARGE_RANDPERM, where the two agree."""
+    return "torch" if permutation == "torch-legacy" and size < LARGE_RANDPERM else permutation
 
 
 def check_seed_sum(seed, epoch):

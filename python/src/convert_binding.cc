@@ -14,6 +14,7 @@
 #include "bindings.h"
 #include "ddpio/convert/convert.h"
 #include "status.h"
+#include "text.h"
 
 namespace ddpio::python {
 
@@ -27,25 +28,29 @@ std::string FsPath(const py::handle& path) {
   return p.cast<std::string>();
 }
 
+// Every string in it is decoded as text.h says, so a conversion to or from any path never ends in a
+// UnicodeDecodeError after its work is done.
 py::dict SummaryDict(const convert::ConvertSummary& s) {
   py::list skipped;
   for (const auto& f : s.skipped) {
     py::dict d;
     d["index"] = f.source_index;
-    d["source"] = f.relative;
-    d["reason"] = f.reason;
+    d["source"] = FsStr(f.relative);
+    d["reason"] = MessageStr(f.reason);
     skipped.append(d);
   }
+  py::dict stored_as;
+  for (const auto& [how, records] : s.stored_as) stored_as[MessageStr(how)] = records;
   py::dict d;
-  d["source"] = s.source;
-  d["out"] = s.out;
+  d["source"] = FsStr(s.source);
+  d["out"] = FsStr(s.out);
   d["entries"] = s.entries;
   d["records"] = s.records;
   d["classes"] = s.classes;
   d["bytes"] = s.payload_bytes;
   d["source_bytes_read"] = s.source_bytes_read;
   d["skipped"] = skipped;
-  d["stored_as"] = s.stored_as;
+  d["stored_as"] = stored_as;
   d["resumed_from"] = s.resumed_from;
   d["already_complete"] = s.already_complete;
   d["seconds"] = s.seconds;

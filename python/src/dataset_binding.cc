@@ -13,19 +13,13 @@
 #include "bindings.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "status.h"
+#include "text.h"
 
 namespace ddpio::python {
 
 namespace py = pybind11;
 
 namespace {
-
-// Names from the filesystem are bytes on Linux: decoded as Python decodes file names
-// (surrogateescape), so any name comes back as a str that os.fsencode turns into its exact bytes.
-py::str FsStr(const std::string& name) {
-  return py::reinterpret_steal<py::str>(
-      PyUnicode_DecodeFSDefaultAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
-}
 
 class Dataset {
  public:

@@ -12,13 +12,14 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "bindings.h"
 #include "ddpio/common/log.h"
+#include "text.h"
 
 namespace ddpio::python {
 
@@ -104,18 +105,25 @@ void BindLog(py::module_& m) {
   m.def(
       "take_log_records",
       [] {
-        std::vector<std::tuple<int, std::string, int, std::string>> out;
+        std::vector<Line> lines;
         uint64_t dropped = 0;
-        Queue& q = TheQueue();
-        std::lock_guard<std::mutex> lock(q.mu);
-        char drain[256];
-        while (q.wake[0] >= 0 && ::read(q.wake[0], drain, sizeof(drain)) > 0) {
+        {
+          Queue& q = TheQueue();
+          std::lock_guard<std::mutex> lock(q.mu);
+          char drain[256];
+          while (q.wake[0] >= 0 && ::read(q.wake[0], drain, sizeof(drain)) > 0) {
+          }
+          lines.assign(std::make_move_iterator(q.lines.begin()),
+                       std::make_move_iterator(q.lines.end()));
+          q.lines.clear();
+          dropped = q.dropped;
+          q.dropped = 0;
         }
-        for (Line& l : q.lines)
-          out.emplace_back(l.level, std::move(l.where), l.rank, std::move(l.message));
-        q.lines.clear();
-        dropped = q.dropped;
-        q.dropped = 0;
+        // A line may quote a path that is not UTF-8 (bytes on Linux): escaped, never a
+        // UnicodeDecodeError, which would end the thread forwarding every later line.
+        py::list out;
+        for (const Line& l : lines)
+          out.append(py::make_tuple(l.level, MessageStr(l.where), l.rank, MessageStr(l.message)));
         return py::make_tuple(out, dropped);
       },
       "The waiting log lines, without waiting: ([(level, where, rank, message)], lines dropped "

@@ -29,6 +29,8 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/device/cuda_runtime.h"
 #include "ddpio/pipeline/pipeline.h"
+#include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/dataset_reader.h"
 #include "ddpio/trainer/step_report.h"
 #include "python_store.h"
 #include "status.h"
@@ -321,7 +323,7 @@ py::array View(const void* data, std::vector<py::ssize_t> shape, const py::objec
 
 class PyPipeline {
  public:
-  PyPipeline(const std::string& data, py::dict options) {
+  PyPipeline(const std::string& data, py::dict options) : data_(data) {
     TorchGroup torch;
     PipelineOptions o = MakeOptions(data, std::move(options), &torch);
     CheckSettings(o);  // before joining: a bad setting must not leave the other ranks waiting
@@ -472,6 +474,28 @@ class PyPipeline {
   }
   const comm::RankInfo& info() const { return job_->info(); }
 
+  // The dataset's content digest (storage::ContentDigest: a copy is the same dataset, another
+  // conversion is not), which ddpio.Loader's resume states carry. A rank that reads has the
+  // dataset open; a rank fed by another identifies it (from an object store: its manifest) when
+  // first asked, not when the pipeline is made, so making a loader opens its dataset once.
+  std::string DatasetDigest() {
+    absl::StatusOr<std::string> digest = Call([&](Pipeline& p) -> absl::StatusOr<std::string> {
+      if (digest_.empty()) {
+        if (const storage::DatasetReader* r = p.dataset(); r != nullptr) {
+          digest_ = storage::ContentDigest(r->header(), r->completion());
+        } else {
+          storage::ReaderOptions ro;
+          ro.store_deadline = timeout_;  // fed by a leader: a job of several ranks
+          DDPIO_ASSIGN_OR_RETURN(storage::DatasetReader::Summary s,
+                                 storage::DatasetReader::Peek(data_, ro));
+          digest_ = storage::ContentDigest(s.header, s.completion);
+        }
+      }
+      return digest_;
+    });
+    return ValueOrThrow(std::move(digest));
+  }
+
   // The straggler report of the steps since the last one, gathered from every rank
   // (collective).
   py::dict Report() {
@@ -516,7 +540,9 @@ class PyPipeline {
 
  private:
   const pid_t pid_ = ::getpid();    // the process whose threads run the pipeline
+  const std::string data_;          // the dataset as this rank named it
   mutable std::mutex mu_;           // one call into the pipeline at a time (Call)
+  std::string digest_;              // DatasetDigest, once known; guarded by mu_
   std::shared_ptr<comm::Job> job_;  // outlives the pipeline (declared first)
   std::unique_ptr<Pipeline> pipeline_;
   // The straggler report's steps (Report); touched with the GIL held only.
@@ -549,6 +575,7 @@ void BindPipeline(py::module_& m) {
       .def_property_readonly(
           "dataset_size",
           [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.dataset_size(); }); })
+      .def_property_readonly("dataset_digest", &PyPipeline::DatasetDigest)
       .def_property_readonly(
           "is_leader",
           [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.is_leader(); }); })

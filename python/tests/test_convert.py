@@ -1,8 +1,13 @@
 """ddpio.convert: a folder converted from Python is what `ddpio convert` makes of it, with progress,
-cancellation that leaves a resumable dataset, and clear errors."""
+cancellation that leaves a resumable dataset, paths of any bytes, and clear errors."""
+import logging
+import os
+import shutil
+
 import pytest
 
 import ddpio
+import ddpio._logging
 
 
 def _records(path):
@@ -117,3 +122,29 @@ def test_bad_arguments_are_clear_errors(imagefolder, dataset, tmp_path):
     with pytest.raises(FileExistsError, match="resume"):
         ddpio.convert(imagefolder, dataset)
     assert not (tmp_path / "a").exists()
+
+
+def test_paths_that_are_not_utf8_convert_and_come_back_as_their_bytes(imagefolder, dataset, tmp_path, caplog):
+    # Linux names are bytes: a source folder, a skipped file and the output named in Latin-1.
+    root = os.fsencode(tmp_path)
+    src, out = root + b"/images-\xe9t\xe9", root + b"/caf\xe9.lmdb"
+    shutil.copytree(os.fsencode(imagefolder), src)
+    first_class = sorted(os.listdir(src))[0]
+    bad = src + b"/" + first_class + b"/broken-\xff.jpg"
+    with open(bad, "wb") as f:
+        f.write(b"not a JPEG")
+    summary = ddpio.convert(src, out, threads=2, skip_invalid=True)
+    # Each name a str that os.fsencode turns back into its exact bytes (surrogateescape).
+    assert os.fsencode(summary["out"]) == out and os.fsencode(summary["source"]) == src
+    assert summary["records"] == 21 and len(summary["skipped"]) == 1
+    assert os.fsencode(summary["skipped"][0]["source"]) == first_class + b"/broken-\xff.jpg"
+    assert isinstance(summary["skipped"][0]["reason"], str) and summary["skipped"][0]["reason"]
+    assert _records(out) == _records(dataset)
+    # The core's warning about the skipped file quotes its path: logged with the bytes escaped, and
+    # the thread forwarding the core's lines to logging lives on.
+    with caplog.at_level(logging.WARNING, logger="ddpio"):
+        ddpio._logging.flush()
+        ddpio.convert(src, root + b"/again-\xe9.lmdb", skip_invalid=True)
+        ddpio._logging.flush()
+    assert ddpio._logging._thread.is_alive()
+    assert any("broken-\\xff.jpg" in r.getMessage() for r in caplog.records), caplog.records

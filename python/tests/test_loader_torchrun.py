@@ -162,7 +162,9 @@ def test_four_ranks_in_groups_of_two_get_torchs_shares_read_by_the_leaders(datas
     # Elastic resume: the state the 4 ranks saved after STOP_AFTER steps, loaded by one process.
     consumed = BATCH * STOP_AFTER * WORLD
     states = [records[r]["stopped"]["state"] for r in range(WORLD)]
-    assert states == [{"epoch": EPOCH, "position": consumed, "dataset_size": n}] * WORLD
+    assert states == [states[0]] * WORLD  # leaders and peers (which identify the dataset without reading it)
+    assert {key: states[0][key] for key in ("epoch", "position", "dataset_size", "seed")} == \
+        {"epoch": EPOCH, "position": consumed, "dataset_size": n, "seed": SEED}
     order = torch.utils.data.DistributedSampler(range(n), num_replicas=1, rank=0, shuffle=True, seed=SEED)
     order.set_epoch(EPOCH)
     order = list(order)  # the epoch's permutation, which the 4 ranks took in strided steps

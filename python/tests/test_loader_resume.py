@@ -1,0 +1,177 @@
+"""ddpio.Loader's resume states: state_dict() says where the next pass starts until it starts (a
+checkpoint taken right after load_state_dict or set_epoch trains nothing twice); a state carries
+what the epoch's order depends on and a loader of another order refuses it, naming the
+difference, while what does not change the order (a copy of the dataset, the world size, the
+seed of an unshuffled order) is accepted; the state's numbers are integers; a state of an older
+ddpio is taken with a warning; and a loader opens its dataset once. Resume on another world size
+is in test_loader_torchrun.py (4 ranks to 1)."""
+import collections
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import ddpio
+import ddpio.sampler
+
+OPTIONS = dict(batch_size=4, image_size=32, seed=5, workers=2, arrays="numpy")
+
+
+def passes(loader):
+    return [batch["indices"].tolist() for batch in loader]
+
+
+def stopped_after(dataset, steps, epoch=3, **options):
+    """The state of a loader stopped after `steps` batches of `epoch`, and the indices it trained."""
+    loader = ddpio.Loader(dataset, **{**OPTIONS, **options})
+    loader.set_epoch(epoch)
+    it = iter(loader)
+    taken = [next(it)["indices"].tolist() for _ in range(steps)]
+    state = loader.state_dict()
+    loader.close()
+    return state, taken
+
+
+# --- state_dict before the next pass starts --------------------------------------------------------
+def test_a_state_taken_right_after_load_state_dict_is_the_loaded_one_and_trains_every_sample_once(dataset):
+    n = len(ddpio.Dataset(dataset))
+    state, taken = stopped_after(dataset, 2)
+    assert state["epoch"] == 3 and state["position"] == 8
+    # Restarted, then stopped again before its first step: the checkpoint it writes.
+    restarted = ddpio.Loader(dataset, **OPTIONS)
+    restarted.load_state_dict(state)
+    checkpoint = restarted.state_dict()
+    assert checkpoint == state
+    restarted.close()
+    last = ddpio.Loader(dataset, **OPTIONS)
+    last.load_state_dict(checkpoint)
+    rest = passes(last)
+    tally = collections.Counter(i for batch in taken + rest for i in batch)
+    assert sorted(tally) == list(range(n)) and set(tally.values()) == {1}, tally
+
+
+def test_set_epoch_keeps_a_loaded_position_for_its_own_epoch_only(dataset):
+    whole = passes_of_epoch(dataset, 3)
+    state, _ = stopped_after(dataset, 2)
+    loader = ddpio.Loader(dataset, **OPTIONS)
+    loader.load_state_dict(state)
+    loader.set_epoch(3)  # the loop's habit, at the top of every epoch: the resumed epoch continues
+    assert loader.state_dict() == state
+    assert passes(loader) == whole[2:]
+    loader.load_state_dict(state)
+    loader.set_epoch(4)  # another epoch: from its start
+    assert (loader.state_dict()["epoch"], loader.state_dict()["position"]) == (4, 0)
+    assert passes(loader) == passes_of_epoch(dataset, 4)
+
+
+def test_state_dict_follows_set_epoch_and_an_abandoned_pass(dataset):
+    n = len(ddpio.Dataset(dataset))
+    loader = ddpio.Loader(dataset, **OPTIONS)
+    loader.set_epoch(0)
+    passes(loader)
+    assert (loader.state_dict()["epoch"], loader.state_dict()["position"]) == (0, n)  # the epoch done
+    loader.set_epoch(1)  # a checkpoint here must not skip epoch 1
+    assert (loader.state_dict()["epoch"], loader.state_dict()["position"]) == (1, 0)
+    it = iter(loader)
+    first = next(it)["indices"].tolist()
+    del it  # abandoned after one step: the state is what that step consumed
+    state = loader.state_dict()
+    assert (state["epoch"], state["position"]) == (1, 4)
+    resumed = ddpio.Loader(dataset, **OPTIONS)
+    resumed.load_state_dict(state)
+    assert [first] + passes(resumed) == passes_of_epoch(dataset, 1)
+
+
+def passes_of_epoch(dataset, epoch):
+    loader = ddpio.Loader(dataset, **OPTIONS)
+    loader.set_epoch(epoch)
+    return passes(loader)
+
+
+# --- a state of another order is refused ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def another_conversion(program, imagefolder, tmp_path_factory):
+    """The same images converted again: the same size, another dataset (its own id)."""
+    out = tmp_path_factory.mktemp("again") / "train.lmdb"
+    subprocess.run([program, "convert", "--src", str(imagefolder), "--out", str(out), "--quiet"], check=True,
+                   capture_output=True, timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("changed, says", [
+    ({"seed": 2}, "the state was taken with seed 5; this loader has seed 2"),
+    ({"shuffle": False}, "the state was taken with shuffle=True; this loader has shuffle=False"),
+    ({"padding": "drop"}, "the state was taken with padding 'pad'; this loader has padding 'drop'"),
+    ({"permutation": "feistel"}, "the state was taken with permutation 'torch'; this loader has permutation "
+                                 "'feistel'"),
+])
+def test_a_state_of_another_order_is_refused_naming_the_difference(dataset, changed, says):
+    state, _ = stopped_after(dataset, 2)
+    loader = ddpio.Loader(dataset, **{**OPTIONS, **changed})
+    with pytest.raises(ValueError, match=says):
+        loader.load_state_dict(state)
+    assert loader.state_dict()["position"] == 0  # nothing taken from the refused state
+
+
+def test_a_state_of_another_dataset_of_the_same_size_is_refused(dataset, another_conversion):
+    state, _ = stopped_after(dataset, 2)
+    other = ddpio.Loader(another_conversion, **OPTIONS)
+    assert other.dataset_size == state["dataset_size"]
+    with pytest.raises(ValueError, match="the state was taken on another dataset .*" + re.escape(str(another_conversion))):
+        other.load_state_dict(state)
+
+
+def test_what_leaves_the_order_alone_is_accepted(dataset, tmp_path):
+    whole = [i for batch in passes_of_epoch(dataset, 3) for i in batch]
+    state, _ = stopped_after(dataset, 2)
+    # A copy at another path is the same dataset; batch size, workers and mode are not the order.
+    copy = tmp_path / "copy.lmdb"
+    shutil.copytree(dataset, copy)
+    loader = ddpio.Loader(copy, **{**OPTIONS, "batch_size": 3, "workers": 1, "mode": "replicate"})
+    loader.load_state_dict(state)
+    assert loader.state_dict() == state
+    assert [i for batch in passes(loader) for i in batch] == whole[8:]
+    # Unshuffled, every seed and permutation give the same order.
+    plain, _ = stopped_after(dataset, 2, shuffle=False, seed=1)
+    ddpio.Loader(dataset, **{**OPTIONS, "shuffle": False, "seed": 2, "permutation": "feistel"}).load_state_dict(plain)
+
+
+@pytest.mark.parametrize("key", ["epoch", "position"])
+@pytest.mark.parametrize("value", [3.9, True, "3", None])
+def test_the_epoch_and_position_must_be_integers(dataset, key, value):
+    state, _ = stopped_after(dataset, 2)
+    loader = ddpio.Loader(dataset, **OPTIONS)
+    with pytest.raises(ValueError, match=f"the state's {key} must be an integer, got {value!r}"):
+        loader.load_state_dict({**state, key: value})
+
+
+def test_a_state_of_an_older_ddpio_is_taken_with_a_warning(dataset):
+    whole = passes_of_epoch(dataset, 3)
+    old = {"epoch": 3, "position": 8, "dataset_size": len(ddpio.Dataset(dataset))}  # ddpio before version 2
+    loader = ddpio.Loader(dataset, **OPTIONS)
+    with pytest.warns(UserWarning, match="the state has no version .* cannot check"):
+        loader.load_state_dict(old)
+    assert passes(loader) == whole[2:]
+    with pytest.raises(ValueError, match="dataset of 22 samples"):
+        loader.load_state_dict({**old, "dataset_size": 22})
+    with pytest.raises(ValueError, match="unknown ddpio.Loader state version 7"):
+        loader.load_state_dict({**loader.state_dict(), "version": 7})
+
+
+# --- the dataset is opened once ---------------------------------------------------------------------
+def test_a_loader_opens_its_dataset_once(dataset, monkeypatch):
+    # The pipeline opens it; the loader opens no ddpio.Dataset of its own beside it (from an object
+    # store that was a second manifest and index), also without torch installed.
+    opened = []
+    real = ddpio._ddpio.Dataset
+
+    def counting(*args):
+        opened.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(ddpio._ddpio, "Dataset", counting)
+    whole = passes_of_epoch(dataset, 3)
+    monkeypatch.setattr(ddpio.sampler, "_torch_version", lambda: None)
+    assert passes_of_epoch(dataset, 3) == whole
+    assert opened == []
