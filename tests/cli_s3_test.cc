@@ -114,6 +114,22 @@ TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
   auto again = RunDdpio({"upload", dir_.Sub("db"), url_, "--json"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(LastLine(again.out))["already_there"], true);
+  // Without --verify: the manifest's summary, no record fetched (it used to fetch them all).
+  auto plain = RunDdpio({"inspect", url_, "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto p = nlohmann::json::parse(LastLine(plain.out));
+  EXPECT_EQ(p["records"], 60);
+  EXPECT_EQ(p["records_read"], false);
+  EXPECT_EQ(p["store"]["records_fetched"], 0) << "plain inspect downloaded the dataset";
+  EXPECT_LE(p["store"]["requests"].get<uint64_t>(), 2u);
+  ASSERT_EQ(p["classes"].size(), l["classes"].size());
+  for (size_t c = 0; c < l["classes"].size(); ++c) {
+    EXPECT_EQ(p["classes"][c]["name"], l["classes"][c]["name"]);
+    EXPECT_TRUE(p["classes"][c]["count"].is_null());
+  }
+  EXPECT_TRUE(p["content_digest"].is_null());
+  auto text = RunDdpio({"inspect", url_});
+  EXPECT_NE(text.out.find("records       not read"), std::string::npos) << text.out;
   auto missing = RunDdpio({"inspect", "s3://" + bucket_ + "/nothing"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("no dataset at s3://" + bucket_ + "/nothing"), std::string::npos)

@@ -355,7 +355,11 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   app->footer(
       "Examples:\n"
       "  ddpio inspect /data/train.lmdb --verify           # exit 1 if any record is bad\n"
-      "  ddpio inspect /data/train.lmdb --get 17 --out x.jpg");
+      "  ddpio inspect /data/train.lmdb --get 17 --out x.jpg\n"
+      "  ddpio inspect s3://bucket/train                   # the manifest only: two GETs\n"
+      "  ddpio inspect s3://bucket/train --verify          # every record, with class counts\n"
+      "A local dataset is scanned whole (class counts, sizes, digest). A dataset in an object\n"
+      "store is summarised from its manifest unless --verify, which fetches every record.");
   auto o = std::make_shared<InspectOptions>();
   auto json = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);

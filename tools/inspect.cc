@@ -139,6 +139,13 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   r.shards = reader->shard_count();
   r.decoded = o.decode;
   r.class_counts.assign(r.header.classes.size(), 0);
+  if (reader->remote() != nullptr && !ro.verify_checksums) {
+    // Counting classes would fetch the whole dataset: what its manifest says is the summary.
+    r.records_read = false;
+    r.store = reader->remote()->counters();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
 
   const int threads = o.threads > 0
                           ? o.threads
@@ -200,7 +207,9 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
 nlohmann::json InspectJson(const InspectReport& r) {
   nlohmann::json classes = nlohmann::json::array();
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
-    classes.push_back({{"name", r.header.classes[c]}, {"count", r.class_counts[c]}});
+    classes.push_back(
+        {{"name", r.header.classes[c]},
+         {"count", r.records_read ? nlohmann::json(r.class_counts[c]) : nlohmann::json()}});
   }
   nlohmann::json bad = nlohmann::json::array();
   for (const auto& b : r.bad)
@@ -230,7 +239,8 @@ nlohmann::json InspectJson(const InspectReport& r) {
           {"verified", r.verified},
           {"decoded", r.decoded},
           {"bad", bad},
-          {"content_digest", r.content_digest},
+          {"content_digest", r.records_read ? nlohmann::json(r.content_digest) : nlohmann::json()},
+          {"records_read", r.records_read},
           {"store", r.store.has_value() ? StoreCountersJson(*r.store) : nlohmann::json()},
           {"seconds", r.seconds}};
 }
@@ -247,6 +257,12 @@ std::string InspectText(const InspectReport& r) {
   absl::StrAppendFormat(&out, "size          %s of payload, %s on disk\n",
                         HumanBytes(static_cast<double>(r.completion.payload_bytes)),
                         HumanBytes(static_cast<double>(r.file_bytes)));
+  if (!r.records_read) {
+    absl::StrAppendFormat(&out,
+                          "records       not read: summarised from the store's manifest (--verify "
+                          "reads and checks every record, and gives the counts per class, the "
+                          "sizes and the digest)\n");
+  }
   if (r.payload.count > 0) {
     absl::StrAppendFormat(&out, "payload       min %s, mean %s, max %s\n",
                           HumanBytes(static_cast<double>(r.payload.min)),
@@ -255,19 +271,25 @@ std::string InspectText(const InspectReport& r) {
     absl::StrAppendFormat(&out, "image size    width %d-%d, height %d-%d\n", r.width.min,
                           r.width.max, r.height.min, r.height.max);
   }
-  absl::StrAppendFormat(
-      &out,
-      "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
-      "segments), %d raw pixels; %d shrunk by --max-side%s\n",
-      r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
-      r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
+  if (r.records_read) {
+    absl::StrAppendFormat(
+        &out,
+        "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
+        "segments), %d raw pixels; %d shrunk by --max-side%s\n",
+        r.jpeg_records, r.segmented, r.raw_records, r.shrunk,
+        r.shards > 1 ? absl::StrFormat("; %d shards", r.shards) : "");
+  }
   if (r.store.has_value())
     absl::StrAppendFormat(&out, "object store  %s\n", StoreCountersText(*r.store));
   absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
-    absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);
+    if (r.records_read) {
+      absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);
+    } else {
+      absl::StrAppendFormat(&out, "  %5d  %s\n", c, r.header.classes[c]);
+    }
   }
-  absl::StrAppendFormat(&out, "digest        %s\n", r.content_digest);
+  if (r.records_read) absl::StrAppendFormat(&out, "digest        %s\n", r.content_digest);
   if (r.verified) {
     absl::StrAppendFormat(&out, "verify        %s: %d bad record(s) of %d%s\n",
                           r.bad.empty() ? "OK" : "FAILED", r.bad.size(), r.completion.sample_count,

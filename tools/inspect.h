@@ -57,13 +57,17 @@ struct InspectReport {
   bool verified = false;
   bool decoded = false;
   std::string content_digest;
+  // False for a dataset in an object store inspected without --verify: summarised from its
+  // manifest alone (counts per class, sizes and the digest need every record, so are not given).
+  bool records_read = true;
   double seconds = 0;
   // A dataset in an object store: what the store was asked and what the caches answered.
   std::optional<storage::remote::RemoteCounters> store;
 };
 
 // Errors opening the dataset (NotFound, FailedPrecondition for incomplete / unknown version);
-// bad records are reported in the result, not as an error.
+// bad records are reported in the result, not as an error. A dataset in an object store without
+// verify or decode is summarised from its manifest and index (two GETs), no record read.
 absl::StatusOr<InspectReport> Inspect(const InspectOptions& options);
 nlohmann::json InspectJson(const InspectReport& report);
 std::string InspectText(const InspectReport& report);

@@ -11,6 +11,7 @@
 #include "ddpio/broadcast/internal/feed_leader.h"
 #include "ddpio/broadcast/internal/group_agreement.h"
 #include "ddpio/broadcast/internal/host_relay.h"
+#include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 
 namespace ddpio::broadcast {
@@ -132,9 +133,19 @@ void GroupFeeder::StopRun() {
 }
 
 absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
+  if (!failed_.ok() && direct_) {
+    // Reading alone, nobody else's state hangs on this run: a new one starts clean, so a store
+    // that failed and came back (or a skipped bad record) does not end the loader for good.
+    DDPIO_LOG(INFO) << "loader: starting epoch " << epoch << " at sample " << start
+                    << " after an earlier error (" << failed_.message() << ")";
+    failed_ = absl::OkStatus();
+  }
   if (!failed_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the group feeder failed earlier: ", failed_.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this loader stopped after an error and cannot continue, since its group's members may "
+        "stand anywhere in the run it broke: make a new loader (every member of the group) and "
+        "resume it from the last state taken (load_state_dict); the error was: ",
+        failed_.message()));
   }
   StopRun();
   sampler_->SetEpoch(epoch);

@@ -312,11 +312,7 @@ TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
     FeedSetup s;
     s.data = dir.Sub("data");
     ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
-    std::string value;
-    ASSERT_OK(
-        ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
-    value[value.size() - 3] ^= 0x55;  // payload damage: the CRC no longer matches
-    ASSERT_OK(ddpio::testing::PokeValue(s.data, "samples", ddpio::testing::SampleKey(17), value));
+    ASSERT_OK(ddpio::testing::DamageRecordChecksum(s.data, 17));  // its CRC no longer matches
     s.options = SmallOptions();
     s.options.payload = payload;
     s.group_size = 4;
@@ -328,6 +324,42 @@ TEST(GroupFeeder, CorruptRecordIsDataLossOnEveryMember) {
       return ddpio::testing::ExpectDataLossNaming(**feeder, rank, "0000000000000011");
     });
     EXPECT_EQ(codes, std::vector<int>(kWorld, 0)) << FeedPayloadName(payload);
+  }
+}
+
+// After an error (a store outage, a bad record) a group of one — reading alone, nobody's state
+// tied to its run — starts again where it stood and meets what is there now (here the same bad
+// record again, not "failed earlier"); a group of several refuses, saying what to do.
+TEST(GroupFeeder, AfterAnErrorAGroupOfOneStartsAgainAndAGroupOfSeveralSaysWhatToDo) {
+  for (int g : {1, 4}) {
+    ddpio::testing::TempDir dir;
+    FeedSetup s;
+    s.data = dir.Sub("data");
+    ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
+    ASSERT_OK(ddpio::testing::DamageRecordChecksum(s.data, 17));  // its CRC no longer matches
+    s.options = SmallOptions();
+    s.group_size = g;
+    auto codes = RunFeed(s, absl::StrCat("again", g), [&](comm::Job& job) {
+      std::unique_ptr<storage::DatasetReader> reader;
+      auto feeder = JoinFeeder(job, s, s.options, &reader);
+      if (!feeder.ok() || !(*feeder)->StartEpoch(0).ok()) return 4;
+      absl::StatusOr<loader::Batch> b = (*feeder)->Next();
+      while (b.ok()) b = (*feeder)->Next();
+      if (absl::IsOutOfRange(b.status())) return 10;  // record 17 is another rank's
+      if (!absl::IsDataLoss(b.status())) return 5;
+      const absl::Status again = (*feeder)->StartEpoch(0, (*feeder)->ResumePosition());
+      if (g > 1) {
+        const bool says = absl::IsFailedPrecondition(again) &&
+                          again.message().find("make a new loader") != absl::string_view::npos;
+        return says ? 0 : 6;
+      }
+      if (!again.ok()) return 7;
+      b = (*feeder)->Next();
+      while (b.ok()) b = (*feeder)->Next();
+      return absl::IsDataLoss(b.status()) ? 0 : 8;
+    });
+    EXPECT_NE(std::count(codes.begin(), codes.end(), 0), 0) << "G " << g;
+    for (int c : codes) EXPECT_TRUE(c == 0 || c == 10) << "G " << g << ": " << c;
   }
 }
 

@@ -27,7 +27,10 @@ absl::StatusOr<GroupLayout> GroupLayout::Make(int world, int group_size, LayoutK
   }
   if (world % group_size != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("group size ", group_size, " does not divide the world size ", world));
+        absl::StrCat("group size ", group_size, " does not divide the world size ", world,
+                     " (after an elastic restart on fewer ranks, the world must stay a multiple of "
+                     "the group size: let the launcher drop whole groups, e.g. torchrun "
+                     "--nproc-per-node a multiple of it, or choose the group size per attempt)"));
   }
   if (kind == LayoutKind::kExplicit) {
     return absl::InvalidArgumentError("explicit layouts are made with GroupLayout::FromGroups");

@@ -232,6 +232,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Job::Group(const GroupLayout& layo
 }
 
 Census Job::TakeCensus() {
+  if (info_.world_size <= 1) return Census{};  // nobody else to vanish: nothing to say
   if (heartbeat_ == nullptr) {
     Census c;
     c.line =

@@ -184,11 +184,7 @@ TEST(NcclFeederFailures, ACorruptRecordIsTheLeadersErrorOnEveryMember) {
     FeedSetup s;
     s.data = dir.Sub("data");
     ASSERT_OK(ddpio::testing::WriteJpegDataset(s.data, 40, 30));
-    std::string value;
-    ASSERT_OK(
-        ddpio::testing::ReadRawValue(s.data, "samples", ddpio::testing::SampleKey(17), &value));
-    value[value.size() - 3] ^= 0x55;
-    ASSERT_OK(ddpio::testing::PokeValue(s.data, "samples", ddpio::testing::SampleKey(17), value));
+    ASSERT_OK(ddpio::testing::DamageRecordChecksum(s.data, 17));  // its CRC no longer matches
     s.options = Decoded();
     s.options.mode = mode;
     s.group_size = 4;

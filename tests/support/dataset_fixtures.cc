@@ -195,6 +195,14 @@ std::string SampleKey(uint64_t index) {
   return std::string(k.begin(), k.end());
 }
 
+absl::Status DamageRecordChecksum(const std::string& path, uint64_t index) {
+  std::string value;
+  DDPIO_RETURN_IF_ERROR(ReadRawValue(path, "samples", SampleKey(index), &value));
+  if (value.size() < 3) return absl::InternalError("record too short to damage");
+  value[value.size() - 3] ^= 0x55;
+  return PokeValue(path, "samples", SampleKey(index), value);
+}
+
 absl::Status PokeValue(const std::string& path, const std::string& db, const std::string& key,
                        const std::optional<std::string>& value) {
   return WithTxn(path, db, 0, [&](MDB_txn* txn, MDB_dbi dbi) {

@@ -32,6 +32,10 @@ absl::Status ReadRawValue(const std::string& path, const std::string& db, const 
                           std::string* value);
 std::string SampleKey(uint64_t index);
 
+// Flips a byte near the end of record `index`'s stored value (its payload), so that its CRC32C no
+// longer matches: a record every read reports as DataLoss.
+absl::Status DamageRecordChecksum(const std::string& path, uint64_t index);
+
 // A w x h RGB JPEG (4:2:0, quality 90) of a smooth pattern that depends on `seed`.
 std::vector<uint8_t> MakeJpeg(int width, int height, uint64_t seed);
 
