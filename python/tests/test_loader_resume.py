@@ -3,8 +3,9 @@ checkpoint taken right after load_state_dict or set_epoch trains nothing twice);
 what the epoch's order depends on and a loader of another order refuses it, naming the
 difference, while what does not change the order (a copy of the dataset, the world size, the
 seed of an unshuffled order) is accepted; the state's numbers are integers; a state of an older
-ddpio is taken with a warning; and a loader opens its dataset once. Resume on another world size
-is in test_loader_torchrun.py (4 ranks to 1)."""
+ddpio is taken with a warning; a loader opens its dataset once; and a loader reading alone goes on
+from its own state after an error. Resume on another world size is in test_loader_torchrun.py
+(4 ranks to 1)."""
 import collections
 import re
 import shutil
@@ -175,3 +176,34 @@ def test_a_loader_opens_its_dataset_once(dataset, monkeypatch):
     monkeypatch.setattr(ddpio.sampler, "_torch_version", lambda: None)
     assert passes_of_epoch(dataset, 3) == whole
     assert opened == []
+
+
+# --- after an error ------------------------------------------------------------------------------
+def test_a_loader_reading_alone_goes_on_from_its_state_after_an_error(program, dataset, tmp_path):
+    """A record that fails its checksum ends the pass with DataLossError; the loader is not dead
+    for good (it used to raise "the group feeder failed earlier" from then on): resumed from its
+    own state it runs again, up to the same bad record, every batch before it the same."""
+    damaged = tmp_path / "damaged.lmdb"
+    shutil.copytree(dataset, damaged)
+    payload = tmp_path / "record.jpg"
+    subprocess.run([program, "inspect", str(dataset), "--get", "13", "--out", str(payload)], check=True,
+                   capture_output=True)
+    stored = payload.read_bytes()
+    data = bytearray((damaged / "data.mdb").read_bytes())
+    at = data.find(stored)
+    assert at > 0, "record 13's payload is not in the file as one piece"
+    data[at + len(stored) // 2] ^= 0x55
+    (damaged / "data.mdb").write_bytes(bytes(data))
+
+    loader = ddpio.Loader(damaged, **{**OPTIONS, "shuffle": False})
+    seen = []
+    with pytest.raises(ddpio.DataLossError):
+        for batch in loader:
+            seen.append(batch["indices"].tolist())
+    assert seen == [list(range(k, k + 4)) for k in range(0, 12, 4)]
+    state = loader.state_dict()
+    assert state["position"] == 12
+    loader.load_state_dict(state)
+    with pytest.raises(ddpio.DataLossError) as again:
+        next(iter(loader))
+    assert "13" in str(again.value)
