@@ -57,6 +57,12 @@ void FeedWindow::Wake() {
   changed_.notify_all();
 }
 
+bool FeedWindow::WaitReady(uint64_t step, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(
+      lock, timeout, [&] { return items_.count(step) > 0 || !error_.ok() || ended_ || draining_; });
+}
+
 absl::StatusOr<FeedItem> FeedWindow::Take(uint64_t step, const std::atomic<bool>& stop) {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(

@@ -12,6 +12,7 @@
 #define DDPIO_BROADCAST_FEED_WINDOW_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -49,6 +50,8 @@ class FeedWindow : public loader::RecordSource {
   // DataLoss when the run ended without that step (the producer is out of step); Cancelled
   // once `stop` is set (Wake() makes a waiting Take look).
   absl::StatusOr<FeedItem> Take(uint64_t step, const std::atomic<bool>& stop);
+  // Whether Take(step) would return at once, waiting up to `timeout`; takes nothing.
+  bool WaitReady(uint64_t step, std::chrono::milliseconds timeout);
   void Drain();
   // The error set by the producer, if any.
   absl::Status error();

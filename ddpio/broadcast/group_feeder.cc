@@ -176,6 +176,13 @@ absl::StatusOr<loader::Batch> GroupFeeder::Next() {
   return held.batch;
 }
 
+bool GroupFeeder::WaitReady(std::chrono::milliseconds timeout) {
+  if (!failed_.ok() || !running_) return true;
+  if (loader_ != nullptr) return loader_->WaitReady(timeout);
+  if (delivered_ >= batches_.size()) return true;
+  return ctx_->window->WaitReady(delivered_, timeout);
+}
+
 absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {
   if (!failed_.ok()) return failed_;
   if (!running_) return absl::FailedPreconditionError("Next() before StartEpoch()");

@@ -30,6 +30,7 @@
 #define DDPIO_BROADCAST_GROUP_FEEDER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -79,6 +80,9 @@ class GroupFeeder {
   // and Next may be called again once a batch is released). Zero-copy either way: the loader's
   // slot, or the received buffer of a decoded batch.
   absl::StatusOr<loader::HeldBatch> NextHeld();
+  // Whether NextHeld has its batch (or an error, or the epoch's end) at hand, waiting up to
+  // `timeout`; consumes nothing (Loader::WaitReady).
+  bool WaitReady(std::chrono::milliseconds timeout);
 
   uint64_t NumBatches() const { return batches_.size(); }
   // Batches this rank gets in a whole epoch (from position 0), without starting it.

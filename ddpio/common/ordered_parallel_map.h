@@ -21,6 +21,7 @@
 #ifndef DDPIO_COMMON_ORDERED_PARALLEL_MAP_H_
 #define DDPIO_COMMON_ORDERED_PARALLEL_MAP_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,15 @@ class OrderedParallelMap {
 
   OrderedParallelMap(const OrderedParallelMap&) = delete;
   OrderedParallelMap& operator=(const OrderedParallelMap&) = delete;
+
+  // Whether Next() would return at once (the next result is ready, or none is left), waiting up
+  // to `timeout` for it. Consumes nothing: a caller that must stay responsive (to a signal, say)
+  // waits in slices.
+  bool WaitReady(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return ready_cv_.wait_for(
+        lock, timeout, [this] { return next_deliver_ >= end_ || ready_.count(next_deliver_) > 0; });
+  }
 
   // The next result in index order, blocking until it is ready; nullopt after the last one.
   std::optional<T> Next() {

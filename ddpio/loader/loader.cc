@@ -568,6 +568,11 @@ absl::StatusOr<Batch> Loader::Next() {
   return held.batch;
 }
 
+bool Loader::WaitReady(std::chrono::milliseconds timeout) {
+  if (pipeline_ == nullptr || delivered_ >= batches_.size()) return true;
+  return pipeline_->map.WaitReady(timeout);
+}
+
 absl::StatusOr<HeldBatch> Loader::NextHeld() {
   if (pipeline_ == nullptr) return absl::FailedPreconditionError("Next() before StartEpoch()");
   if (delivered_ >= batches_.size())

@@ -178,6 +178,10 @@ class Loader {
   // held_timeout for a release, then ResourceExhausted naming the limit (IsHeldLimit,
   // hold_gate.h: nothing was consumed; call again once a batch is released).
   absl::StatusOr<HeldBatch> NextHeld();
+  // Whether the next batch is assembled (or the epoch has none left, or none was started),
+  // waiting up to `timeout`; consumes nothing. A caller that must see signals (Python's Ctrl-C)
+  // waits in slices before NextHeld, which may then still wait for a held batch's release.
+  bool WaitReady(std::chrono::milliseconds timeout);
 
   // Stops the epoch in flight (workers finish the sample they are on); Next() then fails until
   // the next StartEpoch.

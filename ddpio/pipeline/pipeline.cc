@@ -163,6 +163,10 @@ absl::StatusOr<loader::Batch> Pipeline::Next() {
   return rep_->feeder->Next();
 }
 
+bool Pipeline::WaitReady(std::chrono::milliseconds timeout) {
+  return rep_->feeder ? rep_->feeder->WaitReady(timeout) : true;
+}
+
 absl::StatusOr<loader::HeldBatch> Pipeline::NextHeld() {
   if (!rep_->feeder) return Closed();
   return rep_->feeder->NextHeld();

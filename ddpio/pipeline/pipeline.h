@@ -74,6 +74,10 @@ class Pipeline {
   // options.held_timeout for a release, then fails ResourceExhausted (or, with held_overflow
   // kCopy, hands out a copy).
   absl::StatusOr<loader::HeldBatch> NextHeld();
+  // Whether NextHeld has its batch (or an error, or the epoch's end) at hand, waiting up to
+  // `timeout`; consumes nothing. For a caller that must see signals while it waits (Python's
+  // Ctrl-C): wait in slices, then call NextHeld.
+  bool WaitReady(std::chrono::milliseconds timeout);
 
   // After Close() these give the values they had when it was closed (BatchesInEpoch fails).
   uint64_t NumBatches() const;

@@ -387,6 +387,12 @@ class PyPipeline {
   // None — kept alive by `images`, whose base holds the batch.
   py::object Next() {
     const auto enter = std::chrono::steady_clock::now();
+    // Waits in slices, so that Ctrl-C (Python's SIGINT handler, run by PyErr_CheckSignals on the
+    // main thread) interrupts a wait for a store or a leader within a slice, not when its retries
+    // or the job's timeout end. Nothing is consumed: the next call continues where this stood.
+    while (!Call([](Pipeline& p) { return p.WaitReady(std::chrono::milliseconds(100)); })) {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
     absl::StatusOr<loader::HeldBatch> held = Call([](Pipeline& p) { return p.NextHeld(); });
     const auto out = std::chrono::steady_clock::now();
     if (absl::IsOutOfRange(held.status())) {
