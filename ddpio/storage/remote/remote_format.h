@@ -99,7 +99,8 @@ struct RemoteManifest {
   // constant and the records' digest.
   bool identifies_records() const { return version >= 2; }
   // Whether `index_bytes` is the index this manifest was written with, as far as it can tell
-  // (size always; the checksum from version 2 on).
+  // (size always; from version 2 on the checksum it ends with, which DecodeRecordIndex then
+  // holds to its bytes).
   bool MatchesIndex(std::string_view index_bytes) const;
   // A name for this dataset's content, letters, digits and '-': its id (or "dataset") and 16 hex
   // digits of a digest of the header, the completion, the index checksum and the records' digest.
