@@ -45,6 +45,23 @@ class Gateway : public ::testing::Test {
 };
 int Gateway::counter_ = 0;
 
+// A session token the gateway cannot decode: Ceph answers a bare 400 InvalidArgument (no
+// message), which used to reach the user as just that. It is called what it is — the credentials
+// refused, temporary ones — naming the object, without the token or the secret.
+TEST_F(Gateway, AMangledSessionTokenIsSaidToBeTheCredentials) {
+  ASSERT_OK(client_->Put(bucket_, "k", "v"));
+  S3Config mangled = config_;
+  mangled.session_token = "not-a-token-the-gateway-issued";
+  ASSERT_OK_AND_ASSIGN(auto client, S3Client::Create(mangled));
+  auto got = client->Get(bucket_, "k", 16);
+  EXPECT_CODE(got, kUnauthenticated);
+  const std::string message(got.status().message());
+  EXPECT_THAT(message, HasSubstr(S3Client::Name(bucket_, "k")));
+  EXPECT_THAT(message, HasSubstr("temporary"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("not-a-token-the-gateway-issued")));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr(config_.secret_key)));
+}
+
 TEST_F(Gateway, PutGetRangeAndSize) {
   std::string object(3 << 20, '\0');
   for (size_t i = 0; i < object.size(); ++i) object[i] = static_cast<char>(i * 131 + i / 7);
