@@ -52,3 +52,31 @@ def test_a_missing_remote_dataset_is_a_clear_error(remote):
     with pytest.raises(Exception) as e:
         ddpio.Dataset(gone)
     assert "no dataset at " + gone in str(e.value)
+
+
+def test_a_resume_state_by_url_neither_rewinds_nor_resumes_another_dataset(remote, program, imagefolder, tmp_path):
+    """Round 3's silent-data findings 1 and 3 against the real gateway: a state taken right after
+    load_state_dict is the loaded one and resumes every remaining sample exactly once; a state of
+    another dataset of the same size (another conversion of the same images, uploaded beside it)
+    is refused."""
+    options = dict(batch_size=4, image_size=24, seed=3, arrays="numpy")
+    first = ddpio.Loader(remote, **options)
+    it = iter(first)
+    seen = [i for _ in range(2) for i in next(it)["indices"].tolist()]
+    state = first.state_dict()
+    first.close()
+    resumed = ddpio.Loader(remote, **options)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state, "a checkpoint here would rewind the epoch"
+    seen += [i for b in resumed for i in b["indices"].tolist()]
+    assert sorted(seen) == list(range(21)), "a sample trained twice or never"
+    other = tmp_path / "other.lmdb"
+    run = subprocess.run([program, "convert", "--src", str(imagefolder), "--out", str(other), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    other_url = remote.rsplit("/", 1)[0] + "/other"
+    up = subprocess.run([program, "upload", str(other), other_url, "--quiet"], capture_output=True, text=True,
+                        timeout=300)
+    assert up.returncode == 0, up.stderr
+    with pytest.raises(ValueError, match="another dataset"):
+        ddpio.Loader(other_url, **options).load_state_dict(state)
