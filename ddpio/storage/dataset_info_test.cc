@@ -138,7 +138,7 @@ TEST(DatasetInfo, AHeaderOverItsSizeCapOrWithAnOverlongClassNameIsDataLoss) {
   EXPECT_TRUE(
       Mentions(long_name.status(), "class 0 is a 4097-byte name; a valid one is at most 4096"))
       << long_name.status();
-  // Within every per-class bound, but 17 MB in all (the 52 MB header of the issue, smaller).
+  // Within every per-class bound, but 17 MB in all: a header of millions of long names, smaller.
   h.classes.assign(4250, std::string(kMaxClassNameBytes, 'n'));
   const std::string big = EncodeHeader(h);
   ASSERT_GT(big.size(), kMaxHeaderBytes);
