@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <filesystem>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
@@ -300,6 +303,40 @@ TEST(Dataset, ResumeRefusesCompleteOrForeignDatasets) {
   std::filesystem::create_directories(dir.Sub("folder"));
   EXPECT_CODE(DatasetWriter::Resume(dir.Sub("folder"), other, {}), kFailedPrecondition);
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("folder/data.mdb")));
+}
+
+TEST(Dataset, ResumeContinuesFromTheProgressEntryOrRefusesAMangledOne) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("ds");
+  ASSERT_OK(testing::WriteDataset(path, 5, {}, /*finish=*/false));
+  // Both counts are taken from the entry: the payload bytes carry on into the completion.
+  ASSERT_OK(testing::PokeValue(path, "meta", "writer", R"({"payload_bytes":777,"records":5})"));
+  {
+    ASSERT_OK_AND_ASSIGN(auto w, DatasetWriter::Resume(path, testing::MakeHeader(), {}));
+    EXPECT_EQ(w->committed_count(), 5u);
+    ASSERT_OK(w->Append(MakeRecord(5).view()));
+    ASSERT_OK(w->Finish(0));
+  }
+  ASSERT_OK_AND_ASSIGN(auto reader, DatasetReader::Open(path));
+  EXPECT_EQ(reader->completion().payload_bytes, 777 + MakeRecord(5).payload.size());
+  reader.reset();
+
+  ASSERT_OK(testing::WriteDataset(dir.Sub("partial"), 5, {}, /*finish=*/false));
+  const std::vector<std::pair<std::string, std::string>> mangled = {
+      {R"({"payload_bytes":777,"records":-5})", ""},
+      {"[5,777]", ""},
+      {R"({"payload_bytes":777,"rec)", " (the entry is not valid JSON)"},
+      {R"({"payload_bytes":777,"records":5,"x":)" + std::string(100, '[') + std::string(100, ']') +
+           "}",
+       " (the entry is not valid: its JSON nests deeper than 64 levels)"}};
+  for (const auto& [entry, why] : mangled) {
+    ASSERT_OK(testing::PokeValue(dir.Sub("partial"), "meta", "writer", entry));
+    auto w = DatasetWriter::Resume(dir.Sub("partial"), testing::MakeHeader(), {});
+    EXPECT_CODE(w, kDataLoss) << entry;
+    EXPECT_EQ(w.status().message(),
+              absl::StrCat(dir.Sub("partial"), ": writer progress entry is malformed", why))
+        << entry;
+  }
 }
 
 TEST(Dataset, MetadataCommitsWithItsBatch) {

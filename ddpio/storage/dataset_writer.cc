@@ -10,12 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/fd.h"
-#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"  // kShardManifest
-#include "ddpio/storage/internal/json_fields.h"
 #include "ddpio/storage/internal/lmdb_util.h"
+#include "ddpio/storage/internal/writer_progress.h"
 
 namespace ddpio::storage {
 
@@ -25,7 +24,6 @@ using internal::Txn;
 
 namespace {
 constexpr char kWriterKey[] = "writer";  // {"records": n, "payload_bytes": b} per commit
-constexpr uint64_t kMaxWriterEntryBytes = 64 << 10;  // two counts: far below
 
 // A header this writer may store: what DecodeHeader reads back (dataset_info.h's bounds). A source
 // with more classes (a folder of a million subfolders, a synset file of ten million lines) is
@@ -228,15 +226,12 @@ absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(const std::
   }
   DDPIO_ASSIGN_OR_RETURN(auto progress, writer->GetMeta(kWriterKey));
   if (progress.has_value()) {
-    auto j = ParseJson(*progress, "the entry", kMaxWriterEntryBytes);
-    if (!j.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": writer progress entry is malformed (", j.status().message(), ")"));
+    absl::StatusOr<internal::WriterProgress> counts = internal::ParseWriterProgress(*progress);
+    if (!counts.ok()) {
+      return absl::DataLossError(absl::StrCat(path, ": ", counts.status().message()));
     }
-    if (!internal::GetU64(*j, "records", &writer->committed_) ||
-        !internal::GetU64(*j, "payload_bytes", &writer->committed_payload_bytes_)) {
-      return absl::DataLossError(absl::StrCat(path, ": writer progress entry is malformed"));
-    }
+    writer->committed_ = counts->records;
+    writer->committed_payload_bytes_ = counts->payload_bytes;
   }
   // Cross-check against what is really there.
   Txn txn;

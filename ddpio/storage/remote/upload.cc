@@ -9,13 +9,14 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/internal/upload_json.h"
 #include "ddpio/storage/remote/upload_lock.h"
 #include "ddpio/storage/s3/s3_client.h"
 #include "ddpio/version.h"
@@ -25,18 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What a resumed upload needs to know: its lock token, and per object the multipart upload id
-// it was sent under, or the ETag the store gave it when it was complete. Bound to the destination
-// and to the dataset (its records' digest, index checksum and id), so that a state file of
-// another upload is ignored; and an object marked done counts only while the store still holds
-// it with that ETag (another upload in between writes other ETags).
-struct UploadState {
-  std::string url;
-  std::string dataset;                            // records' digest, index checksum and id
-  std::string token;                              // the lock's (upload_lock.h)
-  std::map<std::string, std::string> upload_ids;  // object -> multipart upload id
-  std::map<std::string, std::string> etags;       // object -> ETag of the complete object
-};
+using internal::UploadState;
 
 std::string StatePath(const std::string& local_path) {
   std::error_code ec;
@@ -49,28 +39,19 @@ std::string DatasetKey(const RemoteManifest& m) {
                       absl::Hex(m.index_crc32c, absl::kZeroPad8), "-", m.header.id);
 }
 
+// The state an earlier run of this upload left at `path`; a fresh one (no token, no object)
+// when there is none, or it is another upload's, an older ddpio's, or damaged.
 UploadState LoadState(const std::string& path, const std::string& url, const std::string& dataset) {
+  absl::StatusOr<std::string> text =
+      ReadRegularFile(path, internal::kMaxUploadStateBytes, "upload state");
+  if (text.ok()) {
+    if (std::optional<UploadState> state = internal::ParseUploadState(*text, url, dataset)) {
+      return *std::move(state);
+    }
+  }
   UploadState state;
   state.url = url;
   state.dataset = dataset;
-  absl::StatusOr<std::string> text = ReadRegularFile(path, 1 << 20, "upload state");
-  if (!text.ok()) return state;
-  absl::StatusOr<nlohmann::json> parsed = ParseJson(*text, path, 1 << 20);
-  if (!parsed.ok()) return state;
-  const nlohmann::json& j = *parsed;
-  auto text_of = [&](const nlohmann::json& o, const char* key) {
-    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
-                                                                  : std::string();
-  };
-  if (text_of(j, "url") != url || text_of(j, "dataset") != dataset || !j.contains("objects") ||
-      !j["objects"].is_object()) {
-    return state;  // another upload's, an older ddpio's, or damaged: start over
-  }
-  state.token = text_of(j, "token");
-  for (const auto& [object, o] : j["objects"].items()) {
-    if (const std::string id = text_of(o, "upload_id"); !id.empty()) state.upload_ids[object] = id;
-    if (const std::string etag = text_of(o, "etag"); !etag.empty()) state.etags[object] = etag;
-  }
   return state;
 }
 

@@ -3,47 +3,22 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/storage/internal/upload_json.h"
 
 namespace ddpio::storage::remote {
 namespace {
 
-constexpr uint64_t kMaxLockBytes = 64 << 10;
 constexpr int kTakeRounds = 4;
 
-struct Holder {
-  std::string token, host;
-  int64_t pid = 0, started = 0, expires = 0;
-};
-
-// The holder a lock object names; nullopt when it is not a ddpio upload lock.
-std::optional<Holder> ParseHolder(const std::string& body) {
-  absl::StatusOr<nlohmann::json> j = ParseJson(body, "upload lock", kMaxLockBytes);
-  if (!j.ok() || !j->is_object()) return std::nullopt;
-  Holder h;
-  auto text = [&](const char* key, std::string* out) {
-    auto it = j->find(key);
-    if (it == j->end() || !it->is_string()) return false;
-    *out = it->get<std::string>().substr(0, 256);
-    return true;
-  };
-  auto number = [&](const char* key, int64_t* out) {
-    auto it = j->find(key);
-    if (it == j->end() || !it->is_number_integer()) return false;
-    *out = it->get<int64_t>();
-    return true;
-  };
-  if (!text("token", &h.token) || !text("host", &h.host) || !number("pid", &h.pid) ||
-      !number("started", &h.started) || !number("expires", &h.expires)) {
-    return std::nullopt;
-  }
-  return h;
-}
+using internal::kMaxUploadLockBytes;
+using internal::ParseUploadLockHolder;
+using internal::UploadLockHolder;
 
 std::string When(int64_t unix_seconds) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixSeconds(unix_seconds),
@@ -83,10 +58,11 @@ absl::StatusOr<std::unique_ptr<UploadLock>> UploadLock::Acquire(s3::S3Client& s3
     absl::StatusOr<std::string> put = s3.PutConditional(dest.bucket, key, lock->Body(now));
     if (!put.ok() && !absl::IsFailedPrecondition(put.status())) return put.status();
     if (!put.ok()) {  // there already: whose, and is it still held?
-      absl::StatusOr<s3::S3Client::Object> held = s3.GetObject(dest.bucket, key, kMaxLockBytes);
+      absl::StatusOr<s3::S3Client::Object> held =
+          s3.GetObject(dest.bucket, key, kMaxUploadLockBytes);
       if (absl::IsNotFound(held.status())) continue;  // released meanwhile
       if (!held.ok()) return held.status();
-      const std::optional<Holder> holder = ParseHolder(held->body);
+      const std::optional<UploadLockHolder> holder = ParseUploadLockHolder(held->body);
       if (!holder.has_value()) {
         return absl::FailedPreconditionError(
             absl::StrCat(name, " is not a ddpio upload lock; if no upload to ", dest.ToString(),
@@ -117,14 +93,15 @@ absl::StatusOr<std::unique_ptr<UploadLock>> UploadLock::Acquire(s3::S3Client& s3
 
 absl::Status UploadLock::Check() {
   const std::string name = s3::S3Client::Name(dest_.bucket, Key());
-  absl::StatusOr<s3::S3Client::Object> held = s3_.GetObject(dest_.bucket, Key(), kMaxLockBytes);
+  absl::StatusOr<s3::S3Client::Object> held =
+      s3_.GetObject(dest_.bucket, Key(), kMaxUploadLockBytes);
   if (absl::IsNotFound(held.status())) {
     return absl::AbortedError(absl::StrCat(
         "the upload lock ", name, " was removed while this upload held it: another writer at ",
         dest_.ToString(), "? This upload stops; run it again"));
   }
   if (!held.ok()) return held.status();
-  const std::optional<Holder> holder = ParseHolder(held->body);
+  const std::optional<UploadLockHolder> holder = ParseUploadLockHolder(held->body);
   if (!holder.has_value() || holder->token != token_) {
     return absl::AbortedError(absl::StrCat(
         "another upload took the lock of ", dest_.ToString(),

@@ -1,8 +1,10 @@
 #include "ddpio/storage/s3/s3_config.h"
 
 #include <cerrno>
+#include <cstdint>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -19,6 +21,41 @@ constexpr uint64_t kMaxIniBytes = 1 << 20;
 std::string Get(const EnvironmentMap& env, const std::string& name) {
   auto it = env.find(name);
   return it == env.end() ? "" : it->second;
+}
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
+// S3 object keys are UTF-8, and the prefix goes into JSON (the manifest, the upload's state).
+bool ValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      n = 1;
+      cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      n = 2;
+      cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      n = 3;
+      cp = b & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // cut short
+    for (int k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
 }
 
 bool ValidBucket(std::string_view b) {
@@ -93,6 +130,11 @@ absl::StatusOr<S3Url> ParseS3Url(std::string_view url) {
               absl::StrCat("'", std::string(url), "': a control character in the prefix"));
         }
       }
+    }
+    if (!ValidUtf8(u.prefix)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", absl::CHexEscape(std::string(url)),
+                       "': the prefix is not UTF-8 (S3 object keys are UTF-8 text)"));
     }
   }
   return u;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -29,6 +30,20 @@ TEST(S3Url, BucketsAndPrefixes) {
   for (const char* bad : {"s3://", "s3://AB", "s3://b", "s3://bucket//x", "s3://bucket/a/../b",
                           "s3://-bucket/x", "http://bucket/x", "s3://bucket/a\nb"}) {
     EXPECT_CODE(ParseS3Url(bad), kInvalidArgument) << bad;
+  }
+  // S3 keys are UTF-8, and the prefix goes into JSON (the manifest, the upload's state), which
+  // would throw on other bytes: refused here, naming the bytes escaped.
+  ASSERT_OK_AND_ASSIGN(S3Url text, ParseS3Url("s3://bucket/donn\xc3\xa9"
+                                              "es/\xe6\x97\xa5/\xf0\x9f\x93\xb7"));
+  EXPECT_EQ(text.prefix,
+            "donn\xc3\xa9"
+            "es/\xe6\x97\xa5/\xf0\x9f\x93\xb7");
+  for (const char* bad :
+       {"s3://bucket/\xff", "s3://bucket/a\xc3", "s3://bucket/\xc0\xaf", "s3://bucket/\xed\xa0\x80",
+        "s3://bucket/\xf4\x90\x80\x80", "s3://bucket/\xe6\x97x"}) {
+    const absl::Status st = ParseS3Url(bad).status();
+    EXPECT_CODE(st, kInvalidArgument) << absl::CHexEscape(bad);
+    EXPECT_NE(st.message().find("not UTF-8"), absl::string_view::npos) << st;
   }
 }
 
