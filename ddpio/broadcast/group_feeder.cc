@@ -133,19 +133,23 @@ void GroupFeeder::StopRun() {
 }
 
 absl::Status GroupFeeder::StartEpoch(uint64_t epoch, uint64_t start) {
-  if (!failed_.ok() && direct_) {
-    // Reading alone, nobody else's state hangs on this run: a new one starts clean, so a store
-    // that failed and came back (or a skipped bad record) does not end the loader for good.
+  if (!failed_.ok()) {
+    // The run that failed ends first (its threads joined): then whether the group is whole is
+    // known. A data error — a store that failed past its budget, a bad record — travelled as the
+    // run's last message, so every member stands at the end of that run and a new one starts
+    // clean, once the store is back or the record skipped. A group whose connections were ended
+    // (a lost member, a timeout) cannot run again; a group of one never had any.
+    StopRun();
+    if (!direct_ && ctx_->group_aborted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this loader's group lost its connections after an error and cannot continue: make a "
+          "new loader (every rank of the job) and resume it from the last state taken "
+          "(load_state_dict); the error was: ",
+          failed_.message()));
+    }
     DDPIO_LOG(INFO) << "loader: starting epoch " << epoch << " at sample " << start
                     << " after an earlier error (" << failed_.message() << ")";
     failed_ = absl::OkStatus();
-  }
-  if (!failed_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this loader stopped after an error and cannot continue, since its group's members may "
-        "stand anywhere in the run it broke: make a new loader (every member of the group) and "
-        "resume it from the last state taken (load_state_dict); the error was: ",
-        failed_.message()));
   }
   StopRun();
   sampler_->SetEpoch(epoch);

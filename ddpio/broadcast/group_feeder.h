@@ -25,7 +25,10 @@
 // end-of-epoch message the peers drain up to. Failure: a corrupt record under the `fail` policy
 // reaches every member as DataLoss (the leader sends the error); a dead peer or leader makes
 // the others fail with Unavailable (the thread that sees it aborts the group communicator so the
-// rest of the group learns at once), never a hang past `timeout`.
+// rest of the group learns at once), never a hang past `timeout`. After a data error (a store
+// that failed past its retry budget, a corrupt record) the group is still whole: every member
+// calls StartEpoch again (the same arguments: a state taken before the error) and the group goes
+// on; after a lost member it cannot, and StartEpoch says so.
 #ifndef DDPIO_BROADCAST_GROUP_FEEDER_H_
 #define DDPIO_BROADCAST_GROUP_FEEDER_H_
 
@@ -68,8 +71,9 @@ class GroupFeeder {
   GroupFeeder(const GroupFeeder&) = delete;
   GroupFeeder& operator=(const GroupFeeder&) = delete;
 
-  // Starts `epoch` from `start` entries already consumed (the same on every member).
-  // FailedPrecondition after a failure (naming it).
+  // Starts `epoch` from `start` entries already consumed (the same on every member), also after a
+  // data error (a new run, once the store is back). FailedPrecondition after a failure that ended
+  // the group's connections (naming it).
   absl::Status StartEpoch(uint64_t epoch, uint64_t start = 0);
   // This rank's next batch (valid until the next Next / StartEpoch). OutOfRange at the end of
   // the epoch; DataLoss / Unavailable / DeadlineExceeded as described above.

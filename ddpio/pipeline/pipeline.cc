@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   // job's timeout, and the error names the store.
   storage::ReaderOptions ro;
   if (info.world_size > 1) ro.store_deadline = options.timeout;
+  ro.remote.retry.cancel = options.cancel;
   if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
         storage::DatasetReader::Open(options.data, ro);

@@ -12,8 +12,10 @@
 #define DDPIO_PIPELINE_PIPELINE_OPTIONS_H_
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ddpio/broadcast/feeder_options.h"
@@ -116,6 +118,10 @@ struct PipelineOptions {
   // batch held from it.
   device::CudaRuntime* cuda = nullptr;
   bool copy_to_device = false;
+  // Not a setting: a flag another thread raises to give up opening a dataset in an object store
+  // (its requests end at once, Open fails Cancelled) — a front end's answer to Ctrl-C while a
+  // pipeline opens against a failing store. Null (default): Open rides the outage out.
+  std::shared_ptr<const std::atomic<bool>> cancel;
 };
 
 }  // namespace ddpio

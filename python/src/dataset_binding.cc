@@ -6,12 +6,14 @@
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "bindings.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "interruptible.h"
 #include "status.h"
 #include "text.h"
 
@@ -81,11 +83,13 @@ class Dataset {
 
  private:
   void Reopen() {
-    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened;
-    {
-      py::gil_scoped_release release;
-      opened = storage::DatasetReader::Open(path_, {});
-    }
+    // From a failing object store this rides out the outage: Ctrl-C gives it up.
+    auto cancel = std::make_shared<std::atomic<bool>>(false);  // (the reader's client keeps it)
+    storage::ReaderOptions options;
+    options.remote.retry.cancel = cancel;
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened =
+        absl::UnknownError("not opened");
+    RunInterruptibly([&] { opened = storage::DatasetReader::Open(path_, options); }, *cancel);
     reader_ = ValueOrThrow(std::move(opened));
     pid_ = getpid();
   }

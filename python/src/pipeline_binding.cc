@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "ddpio/storage/dataset_info.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/trainer/step_report.h"
+#include "interruptible.h"
 #include "python_store.h"
 #include "status.h"
 #include "step_report_binding.h"
@@ -330,16 +332,25 @@ class PyPipeline {
     output_ = o.output;
     width_ = o.image_size;
     height_ = o.image_height > 0 ? o.image_height : o.image_size;
-    absl::StatusOr<std::unique_ptr<Pipeline>> p;
-    {
-      py::gil_scoped_release release;
-      absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(o.timeout, torch);
-      if (job.ok()) {
-        job_ = *std::move(job);
-        // Collective: a rank that fails here closes its group, so the others fail at once too.
-        p = Pipeline::Open(*job_, o);
-        if (!p.ok()) job_->MarkFailed();  // rank 0 must not wait for this rank at the end
-        if (p.ok()) {
+    // Joining and opening may wait long (peers not there yet, a store riding out an outage):
+    // Ctrl-C must still reach Python, and gives up the store's requests at once.
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    o.cancel = cancel;
+    absl::StatusOr<std::unique_ptr<Pipeline>> p = absl::UnknownError("not opened");
+    RunInterruptibly(
+        [&] {
+          absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(o.timeout, torch);
+          if (!job.ok()) {
+            p = job.status();
+            return;
+          }
+          job_ = *std::move(job);
+          // Collective: a rank that fails here closes its group, so the others fail at once too.
+          p = Pipeline::Open(*job_, o);
+          if (!p.ok()) {
+            job_->MarkFailed();  // rank 0 must not wait for this rank at the end
+            return;
+          }
           const comm::RankInfo& info = job_->info();
           const comm::GroupLayout& layout = (*p)->layout();
           const bool reads =
@@ -348,11 +359,8 @@ class PyPipeline {
               info.rank, info.rank / std::max(1, info.local_world_size),
               reads ? -1 : layout.leader(info.rank));
           timeout_ = o.timeout;
-        }
-      } else {
-        p = job.status();
-      }
-    }
+        },
+        *cancel);
     pipeline_ = ValueOrThrow(std::move(p));
   }
   ~PyPipeline() {
@@ -621,6 +629,9 @@ void BindPipeline(py::module_& m) {
       [] {
         std::shared_ptr<comm::Job> job;
         {
+          // (without the GIL: a loader opening on another thread holds job_mu while it joins,
+          // and may need the GIL for torch's store)
+          py::gil_scoped_release release;
           std::lock_guard<std::mutex> lock(job_mu);
           job.swap(shared_job);
         }

@@ -3,13 +3,17 @@ checkpoint taken right after load_state_dict or set_epoch trains nothing twice);
 what the epoch's order depends on and a loader of another order refuses it, naming the
 difference, while what does not change the order (a copy of the dataset, the world size, the
 seed of an unshuffled order) is accepted; the state's numbers are integers; a state of an older
-ddpio is taken with a warning; a loader opens its dataset once; and a loader reading alone goes on
-from its own state after an error. Resume on another world size is in test_loader_torchrun.py
+ddpio is taken with a warning; a loader opens its dataset once; and a loader goes on from a state
+after a data error, reading alone or in a group. Resume on another world size is in test_loader_torchrun.py
 (4 ranks to 1)."""
 import collections
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -179,22 +183,27 @@ def test_a_loader_opens_its_dataset_once(dataset, monkeypatch):
 
 
 # --- after an error ------------------------------------------------------------------------------
-def test_a_loader_reading_alone_goes_on_from_its_state_after_an_error(program, dataset, tmp_path):
-    """A record that fails its checksum ends the pass with DataLossError; the loader is not dead
-    for good (it used to raise "the group feeder failed earlier" from then on): resumed from its
-    own state it runs again, up to the same bad record, every batch before it the same."""
+def damaged_copy(program, dataset, tmp_path, record=13):
+    """A copy of `dataset` whose record's stored bytes are damaged in data.mdb (its CRC fails)."""
     damaged = tmp_path / "damaged.lmdb"
     shutil.copytree(dataset, damaged)
     payload = tmp_path / "record.jpg"
-    subprocess.run([program, "inspect", str(dataset), "--get", "13", "--out", str(payload)], check=True,
+    subprocess.run([program, "inspect", str(dataset), "--get", str(record), "--out", str(payload)], check=True,
                    capture_output=True)
     stored = payload.read_bytes()
     data = bytearray((damaged / "data.mdb").read_bytes())
     at = data.find(stored)
-    assert at > 0, "record 13's payload is not in the file as one piece"
+    assert at > 0, f"record {record}'s payload is not in the file as one piece"
     data[at + len(stored) // 2] ^= 0x55
     (damaged / "data.mdb").write_bytes(bytes(data))
+    return damaged
 
+
+def test_a_loader_reading_alone_goes_on_from_its_state_after_an_error(program, dataset, tmp_path):
+    """A record that fails its checksum ends the pass with DataLossError; the loader is not dead
+    for good (it used to raise "the group feeder failed earlier" from then on): resumed from its
+    own state it runs again, up to the same bad record, every batch before it the same."""
+    damaged = damaged_copy(program, dataset, tmp_path)
     loader = ddpio.Loader(damaged, **{**OPTIONS, "shuffle": False})
     seen = []
     with pytest.raises(ddpio.DataLossError):
@@ -207,3 +216,63 @@ def test_a_loader_reading_alone_goes_on_from_its_state_after_an_error(program, d
     with pytest.raises(ddpio.DataLossError) as again:
         next(iter(loader))
     assert "13" in str(again.value)
+
+
+GROUP = textwrap.dedent('''
+    import json, os, sys
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import ddpio
+
+    def passes(loader):
+        """The batches of a pass up to its error, and the error."""
+        seen = []
+        try:
+            for batch in loader:
+                seen.append(batch["indices"].tolist())
+            return seen, None
+        except Exception as e:
+            return seen, type(e).__name__ + ": " + str(e)
+
+    def work(rank, world, init, path, out):
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        loader = ddpio.Loader(path, batch_size=4, image_size=32, group_size=2, seed=7, timeout=60,
+                              arrays="numpy")
+        loader.set_epoch(2)
+        state = loader.state_dict()  # the checkpoint every rank took before the epoch
+        result = {"rank": rank}
+        result["first"], result["first_error"] = passes(loader)
+        dist.barrier()  # every rank caught its error, as a training loop would
+        loader.load_state_dict(state)
+        result["again"], result["again_error"] = passes(loader)
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        init, out, path = sys.argv[1], sys.argv[2], sys.argv[3]
+        mp.spawn(work, args=(2, init, path, out), nprocs=2)
+''')
+
+
+def test_a_group_goes_on_from_a_shared_state_after_a_data_error(program, dataset, tmp_path):
+    """Round 3, finding 11, in a group: the leader's data error (a bad record here; a store failing
+    past its retry budget the same way) reaches its peer as the run's last message, and the group
+    stays whole: both ranks load the state they took before the epoch and run again — the same
+    batches up to the same error — where every member used to be dead for good."""
+    damaged = damaged_copy(program, dataset, tmp_path)
+    script = tmp_path / "group.py"
+    script.write_text(GROUP)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                           "MASTER_PORT")}
+    result = subprocess.run([sys.executable, str(script), f"file://{tmp_path / 'rendezvous'}", str(out),
+                             str(damaged)], capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode == 0, result.stderr
+    for r in range(2):
+        got = json.loads((out / f"rank{r}.json").read_text())
+        assert got["first_error"] and got["first_error"].startswith("DataLossError"), (got, result.stderr)
+        assert "13" in got["first_error"], got
+        assert got["again_error"] == got["first_error"], (got, result.stderr)
+        assert got["again"] == got["first"], got

@@ -70,8 +70,9 @@ inline std::string ReadFileText(const std::string& path) {
 // batch. Every other rank exits 0 when it gets Unavailable within `within` — or, when
 // `deadline_within` is not zero, DeadlineExceeded within that (the backend's timeout ran out
 // first: a transport that cannot see the peer go, as NCCL's may not, still ends every wait at the
-// timeout with a clear error) —, 12 for another error or a later one, 13 when it never noticed.
-// Exits at once either way (the victim will never say goodbye to the job).
+// timeout with a clear error) —, 12 for another error or a later one, 13 when it never noticed,
+// 14 when a new epoch is then not refused (a group that lost a member cannot run again). Exits
+// at once either way (the victim will never say goodbye to the job).
 [[noreturn]] inline void FeedUntilAPeerDies(
     broadcast::GroupFeeder& feeder, int rank, int victim, std::chrono::seconds within,
     std::chrono::seconds deadline_within = std::chrono::seconds(0)) {
@@ -87,7 +88,11 @@ inline std::string ReadFileText(const std::string& path) {
         std::fprintf(stderr, "rank %d: %s\n", rank, b.status().ToString().c_str());
         const bool unavailable = absl::IsUnavailable(b.status()) && took < within;
         const bool timed_out = absl::IsDeadlineExceeded(b.status()) && took < deadline_within;
-        std::_Exit(unavailable || timed_out ? 0 : 12);
+        if (!unavailable && !timed_out) std::_Exit(12);
+        const absl::Status again = feeder.StartEpoch(e + 1);
+        const bool refused = absl::IsFailedPrecondition(again) &&
+                             again.message().find("make a new loader") != absl::string_view::npos;
+        std::_Exit(refused ? 0 : 14);
       }
     }
   }

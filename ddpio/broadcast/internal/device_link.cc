@@ -187,7 +187,7 @@ void DeviceLink::Receive() {
   auto fail = [&](const absl::Status& st) {
     window.SetError(
         Annotate(st, absl::StrCat("receiving from ", source, " over ", group.backend())));
-    group.Abort();  // the rest of the group learns at once
+    ctx_.AbortGroup();  // the rest of the group learns at once
   };
   std::vector<uint8_t>& slot = host_slots_[0];
   for (;;) {

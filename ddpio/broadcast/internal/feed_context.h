@@ -48,6 +48,16 @@ struct FeedContext {
 
   FeedTraffic traffic;
 
+  // Ends the group's connections (Communicator::Abort) after a failure of the transport — a lost
+  // member, a timeout, a message that does not decode: peers blocked on this rank fail at once.
+  // Afterwards the group cannot run again (group_aborted); a data error sent as a message leaves it
+  // whole, and a new run may start (GroupFeeder::StartEpoch).
+  void AbortGroup() {
+    group_aborted = true;
+    group->Abort();
+  }
+  std::atomic<bool> group_aborted{false};
+
   int local_rank() const { return layout.local_group_rank(rank); }
   // The leader, or every rank with readers kAll.
   bool reads_storage() const { return local_rank() == 0 || options.readers == FeedReaders::kAll; }

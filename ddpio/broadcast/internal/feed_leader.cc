@@ -115,7 +115,7 @@ void FeedLeader::Finish(uint64_t epoch, absl::Status st) {
     const FeedHeader h = FeedErrorHeader(epoch, 0, text);
     if (transport_.SendLast(h, reinterpret_cast<const uint8_t*>(text.data())).ok()) return;
   }
-  ctx_.group->Abort();  // peers blocked on this leader fail at once instead of at their timeout
+  ctx_.AbortGroup();  // peers blocked on this leader fail at once instead of at their timeout
 }
 
 void FeedLeader::ReadAhead(storage::ReadTxn& txn) {

@@ -75,7 +75,7 @@ void HostRelay::Receive() {
       window.SetError(Annotate(h.status(), to < 0 ? absl::StrCat("receiving from ", source)
                                                   : absl::StrCat("relaying from ", source, " to ",
                                                                  ctx_.MemberName(to))));
-      ctx_.group->Abort();  // the rest of the group learns at once
+      ctx_.AbortGroup();  // the rest of the group learns at once
       return;
     }
     ++traffic.messages_received;

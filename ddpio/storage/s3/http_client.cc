@@ -34,6 +34,8 @@ constexpr size_t kErrorBodyBytes = size_t{64} << 10;
 // by default) fits in one allocation; a larger body grows as its bytes arrive, so a server that
 // announces terabytes and sends little costs little.
 constexpr uint64_t kMaxReserve = uint64_t{16} << 20;
+// With RetryPolicy::cancel, how often the client's thread looks at it.
+constexpr int kCancelCheckMs = 100;
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -494,6 +496,15 @@ struct HttpClient::Impl {
 
   void Loop() {
     for (;;) {
+      if (Cancelled()) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (stop) break;
+        }
+        EndAll(absl::CancelledError("interrupted: the request was given up (RetryPolicy::cancel)"));
+        curl_multi_poll(multi, nullptr, 0, kCancelCheckMs, nullptr);
+        continue;
+      }
       std::vector<std::unique_ptr<Transfer>> starting;
       bool stopping = false;
       {
@@ -529,7 +540,7 @@ struct HttpClient::Impl {
       }
       // A finished transfer made room for a queued one: start it now, not after the next wakeup.
       if (finished) continue;
-      int wait_ms = 1000;
+      int wait_ms = options.retry.cancel != nullptr ? kCancelCheckMs : 1000;
       for (const auto& t : waiting) {
         wait_ms =
             std::min<int>(wait_ms, static_cast<int>(std::max<int64_t>(
@@ -539,16 +550,26 @@ struct HttpClient::Impl {
       }
       curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
     }
-    // Cancelled: what runs, waits or is queued gets its answer.
+    EndAll(absl::CancelledError("the HTTP client was shut down"));
+  }
+
+  bool Cancelled() const { return options.retry.cancel != nullptr && options.retry.cancel->load(); }
+
+  // Ends what runs, waits or is queued with `why` (Cancelled).
+  void EndAll(const absl::Status& why) {
     for (auto& t : running) Release(*t);
     std::deque<std::unique_ptr<Transfer>> rest;
     {
       std::lock_guard<std::mutex> lock(mu);
       rest.swap(queued);
     }
-    for (auto& t : running) t->done(absl::CancelledError("the HTTP client was shut down"));
-    for (auto& t : waiting) t->done(absl::CancelledError("the HTTP client was shut down"));
-    for (auto& t : rest) t->done(absl::CancelledError("the HTTP client was shut down"));
+    std::vector<std::unique_ptr<Transfer>> ended;
+    for (auto* list : {&running, &waiting}) {
+      for (auto& t : *list) ended.push_back(std::move(t));
+      list->clear();
+    }
+    for (auto& t : rest) ended.push_back(std::move(t));
+    for (auto& t : ended) Finish(std::move(t), why);
   }
 };
 

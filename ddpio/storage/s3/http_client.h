@@ -85,6 +85,10 @@ struct RetryPolicy {
   // The retry budget in time, counted from the start of a request's first attempt (see above).
   // 0: only max_attempts bounds the retries.
   std::chrono::milliseconds give_up_after{0};
+  // Raised by another thread to give up: every request running, waiting for its retry or queued
+  // ends within 100 ms with Cancelled ("interrupted"), and later ones at once. For a caller that
+  // must answer Ctrl-C while a dataset opens (the Python package). Null (the default): never.
+  std::shared_ptr<const std::atomic<bool>> cancel;
 };
 
 struct HttpCounters {
@@ -128,9 +132,9 @@ class HttpClient {
   // or a transport failure after the last attempt), DeadlineExceeded (the last attempt timed out or
   // fell under the low-speed limit), DataLoss (a success larger than allowed), ResourceExhausted
   // (no memory for a response within the allowed size), Cancelled (the client was destroyed
-  // first). An error status is classified by its status line even when its body is cut short or
-  // longer than the 64 KiB read of it. A transport error names the endpoint (host:port), the
-  // attempts, the time they took and the limits each attempt had.
+  // first, or RetryPolicy::cancel was raised). An error status is classified by its status line
+  // even when its body is cut short or longer than the 64 KiB read of it. A transport error names
+  // the endpoint (host:port), the attempts, the time they took and the limits each attempt had.
   void Submit(HttpRequest request, Done done);
   // Submit and wait.
   absl::StatusOr<HttpResponse> Execute(HttpRequest request);

@@ -228,6 +228,38 @@ TEST(HttpClient, EachRetryIsToldToTheProgressHook) {
   EXPECT_EQ(calls[1].last.message(), "GET s3://b/k bytes=0-9: HTTP 500");
 }
 
+// Finding 10: a caller answering Ctrl-C (the Python package, while a dataset opens) raises
+// RetryPolicy::cancel: a request riding out an outage — here retried, then hanging on a server that
+// accepts and never answers, with a budget of a minute — ends at once with Cancelled, and so does
+// every later one, instead of when the budget is spent.
+TEST(HttpClient, RaisingTheCancelFlagEndsARequestRidingOutAnOutageAtOnce) {
+  FakeHttpServer server({{503, ""}, FakeAnswer{.hang = true}});
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  HttpClient::Options o = Quick();
+  o.retry.give_up_after = std::chrono::seconds(60);
+  o.retry.attempt_timeout = std::chrono::seconds(60);
+  o.retry.cancel = cancel;
+  std::promise<void> retried;
+  std::atomic<bool> told{false};
+  o.on_retry = [&](const std::string&, int, std::chrono::milliseconds, const absl::Status&) {
+    if (!told.exchange(true)) retried.set_value();
+  };
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  std::promise<absl::StatusOr<HttpResponse>> done;
+  const auto start = std::chrono::steady_clock::now();
+  http->Submit(Get(server), [&](absl::StatusOr<HttpResponse> r) { done.set_value(std::move(r)); });
+  retried.get_future().wait();  // the first attempt failed: the request is retrying
+  cancel->store(true);
+  std::future<absl::StatusOr<HttpResponse>> result = done.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the request outlived its cancel";
+  const absl::StatusOr<HttpResponse> r = result.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_CODE(r.status(), kCancelled);
+  EXPECT_THAT(Message(r.status()), ::testing::HasSubstr("interrupted"));
+  EXPECT_CODE(http->Execute(Get(server)).status(), kCancelled);  // later requests too
+}
+
 // Finding 12: the silence was ended by the low-speed window (10 s) and reported as "30000 ms per
 // attempt" — the configured attempt timeout — without the endpoint or the time spent.
 TEST(HttpClient, ASilentServerIsReportedWithTheEndpointAndTheLimitsApplied) {
