@@ -657,6 +657,12 @@ namespace {
 // What the environment and the reader's options make of the remote options: the cache, request
 // shaping and memory (for every program and the Python package without a flag of their own), how
 // long a failing store is retried, and the bound a job's timeout puts on it.
+// The store `options` name, else the environment's.
+absl::StatusOr<s3::S3Config> StoreFor(const ReaderOptions& options, const Environment& env) {
+  if (options.store.has_value()) return *options.store;
+  return s3::S3ConfigFromEnvironment(env);
+}
+
 absl::StatusOr<remote::RemoteOptions> RemoteOptionsFor(const ReaderOptions& options,
                                                        const Environment& env) {
   remote::RemoteOptions ro = options.remote;
@@ -712,7 +718,7 @@ absl::StatusOr<remote::RemoteOptions> RemoteOptionsFor(const ReaderOptions& opti
 absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::OpenRemote(
     const std::string& url, const ReaderOptions& options) {
   const Environment env = CurrentEnvironment();
-  DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, StoreFor(options, env));
   DDPIO_ASSIGN_OR_RETURN(remote::RemoteOptions ro, RemoteOptionsFor(options, env));
   auto reader = std::unique_ptr<DatasetReader>(new DatasetReader());
   DDPIO_ASSIGN_OR_RETURN(reader->remote_, remote::RemoteDataset::Open(url, config, ro));
@@ -729,7 +735,7 @@ absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& pa
                                                            const ReaderOptions& options) {
   if (s3::IsS3Url(path)) {
     const Environment env = CurrentEnvironment();
-    DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, s3::S3ConfigFromEnvironment(env));
+    DDPIO_ASSIGN_OR_RETURN(s3::S3Config config, StoreFor(options, env));
     DDPIO_ASSIGN_OR_RETURN(remote::RemoteOptions ro, RemoteOptionsFor(options, env));
     remote::RemoteCounters counters;
     DDPIO_ASSIGN_OR_RETURN(remote::RemoteManifest m,

@@ -77,6 +77,10 @@ struct ReaderOptions {
   // sets coalesce_gap (KiB, default 64), DDPIO_S3_MEMORY_MB memory_bytes (MiB, default 256),
   // DDPIO_S3_OUTAGE_SECONDS how long a failing store is retried (retry.give_up_after, default 300).
   remote::RemoteOptions remote;
+  // The object store's endpoint and credentials; nullopt (the default): from the environment, as
+  // the AWS tools read it (s3/s3_config.h). Given, the environment's AWS_* are not read — how a
+  // test reaches its in-memory store (an endpoint memory://NAME, s3/object_store.h).
+  std::optional<s3::S3Config> store;
   // The longest any one request to an object store may take, retries included (0: no bound but
   // remote.retry's): a job's timeout, so that a rank riding out an outage does not outlast the
   // peers waiting for it. Bounds retry.give_up_after and the attempt timeout.

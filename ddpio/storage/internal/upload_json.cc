@@ -1,8 +1,7 @@
 #include "ddpio/storage/internal/upload_json.h"
 
-#include <nlohmann/json.hpp>
-
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "ddpio/common/internal/json_parse.h"

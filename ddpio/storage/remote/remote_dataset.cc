@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
-#include "ddpio/storage/s3/s3_client.h"
+#include "ddpio/storage/s3/object_store.h"
 
 namespace ddpio::storage::remote {
 namespace {
@@ -26,7 +26,7 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
   client_options.max_in_flight = std::max(1, options.max_in_flight);
-  DDPIO_ASSIGN_OR_RETURN(d->client_, s3::S3Client::Create(config, client_options));
+  DDPIO_ASSIGN_OR_RETURN(d->client_, s3::OpenObjectStore(config, client_options));
 
   DDPIO_RETURN_IF_ERROR(d->LoadManifest(where));
   std::vector<uint64_t> file_bytes;
@@ -112,7 +112,7 @@ absl::StatusOr<RemoteManifest> RemoteDataset::ReadManifest(const std::string& ur
   d.bucket_ = where.bucket;
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
-  DDPIO_ASSIGN_OR_RETURN(d.client_, s3::S3Client::Create(config, client_options));
+  DDPIO_ASSIGN_OR_RETURN(d.client_, s3::OpenObjectStore(config, client_options));
   const absl::Status loaded = d.LoadManifest(where);
   if (counters != nullptr) *counters = d.counters();
   DDPIO_RETURN_IF_ERROR(loaded);
@@ -126,7 +126,7 @@ RemoteDataset::~RemoteDataset() {
 }
 
 std::string RemoteDataset::S3ClientName(const std::string& bucket, const std::string& key) {
-  return s3::S3Client::Name(bucket, key);
+  return s3::ObjectStore::Name(bucket, key);
 }
 
 RecordBinding RemoteDataset::Binding(uint64_t index) const {
@@ -136,7 +136,7 @@ RecordBinding RemoteDataset::Binding(uint64_t index) const {
 
 std::string RemoteDataset::Where(uint64_t index) const {
   const RecordLocation& r = index_[index];
-  return absl::StrCat(s3::S3Client::Name(bucket_, keys_[r.file]), " bytes ", r.offset, "-",
+  return absl::StrCat(s3::ObjectStore::Name(bucket_, keys_[r.file]), " bytes ", r.offset, "-",
                       r.offset + r.length - 1);
 }
 
@@ -286,7 +286,7 @@ absl::StatusOr<uint64_t> RemoteDataset::FetchRaw(absl::Span<const uint64_t> indi
   s3::S3ClientOptions o;
   o.retry = options_.retry;
   o.max_in_flight = std::max(1, options_.max_in_flight);
-  DDPIO_ASSIGN_OR_RETURN(auto client, s3::S3Client::Create(client_->config(), o));
+  DDPIO_ASSIGN_OR_RETURN(auto client, s3::OpenObjectStore(client_->config(), o));
   std::mutex mu;
   std::condition_variable done;
   size_t left = indices.size();

@@ -38,7 +38,7 @@
 #include "ddpio/storage/s3/s3_config.h"
 
 namespace ddpio::storage::s3 {
-class S3Client;
+class ObjectStore;
 }
 
 namespace ddpio::storage::remote {
@@ -152,7 +152,7 @@ class RemoteDataset {
   RemoteOptions options_;
   RemoteManifest manifest_;
   std::vector<RecordLocation> index_;
-  std::unique_ptr<s3::S3Client> client_;
+  std::unique_ptr<s3::ObjectStore> client_;
   std::unique_ptr<RecordCache> disk_;  // null without a cache folder
 
   mutable std::mutex mu_;

@@ -39,7 +39,7 @@ TEST_F(RemoteDatasetTest, AnUploadedDatasetReadsRecordForRecordAsTheLocalOne) {
   ASSERT_OK_AND_ASSIGN(UploadResult again, Upload(local_, Url(), config_));
   EXPECT_TRUE(again.already_there);
   // Prefetched records came in coalesced GETs: far fewer requests than records.
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url()));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url()));
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
   std::vector<uint64_t> all;
   for (uint64_t i = 0; i < kRecords; ++i) all.push_back(i);
@@ -57,12 +57,12 @@ TEST_F(RemoteDatasetTest, AnUploadedDatasetReadsRecordForRecordAsTheLocalOne) {
 // every record comes from the store exactly once.
 TEST_F(RemoteDatasetTest, AWindowLargerThanTheMemoryBudgetFetchesEachRecordOnce) {
   ASSERT_OK(Upload(local_, Url(), config_).status());
-  ASSERT_OK_AND_ASSIGN(auto probe, DatasetReader::Open(Url()));
+  ASSERT_OK_AND_ASSIGN(auto probe, OpenUrl(Url()));
   const uint64_t record_bytes = probe->file_bytes() / kRecords;
   ReaderOptions o;
   o.remote.memory_bytes = record_bytes * 30;  // a tenth of the dataset
   o.remote.coalesce_gap = 0;
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url(), o));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
   std::vector<uint64_t> order(kRecords);
   for (uint64_t i = 0; i < kRecords; ++i) order[i] = (i * 7919) % kRecords;  // a permutation
@@ -102,14 +102,13 @@ TEST_F(RemoteDatasetTest, AWindowLeftBehindGivesWayToNewRecords) {
 TEST_F(RemoteDatasetTest, AnUnfinishedUploadAndAnEmptyPrefixAreClearErrors) {
   ASSERT_OK(Upload(local_, Url(), config_).status());
   ASSERT_OK(client_->Delete(bucket_, "train/ddpio-remote.json"));  // as if cut before its last step
-  auto half = DatasetReader::Open(Url());
+  auto half = OpenUrl(Url());
   EXPECT_CODE(half, kFailedPrecondition);
   EXPECT_THAT(half.status().message(), HasSubstr("is incomplete"));
-  auto nothing = DatasetReader::Open(Url("nothing/here"));
+  auto nothing = OpenUrl(Url("nothing/here"));
   EXPECT_CODE(nothing, kNotFound);
   EXPECT_THAT(nothing.status().message(), HasSubstr(Url("nothing/here")));
-  EXPECT_CODE(DatasetReader::Open(absl::StrCat("s3://ddpio-no-such-bucket-", ::getpid(), "/x")),
-              kNotFound);
+  EXPECT_CODE(OpenUrl(absl::StrCat("s3://ddpio-no-such-bucket-", ::getpid(), "/x")), kNotFound);
 }
 
 TEST_F(RemoteDatasetTest, ARecordDamagedInTheStoreIsNamedNeverServed) {
@@ -121,7 +120,7 @@ TEST_F(RemoteDatasetTest, ARecordDamagedInTheStoreIsNamedNeverServed) {
                        client_->Get(bucket_, "train/data.mdb", uint64_t{1} << 30));
   data[where.offset + where.length - 3] ^= 0x01;  // one bit of record 17's payload
   ASSERT_OK(client_->Put(bucket_, "train/data.mdb", data));
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url()));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url()));
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
   ASSERT_OK(t.Get(16).status());
   auto bad = t.Get(17);
@@ -139,7 +138,7 @@ TEST_F(RemoteDatasetTest, TheCacheServesTheSecondEpochAndHealsWhatIsDamagedOrDel
   ReaderOptions o;
   o.remote.cache_dir = dir_.Sub("cache");
   {
-    ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url(), o));
+    ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
     ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
     for (uint64_t i = 0; i < kRecords; ++i) ASSERT_OK(t.Get(i).status());
     EXPECT_EQ(remote->remote()->counters().disk_hits, 0u);
@@ -147,7 +146,7 @@ TEST_F(RemoteDatasetTest, TheCacheServesTheSecondEpochAndHealsWhatIsDamagedOrDel
   // A new process (a second epoch after a restart): the disk answers, the store is not asked for
   // records.
   {
-    ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url(), o));
+    ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
     const uint64_t opening = remote->remote()->counters().requests;
     ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
     // What the folder holds is not asked of the store, nor read ahead: each record is read by the
@@ -197,11 +196,11 @@ TEST_F(RemoteDatasetTest, AnInterruptedUploadResumesAndSendsOnlyWhatIsMissing) {
   };
   auto stopped = Upload(big, Url("big"), config_, o);
   EXPECT_CODE(stopped, kCancelled);
-  EXPECT_CODE(DatasetReader::Open(Url("big")), kFailedPrecondition);
+  EXPECT_CODE(OpenUrl(Url("big")), kFailedPrecondition);
   o.progress = nullptr;
   ASSERT_OK_AND_ASSIGN(UploadResult resumed, Upload(big, Url("big"), config_, o));
   EXPECT_GT(resumed.bytes_skipped, 0u) << "the resumed upload sent everything again";
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url("big")));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url("big")));
   ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(big));
   EXPECT_EQ(remote->size(), local->size());
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
@@ -222,7 +221,7 @@ TEST_F(RemoteDatasetTest, TheGatewayKilledAndRestartedMidEpochLosesNothing) {
       << "DDPIO_S3_DIR (the gateway's folder, set by the test command) is needed to restart it";
   ASSERT_OK(Upload(local_, Url(), config_).status());
   ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(local_));
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url()));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url()));
   ASSERT_OK_AND_ASSIGN(ReadTxn lt, local->BeginRead());
   ASSERT_OK_AND_ASSIGN(ReadTxn rt, remote->BeginRead());
   auto same = [&](uint64_t i) {

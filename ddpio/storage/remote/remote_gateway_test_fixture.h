@@ -1,12 +1,15 @@
-// The fixture of the tests against a real object store (Ceph's RADOS Gateway,
-// scripts/object-store.sh; ctest label s3): a bucket of its own per test and a local dataset of
-// kRecords records to upload. Test-only (not installed).
+// The fixture of the tests against an object store: a bucket of its own per test and a local
+// dataset of kRecords records to upload. The store is a real one (Ceph's RADOS Gateway,
+// scripts/object-store.sh; ctest label s3) or, with DDPIO_TEST_STORE=memory, the in-memory store
+// of tests/support/memory_object_store.h (no gateway, no AWS_* variables: ctest's
+// storage_memory_store runs the same tests so). Test-only (not installed).
 #ifndef DDPIO_STORAGE_REMOTE_REMOTE_GATEWAY_TEST_FIXTURE_H_
 #define DDPIO_STORAGE_REMOTE_REMOTE_GATEWAY_TEST_FIXTURE_H_
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,9 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/environment.h"
 #include "ddpio/storage/dataset_reader.h"
-#include "ddpio/storage/s3/s3_client.h"
+#include "ddpio/storage/s3/object_store.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
+#include "tests/support/memory_object_store.h"
 #include "tests/support/s3_gateway.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -26,13 +30,30 @@ namespace ddpio::storage::remote {
 class RemoteDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DDPIO_SKIP_WITHOUT_S3();
-    ASSERT_OK_AND_ASSIGN(config_, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
-    ASSERT_OK_AND_ASSIGN(client_, s3::S3Client::Create(config_));
+    if (UsesMemoryStore()) {
+      memory_ = testing::MemoryStore::Create();
+      config_ = memory_->Config();
+    } else {
+      DDPIO_SKIP_WITHOUT_S3();
+      ASSERT_OK_AND_ASSIGN(config_, s3::S3ConfigFromEnvironment(CurrentEnvironment()));
+    }
+    ASSERT_OK_AND_ASSIGN(client_, s3::OpenObjectStore(config_));
     bucket_ = absl::StrCat("ddpio-remote-", ::getpid(), "-", counter_++);
     ASSERT_OK(client_->CreateBucket(bucket_));
     local_ = dir_.Sub("train.lmdb");
     ASSERT_OK(testing::WriteDataset(local_, kRecords));
+  }
+  // The in-memory store: with DDPIO_TEST_STORE=memory, or always in a fixture that says so.
+  virtual bool UsesMemoryStore() const { return OnMemoryStore(); }
+  static bool OnMemoryStore() {
+    const char* store = std::getenv("DDPIO_TEST_STORE");
+    return store != nullptr && std::string(store) == "memory";
+  }
+  // `url` opened on this test's store (not the environment's).
+  absl::StatusOr<std::unique_ptr<DatasetReader>> OpenUrl(const std::string& url,
+                                                         ReaderOptions options = {}) const {
+    options.store = config_;
+    return DatasetReader::Open(url, options);
   }
   std::string Url(const std::string& prefix = "train") const {
     return absl::StrCat("s3://", bucket_, "/", prefix);
@@ -41,7 +62,7 @@ class RemoteDatasetTest : public ::testing::Test {
   // Every record read through `url` equals the local one.
   void ExpectSameRecords(const std::string& url, const ReaderOptions& options = {}) {
     ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(local_));
-    ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(url, options));
+    ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(url, options));
     ASSERT_EQ(remote->size(), local->size());
     EXPECT_EQ(remote->header().classes, local->header().classes);
     EXPECT_EQ(remote->header().id, local->header().id);
@@ -64,8 +85,9 @@ class RemoteDatasetTest : public ::testing::Test {
   static inline int counter_ = 0;
   testing::TempDir dir_;
   std::string local_;
+  std::shared_ptr<testing::MemoryStore> memory_;  // with DDPIO_TEST_STORE=memory
   s3::S3Config config_;
-  std::unique_ptr<s3::S3Client> client_;
+  std::unique_ptr<s3::ObjectStore> client_;
   std::string bucket_;
 };
 

@@ -18,7 +18,7 @@
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/internal/upload_json.h"
 #include "ddpio/storage/remote/upload_lock.h"
-#include "ddpio/storage/s3/s3_client.h"
+#include "ddpio/storage/s3/object_store.h"
 #include "ddpio/version.h"
 
 namespace ddpio::storage::remote {
@@ -90,7 +90,7 @@ absl::StatusOr<std::string> ReadRange(int fd, uint64_t offset, uint64_t length,
 
 class Uploader {
  public:
-  Uploader(s3::S3Client& s3, const s3::S3Url& dest, const UploadOptions& options,
+  Uploader(s3::ObjectStore& s3, const s3::S3Url& dest, const UploadOptions& options,
            UploadState& state, std::string state_path, UploadResult& result, UploadLock& lock)
       : s3_(s3),
         dest_(dest),
@@ -117,7 +117,7 @@ class Uploader {
     const std::string key = dest_.Key(object);
     if (auto done = state_.etags.find(object); done != state_.etags.end()) {
       // Sent by an earlier run: still there only if the store has it with the ETag it gave then.
-      absl::StatusOr<s3::S3Client::ObjectInfo> there = s3_.Head(dest_.bucket, key);
+      absl::StatusOr<s3::ObjectStore::ObjectInfo> there = s3_.Head(dest_.bucket, key);
       if (there.ok() && there->size == bytes && there->etag == done->second) {
         result_.bytes_skipped += bytes;
         return Progress(total);
@@ -153,11 +153,11 @@ class Uploader {
   // (another writer at the prefix since); the store's errors otherwise.
   absl::Status CheckOwnObjects() {
     for (const auto& [object, etag] : state_.etags) {
-      DDPIO_ASSIGN_OR_RETURN(s3::S3Client::ObjectInfo there,
+      DDPIO_ASSIGN_OR_RETURN(s3::ObjectStore::ObjectInfo there,
                              s3_.Head(dest_.bucket, dest_.Key(object)));
       if (there.etag != etag) {
         return absl::AbortedError(
-            absl::StrCat(s3::S3Client::Name(dest_.bucket, dest_.Key(object)),
+            absl::StrCat(s3::ObjectStore::Name(dest_.bucket, dest_.Key(object)),
                          " is no longer what this upload wrote (ETag ", there.etag, ", not ", etag,
                          "): another upload wrote to ", dest_.ToString(), " at the same time"));
       }
@@ -174,7 +174,8 @@ class Uploader {
     std::map<int, std::string> etags;
     std::string id = state_.upload_ids[object];
     if (!id.empty()) {  // resumed: keep the parts of the right size
-      absl::StatusOr<std::vector<s3::S3Client::Part>> held = s3_.ListParts(dest_.bucket, key, id);
+      absl::StatusOr<std::vector<s3::ObjectStore::Part>> held =
+          s3_.ListParts(dest_.bucket, key, id);
       if (held.ok()) {
         for (const auto& p : *held) {
           const uint64_t want =
@@ -207,7 +208,7 @@ class Uploader {
     return s3_.CompleteMultipartUpload(dest_.bucket, key, id, list);
   }
 
-  s3::S3Client& s3_;
+  s3::ObjectStore& s3_;
   const s3::S3Url& dest_;
   const UploadOptions& options_;
   UploadState& state_;
@@ -285,8 +286,8 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
 
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
-  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<s3::S3Client> s3,
-                         s3::S3Client::Create(config, client_options));
+  DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<s3::ObjectStore> s3,
+                         s3::OpenObjectStore(config, client_options));
   if (options.create_bucket) DDPIO_RETURN_IF_ERROR(s3->CreateBucket(dest.bucket));
   const std::string manifest_key = dest.Key(kRemoteManifestObject);
   const std::string manifest_text = EncodeRemoteManifest(m);

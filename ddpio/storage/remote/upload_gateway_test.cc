@@ -117,7 +117,7 @@ TEST_F(UploadTest, ATamperedCacheFileIsCaughtEvenWithoutChecksumVerification) {
   }
   ASSERT_EQ(tampered, static_cast<int>(kRecords));
   ExpectRecordsOf(a_, Url(), o);
-  ASSERT_OK_AND_ASSIGN(auto remote, DatasetReader::Open(Url(), o));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
   ASSERT_OK(t.Get(0).status());
   EXPECT_EQ(remote->remote()->counters().refetches, 0u) << "the healed copy is in the folder";
@@ -156,7 +156,7 @@ TEST_F(UploadTest, AnObjectReplacedDuringAnUploadFailsItAndNoManifestIsLeft) {
   EXPECT_CODE(raced, kAborted);
   EXPECT_THAT(raced.status().message(), HasSubstr("ddpio-index.bin is no longer what this upload"));
   EXPECT_CODE(client_->Size(bucket_, "train/ddpio-remote.json"), kNotFound);
-  EXPECT_CODE(DatasetReader::Open(Url()), kFailedPrecondition);
+  EXPECT_CODE(OpenUrl(Url()), kFailedPrecondition);
 }
 
 TEST_F(UploadTest, ALockLeftByADeadUploadHoldsUntilItsLeaseRunsOut) {

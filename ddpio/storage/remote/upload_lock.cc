@@ -44,21 +44,21 @@ std::string UploadLock::Body(int64_t now) const {
   return j.dump();
 }
 
-absl::StatusOr<std::unique_ptr<UploadLock>> UploadLock::Acquire(s3::S3Client& s3,
+absl::StatusOr<std::unique_ptr<UploadLock>> UploadLock::Acquire(s3::ObjectStore& s3,
                                                                 const s3::S3Url& dest,
                                                                 const std::string& token,
                                                                 UploadLockOptions options) {
   if (!options.now) options.now = [] { return absl::ToUnixSeconds(absl::Now()); };
   auto lock = std::unique_ptr<UploadLock>(new UploadLock(s3, dest, token, std::move(options)));
   const std::string key = lock->Key();
-  const std::string name = s3::S3Client::Name(dest.bucket, key);
+  const std::string name = s3::ObjectStore::Name(dest.bucket, key);
   const int64_t now = lock->options_.now();
   lock->started_ = now;
   for (int round = 0; round < kTakeRounds; ++round) {
     absl::StatusOr<std::string> put = s3.PutConditional(dest.bucket, key, lock->Body(now));
     if (!put.ok() && !absl::IsFailedPrecondition(put.status())) return put.status();
     if (!put.ok()) {  // there already: whose, and is it still held?
-      absl::StatusOr<s3::S3Client::Object> held =
+      absl::StatusOr<s3::ObjectStore::Object> held =
           s3.GetObject(dest.bucket, key, kMaxUploadLockBytes);
       if (absl::IsNotFound(held.status())) continue;  // released meanwhile
       if (!held.ok()) return held.status();
@@ -92,8 +92,8 @@ absl::StatusOr<std::unique_ptr<UploadLock>> UploadLock::Acquire(s3::S3Client& s3
 }
 
 absl::Status UploadLock::Check() {
-  const std::string name = s3::S3Client::Name(dest_.bucket, Key());
-  absl::StatusOr<s3::S3Client::Object> held =
+  const std::string name = s3::ObjectStore::Name(dest_.bucket, Key());
+  absl::StatusOr<s3::ObjectStore::Object> held =
       s3_.GetObject(dest_.bucket, Key(), kMaxUploadLockBytes);
   if (absl::IsNotFound(held.status())) {
     return absl::AbortedError(absl::StrCat(

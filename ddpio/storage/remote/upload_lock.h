@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ddpio/storage/s3/s3_client.h"
+#include "ddpio/storage/s3/object_store.h"
 #include "ddpio/storage/s3/s3_config.h"
 
 namespace ddpio::storage::remote {
@@ -42,7 +42,7 @@ class UploadLock {
   // Takes the lock of `dest` for the upload named `token` (letters and digits).
   // FailedPrecondition naming the holder (host, process, since, until) when another upload holds
   // it; the store's errors otherwise.
-  static absl::StatusOr<std::unique_ptr<UploadLock>> Acquire(s3::S3Client& s3,
+  static absl::StatusOr<std::unique_ptr<UploadLock>> Acquire(s3::ObjectStore& s3,
                                                              const s3::S3Url& dest,
                                                              const std::string& token,
                                                              UploadLockOptions options = {});
@@ -58,12 +58,12 @@ class UploadLock {
   const std::string& token() const { return token_; }
 
  private:
-  UploadLock(s3::S3Client& s3, s3::S3Url dest, std::string token, UploadLockOptions options)
+  UploadLock(s3::ObjectStore& s3, s3::S3Url dest, std::string token, UploadLockOptions options)
       : s3_(s3), dest_(std::move(dest)), token_(std::move(token)), options_(std::move(options)) {}
   std::string Body(int64_t now) const;
   std::string Key() const { return dest_.Key(kUploadLockObject); }
 
-  s3::S3Client& s3_;
+  s3::ObjectStore& s3_;
   const s3::S3Url dest_;
   const std::string token_;
   const UploadLockOptions options_;

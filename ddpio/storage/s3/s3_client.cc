@@ -76,10 +76,6 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   return std::unique_ptr<S3Client>(new S3Client(config, std::move(http)));
 }
 
-std::string S3Client::Name(const std::string& bucket, const std::string& key) {
-  return key.empty() ? absl::StrCat("s3://", bucket) : absl::StrCat("s3://", bucket, "/", key);
-}
-
 std::string S3Client::Url(const std::string& bucket, const std::string& key,
                           const std::string& query) const {
   std::string url = absl::StrCat(config_.endpoint, "/", EncodeKey(bucket));
@@ -155,8 +151,9 @@ void S3Client::GetRangeAsync(const std::string& bucket, const std::string& key, 
                 });
 }
 
-absl::StatusOr<S3Client::Object> S3Client::GetObject(const std::string& bucket,
-                                                     const std::string& key, uint64_t max_bytes) {
+absl::StatusOr<ObjectStore::Object> S3Client::GetObject(const std::string& bucket,
+                                                        const std::string& key,
+                                                        uint64_t max_bytes) {
   HttpRequest r = Request("GET", bucket, key, "", absl::StrCat("GET ", Name(bucket, key)));
   r.max_response_bytes = max_bytes;
   DDPIO_ASSIGN_OR_RETURN(HttpResponse response, http_->Execute(std::move(r)));
@@ -174,8 +171,8 @@ absl::StatusOr<uint64_t> S3Client::Size(const std::string& bucket, const std::st
   return static_cast<uint64_t>(r.content_length);
 }
 
-absl::StatusOr<S3Client::ObjectInfo> S3Client::Head(const std::string& bucket,
-                                                    const std::string& key) {
+absl::StatusOr<ObjectStore::ObjectInfo> S3Client::Head(const std::string& bucket,
+                                                       const std::string& key) {
   DDPIO_ASSIGN_OR_RETURN(
       HttpResponse r,
       http_->Execute(Request("HEAD", bucket, key, "", absl::StrCat("HEAD ", Name(bucket, key)))));
@@ -309,9 +306,9 @@ absl::StatusOr<std::string> S3Client::CompleteMultipartUpload(
   return etag;
 }
 
-absl::StatusOr<std::vector<S3Client::Part>> S3Client::ListParts(const std::string& bucket,
-                                                                const std::string& key,
-                                                                const std::string& upload_id) {
+absl::StatusOr<std::vector<ObjectStore::Part>> S3Client::ListParts(const std::string& bucket,
+                                                                   const std::string& key,
+                                                                   const std::string& upload_id) {
   DDPIO_ASSIGN_OR_RETURN(
       HttpResponse r,
       http_->Execute(Request("GET", bucket, key, absl::StrCat("uploadId=", EncodeKey(upload_id)),

@@ -1,5 +1,5 @@
-// S3Client: the object-store operations ddpio uses — whole and ranged GETs (asynchronous ones many
-// in flight), HEAD, PUT, multipart uploads, bucket creation — on an S3-compatible endpoint, over
+// S3Client: the ObjectStore (object_store.h) of an S3-compatible endpoint — whole and ranged GETs
+// (asynchronous ones many in flight), HEAD, PUT, multipart uploads, bucket creation — over
 // HttpClient (keep-alive, SigV4 by libcurl, retries with backoff; see http_client.h for the error
 // codes). Path-style addressing: ENDPOINT/BUCKET/KEY, the key percent-encoded but for '/'.
 // Messages name the object as s3://bucket/key (and the range), never a credential.
@@ -21,83 +21,52 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/storage/s3/http_client.h"
+#include "ddpio/storage/s3/object_store.h"
 #include "ddpio/storage/s3/s3_config.h"
 
 namespace ddpio::storage::s3 {
 
-struct S3ClientOptions {
-  RetryPolicy retry;
-  int max_in_flight = 32;
-};
-
-class S3Client {
+class S3Client : public ObjectStore {
  public:
   static absl::StatusOr<std::unique_ptr<S3Client>> Create(const S3Config& config,
                                                           const S3ClientOptions& options = {});
 
-  // The whole object, at most `max_bytes` (DataLoss beyond).
   absl::StatusOr<std::string> Get(const std::string& bucket, const std::string& key,
-                                  uint64_t max_bytes);
-  // Exactly bytes [offset, offset + length) of the object; DataLoss for an answer of another
-  // length (a range past the end, a server ignoring Range), OutOfRange when the range starts past
-  // the end.
+                                  uint64_t max_bytes) override;
   absl::StatusOr<std::string> GetRange(const std::string& bucket, const std::string& key,
-                                       uint64_t offset, uint64_t length);
-  using RangeDone = std::function<void(absl::StatusOr<std::string>)>;
+                                       uint64_t offset, uint64_t length) override;
   void GetRangeAsync(const std::string& bucket, const std::string& key, uint64_t offset,
-                     uint64_t length, RangeDone done);
-  // The whole object and its ETag (quotes kept), at most `max_bytes` (DataLoss beyond).
-  struct Object {
-    std::string body;
-    std::string etag;
-  };
+                     uint64_t length, RangeDone done) override;
   absl::StatusOr<Object> GetObject(const std::string& bucket, const std::string& key,
-                                   uint64_t max_bytes);
-  // The object's size (HEAD).
-  absl::StatusOr<uint64_t> Size(const std::string& bucket, const std::string& key);
-  // The object's size and ETag (HEAD); DataLoss when the answer lacks either.
-  struct ObjectInfo {
-    uint64_t size = 0;
-    std::string etag;
-  };
-  absl::StatusOr<ObjectInfo> Head(const std::string& bucket, const std::string& key);
-  absl::Status Put(const std::string& bucket, const std::string& key, std::string body);
-  // A PUT that happens only if the object does not exist yet (`if_match` empty: If-None-Match: *)
-  // or still has ETag `if_match` (If-Match): how writers that must exclude each other take and
-  // renew a lock. The new object's ETag; FailedPrecondition (HTTP 412) when the condition fails.
-  // A store that ignores the headers writes regardless (callers verify what they wrote).
+                                   uint64_t max_bytes) override;
+  absl::StatusOr<uint64_t> Size(const std::string& bucket, const std::string& key) override;
+  absl::StatusOr<ObjectInfo> Head(const std::string& bucket, const std::string& key) override;
+  absl::Status Put(const std::string& bucket, const std::string& key, std::string body) override;
+  // Sent with If-None-Match: * or If-Match (Ceph's gateway compares If-Match unquoted, AWS
+  // documents the quoted form: both are tried); HTTP 412 (and S3's 409 for a concurrent
+  // conditional write) is FailedPrecondition.
   absl::StatusOr<std::string> PutConditional(const std::string& bucket, const std::string& key,
-                                             std::string body, const std::string& if_match = "");
-  // PUT; the new object's ETag (DataLoss when the answer has none).
+                                             std::string body,
+                                             const std::string& if_match = "") override;
   absl::StatusOr<std::string> PutWithEtag(const std::string& bucket, const std::string& key,
-                                          std::string body);
-  absl::Status Delete(const std::string& bucket, const std::string& key);
-  // Creates `bucket`; OK when this account already owns it.
-  absl::Status CreateBucket(const std::string& bucket);
-
-  // Multipart upload: the upload id; each part's ETag; completion with (part number, ETag) in
-  // order. ListParts gives what an interrupted upload already holds (resume).
+                                          std::string body) override;
+  absl::Status Delete(const std::string& bucket, const std::string& key) override;
+  absl::Status CreateBucket(const std::string& bucket) override;
   absl::StatusOr<std::string> CreateMultipartUpload(const std::string& bucket,
-                                                    const std::string& key);
+                                                    const std::string& key) override;
   absl::StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
-                                         const std::string& upload_id, int part, std::string body);
-  // The completed object's ETag (as HEAD will report it).
+                                         const std::string& upload_id, int part,
+                                         std::string body) override;
+  // Ceph's gateway answers with an empty ETag: the object's HEAD then gives it.
   absl::StatusOr<std::string> CompleteMultipartUpload(
       const std::string& bucket, const std::string& key, const std::string& upload_id,
-      const std::vector<std::pair<int, std::string>>& parts);
-  struct Part {
-    int number = 0;
-    std::string etag;
-    uint64_t size = 0;
-  };
+      const std::vector<std::pair<int, std::string>>& parts) override;
   absl::StatusOr<std::vector<Part>> ListParts(const std::string& bucket, const std::string& key,
-                                              const std::string& upload_id);
+                                              const std::string& upload_id) override;
 
-  HttpCounters counters() const { return http_->counters(); }
-  const S3Config& config() const { return config_; }
+  HttpCounters counters() const override { return http_->counters(); }
+  const S3Config& config() const override { return config_; }
 
-  // "s3://bucket/key", how messages name an object.
-  static std::string Name(const std::string& bucket, const std::string& key);
   // The request URL of `key` in `bucket` (path-style), with `query` ("uploads", "uploadId=..").
   std::string Url(const std::string& bucket, const std::string& key,
                   const std::string& query = "") const;

@@ -1,0 +1,125 @@
+// The remote reader and the upload against a store that misbehaves on purpose (the in-memory store
+// of tests/support/memory_object_store.h, faults on demand): no gateway, no AWS_* variables.
+// Bursts of 503 SlowDown within the retry budget are ridden out and counted, a budget spent is an
+// error naming the object and the attempts, a final refusal is not retried, damaged bytes are
+// caught by the record's checksum and fetched again (and named when the store keeps them), and an
+// upload rides out a flaky PUT. The same reader and upload tests the gateway runs also run on this
+// store (ctest storage_memory_store).
+#include <string>
+
+#include "ddpio/common/status_macros.h"
+#include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/remote/remote_gateway_test_fixture.h"
+#include "ddpio/storage/remote/upload.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/memory_object_store.h"
+#include "tests/support/status_matchers.h"
+
+namespace ddpio::storage::remote {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeStoreTest : public RemoteDatasetTest {
+ protected:
+  bool UsesMemoryStore() const override { return true; }
+  void SetUp() override {
+    RemoteDatasetTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_OK(Upload(local_, Url(), config_).status());
+  }
+  // Record i through a reader of the store (a copy of its payload).
+  absl::StatusOr<std::string> Payload(DatasetReader& reader, uint64_t i) {
+    DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader.BeginRead());
+    DDPIO_ASSIGN_OR_RETURN(RecordView r, txn.Get(i));
+    return std::string(r.payload.begin(), r.payload.end());
+  }
+  std::string LocalPayload(uint64_t i) {
+    auto local = DatasetReader::Open(local_);
+    EXPECT_OK(local.status());
+    return *Payload(**local, i);
+  }
+};
+
+TEST_F(FakeStoreTest, SlowDownsWithinTheRetryBudgetAreRiddenOutAndCounted) {
+  memory_->AddFault({.method = "GET",
+                     .key_contains = "data.mdb",
+                     .times = 5,
+                     .status = absl::UnavailableError("HTTP 503 SlowDown: Please reduce your rate")});
+  ExpectSameRecords(Url());
+  EXPECT_GE(memory_->requests("GET"), 5u);
+  RemoteOptions o;
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = 3,
+                     .status = absl::UnavailableError("HTTP 503 SlowDown")});
+  ASSERT_OK(store->Fetch(7).status());
+  EXPECT_EQ(store->counters().retries, 3u) << "each 503 is one retry, counted";
+}
+
+TEST_F(FakeStoreTest, ARetryBudgetSpentIsAnErrorNamingTheObjectAndTheAttempts) {
+  RemoteOptions o;
+  o.retry.give_up_after = std::chrono::milliseconds(0);
+  o.retry.max_attempts = 3;
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = -1,
+                     .status = absl::UnavailableError("HTTP 503 SlowDown")});
+  const absl::Status failed = store->Fetch(11).status();
+  EXPECT_CODE(failed, kUnavailable);
+  EXPECT_THAT(failed.message(), HasSubstr(Url() + "/data.mdb"));
+  EXPECT_THAT(failed.message(), HasSubstr("3 attempts"));
+  // The store back: the same reader goes on.
+  memory_->ClearFaults();
+  ASSERT_OK_AND_ASSIGN(auto bytes, store->Fetch(11));
+  EXPECT_FALSE(bytes->empty());
+}
+
+TEST_F(FakeStoreTest, AFinalRefusalIsNotRetried) {
+  memory_->AddFault({.method = "GET", .key_contains = "ddpio-remote.json", .times = 1,
+                     .status = absl::PermissionDeniedError("HTTP 403 AccessDenied")});
+  const uint64_t before = memory_->requests("GET");
+  auto denied = OpenUrl(Url());
+  EXPECT_CODE(denied, kPermissionDenied);
+  EXPECT_THAT(denied.status().message(), HasSubstr(Url()));
+  EXPECT_EQ(memory_->requests("GET"), before + 1) << "a 403 was asked again";
+}
+
+TEST_F(FakeStoreTest, BytesDamagedOnTheWayAreCaughtAndFetchedAgain) {
+  ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
+  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = 1, .flip_byte = true});
+  ASSERT_OK_AND_ASSIGN(std::string got, Payload(*reader, 42));
+  EXPECT_EQ(got, LocalPayload(42)) << "a damaged record was served";
+  ASSERT_NE(reader->remote(), nullptr);
+  EXPECT_EQ(reader->remote()->counters().refetches, 1u);
+}
+
+TEST_F(FakeStoreTest, BytesTheStoreKeepsDamagedAreNamedNeverServed) {
+  ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
+  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = -1, .flip_byte = true});
+  auto got = Payload(*reader, 42);
+  EXPECT_CODE(got, kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("data.mdb"));
+}
+
+TEST_F(FakeStoreTest, AnAnswerOfTheWrongLengthIsDataLossNamingTheRange) {
+  RemoteOptions o;
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  for (int64_t delta : {-1, 5}) {
+    memory_->AddFault(
+        {.method = "GET", .key_contains = "data.mdb", .times = 1, .body_delta = delta});
+    const absl::Status st = store->Fetch(3).status();
+    EXPECT_CODE(st, kDataLoss) << delta;
+    EXPECT_THAT(st.message(), HasSubstr("bytes came back for a range of")) << delta;
+  }
+}
+
+TEST_F(FakeStoreTest, AnUploadRidesOutFlakyPutsAndReadsBackWhole) {
+  memory_->AddFault({.method = "PUT", .key_contains = "other/", .times = 4,
+                     .status = absl::UnavailableError("connection reset by peer")});
+  ASSERT_OK(Upload(local_, Url("other"), config_).status());
+  ExpectSameRecords(Url("other"));
+}
+
+}  // namespace
+}  // namespace ddpio::storage::remote
