@@ -4,7 +4,7 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(libjpeg-turbo CONFIG REQUIRED)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
-# ddpio convert: PNG, WebP, BMP, TIFF, PPM/PGM decoding (tools/image_decode.h)
+# ddpio convert: PNG, WebP, BMP, TIFF, PPM/PGM decoding (convert/image_decode.h)
 pkg_check_modules(GraphicsMagick REQUIRED IMPORTED_TARGET GraphicsMagick)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 # Object stores (storage/s3/): libcurl signs S3 requests itself (CURLOPT_AWS_SIGV4, >= 7.75).

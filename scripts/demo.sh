@@ -6,7 +6,8 @@
 # Work files go to $DDPIO_WORK (default /tmp/ddpio-demo), replaced on each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+# The program only (its libraries included): the tests are built by scripts/test.sh.
+scripts/build.sh --target ddpio_cli
 DDPIO=build/release/tools/ddpio
 WORK=${DDPIO_WORK:-/tmp/ddpio-demo}
 rm -rf "$WORK"

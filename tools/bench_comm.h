@@ -18,7 +18,7 @@ struct BenchCommOptions {
   int group_size = 0;  // 0: the whole world
   std::string layout = "contiguous";
   std::string store;           // "" (TCP on rank 0) or "file:DIR"
-  std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
+  std::string advertise_addr;  // "" chooses (comm/advertise.h)
 };
 
 // The JSON result on rank 0; an empty object on other ranks.

@@ -38,7 +38,7 @@ struct BenchFeedOptions {
   uint64_t ceiling_images = 400;
   std::string indices_out;     // PREFIX: PREFIX.rank<r>.txt gets every index received, in order
   std::string store;           // "" (TCP on rank 0) or "file:DIR"
-  std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
+  std::string advertise_addr;  // "" chooses (comm/advertise.h)
 };
 
 // A rank's feeder counters as JSON fields: records_read, bytes_read, bytes_sent,

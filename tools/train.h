@@ -19,7 +19,7 @@ namespace ddpio::tools {
 struct TrainCliOptions {
   trainer::TrainOptions train;
   std::string store;           // "" (TCP on rank 0) or "file:DIR"
-  std::string advertise_addr;  // "" chooses (broadcast/advertise.h)
+  std::string advertise_addr;  // "" chooses (comm/advertise.h)
   // --device (cpu, cuda) and --backend (gloo, nccl, auto) as given, "" when not: they decide
   // train.device together (ResolveTrainDevice).
   std::string device;

@@ -4,12 +4,14 @@
 //
 // Prefix (16 bytes, little-endian): magic "DDPF", u32 header bytes, u64 payload bytes.
 // Header (little-endian, packed, exactly as long as the prefix says):
-//   u16 version (1) | u8 payload kind (0 encoded records, 1 decoded batch) | u8 dtype (0 bytes,
-//   1 uint8, 2 float32) | u8 flags (bit 0: end of epoch, bit 1: error) | u8 ndim | u16 reserved (0)
-//   u64 epoch | u64 step | u32 count | u32 reserved (0)
+//   u16 version (FeedHeader::kVersion, 2) | u8 payload kind (0 encoded records, 1 decoded batch)
+//   | u8 dtype (0 bytes, 1 uint8, 2 float32) | u8 flags (bit 0: end of epoch, bit 1: error,
+//   bit 2: payload CRC present, bit 3: records bound) | u8 ndim | u16 reserved (0)
+//   u64 epoch | u64 step | u32 count | u32 payload_crc (0 unless flag bit 2)
 //   u64 sample_shape[ndim]          decoded: the shape of one sample (e.g. H, W, C)
 //   u64 indices[count] | i32 labels[count] | u8 valid[count] (0 or 1)
 //   u64 sizes[count]                encoded only: each sample's stored bytes, in order
+//   u64 salts[count] | u64 keys[count]   encoded, flag bit 3 only: each record's binding
 //   u64 payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
 // Payload: the samples' bytes back to back (encoded) or the collated batch (decoded), sent as
 // chunks of kFeedChunkBytes (prefix and header are one message each).

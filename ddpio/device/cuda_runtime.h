@@ -1,8 +1,9 @@
-// The CUDA runtime calls ddpio's host code makes, behind one interface: the real implementation
-// (cuda_runtime_cuda.cc, linked against libcudart when the toolkit is found) and the test double
-// (tests/support/fake_cuda.h) share the callers' code, so the loader's pinned staging and the
-// group feeder's device path are tested on any machine. Callers need no CUDA header: streams and
-// events are opaque handles. Every call returns a Status naming the CUDA error; none throws.
+// The CUDA runtime calls ddpio's host code makes, behind one interface. Its implementation
+// (cuda_runtime_cuda.cc) is linked against libcudart when the toolkit is found, and in tests
+// against the stand-in for libcudart (tests/gpu_standin/cuda_standin.cc), so the callers' code and
+// this implementation run unchanged there: the loader's pinned staging and the group feeder's
+// device path are tested on any machine. Callers need no CUDA header: streams and events are
+// opaque handles. Every call returns a Status naming the CUDA error; none throws.
 // Thread-safe as the CUDA runtime is: any thread may call, each call selects the device first.
 #ifndef DDPIO_DEVICE_CUDA_RUNTIME_H_
 #define DDPIO_DEVICE_CUDA_RUNTIME_H_

@@ -112,7 +112,7 @@ struct PipelineOptions {
   // copy_to_device). Default 10 s.
   std::chrono::milliseconds held_timeout{std::chrono::seconds(10)};
   loader::LoaderOptions::HeldOverflow held_overflow = loader::LoaderOptions::HeldOverflow::kWait;
-  // The CUDA runtime (loader/cuda_runtime.h) of this rank's device, or null (default). Given, batch
+  // The CUDA runtime (device/cuda_runtime.h) of this rank's device, or null (default). Given, batch
   // slots are page-locked memory it knows, and with copy_to_device (encoded payload only) every
   // batch is also staged on the device (Batch::device_data). Must outlive the pipeline and every
   // batch held from it.

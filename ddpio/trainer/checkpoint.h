@@ -1,11 +1,12 @@
 // Training checkpoints: model, optimizer state and the sampler position, written atomically by
 // rank 0 (temporary file, fsync, rename, fsync of the directory) and read by every rank on
-// resume. The position is world-size independent (sampler.h), so a job may resume on another
-// world size and continue the epoch without repeating or skipping a sample.
+// resume. The position is world-size independent (sampler/distributed_sampler.h), so a job may
+// resume on another world size and continue the epoch without repeating or skipping a sample.
 //
 // The "RNG state" is the seeds: the sampler's permutation and every augmentation are functions of
-// (seed, epoch, index) only (sampler.h, augment.h), so the seeds and the position determine every
-// sample still to come. Resuming checks them (and the dataset size) against the job's.
+// (seed, epoch, index) only (sampler/permutation.h, loader/augment.h), so the seeds and the
+// position determine every sample still to come. Resuming checks them (and the dataset size)
+// against the job's.
 //
 // File (little-endian): "DDPIOCK3" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
 // u64 augment_seed | u64 dataset_size | u8 momentum_started | u64 n | f32 params[n] |

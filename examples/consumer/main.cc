@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+// [readme] (README.md shows from here to [/readme]; the readme_example test keeps them equal)
 #include "ddpio/pipeline/pipeline.h"
 
 int main(int argc, char** argv) {
@@ -27,3 +28,4 @@ int main(int argc, char** argv) {
               batches);
   return 0;
 }
+// [/readme]
