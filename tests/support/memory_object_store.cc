@@ -202,7 +202,8 @@ class MemoryClient : public ObjectStore {
     const int attempts = p.give_up_after.count() > 0 ? 1000 : std::max(1, p.max_attempts);
     if (p.cancel != nullptr && p.cancel->load()) {
       MemoryStore::Answer a;
-      a.status = absl::CancelledError("interrupted: the request was given up (RetryPolicy::cancel)");
+      a.status =
+          absl::CancelledError("interrupted: the request was given up (RetryPolicy::cancel)");
       return a;
     }
     MemoryStore::Answer a = store_->Serve(r, attempts);
@@ -291,8 +292,7 @@ std::optional<std::string> MemoryStore::Object(const std::string& bucket,
   return o->second.bytes;
 }
 
-void MemoryStore::SetObject(const std::string& bucket, const std::string& key,
-                            std::string bytes) {
+void MemoryStore::SetObject(const std::string& bucket, const std::string& key, std::string bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   buckets_[bucket][key] = Stored{std::move(bytes), NextEtag()};
 }
@@ -340,8 +340,8 @@ MemoryStore::Answer MemoryStore::Serve(const Request& r, int max_attempts) {
     if (fault.has_value() && !fault->status.ok()) {
       if (Retryable(fault->status) && a.attempts < max_attempts) continue;
       a.status = absl::Status(fault->status.code(),
-                              absl::StrCat(What(r), ": ", fault->status.message(), " (",
-                                           a.attempts, a.attempts > 1 ? " attempts)" : " attempt)"));
+                              absl::StrCat(What(r), ": ", fault->status.message(), " (", a.attempts,
+                                           a.attempts > 1 ? " attempts)" : " attempt)"));
       return a;
     }
     Answer served = Handle(r);
@@ -351,9 +351,9 @@ MemoryStore::Answer MemoryStore::Serve(const Request& r, int max_attempts) {
       if (fault->flip_byte && !served.body.empty()) served.body[served.body.size() / 2] ^= 0x20;
       if (fault->body_delta > 0) served.body.append(static_cast<size_t>(fault->body_delta), 'z');
       if (fault->body_delta < 0) {
-        served.body.resize(served.body.size() -
-                           std::min<size_t>(served.body.size(),
-                                            static_cast<size_t>(-fault->body_delta)));
+        served.body.resize(
+            served.body.size() -
+            std::min<size_t>(served.body.size(), static_cast<size_t>(-fault->body_delta)));
       }
     }
     return served;

@@ -40,8 +40,8 @@ struct StoreFault {
   // a timeout, 429) are retried within the client's RetryPolicy, each match costing an attempt;
   // other codes are final.
   absl::Status status;
-  bool flip_byte = false;   // the body comes back with one byte changed (a store's damage)
-  int64_t body_delta = 0;   // the body comes back this many bytes longer or shorter
+  bool flip_byte = false;  // the body comes back with one byte changed (a store's damage)
+  int64_t body_delta = 0;  // the body comes back this many bytes longer or shorter
   std::chrono::milliseconds delay{0};  // the answer comes this much later
 };
 
@@ -94,18 +94,18 @@ class MemoryStore {
     std::string bucket, key;
     std::map<int, Stored> parts;
   };
-  Answer Handle(const Request& r);                  // under mu_
+  Answer Handle(const Request& r);                        // under mu_
   std::optional<StoreFault> TakeFault(const Request& r);  // under mu_
-  std::string NextEtag();                           // under mu_
+  std::string NextEtag();                                 // under mu_
 
   const std::string name_;
   const std::string access_key_, secret_key_;
   mutable std::mutex mu_;
   std::map<std::string, std::map<std::string, Stored>> buckets_;  // guarded by mu_
-  std::map<std::string, Multipart> uploads_;                     // guarded by mu_
-  std::vector<StoreFault> faults_;                               // guarded by mu_
-  std::map<std::string, uint64_t> requests_;                     // guarded by mu_
-  uint64_t next_id_ = 0;                                         // guarded by mu_
+  std::map<std::string, Multipart> uploads_;                      // guarded by mu_
+  std::vector<StoreFault> faults_;                                // guarded by mu_
+  std::map<std::string, uint64_t> requests_;                      // guarded by mu_
+  uint64_t next_id_ = 0;                                          // guarded by mu_
 };
 
 }  // namespace ddpio::testing

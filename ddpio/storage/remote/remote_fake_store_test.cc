@@ -44,15 +44,18 @@ class FakeStoreTest : public RemoteDatasetTest {
 };
 
 TEST_F(FakeStoreTest, SlowDownsWithinTheRetryBudgetAreRiddenOutAndCounted) {
-  memory_->AddFault({.method = "GET",
-                     .key_contains = "data.mdb",
-                     .times = 5,
-                     .status = absl::UnavailableError("HTTP 503 SlowDown: Please reduce your rate")});
+  memory_->AddFault(
+      {.method = "GET",
+       .key_contains = "data.mdb",
+       .times = 5,
+       .status = absl::UnavailableError("HTTP 503 SlowDown: Please reduce your rate")});
   ExpectSameRecords(Url());
   EXPECT_GE(memory_->requests("GET"), 5u);
   RemoteOptions o;
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
-  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = 3,
+  memory_->AddFault({.method = "GET",
+                     .key_contains = "data.mdb",
+                     .times = 3,
                      .status = absl::UnavailableError("HTTP 503 SlowDown")});
   ASSERT_OK(store->Fetch(7).status());
   EXPECT_EQ(store->counters().retries, 3u) << "each 503 is one retry, counted";
@@ -63,7 +66,9 @@ TEST_F(FakeStoreTest, ARetryBudgetSpentIsAnErrorNamingTheObjectAndTheAttempts) {
   o.retry.give_up_after = std::chrono::milliseconds(0);
   o.retry.max_attempts = 3;
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
-  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = -1,
+  memory_->AddFault({.method = "GET",
+                     .key_contains = "data.mdb",
+                     .times = -1,
                      .status = absl::UnavailableError("HTTP 503 SlowDown")});
   const absl::Status failed = store->Fetch(11).status();
   EXPECT_CODE(failed, kUnavailable);
@@ -76,7 +81,9 @@ TEST_F(FakeStoreTest, ARetryBudgetSpentIsAnErrorNamingTheObjectAndTheAttempts) {
 }
 
 TEST_F(FakeStoreTest, AFinalRefusalIsNotRetried) {
-  memory_->AddFault({.method = "GET", .key_contains = "ddpio-remote.json", .times = 1,
+  memory_->AddFault({.method = "GET",
+                     .key_contains = "ddpio-remote.json",
+                     .times = 1,
                      .status = absl::PermissionDeniedError("HTTP 403 AccessDenied")});
   const uint64_t before = memory_->requests("GET");
   auto denied = OpenUrl(Url());
@@ -115,7 +122,9 @@ TEST_F(FakeStoreTest, AnAnswerOfTheWrongLengthIsDataLossNamingTheRange) {
 }
 
 TEST_F(FakeStoreTest, AnUploadRidesOutFlakyPutsAndReadsBackWhole) {
-  memory_->AddFault({.method = "PUT", .key_contains = "other/", .times = 4,
+  memory_->AddFault({.method = "PUT",
+                     .key_contains = "other/",
+                     .times = 4,
                      .status = absl::UnavailableError("connection reset by peer")});
   ASSERT_OK(Upload(local_, Url("other"), config_).status());
   ExpectSameRecords(Url("other"));

@@ -44,10 +44,9 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const S3Config& con
     if (it != Registry().end()) factory = it->second;
   }
   if (!factory) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("object store endpoint '", config.endpoint,
-                     "': not http:// or https:// (S3), and no store is registered for '", scheme,
-                     "://'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "object store endpoint '", config.endpoint,
+        "': not http:// or https:// (S3), and no store is registered for '", scheme, "://'"));
   }
   return factory(config, options);
 }
