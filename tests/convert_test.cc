@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/resize.h"
@@ -282,7 +283,11 @@ TEST_F(ConverterTest, TwoShardsReadIdenticallyToOneDataset) {
   // Interrupted: no manifest yet, so not readable; --resume finishes it to the same dataset.
   std::filesystem::remove(dir_.Sub("two") + "/" + storage::kShardManifest);
   EXPECT_CODE(storage::DatasetReader::Open(dir_.Sub("two")), kFailedPrecondition);
-  EXPECT_CODE(Convert(listing, o), kAlreadyExists);  // no --resume: refuses to touch it
+  const absl::Status refused = Convert(listing, o).status();  // not resuming: refuses to touch it
+  EXPECT_CODE(refused, kAlreadyExists);
+  // The library names the setting, never a flag: the program and Python each say it their way.
+  EXPECT_EQ(std::string(refused.message()).find("--"), std::string::npos) << refused;
+  EXPECT_EQ(SettingsOf(refused), std::vector<std::string>{"resume"});
   o.resume = true;
   ASSERT_OK(Convert(listing, o).status());
   EXPECT_EQ(Digest(dir_.Sub("one")), Digest(dir_.Sub("two")));

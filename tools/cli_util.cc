@@ -36,6 +36,8 @@ constexpr std::pair<std::string_view, std::string_view> kSettingFlags[] = {
     {"device", "--device"},
     {"val_labels", "--val-labels"},
     {"shards", "--shards"},
+    {"skip_invalid", "--skip-invalid"},
+    {"synsets", "--synsets"},
     {"rank", "--rank"},
     {"world_size", "--world-size"},
 };

@@ -146,8 +146,8 @@ Loaded LoadEntry(SourceReader& reader, uint64_t index, const SourceEntry& entry,
     if (shrunk.ok() && *shrunk) {
       reencoded = true;
       out.stored_as = r.type == storage::ContentType::kJpeg
-                          ? "JPEG, shrunk to --max-side and re-encoded"
-                          : "raw RGB, shrunk to --max-side";
+                          ? "JPEG, shrunk to the largest side allowed and re-encoded"
+                          : "raw RGB, shrunk to the largest side allowed";
     }
   }
   // The validation decode's pixels are the original's unless the image was shrunk (re-encoded).
@@ -181,9 +181,10 @@ std::string ProgressJson(uint64_t next_source, const std::vector<SkippedFile>& s
 absl::Status ParseConvertProgress(const std::string& text, uint64_t* next_source,
                                   std::vector<SkippedFile>* skipped) {
   const auto bad = [](const std::string& what) {
-    return absl::DataLossError(
-        absl::StrCat("the conversion progress entry is malformed (", what,
-                     "); the dataset cannot be resumed: convert again without --resume"));
+    return WithSetting(absl::DataLossError(absl::StrCat(
+                           "the conversion progress entry is malformed (", what,
+                           "); the dataset cannot be resumed: convert it again from the start")),
+                       "resume");
   };
   // Too big, nested too deep or not JSON; the skipped list grows with the source, so the
   // general 64 MiB bound, not a tighter one.
@@ -374,12 +375,13 @@ absl::Status CopyEntries(const SourceListing& listing, const ConvertOptions& o,
         absl::Status stop(
             bad.code(),
             absl::StrCat(bad.message(), " (source entry ", i,
-                         "; fix or remove the file, or pass --skip-invalid; --resume continues)"));
+                         "; fix or remove the file, or skip invalid files; resuming continues "
+                         "from here)"));
         // Keep the error's payloads: the setting it names (e.g. max_decode_bytes) becomes the flag.
         bad.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
           stop.SetPayload(url, payload);
         });
-        return stop;
+        return WithSetting(WithSetting(stop, "skip_invalid"), "resume");
       }
       summary->skipped.push_back({i, listing.entries[i].relative, std::string(bad.message())});
       DDPIO_LOG(WARNING) << "skipping " << bad.message();

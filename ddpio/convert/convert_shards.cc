@@ -56,8 +56,11 @@ absl::StatusOr<bool> CheckExisting(const std::string& fingerprint, const Convert
     return false;
   }
   if (!o.resume) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        o.out, " already exists; --resume continues an interrupted conversion, or remove it"));
+    return WithSetting(absl::AlreadyExistsError(absl::StrCat(
+                           o.out,
+                           " already exists; resuming continues an interrupted conversion, or "
+                           "remove it")),
+                       "resume");
   }
   if (!fs::is_directory(o.out, ec) || fs::exists(o.out + "/data.mdb", ec)) {
     return absl::FailedPreconditionError(
@@ -83,9 +86,10 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, cons
   const auto start = std::chrono::steady_clock::now();
   const size_t k = static_cast<size_t>(o.shards);
   if (k > storage::kMaxShards || k > listing.entries.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--shards ", k, ": at most ", storage::kMaxShards,
-                     " and at most one per source entry (", listing.entries.size(), ")"));
+    return WithSetting(absl::InvalidArgumentError(absl::StrCat(
+                           k, " shards: at most ", storage::kMaxShards,
+                           " and at most one per source entry (", listing.entries.size(), ")")),
+                       "shards");
   }
   const std::string fingerprint = ConvertFingerprint(listing, o);
   ConvertSummary summary;
@@ -171,9 +175,11 @@ absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing, cons
   manifest.source_fingerprint = fingerprint;
   for (size_t s = 0; s < k; ++s) {
     if (!results[s].ok()) {
-      return Annotate(results[s].status(),
-                      absl::StrCat("shard ", s, " of ", k, " (source entries ", first[s], " to ",
-                                   first[s + 1], "; --resume continues every shard)"));
+      return WithSetting(
+          Annotate(results[s].status(),
+                   absl::StrCat("shard ", s, " of ", k, " (source entries ", first[s], " to ",
+                                first[s + 1], "; resuming continues every shard)")),
+          "resume");
     }
     const ConvertSummary& r = *results[s];
     summary.payload_bytes += r.payload_bytes;

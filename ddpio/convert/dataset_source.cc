@@ -133,10 +133,12 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
       // The original goes back where it belongs (the only rename that cannot lose anything); the
       // incomplete copy stays for --resume.
       DDPIO_RETURN_IF_ERROR(Rename(replaced, path));
-      return absl::FailedPreconditionError(
-          absl::StrCat(upgrading, " is not a complete upgrade of ", path, " (", complete.message(),
-                       "); the original, found at ", replaced, ", is back at ", path,
-                       " and nothing was removed: run the upgrade again with --resume"));
+      return WithSetting(
+          absl::FailedPreconditionError(absl::StrCat(
+              upgrading, " is not a complete upgrade of ", path, " (", complete.message(),
+              "); the original, found at ", replaced, ", is back at ", path,
+              " and nothing was removed: run the upgrade again, resuming")),
+          "resume");
     }
     DDPIO_LOG(INFO) << "finishing the interrupted swap of " << upgrading << " into " << path;
     DDPIO_RETURN_IF_ERROR(Rename(upgrading, path));
@@ -158,9 +160,10 @@ absl::StatusOr<ConvertSummary> UpgradeInPlace(const std::string& dataset, Conver
     DDPIO_RETURN_IF_ERROR(RemoveOld(replaced));
   }
   if (have_upgrading && !o.resume) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(upgrading, " exists: an earlier upgrade of ", path,
-                     " did not finish; pass --resume to continue it, or remove it"));
+    return WithSetting(
+        absl::AlreadyExistsError(absl::StrCat(upgrading, " exists: an earlier upgrade of ", path,
+                                              " did not finish; resume it, or remove it")),
+        "resume");
   }
   ConvertSummary summary;
   {

@@ -256,12 +256,14 @@ absl::StatusOr<absl::flat_hash_map<int64_t, std::string>> ReadSynsets(const std:
 }
 
 absl::Status NeedSynsets(const std::string& path) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      path,
-      " holds ILSVRC2012_IDs, which mean nothing without the devkit's ID order: give a synset "
-      "file (ddpio convert --synsets), either the devkit's map_clsloc.txt or one wnid per line in "
-      "ID order, exported from the devkit's data/meta.mat with: ",
-      kMetaMatExport));
+  return WithSetting(
+      absl::InvalidArgumentError(absl::StrCat(
+          path,
+          " holds ILSVRC2012_IDs, which mean nothing without the devkit's ID order: give a synset "
+          "file, either the devkit's map_clsloc.txt or one wnid per line in ID order, exported "
+          "from the devkit's data/meta.mat with: ",
+          kMetaMatExport)),
+      "synsets");
 }
 
 // The ground truth whose first line `in` has just returned as `first`. Line i labels image

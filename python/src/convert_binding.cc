@@ -7,11 +7,17 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bindings.h"
+#include "ddpio/common/status_macros.h"
 #include "ddpio/convert/convert.h"
 #include "status.h"
 #include "text.h"
@@ -55,6 +61,33 @@ py::dict SummaryDict(const convert::ConvertSummary& s) {
   d["already_complete"] = s.already_complete;
   d["seconds"] = s.seconds;
   return d;
+}
+
+// The library's error, with how to change the settings it names in ddpio.convert's terms (its
+// words never name a flag: common/status_macros.h, WithSetting).
+absl::Status Annotated(absl::Status status) {
+  static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
+      {"resume", "resume=True"},
+      {"resume_conversion", "resume=True"},
+      {"skip_invalid", "skip_invalid=True"},
+      {"shards", "shards"},
+      {"synsets", "synsets"},
+      {"val_labels", "val_labels"},
+      {"max_decode_bytes", "max_decode_bytes"},
+  };
+  std::vector<std::string> hints;
+  for (const std::string& setting : SettingsOf(status)) {
+    for (const auto& [name, keyword] : kKeywords) {
+      if (setting == name && std::find(hints.begin(), hints.end(), keyword) == hints.end())
+        hints.emplace_back(keyword);
+    }
+  }
+  if (hints.empty()) return status;
+  absl::Status out(status.code(), absl::StrCat(status.message(), " (see ddpio.convert's ",
+                                               absl::StrJoin(hints, ", "), ")"));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 py::dict Convert(const py::object& src, const py::object& out,
@@ -103,7 +136,8 @@ py::dict Convert(const py::object& src, const py::object& out,
     summary = convert::Convert(o, callback);
   }
   if (raised.has_value()) throw *raised;
-  return SummaryDict(ValueOrThrow(std::move(summary)));
+  if (!summary.ok()) ThrowStatus(Annotated(summary.status()));
+  return SummaryDict(*std::move(summary));
 }
 
 }  // namespace

@@ -71,8 +71,10 @@ def test_a_cancelling_callback_leaves_a_resumable_dataset(imagefolder, dataset, 
     assert out.exists()
     with pytest.raises(ddpio.Error):
         ddpio.Dataset(out)  # incomplete: never presented as a dataset
-    with pytest.raises(ddpio.AlreadyExistsError):
+    with pytest.raises(ddpio.AlreadyExistsError) as refused:
         ddpio.convert(imagefolder, out, shards=shards, batch_records=4)  # not without resume
+    # Said in ddpio.convert's terms, never the program's flags.
+    assert "resume=True" in str(refused.value) and "--" not in str(refused.value), refused.value
     progress = Recorder()
     summary = ddpio.convert(imagefolder, out, shards=shards, batch_records=4, resume=True, progress=progress)
     assert summary["records"] == 21
