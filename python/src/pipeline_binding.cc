@@ -337,30 +337,41 @@ class PyPipeline {
     auto cancel = std::make_shared<std::atomic<bool>>(false);
     o.cancel = cancel;
     absl::StatusOr<std::unique_ptr<Pipeline>> p = absl::UnknownError("not opened");
-    RunInterruptibly(
-        [&] {
-          absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(o.timeout, torch);
-          if (!job.ok()) {
-            p = job.status();
-            return;
-          }
-          job_ = *std::move(job);
-          // Collective: a rank that fails here closes its group, so the others fail at once too.
-          p = Pipeline::Open(*job_, o);
-          if (!p.ok()) {
-            job_->MarkFailed();  // rank 0 must not wait for this rank at the end
-            return;
-          }
-          const comm::RankInfo& info = job_->info();
-          const comm::GroupLayout& layout = (*p)->layout();
-          const bool reads =
-              layout.is_leader(info.rank) || o.readers == broadcast::FeedReaders::kAll;
-          profiler_ = std::make_unique<trainer::StepProfiler>(
-              info.rank, info.rank / std::max(1, info.local_world_size),
-              reads ? -1 : layout.leader(info.rank));
-          timeout_ = o.timeout;
-        },
-        *cancel);
+    try {
+      RunInterruptibly(
+          [&] {
+            absl::StatusOr<std::shared_ptr<comm::Job>> job = JoinedJob(o.timeout, torch);
+            if (!job.ok()) {
+              p = job.status();
+              return;
+            }
+            job_ = *std::move(job);
+            // Collective: a rank that fails here closes its group, so the others fail at once too.
+            p = Pipeline::Open(*job_, o);
+            if (!p.ok()) {
+              job_->MarkFailed();  // rank 0 must not wait for this rank at the end
+              return;
+            }
+            const comm::RankInfo& info = job_->info();
+            const comm::GroupLayout& layout = (*p)->layout();
+            const bool reads =
+                layout.is_leader(info.rank) || o.readers == broadcast::FeedReaders::kAll;
+            profiler_ = std::make_unique<trainer::StepProfiler>(
+                info.rank, info.rank / std::max(1, info.local_world_size),
+                reads ? -1 : layout.leader(info.rank));
+            timeout_ = o.timeout;
+          },
+          *cancel);
+    } catch (const py::error_already_set&) {
+      // Interrupted once it had opened: this rank leaves (rank 0 must not wait for it), and the
+      // pipeline's threads are joined without the GIL, as ~PyPipeline does.
+      if (p.ok()) {
+        py::gil_scoped_release release;
+        job_->MarkFailed();
+        p->reset();
+      }
+      throw;
+    }
     pipeline_ = ValueOrThrow(std::move(p));
   }
   ~PyPipeline() {
