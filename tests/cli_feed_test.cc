@@ -1,4 +1,4 @@
-// `ddpio bench feed` under `ddpio launch`, as the users run it: 4 real rank processes,
+// `ddpio bench feed` under `ddpio launch`, as users run it: 4 real rank processes,
 // Gloo over loopback, a converted synth dataset. What each rank received is checked against
 // `ddpio sampler` for that rank, a separate process computing the DistributedSampler's answer.
 #include <fcntl.h>

@@ -25,7 +25,10 @@ def _noise(rng, w, h):
 
 
 def _write_mixed_folder(root):
-    """Every kind of file the issue names, in three classes; returns nothing (torchvision lists it)."""
+    """The formats and modes an ImageFolder meets — JPEG (baseline, progressive, gray, CMYK, a PNG
+    named .JPEG), PNG (RGB, RGBA, palette, transparency, gray, gray + alpha, 16-bit), PPM/PGM, WebP,
+    BMP, TIFF — and files that are not samples, in three classes; returns nothing (torchvision
+    lists it)."""
     rng = np.random.default_rng(7)
     Image = PIL
     def img(w=37, h=29):
