@@ -63,7 +63,8 @@ class Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 
   // Every rank calls StartEpoch with the same arguments (`start`: entries of the epoch already
-  // consumed, from ResumePosition). FailedPrecondition after Close() or after a failure.
+  // consumed, from ResumePosition), also after a data error (a new run). FailedPrecondition after
+  // Close() or after a failure that broke the group's connections.
   absl::Status StartEpoch(uint64_t epoch, uint64_t start = 0);
   // This rank's next batch, valid until the next Next / StartEpoch; OutOfRange at the end of the
   // epoch. FailedPrecondition after Close().
