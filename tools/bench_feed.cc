@@ -336,18 +336,22 @@ class JobCeiling {
  public:
   // `n`: n records spread over the dataset decoded each round (0: no ceiling, Round does nothing);
   // `threads`: this rank's decoders (0 when it decodes nothing); `dataset`: its own, or null on a
-  // rank that reads none — a member decoding the records it is sent then opens the dataset itself
-  // (its errors). `timeout` bounds each barrier; `explain` turns a failed one into the job's loss.
+  // rank that reads none — a member decoding the records it is sent then opens `pipeline.data`
+  // itself, with the pipeline's object-store settings (its errors). `timeout` bounds each
+  // barrier; `explain` turns a failed one into the job's loss.
   static absl::StatusOr<std::unique_ptr<JobCeiling>> Make(
-      comm::Communicator& world, const std::string& data, const storage::DatasetReader* dataset,
-      uint64_t n, int threads, std::chrono::milliseconds timeout,
-      std::function<absl::Status(const absl::Status&)> explain) {
+      comm::Communicator& world, const PipelineOptions& pipeline,
+      const storage::DatasetReader* dataset, uint64_t n, int threads,
+      std::chrono::milliseconds timeout, std::function<absl::Status(const absl::Status&)> explain) {
     auto c =
         std::unique_ptr<JobCeiling>(new JobCeiling(world, n, threads, timeout, std::move(explain)));
     c->images_ = dataset;
     if (n > 0 && threads > 0 && dataset == nullptr) {
+      storage::ReaderOptions ro;
+      ro.store_settings = pipeline.store_settings;
+      ro.store_overrides = pipeline.store_overrides;
       absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened =
-          storage::DatasetReader::Open(data);
+          storage::DatasetReader::Open(pipeline.data, ro);
       if (!opened.ok()) return Annotate(opened.status(), "opening the dataset for the ceiling");
       c->own_ = *std::move(opened);
       c->images_ = c->own_.get();
@@ -470,7 +474,7 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   // With one group there is no watch: the job's heartbeats name the rank that vanished.
   DDPIO_ASSIGN_OR_RETURN(
       std::unique_ptr<JobCeiling> ceiling,
-      JobCeiling::Make(job->world(), po.data, feeder->dataset(), o.ceiling_images,
+      JobCeiling::Make(job->world(), po, feeder->dataset(), o.ceiling_images,
                        feeder->counters().decode_threads, po.timeout, [&](const absl::Status& st) {
                          return watch != nullptr ? watch->Explain(st) : job->WithCensus(st);
                        }));

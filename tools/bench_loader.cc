@@ -172,7 +172,9 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
-  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data));
+  storage::ReaderOptions ro;
+  ro.store_overrides = o.store;
+  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
   sampler::SamplerOptions so;
   so.dataset_size = reader->size();
   so.num_replicas = 1;

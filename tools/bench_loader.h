@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "ddpio/loader/loader.h"
+#include "ddpio/storage/store_settings.h"
 
 namespace ddpio::tools {
 
@@ -22,6 +23,8 @@ struct BenchLoaderOptions {
   int epochs = 3;
   int warmup_epochs = 1;          // run first, not measured
   uint64_t ceiling_images = 400;  // records decoded for the ceiling
+  // s3://: what the command line sets (--cache-dir, --cache-gb), winning over the environment's.
+  storage::StoreOverrides store;
 };
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& options);

@@ -99,6 +99,7 @@ double CpuSeconds() {
 absl::StatusOr<nlohmann::json> BenchRemote(const BenchStorageOptions& o) {
   constexpr uint64_t kWindow = 256;
   storage::ReaderOptions ro;
+  ro.store_overrides = o.store;
   std::vector<double> ours, ceiling, ours_cpu, ceiling_cpu, ratios;
   std::vector<uint64_t> requests;
   nlohmann::json store;

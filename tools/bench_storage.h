@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ddpio/storage/store_settings.h"
 
 namespace ddpio::tools {
 
@@ -27,6 +28,8 @@ struct BenchStorageOptions {
   int threads = 1;  // 0: all cores
   int repeat = 5;
   uint64_t seed = 0;
+  // s3://: what the command line sets (--cache-dir, --cache-gb), winning over the environment's.
+  storage::StoreOverrides store;
 };
 
 // JSON result with records_per_s, mb_per_s, lookup_records_per_s, ceiling_mb_per_s, ratio and

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "absl/strings/str_cat.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/pipeline/pipeline_options.h"
+#include "ddpio/storage/store_settings.h"
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
@@ -114,20 +114,21 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
                          : "Print one JSON object as the last stdout line");
 }
 
-void AddCacheFlags(CLI::App* app) {
+void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store) {
   app->add_option_function<std::string>(
-         "--cache-dir",
-         [](const std::string& dir) { ::setenv("DDPIO_S3_CACHE_DIR", dir.c_str(), 1); },
+         "--cache-dir", [store](const std::string& dir) { store->cache_dir = dir; },
          "With an s3:// dataset: a local folder of fetched records, read by later epochs and "
-         "later runs instead of the store (the same as DDPIO_S3_CACHE_DIR; safe to share between "
+         "later runs instead of the store (instead of DDPIO_S3_CACHE_DIR; safe to share between "
          "ranks and jobs)")
       ->type_name("DIR");
   app->add_option_function<double>(
          "--cache-gb",
-         [](double gb) { ::setenv("DDPIO_S3_CACHE_GB", absl::StrCat(gb).c_str(), 1); },
-         "With --cache-dir: its budget in GiB, oldest records evicted first (default 16; the same "
-         "as DDPIO_S3_CACHE_GB)")
+         [store](double gb) { store->cache_bytes = static_cast<uint64_t>(gb * (1 << 30)); },
+         "With --cache-dir: its budget in GiB, oldest records evicted first (default 16; instead "
+         "of DDPIO_S3_CACHE_GB)")
+      ->check(FiniteNumber())
       ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.0, 1e6))  // as DDPIO_S3_CACHE_GB's
       ->type_name("GB");
 }
 

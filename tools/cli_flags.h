@@ -30,6 +30,9 @@ enum class LayoutKind;
 namespace ddpio::loader {
 struct LoaderOptions;
 }  // namespace ddpio::loader
+namespace ddpio::storage {
+struct StoreOverrides;
+}  // namespace ddpio::storage
 
 namespace ddpio::tools {
 
@@ -85,10 +88,10 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank = false);
 
 // --cache-dir DIR and --cache-gb N for a dataset in an object store (s3://): a local folder of
 // fetched records that later epochs and later processes read instead of the store, and its
-// budget. They set DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB for this process (what the library
-// reads, so the Pipeline, the trainer and every reader of the command see the same), and are
-// ignored for a local dataset.
-void AddCacheFlags(CLI::App* app);
+// budget. Written into *store (cache_dir, cache_bytes), which the command passes on in the
+// ReaderOptions or PipelineOptions it opens its datasets with: a flag given wins over
+// DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB (storage/store_settings.h). Ignored for a local dataset.
+void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store);
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
 // The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead, --depth.

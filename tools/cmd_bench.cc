@@ -33,7 +33,7 @@ void AddBenchStorage(CLI::App* bench, std::vector<Command>* commands) {
   auto order = std::make_shared<std::string>("sequential");
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
-  AddCacheFlags(app);
+  AddCacheFlags(app, &o->store);
   app->add_option("--order", *order, "Record order")
       ->capture_default_str()
       ->check(CLI::IsMember({"sequential", "random"}));
@@ -86,7 +86,7 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   auto output = std::make_shared<std::string>("uint8");
   auto eval = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
-  AddCacheFlags(app);
+  AddCacheFlags(app, &o->store);
   AddLoaderFlags(app, &o->loader);
   app->add_option("--prefetch", o->loader.prefetch, "Batches prefetched")
       ->capture_default_str()
@@ -185,7 +185,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   p->batch_size = 64;
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", p->data, "Dataset path (opened by group leaders only)")->required();
-  AddCacheFlags(app);
+  AddCacheFlags(app, &p->store_overrides);
   app->add_option("--group-size", p->group_size,
                   "Ranks per group; its leader reads for all of them")
       ->capture_default_str()

@@ -366,7 +366,7 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   auto get = std::make_shared<int64_t>(-1);
   auto out = std::make_shared<std::string>();
   app->add_option("db", o->path, "Dataset path")->required();
-  AddCacheFlags(app);
+  AddCacheFlags(app, &o->store);
   app->add_flag("--verify", o->verify,
                 "Check every record's checksum; list bad records; exit 1 if any");
   app->add_flag("--decode", o->decode, "With --verify: also fully decode every JPEG");
@@ -382,7 +382,7 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
   commands->push_back(
       {app, [=] {
          if (*get >= 0) {
-           auto record = ExtractRecord(o->path, static_cast<uint64_t>(*get), *out);
+           auto record = ExtractRecord(o->path, static_cast<uint64_t>(*get), *out, o->store);
            if (!record.ok()) return ReportError("inspect", record.status());
            if (*json) {
              PrintJsonLine({{"index", *get},

@@ -37,7 +37,7 @@ void AddDataFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--data", t.pipeline.data, "Training dataset (opened by group leaders only)")
       ->required();
   app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
-  AddCacheFlags(app);
+  AddCacheFlags(app, &t.pipeline.store_overrides);
   app->add_option("--epochs", t.epochs, "Epochs")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));

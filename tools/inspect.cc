@@ -128,6 +128,7 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   storage::ReaderOptions ro;
   ro.verify_checksums = o.verify || o.decode;
   ro.readahead = true;  // a full scan in index order is sequential
+  ro.store_overrides = o.store;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.path, ro));
   InspectReport r;
   r.path = o.path;
@@ -303,8 +304,11 @@ std::string InspectText(const InspectReport& r) {
 }
 
 absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
-                                              const std::string& out_file) {
-  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(path));
+                                              const std::string& out_file,
+                                              const storage::StoreOverrides& store) {
+  storage::ReaderOptions ro;
+  ro.store_overrides = store;
+  DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(path, ro));
   DDPIO_ASSIGN_OR_RETURN(storage::Record record, reader->ReadCopy(index));
   const std::string tmp = out_file + ".tmp";
   absl::Status st;

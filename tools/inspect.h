@@ -19,6 +19,7 @@
 #include "ddpio/storage/dataset_info.h"
 #include "ddpio/storage/record.h"
 #include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/store_settings.h"
 
 namespace ddpio::tools {
 
@@ -28,6 +29,9 @@ struct InspectOptions {
   bool decode = false;  // also decode every JPEG (implies verify)
   int threads = 0;      // 0: all cores
   bool progress = true;
+  // A dataset in an object store: what the command line sets (--cache-dir, --cache-gb), winning
+  // over the environment's (storage/store_settings.h).
+  storage::StoreOverrides store;
 };
 
 struct BadRecord {
@@ -74,8 +78,10 @@ std::string InspectText(const InspectReport& report);
 
 // Writes record `index`'s payload to `out_file` (a JPEG record: byte-identical to the source
 // file; raw pixels: as a binary PPM; written to a temporary name and renamed) and returns it.
+// `store`: as InspectOptions::store.
 absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
-                                              const std::string& out_file);
+                                              const std::string& out_file,
+                                              const storage::StoreOverrides& store = {});
 
 }  // namespace ddpio::tools
 

@@ -17,11 +17,16 @@ namespace {
 
 // Where this rank can open both datasets (a peer that reads nothing may have neither), their
 // labels must name the same classes: an accuracy over mismatched labels is silently meaningless.
-absl::Status CheckValidationClasses(const std::string& train_path, const std::string& val_path) {
+// `pipeline`: the object store's settings, for datasets there.
+absl::Status CheckValidationClasses(const std::string& train_path, const std::string& val_path,
+                                    const PipelineOptions& pipeline) {
+  storage::ReaderOptions ro;
+  ro.store_settings = pipeline.store_settings;
+  ro.store_overrides = pipeline.store_overrides;
   // The headers alone (in an object store, the manifests: one GET each, no record index).
-  auto train = storage::DatasetReader::Peek(train_path);
+  auto train = storage::DatasetReader::Peek(train_path, ro);
   if (!train.ok()) return absl::OkStatus();
-  auto val = storage::DatasetReader::Peek(val_path);
+  auto val = storage::DatasetReader::Peek(val_path, ro);
   if (!val.ok()) return absl::OkStatus();
   return Annotate(storage::CheckSameClasses(train->header.classes, val->header.classes),
                   absl::StrCat("--val ", val_path, " against --data ", train_path));
@@ -58,7 +63,8 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, trainer::TrainPipelineOptions(o.train)));
   if (!o.train.val.empty()) {
     DDPIO_RETURN_IF_ERROR(Pipeline::Check(info, trainer::ValidationPipelineOptions(o.train)));
-    DDPIO_RETURN_IF_ERROR(CheckValidationClasses(o.train.pipeline.data, o.train.val));
+    DDPIO_RETURN_IF_ERROR(
+        CheckValidationClasses(o.train.pipeline.data, o.train.val, o.train.pipeline));
   }
   comm::RendezvousOptions ro;
   ro.store = o.store;

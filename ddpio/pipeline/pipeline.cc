@@ -9,6 +9,7 @@
 #include "ddpio/device/probe.h"
 #include "ddpio/pipeline/internal/feeder_options.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/remote/remote_dataset.h"
 
 namespace ddpio {
 namespace {
@@ -18,6 +19,19 @@ bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) 
 }
 
 absl::Status Closed() { return absl::FailedPreconditionError("the pipeline was closed"); }
+
+// How every rank opens or identifies the dataset: the object store's settings the options carry
+// (else the environment's, resolved at open). In a job of several ranks, a rank riding out a
+// store's outage must not outlast the peers waiting for it (its group, the trainer's
+// collectives): its store requests end within the job's timeout, and the error names the store.
+storage::ReaderOptions ReaderOptionsFor(const PipelineOptions& o, const comm::RankInfo& rank) {
+  storage::ReaderOptions ro;
+  ro.store_settings = o.store_settings;
+  ro.store_overrides = o.store_overrides;
+  if (rank.world_size > 1) ro.store_deadline = o.timeout;
+  ro.cancel = o.cancel;
+  return ro;
+}
 
 }  // namespace
 
@@ -58,7 +72,8 @@ absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& 
       comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
   if (Reads(layout, rank.rank, options)) {
     // Which dataset is there (in an object store: its manifest), not its record index yet.
-    DDPIO_RETURN_IF_ERROR(storage::DatasetReader::Peek(options.data).status());
+    DDPIO_RETURN_IF_ERROR(
+        storage::DatasetReader::Peek(options.data, ReaderOptionsFor(options, rank)).status());
   }
   return absl::OkStatus();
 }
@@ -110,12 +125,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
   // group naming it, instead of silently training on its leader's data.
   absl::Status opened = absl::OkStatus();
-  // In a job of several ranks, a rank riding out a store's outage must not outlast the peers
-  // waiting for it (its group, the trainer's collectives): its store requests end within the
-  // job's timeout, and the error names the store.
-  storage::ReaderOptions ro;
-  if (info.world_size > 1) ro.store_deadline = options.timeout;
-  ro.remote.retry.cancel = options.cancel;
+  const storage::ReaderOptions ro = ReaderOptionsFor(options, info);
   if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
         storage::DatasetReader::Open(options.data, ro);

@@ -35,7 +35,7 @@
 #include "ddpio/comm/rendezvous.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/pipeline/pipeline_options.h"
-#include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/remote/remote_options.h"
 
 namespace ddpio {
 

@@ -16,12 +16,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ddpio/broadcast/feeder_options.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/sampler/distributed_sampler.h"
+#include "ddpio/storage/store_settings.h"
 
 namespace ddpio {
 
@@ -52,6 +54,14 @@ struct PipelineOptions {
   int read_ahead = 64;
   // Messages a leader may run ahead of each peer. Default 2; >= 1.
   int depth = 2;
+  // A dataset in an object store (s3://; not the rendezvous store): how to reach it, as
+  // storage::ReaderOptions::store_settings and store_overrides (storage/dataset_reader.h). Default:
+  // no settings and no explicit value, so that opening resolves them from the process
+  // environment (AWS_*, DDPIO_S3_*); each value set in store_overrides wins over the
+  // environment's. Used by every rank that opens or identifies the dataset; ignored for a local
+  // one.
+  std::optional<storage::StoreSettings> store_settings;
+  storage::StoreOverrides store_overrides;
   // Longest wait of any one send, receive or collective (and, for Open(options), of joining the
   // job). Default 120 s; > 0.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};

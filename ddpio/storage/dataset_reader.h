@@ -26,9 +26,16 @@
 // A sharded dataset (a folder with kShardManifest and one dataset per shard, written by
 // `ddpio convert --shards K`) opens the same way and reads as one: one index space, shard k
 // holding the indices after those of shards 0..k-1, so the order is the unsharded order.
+//
+// Where the records lie — one LMDB file, a folder of shards, an object store — is a RecordStore
+// (storage/internal/record_store.h) behind the reader; what every dataset shares (index bounds,
+// decoding with the checksum and binding checks, the messages naming index, key and dataset) is
+// done here, once.
 #ifndef DDPIO_STORAGE_DATASET_READER_H_
 #define DDPIO_STORAGE_DATASET_READER_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,14 +46,19 @@
 #include "absl/types/span.h"
 #include "ddpio/storage/dataset_info.h"
 #include "ddpio/storage/record.h"
-#include "ddpio/storage/remote/remote_dataset.h"
 #include "ddpio/storage/remote/remote_format.h"
+#include "ddpio/storage/remote/remote_options.h"
+#include "ddpio/storage/store_settings.h"
 
 namespace ddpio::storage {
 
 namespace internal {
-struct SharedEnv;
-}
+class RecordStore;
+class RecordStoreTxn;
+}  // namespace internal
+namespace remote {
+class RemoteDataset;  // remote/remote_dataset.h, for what remote() returns
+}  // namespace remote
 
 // The file in a sharded dataset's folder that lists its shards (docs/FORMAT.md); written last,
 // so a folder without it is an unfinished conversion.
@@ -70,21 +82,30 @@ struct ReaderOptions {
   Locking locking = Locking::kAuto;
   // Concurrent read transactions allowed (LMDB reader slots). Default 1024.
   unsigned max_readers = 1024;
-  // A dataset in an object store (s3://BUCKET/PREFIX): its memory budget, request shaping and
-  // local cache folder (remote/remote_dataset.h). Credentials and endpoint come from the
-  // environment, as for the AWS tools (s3/s3_config.h); so may the cache: DDPIO_S3_CACHE_DIR
-  // (when cache_dir is empty) and DDPIO_S3_CACHE_GB (its budget, default 16); DDPIO_S3_COALESCE_KB
-  // sets coalesce_gap (KiB, default 64), DDPIO_S3_MEMORY_MB memory_bytes (MiB, default 256),
-  // DDPIO_S3_OUTAGE_SECONDS how long a failing store is retried (retry.give_up_after, default 300).
-  remote::RemoteOptions remote;
-  // The object store's endpoint and credentials; nullopt (the default): from the environment, as
-  // the AWS tools read it (s3/s3_config.h). Given, the environment's AWS_* are not read — how a
-  // test reaches its in-memory store (an endpoint memory://NAME, s3/object_store.h).
-  std::optional<s3::S3Config> store;
+  // --- A dataset in an object store (s3://BUCKET/PREFIX); not used for a local one ---
+  // How to reach the store: its endpoint and credentials and the remote reader's options (memory
+  // budget, request shaping, retries, the local cache folder and its budget; store_settings.h).
+  // Given, they are used as they are and nothing is read from the environment — how a program
+  // that resolved them at its edge (ResolveStoreSettings) passes them down. nullopt (the
+  // default): Open and Peek of an s3:// path resolve them once per call, from the process
+  // environment, as ResolveStoreSettings(CurrentEnvironment(), store_overrides) — the AWS tools'
+  // variables and files, DDPIO_S3_CACHE_DIR, DDPIO_S3_CACHE_GB, DDPIO_S3_MEMORY_MB,
+  // DDPIO_S3_COALESCE_KB, DDPIO_S3_OUTAGE_SECONDS — so that every program reads them the same
+  // way without code of its own.
+  std::optional<StoreSettings> store_settings;
+  // Explicit values: each one given wins over its variable, and over store_settings' value when
+  // those are given too (an empty StoreOverrides, the default, leaves everything to the
+  // settings, or to the environment and then the defaults).
+  StoreOverrides store_overrides;
   // The longest any one request to an object store may take, retries included (0: no bound but
-  // remote.retry's): a job's timeout, so that a rank riding out an outage does not outlast the
-  // peers waiting for it. Bounds retry.give_up_after and the attempt timeout.
+  // the settings' retry policy): a job's timeout, so that a rank riding out an outage does not
+  // outlast the peers waiting for it. Bounds retry.give_up_after and the attempt timeout of the
+  // settings, whether given or resolved.
   std::chrono::milliseconds store_deadline{0};
+  // Not a setting: a flag another thread raises to give up (the store's requests end at once,
+  // Cancelled) — a front end's answer to Ctrl-C while a dataset opens against a failing store.
+  // Non-null, it replaces the settings' retry.cancel. Null (default): the settings' own.
+  std::shared_ptr<const std::atomic<bool>> cancel;
 };
 
 class DatasetReader;
@@ -138,22 +159,22 @@ class ReadTxn {
 
  private:
   friend class DatasetReader;
-  struct Impl;
-  explicit ReadTxn(std::unique_ptr<Impl> impl);
-  absl::StatusOr<uint64_t> PrefetchShards(absl::Span<const uint64_t> indices);
-  absl::StatusOr<RecordView> GetRemote(uint64_t index, absl::Span<const uint8_t>* stored,
-                                       RecordBinding* binding);
-  std::unique_ptr<Impl> impl_;
+  ReadTxn(const DatasetReader* reader, std::unique_ptr<internal::RecordStoreTxn> txn);
+  const DatasetReader* reader_ = nullptr;
+  std::unique_ptr<internal::RecordStoreTxn> txn_;  // null when moved from
 };
 
 class DatasetReader {
  public:
   // Opens the dataset at `path`: a directory with data.mdb, a single LMDB file, a sharded
   // dataset's folder, or s3://BUCKET/PREFIX — a dataset uploaded to an object store, read with
-  // range GETs of whole records (remote/remote_dataset.h), every record checked as a local one.
+  // range GETs of whole records (remote/remote_dataset.h), every record checked as a local one,
+  // with the store settings of `options` (resolved from the process environment once, here, when
+  // it has none; see ReaderOptions::store_settings).
   // NotFound when nothing or no LMDB data is there; FailedPrecondition for a non-ddpio database, an
   // unsupported format version or an incomplete dataset; DataLoss when the record count
-  // disagrees with the completion marker.
+  // disagrees with the completion marker. For s3://, ResolveStoreSettings' errors too
+  // (InvalidArgument naming a bad DDPIO_S3_* variable, FailedPrecondition without credentials).
   static absl::StatusOr<std::unique_ptr<DatasetReader>> Open(const std::string& path,
                                                              const ReaderOptions& options = {});
   // Which dataset is at `path`, without reading a record: its header and completion marker. In
@@ -185,10 +206,10 @@ class DatasetReader {
   };
   std::vector<DataFile> data_files() const;
   // Shards: 1 for an unsharded dataset.
-  size_t shard_count() const { return shards_.empty() ? 1 : shards_.size(); }
+  size_t shard_count() const;
   // The object-store dataset behind an s3:// path (its counters, its manifest); null for a
   // local one.
-  const remote::RemoteDataset* remote() const { return remote_.get(); }
+  const remote::RemoteDataset* remote() const;
 
   // A new read transaction. Thread-safe. ResourceExhausted when all reader slots are taken.
   absl::StatusOr<ReadTxn> BeginRead() const;
@@ -198,29 +219,17 @@ class DatasetReader {
 
  private:
   friend class ReadTxn;
-  DatasetReader() = default;
-  absl::StatusOr<ReadTxn*> ShardTxn(ReadTxn::Impl& impl, uint64_t index, size_t* shard,
-                                    uint64_t* local) const;
-  static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenSharded(const std::string& path,
-                                                                    const ReaderOptions& options);
-  static absl::StatusOr<std::unique_ptr<DatasetReader>> OpenRemote(const std::string& url,
-                                                                   const ReaderOptions& options);
+  DatasetReader();
 
   // Constant after Open.
-  std::shared_ptr<internal::SharedEnv> env_;
   std::string path_;
-  ReaderOptions options_;
   DatasetHeader header_;
   DatasetCompletion completion_;
   uint64_t file_bytes_ = 0;
-  std::string data_file_;
-  // Format 3: records are bound to their keys with this salt (RecordSalt of the header).
-  RecordBinding binding_;
-  // Sharded: a reader per shard and the first global index of each (env_ is then null).
-  std::vector<std::unique_ptr<DatasetReader>> shards_;
-  std::vector<uint64_t> shard_starts_;
-  // In an object store: every read goes here (env_ is then null, shards_ empty).
-  std::shared_ptr<remote::RemoteDataset> remote_;
+  // Whether Get checks each record's CRC32C: ReaderOptions::verify_checksums, or always for a
+  // store whose records are fetched copies.
+  bool verify_checksums_ = true;
+  std::unique_ptr<internal::RecordStore> store_;
 };
 
 }  // namespace ddpio::storage

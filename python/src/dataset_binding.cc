@@ -86,7 +86,7 @@ class Dataset {
     // From a failing object store this rides out the outage: Ctrl-C gives it up.
     auto cancel = std::make_shared<std::atomic<bool>>(false);  // (the reader's client keeps it)
     storage::ReaderOptions options;
-    options.remote.retry.cancel = cancel;
+    options.cancel = cancel;
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened =
         absl::UnknownError("not opened");
     RunInterruptibly([&] { opened = storage::DatasetReader::Open(path_, options); }, *cancel);

@@ -11,7 +11,9 @@
 //   s3::S3Config config = store->Config();           // endpoint memory://NAME
 //   store->AddFault({.method = "GET", .key_contains = "data.mdb", .times = 3,
 //                    .status = absl::UnavailableError("HTTP 503 SlowDown")});
-//   DatasetReader::Open("s3://bucket/train", {.store = config});
+//   ReaderOptions o;
+//   o.store_overrides.s3 = config;
+//   DatasetReader::Open("s3://bucket/train", o);
 //
 // Thread-safe.
 #ifndef DDPIO_TESTS_SUPPORT_MEMORY_OBJECT_STORE_H_

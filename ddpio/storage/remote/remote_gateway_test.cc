@@ -60,8 +60,8 @@ TEST_F(RemoteDatasetTest, AWindowLargerThanTheMemoryBudgetFetchesEachRecordOnce)
   ASSERT_OK_AND_ASSIGN(auto probe, OpenUrl(Url()));
   const uint64_t record_bytes = probe->file_bytes() / kRecords;
   ReaderOptions o;
-  o.remote.memory_bytes = record_bytes * 30;  // a tenth of the dataset
-  o.remote.coalesce_gap = 0;
+  o.store_overrides.memory_bytes = record_bytes * 30;  // a tenth of the dataset
+  o.store_overrides.coalesce_gap = 0;
   ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
   ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
   std::vector<uint64_t> order(kRecords);
@@ -135,8 +135,9 @@ TEST_F(RemoteDatasetTest, ARecordDamagedInTheStoreIsNamedNeverServed) {
 
 TEST_F(RemoteDatasetTest, TheCacheServesTheSecondEpochAndHealsWhatIsDamagedOrDeleted) {
   ASSERT_OK(Upload(local_, Url(), config_).status());
+  const std::string cache = dir_.Sub("cache");
   ReaderOptions o;
-  o.remote.cache_dir = dir_.Sub("cache");
+  o.store_overrides.cache_dir = cache;
   {
     ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(), o));
     ASSERT_OK_AND_ASSIGN(ReadTxn t, remote->BeginRead());
@@ -164,13 +165,13 @@ TEST_F(RemoteDatasetTest, TheCacheServesTheSecondEpochAndHealsWhatIsDamagedOrDel
   }
   // Damage one cached record, delete another folder of them: still every record right.
   int damaged = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(o.remote.cache_dir)) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) {
     if (e.is_regular_file() && damaged++ == 0) {
       std::filesystem::resize_file(e.path(), std::filesystem::file_size(e.path()) - 1);
     }
   }
   ExpectSameRecords(Url(), o);
-  std::filesystem::remove_all(o.remote.cache_dir);
+  std::filesystem::remove_all(cache);
   ExpectSameRecords(Url(), o);
 }
 

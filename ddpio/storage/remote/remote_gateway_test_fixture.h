@@ -52,7 +52,7 @@ class RemoteDatasetTest : public ::testing::Test {
   // `url` opened on this test's store (not the environment's).
   absl::StatusOr<std::unique_ptr<DatasetReader>> OpenUrl(const std::string& url,
                                                          ReaderOptions options = {}) const {
-    options.store = config_;
+    options.store_overrides.s3 = config_;
     return DatasetReader::Open(url, options);
   }
   std::string Url(const std::string& prefix = "train") const {

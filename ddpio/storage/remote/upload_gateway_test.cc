@@ -91,24 +91,26 @@ TEST_F(UploadTest, AnotherDatasetUploadedOverAPrefixReplacesItNotTakenForTheSame
 TEST_F(UploadTest, TwoDatasetsReadThroughOneCacheFolderEachGetTheirOwnRecords) {
   ASSERT_OK(Upload(a_, Url("a"), config_).status());
   ASSERT_OK(Upload(b_, Url("b"), config_).status());
+  const std::string cache = dir_.Sub("cache");
   ReaderOptions o;
-  o.remote.cache_dir = dir_.Sub("cache");
+  o.store_overrides.cache_dir = cache;
   ExpectRecordsOf(a_, Url("a"), o);  // fills the folder with A's records
   ExpectRecordsOf(b_, Url("b"), o);
   ExpectRecordsOf(a_, Url("a"), o);
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(o.remote.cache_dir),
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache),
                           std::filesystem::directory_iterator()),
             2);
 }
 
 TEST_F(UploadTest, ATamperedCacheFileIsCaughtEvenWithoutChecksumVerification) {
   ASSERT_OK(Upload(a_, Url(), config_).status());
+  const std::string cache = dir_.Sub("cache");
   ReaderOptions o;
   o.verify_checksums = false;  // what plain `ddpio inspect` reads with
-  o.remote.cache_dir = dir_.Sub("cache");
+  o.store_overrides.cache_dir = cache;
   ExpectRecordsOf(a_, Url(), o);
   int tampered = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(o.remote.cache_dir)) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) {
     if (!e.is_regular_file()) continue;
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(16);  // the record's label (docs/FORMAT.md): another valid class

@@ -1,0 +1,51 @@
+// RemoteOptions and RemoteCounters: how a dataset in an object store is read (remote_dataset.h)
+// and what reading it cost — plain structs, apart from the reader and its HTTP client, so that
+// the options and statistics of the layers above (store_settings.h, the pipeline's) carry them
+// without either.
+#ifndef DDPIO_STORAGE_REMOTE_REMOTE_OPTIONS_H_
+#define DDPIO_STORAGE_REMOTE_REMOTE_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "ddpio/storage/s3/retry_policy.h"
+
+namespace ddpio::storage::remote {
+
+struct RemoteOptions {
+  // Fetched records held in memory; also the most fetched ahead and not yet asked for.
+  uint64_t memory_bytes = uint64_t{256} << 20;
+  // Records of one file closer than this are fetched by one GET (the bytes between are read and
+  // dropped), up to max_request_bytes a GET.
+  uint64_t coalesce_gap = uint64_t{64} << 10;
+  uint64_t max_request_bytes = uint64_t{8} << 20;
+  int max_in_flight = 16;  // GETs at once
+  // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
+  // retried with capped backoff for up to 5 minutes from a request's first attempt, then the
+  // store's error (DDPIO_S3_OUTAGE_SECONDS or an explicit value sets it, store_settings.h; a job's
+  // timeout bounds it, ReaderOptions).
+  s3::RetryPolicy retry = [] {
+    s3::RetryPolicy r;
+    r.give_up_after = std::chrono::minutes(5);
+    return r;
+  }();
+  // A local folder for fetched records ("" none) and its byte budget.
+  std::string cache_dir;
+  uint64_t cache_bytes = uint64_t{16} << 30;
+};
+
+struct RemoteCounters {
+  uint64_t requests = 0;  // HTTP requests sent to the store (retries included)
+  uint64_t retries = 0;
+  uint64_t bytes = 0;  // response bytes received
+  uint64_t records_fetched = 0;
+  uint64_t memory_hits = 0;  // Fetch answered by a prefetched or earlier record
+  uint64_t disk_hits = 0;    // ... by the cache folder
+  uint64_t misses = 0;       // Fetch had to wait for the store
+  uint64_t refetches = 0;    // records fetched again after a checksum mismatch
+};
+
+}  // namespace ddpio::storage::remote
+
+#endif  // DDPIO_STORAGE_REMOTE_REMOTE_OPTIONS_H_
