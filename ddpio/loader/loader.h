@@ -9,7 +9,9 @@
 // sample by sample, so the last batches are not left to one worker each. Slots (window + 1 of them;
 // the window, batches in flight at most, is max(prefetch, workers + 1), or max(prefetch, 1) with
 // one worker) are allocated once and reused; a consumer that keeps batches (NextHeld) grows the
-// pool by up to held_batches - 1 more.
+// pool by up to held_batches - 1 more. What a record becomes in its batch (decode, augment,
+// output layout) is the sample kind's (sample_kind.h): images, from LoaderOptions' image fields
+// (image_sample_kind.h).
 //
 //   auto loader = Loader::Create(reader.get(), sampler_options, rank, options);
 //   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -28,15 +30,13 @@
 #define DDPIO_LOADER_LOADER_H_
 
 #include <array>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -145,6 +145,10 @@ struct LoaderStats {
   uint64_t shared_samples = 0;
 };
 
+namespace internal {
+struct LoaderAccess;  // internal/loader_impl.h
+}  // namespace internal
+
 class Loader {
  public:
   // `reader` must outlive the loader. `cuda` may be null (CPU). InvalidArgument for a rank
@@ -190,99 +194,20 @@ class Loader {
   // Batches in the current epoch plan.
   uint64_t NumBatches() const;
   // The current plan (after StartEpoch).
-  const std::optional<sampler::EpochPlan>& plan() const { return plan_; }
+  const std::optional<sampler::EpochPlan>& plan() const;
   // The sampler position to store in a checkpoint after the batches delivered so far: pass it
   // to StartEpoch(epoch, position) to continue exactly there (any world size).
   uint64_t ResumePosition() const;
 
   LoaderStats stats() const;
-  size_t sample_bytes() const { return sample_bytes_; }
+  // Bytes of one sample in a batch's data (uint8 HWC or float CHW, as `output` asks).
+  size_t sample_bytes() const;
 
  private:
-  struct Slot;
-  struct SlotPool;
-  struct Worker;
-  Loader() = default;
-  static absl::StatusOr<std::unique_ptr<Loader>> CreateImpl(const storage::DatasetReader* reader,
-                                                            RecordSource* source,
-                                                            const sampler::SamplerOptions& sampler,
-                                                            int rank, const LoaderOptions& options,
-                                                            device::CudaRuntime* cuda);
-  struct OpenBatch;
-  absl::StatusOr<int> Assemble(uint64_t batch, int worker);
-  absl::StatusOr<int> AssembleBatch(uint64_t batch, Worker& w);
-  absl::Status AssembleSamples(uint64_t batch, const sampler::BatchRange& range, Slot& slot,
-                               const SourcedBatch* sourced, Worker& w);
-  absl::Status AssembleSample(const OpenBatch& open, uint64_t k, Worker& w, bool helping);
-  // Assembles position k of `open`, claimed under `lock` (share_mu_), with the lock released
-  // meanwhile; records a failure in the batch.
-  void AssembleClaimed(OpenBatch& open, uint64_t k, Worker& w, bool helping,
-                       std::unique_lock<std::mutex>& lock);
-  void Help(int worker);
-  OpenBatch* OldestClaimable();
-  absl::Status CheckSourced(const SourcedBatch& batch, uint64_t b,
-                            const sampler::BatchRange& range) const;
-  absl::StatusOr<storage::RecordView> Sourced(const SourcedBatch& batch, uint64_t k,
-                                              uint64_t index) const;
-  absl::Status FillSample(Slot& slot, uint64_t k, uint64_t index, bool padding,
-                          absl::StatusOr<storage::RecordView> record, Worker& w);
-  void StopEpoch();
-  absl::StatusOr<std::unique_ptr<Slot>> MakeSlot() const;
-  absl::StatusOr<int> TakeSlot();
-  void ReturnSlot(int slot);
-
-  // Constant after Create.
-  const storage::DatasetReader* reader_ = nullptr;  // exactly one of reader_ and source_
-  RecordSource* source_ = nullptr;
-  std::string where_;  // the dataset's path or the source's name, for errors
-  std::unique_ptr<sampler::DistributedSampler> sampler_;
-  int rank_ = 0;
-  LoaderOptions options_;
-  device::CudaRuntime* cuda_ = nullptr;
-  void* stream_ = nullptr;
-  size_t sample_bytes_ = 0;
-  std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> normalised float per channel
-  uint64_t window_ = 0;  // batches in flight at most: max(prefetch, workers + 1)
-  // Workers out of batches help assemble the others' (more than one worker, a local dataset or a
-  // record source: from an object store each worker's reads are its own window of requests).
-  bool share_ = false;
-  std::shared_ptr<SlotPool> pool_;  // shared with the holds of held batches
-  std::vector<std::unique_ptr<Worker>> workers_;
-
-  // Consumer state.
-  std::optional<sampler::EpochPlan> plan_;
-  std::vector<sampler::BatchRange> batches_;
-  uint64_t delivered_ = 0;      // batches handed out this epoch
-  std::shared_ptr<void> held_;  // the batch Next() handed out
-  struct Pipeline;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::atomic<bool> stop_{false};
-  uint64_t wait_ns_ = 0;
-  uint64_t batches_total_ = 0;
-  uint64_t copied_total_ = 0;
-
-  // The batches being assembled this epoch, open to helpers (an epoch's tail: workers with no
-  // batch left to claim take single samples of the oldest one still open).
-  std::mutex share_mu_;  // guards open_, unfinished_ and the OpenBatch state
-  std::condition_variable share_cv_;
-  std::vector<OpenBatch*> open_;
-  uint64_t unfinished_ = 0;  // batches of the epoch not yet assembled (or failed)
-
-  // Tests only (LoaderTestPeer): called before each sample is assembled (done false) and once
-  // its outcome is recorded in its batch (done true), on the worker assembling it.
-  friend class LoaderTestPeer;
-  struct SampleEvent {
-    uint64_t step = 0, position = 0;
-    bool helping = false;  // a worker other than the batch's own
-    bool done = false;
-    absl::Status status;  // when done
-  };
-  std::function<void(const SampleEvent&)> sample_hook_for_test_;
-  void Notify(const OpenBatch& open, uint64_t k, bool helping, bool done,
-              const absl::Status& st = absl::OkStatus()) const;
-
-  mutable std::mutex mu_;  // guards skipped_
-  std::vector<SkippedSample> skipped_;
+  class Impl;  // internal/loader_impl.h
+  friend struct internal::LoaderAccess;
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ddpio::loader

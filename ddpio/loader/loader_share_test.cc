@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ddpio/loader/internal/loader_testing.h"
 #include "ddpio/loader/loader.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
@@ -31,7 +32,7 @@ class LoaderTestPeer {
   // Workers reaching the event (step, position, helping = false, done = false) wait for `until`.
   LoaderTestPeer(Loader& loader, uint64_t step, uint64_t position, Condition until)
       : step_(step), position_(position), until_(std::move(until)) {
-    loader.sample_hook_for_test_ = [this](const Loader::SampleEvent& e) { Seen(e); };
+    internal::SetSampleHookForTest(loader, [this](const internal::SampleEvent& e) { Seen(e); });
   }
 
   std::vector<Event> events() {
@@ -45,7 +46,7 @@ class LoaderTestPeer {
   }
 
  private:
-  void Seen(const Loader::SampleEvent& e) {
+  void Seen(const internal::SampleEvent& e) {
     std::unique_lock<std::mutex> lock(mu_);
     events_.push_back({e.step, e.position, e.helping, e.done, e.status});
     cv_.notify_all();
