@@ -20,8 +20,10 @@ if(NOT TARGET ddpio_isal)
   target_link_libraries(ddpio_isal INTERFACE ${ISAL_LIBRARY})
 endif()
 
-# --- CUDA and NCCL: optional, AUTO by default. Only the runtime (libcudart) is linked, never
-# the driver stub libcuda: a binary linked to it would not start on a machine without a driver.
+# --- CUDA and NCCL: optional, AUTO by default. Only their headers are used at build time: ddpio
+# opens libcudart, libcublas and libnccl when a GPU path is first taken (device/lazy_library.h),
+# so no program or library of ddpio links them, and a CPU-only process never loads them. Never
+# the driver stub libcuda: the runtime opens the driver itself.
 set(DDPIO_HAVE_CUDA OFF)
 set(DDPIO_HAVE_NCCL OFF)
 if(NOT DDPIO_WITH_CUDA STREQUAL "OFF")
@@ -43,10 +45,12 @@ if(DDPIO_HAVE_CUDA AND NOT DDPIO_WITH_NCCL STREQUAL "OFF")
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(DDPIO_HAVE_NCCL ON)
     if(NOT TARGET ddpio_nccl_lib)
-      add_library(ddpio_nccl_lib INTERFACE)
-      target_include_directories(ddpio_nccl_lib INTERFACE ${NCCL_INCLUDE_DIR})
-      target_link_libraries(ddpio_nccl_lib INTERFACE ${NCCL_LIBRARY})
+      add_library(ddpio_nccl_lib INTERFACE)  # the header only: libnccl is opened on first use
+      target_include_directories(ddpio_nccl_lib INTERFACE $<BUILD_INTERFACE:${NCCL_INCLUDE_DIR}>)
     endif()
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_major REGEX "^#define NCCL_MAJOR ")
+    string(REGEX REPLACE "^#define NCCL_MAJOR +([0-9]+).*" "\\1" DDPIO_NCCL_MAJOR "${_nccl_major}")
+    get_filename_component(DDPIO_NCCL_LIBDIR ${NCCL_LIBRARY} DIRECTORY)
   elseif(DDPIO_WITH_NCCL STREQUAL "ON")
     message(FATAL_ERROR "DDPIO_WITH_NCCL=ON but nccl.h / libnccl were not found (set NCCL_HOME)")
   endif()

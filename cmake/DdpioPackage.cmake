@@ -4,7 +4,9 @@
 # Depends: the runtime packages of the shared libraries the program and libraries link,
 # computed by dpkg-shlibdeps. Libraries no Debian package provides (the CUDA runtime and NCCL of a
 # CUDA build) are not listed: a build with CUDA expects them where the CUDA toolkit put them; for a
-# package that runs anywhere, configure with -DDDPIO_WITH_CUDA=OFF.
+# package that runs anywhere, configure with -DDDPIO_WITH_CUDA=OFF (the program opens those
+# libraries on first use, so it starts without them either way). OpenBLAS, opened by the trainer's
+# CPU engine on first use and so invisible to dpkg-shlibdeps, is listed by hand.
 # Recommends: the -dev packages that find_package(ddpio) needs to build a program against it.
 # With the Python package built (DDPIO_WITH_PYTHON), it is in the package too, for the Python it
 # was built with (lib/python3.X/dist-packages); Suggests: that Python, numpy and torch.
@@ -24,6 +26,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "cmake, pkg-config, liblmdb-dev, libabsl-dev, libturbojpeg0-dev, libjpeg62-turbo-dev, libisal-dev, nlohmann-json3-dev, libgloo-dev, libopenblas-dev, libgraphicsmagick1-dev")
 if(TARGET ddpio_python)

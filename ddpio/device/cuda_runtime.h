@@ -1,5 +1,6 @@
 // The CUDA runtime calls ddpio's host code makes, behind one interface. Its implementation
-// (cuda_runtime_cuda.cc) is linked against libcudart when the toolkit is found, and in tests
+// (cuda_runtime_cuda.cc) calls libcudart, opened on first use (lazy_library.h), when the toolkit
+// is found, and in tests
 // against the stand-in for libcudart (tests/gpu_standin/cuda_standin.cc), so the callers' code and
 // this implementation run unchanged there: the loader's pinned staging and the group feeder's
 // device path are tested on any machine. Callers need no CUDA header: streams and events are

@@ -1,4 +1,5 @@
-// Compiled with the CUDA runtime's headers; linked against libcudart in ddpio and against the
+// Compiled with the CUDA runtime's headers; bound to libcudart (opened on first use:
+// lazy_cudart.cc) in ddpio and to the
 // stand-in in tests/gpu_standin.
 #include <cuda_runtime_api.h>
 

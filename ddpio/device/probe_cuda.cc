@@ -1,4 +1,5 @@
-// Compiled with the CUDA runtime's headers; linked against libcudart in ddpio (never the
+// Compiled with the CUDA runtime's headers; bound to libcudart, opened on first use, in ddpio
+// (lazy_cudart.cc; never the
 // toolkit's placeholder libcuda) and against the stand-in in tests/gpu_standin.
 #include <cuda_runtime_api.h>
 

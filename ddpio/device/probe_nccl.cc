@@ -1,4 +1,5 @@
-// Compiled with nccl.h; linked against libnccl in ddpio and the stand-in in tests/gpu_standin.
+// Compiled with nccl.h; bound to libnccl, opened on first use (lazy_nccl.cc), in ddpio and to the
+// stand-in in tests/gpu_standin.
 #include <nccl.h>
 
 #include "ddpio/device/probe.h"

@@ -2,25 +2,75 @@
 
 #include <cblas.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "ddpio/device/lazy_library.h"
+
+#ifndef DDPIO_OPENBLAS_LIBDIR
+#define DDPIO_OPENBLAS_LIBDIR ""
+#endif
 
 namespace ddpio::trainer {
 namespace {
 
+// OpenBLAS is opened when the first CPU engine is made, not when the program starts: loading it
+// starts its thread pool, which no process but a trainer's needs.
+struct OpenBlasFunctions {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+  decltype(&openblas_get_config) get_config = nullptr;
+  absl::Status status;
+  device::LazyLibrary* library =
+      nullptr;  // kept reachable: never destroyed, engines use it until exit
+};
+
+const OpenBlasFunctions& LoadOpenBlas() {
+  static const OpenBlasFunctions* fns = [] {
+    constexpr char kSoname[] = "libopenblas.so.0";
+    std::vector<std::string> candidates = {kSoname};
+    if (!std::string(DDPIO_OPENBLAS_LIBDIR).empty()) {
+      candidates.push_back(absl::StrCat(DDPIO_OPENBLAS_LIBDIR, "/", kSoname));
+    }
+    // Never destroyed: engines are used until exit.
+    auto* lib = new device::LazyLibrary("OpenBLAS", std::move(candidates));
+    auto* f = new OpenBlasFunctions();
+    f->library = lib;
+    f->sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(lib->Symbol("cblas_sgemm"));
+    f->set_num_threads = reinterpret_cast<decltype(&openblas_set_num_threads)>(
+        lib->Symbol("openblas_set_num_threads"));
+    f->get_config =
+        reinterpret_cast<decltype(&openblas_get_config)>(lib->Symbol("openblas_get_config"));
+    if (f->sgemm == nullptr || f->set_num_threads == nullptr || f->get_config == nullptr) {
+      f->status = absl::FailedPreconditionError(lib->error());
+    }
+    return f;
+  }();
+  return *fns;
+}
+
 class OpenBlas : public MatMul {
  public:
-  explicit OpenBlas(int threads) : threads_(threads) { openblas_set_num_threads(threads); }
+  explicit OpenBlas(int threads) : threads_(threads), fns_(LoadOpenBlas()) {
+    if (fns_.status.ok()) fns_.set_num_threads(threads);
+  }
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!fns_.status.ok()) return;  // status() says why; callers check it once per step
+    fns_.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  absl::Status status() const override { return fns_.status; }
   std::string Describe() const override {
-    return absl::StrCat("cpu: ", openblas_get_config(), ", ", threads_, " thread(s)");
+    if (!fns_.status.ok()) return absl::StrCat("cpu: ", fns_.status.message());
+    return absl::StrCat("cpu: ", fns_.get_config(), ", ", threads_, " thread(s)");
   }
 
  private:
   int threads_;
+  const OpenBlasFunctions& fns_;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // stream and return the launch error. Defined in device_kernels.cu (nvcc, CUDA builds) and, for
 // tests on machines without a GPU, by a host stand-in (tests/gpu_standin/kernels_standin.cc)
 // that runs the same arithmetic on the stream's thread — the pattern of the NCCL stand-in: the
-// symbols are bound at link time.
+// symbols are bound at link time. In ddpio the kernels are a module of their own
+// (libddpio_kernels.so), opened when first called (lazy_kernels.cc, device/lazy_library.h).
 //
 // Every function reproduces the CPU Mlp's arithmetic operation for operation (device_kernels.cu
 // is compiled with -fmad=false so no multiply-add is fused), so the device model and the CPU

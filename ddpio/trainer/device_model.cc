@@ -1,6 +1,6 @@
 // TrainModel on a CUDA device (DeviceMlp, over the device module's CudaRuntime). Compiled with
-// the cuBLAS headers; in ddpio its functions bind to libcudart, libcublas and the kernels, in
-// tests to the stand-ins.
+// the cuBLAS headers; in ddpio its functions bind to the forwarders that open libcudart,
+// libcublas and the kernels on first use (device/lazy_library.h), in tests to the stand-ins.
 #include "absl/strings/str_cat.h"
 #include "ddpio/device/cuda_runtime.h"
 #include "ddpio/trainer/device_mlp.h"

@@ -5,8 +5,9 @@
 //   - unit tests hand it a gmock (nccl_communicator_test.cc) to check call sequences and error
 //     mapping without a GPU, and
 //   - SystemNcclApi() (nccl_api_system.cc) forwards to whatever defines the C functions at link
-//     time: libnccl in ddpio, or the test-only stand-in (tests/gpu_standin/) that implements
-//     them on host memory over Gloo, so multi-rank tests run this backend on CPU.
+//     time: libnccl (opened on first use, device/lazy_nccl.cc) in ddpio, or the test-only stand-in
+//     (tests/gpu_standin/) that implements them on host memory over Gloo, so multi-rank tests run
+//     this backend on CPU.
 // Types come from the real nccl.h (and cudaStream_t from cuda_runtime_api.h). Method names are
 // the C names without the nccl prefix; arguments and results are passed through unchanged.
 #ifndef DDPIO_COMM_NCCL_NCCL_API_H_

@@ -1,4 +1,5 @@
-// The only file that calls NCCL by name. Linked into ddpio against libnccl, and into the stand-in
+// The only file that calls NCCL by name. Bound in ddpio to libnccl, opened on first use
+// (device/lazy_nccl.cc), and in the stand-in
 // tests against tests/gpu_standin.
 #include "ddpio/comm/nccl/nccl_api.h"
 
