@@ -54,8 +54,31 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 run(${DDPIO_BIN} synth --out ${WORK_DIR}/src --classes 3 --per-class 21 --size 32 --quiet)
 run(${DDPIO_BIN} convert --src ${WORK_DIR}/src --out ${WORK_DIR}/db --quiet)
 
+# Sealed where installed: no internal/ header, and no installed header includes one (a program
+# built against the install would not compile), nor the HTTP client under pipeline.h.
+function(check_sealed include_dir)
+  file(GLOB_RECURSE internal ${include_dir}/ddpio/*)
+  list(FILTER internal INCLUDE REGEX "/internal/")
+  if(internal)
+    message(FATAL_ERROR "installed internal headers: ${internal}")
+  endif()
+  file(GLOB_RECURSE headers ${include_dir}/ddpio/*.h)
+  list(LENGTH headers n)
+  if(n LESS 20)
+    message(FATAL_ERROR "only ${n} installed headers under ${include_dir}: this checks nothing")
+  endif()
+  foreach(h ${headers})
+    file(STRINGS ${h} bad REGEX "#include \"ddpio/.*/internal/")
+    if(bad)
+      message(FATAL_ERROR "${h} includes an internal header: ${bad}")
+    endif()
+  endforeach()
+  message(STATUS "${n} installed headers, none internal or including one")
+endfunction()
+
 # 1. cmake --install
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+check_sealed(${WORK_DIR}/prefix/include)
 consumer_against(${WORK_DIR}/prefix installed)
 python_against(${WORK_DIR}/prefix installed)
 

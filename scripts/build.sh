@@ -14,6 +14,10 @@ while [ $# -gt 0 ]; do
     *) configure+=("$1"); shift ;;
   esac
 done
-scripts/install-deps.sh
+# Only the program's packages when only the program is built (the newcomer's first run:
+# scripts/demo.sh); every package otherwise.
+deps=()
+if [ "${targets[*]:-}" = "--target ddpio_cli" ]; then deps=(--program); fi
+scripts/install-deps.sh "${deps[@]}"
 cmake --preset release "${configure[@]}" >/dev/null
 cmake --build --preset release -j "$(nproc)" "${targets[@]}"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package ddpio's build and tests need. Idempotent: when everything is
-# already installed it changes nothing and does not touch the network.
+# Installs the Debian 12 packages ddpio needs: with --program, those that build and run the
+# `ddpio` program and its libraries (what scripts/demo.sh needs); without, also everything the
+# tests, the Python package and the scripts need. Idempotent: when everything is already
+# installed it changes nothing and does not touch the network.
 # The CUDA toolkit and NCCL are optional (found via CUDA_HOME); they are not installed here.
+# Usage: scripts/install-deps.sh [--program]
 set -euo pipefail
 
-PACKAGES=(
+PROGRAM_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   clang-format                    # scripts/check-format.sh: the tree's C++ as .clang-format says
   liblmdb-dev lmdb-utils          # dataset storage
@@ -17,7 +20,9 @@ PACKAGES=(
   libcli11-dev                    # the ddpio command line
   libgloo-dev                     # CPU collectives over TCP (Gloo)
   libopenblas-dev                 # the trainer's matrix products (chosen over Eigen by measurement)
-  libgtest-dev libgmock-dev       # tests
+  libgtest-dev libgmock-dev       # tests (found when the build is configured, so small and always here)
+)
+TEST_PACKAGES=(
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
   python3-dev pybind11-dev python3-numpy  # the Python package (python/)
   python3-pytest python3-torchvision python3-pil  # its tests: parity with torch's sampler and torchvision
@@ -26,6 +31,13 @@ PACKAGES=(
   gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots
   prometheus                      # its promtool checks the trainer's --metrics-file (Prometheus text) in the tests
 )
+
+PACKAGES=("${PROGRAM_PACKAGES[@]}")
+case "${1:-}" in
+  --program) ;;
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown argument '$1' (usage: install-deps.sh [--program])" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
