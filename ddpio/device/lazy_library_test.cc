@@ -1,5 +1,7 @@
 #include "ddpio/device/lazy_library.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -63,24 +65,38 @@ bool Mapped(const std::string& name) {
 }
 
 // The point of the lazy libraries: a process maps the CUDA runtime and NCCL only once it asks
-// for them (here: the device probe), not when it starts.
-TEST(GpuLibraries, TheRuntimeAndNcclAreMappedOnlyOnceTheProbeAsks) {
-  ASSERT_FALSE(CudaRuntimeLibrary().loaded());
-  EXPECT_FALSE(Mapped("libcudart.so"));
-  EXPECT_FALSE(Mapped("libnccl.so"));
-  EXPECT_FALSE(Mapped("libcublas"));
-  EXPECT_NE(DescribeGpuLibraries().find("not loaded yet"), std::string::npos);
+// for them (here: the device probe), not when it starts. Checked in a fresh process (a death
+// test re-runs this binary for this test alone), so that no other test's probe has opened them.
+// Exits 0 when every check holds, else names the first that does not.
+void CheckTheProbeOpensTheLibraries() {
+  const auto fail = [](const char* what) {
+    std::fprintf(stderr, "failed: %s\n", what);
+    std::exit(1);
+  };
+  if (CudaRuntimeLibrary().loaded()) fail("the runtime was loaded before anything asked");
+  if (Mapped("libcudart.so") || Mapped("libnccl.so") || Mapped("libcublas")) {
+    fail("a GPU library was mapped at start");
+  }
+  if (DescribeGpuLibraries().find("not loaded yet") == std::string::npos) {
+    fail("ddpio info does not say what is not loaded yet");
+  }
   const DeviceInfo& info = Probe();
-  EXPECT_TRUE(CudaRuntimeLibrary().loaded()) << CudaRuntimeLibrary().error();
-  EXPECT_TRUE(Mapped("libcudart.so"));
+  if (!CudaRuntimeLibrary().loaded() || !Mapped("libcudart.so")) {
+    fail("the probe did not load the runtime");
+  }
   // On this machine's CPU-only CI the runtime loads and says why there is no device; a missing
   // runtime would read "could not be loaded".
-  EXPECT_EQ(info.why.find("could not be loaded"), std::string::npos) << info.why;
+  if (info.why.find("could not be loaded") != std::string::npos) fail(info.why.c_str());
 #ifdef DDPIO_EXPECT_NCCL
-  EXPECT_TRUE(Mapped("libnccl.so"));
-  EXPECT_GT(info.nccl_version, 20000);
+  if (!Mapped("libnccl.so") || info.nccl_version <= 20000) fail("the probe did not load NCCL");
 #endif
-  EXPECT_FALSE(Mapped("libcublas"));  // nothing asked for cuBLAS
+  if (Mapped("libcublas")) fail("cuBLAS was mapped though nothing asked for it");
+  std::exit(0);
+}
+
+TEST(GpuLibraries, TheRuntimeAndNcclAreMappedOnlyOnceTheProbeAsks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(CheckTheProbeOpensTheLibraries(), ::testing::ExitedWithCode(0), "");
 }
 #endif
 
