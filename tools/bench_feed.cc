@@ -522,12 +522,6 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
   DDPIO_RETURN_IF_ERROR(job->world().Barrier(po.timeout));
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
-                   {"group_size", po.group_size},
-                   {"layout", comm::LayoutKindName(po.layout)},
-                   {"mode", broadcast::FeedModeName(po.mode)},
-                   {"payload", broadcast::FeedPayloadName(po.payload)},
-                   {"readers", broadcast::FeedReadersName(po.readers)},
-                   {"relay", broadcast::FeedRelayName(po.relay)},
                    {"leader", leader},
                    {"epochs", o.epochs},
                    {"images", c.images},
@@ -546,6 +540,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
                    {"epoch_images_per_s", epoch_rates},
                    {"backend", comm::BackendName(job->backend().kind)},
                    {"path", device ? "gpu" : "cpu"}};
+  j.update(SettingsJson(
+      po, {"group_size", "layout", "mode", "payload", "readers", "relay", "batch_size", "seed"}));
   j.update(ceiling->Json(epoch_rates));
   j.update(FeederCountersJson(c));
   if (store.has_value()) j["store"] = StoreCountersJson(*store);

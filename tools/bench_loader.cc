@@ -19,9 +19,12 @@
 #include "ddpio/loader/jpeg.h"
 #include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
+#include "ddpio/pipeline/pipeline.h"
+#include "ddpio/pipeline/settings.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "tools/bench_ceiling.h"
 #include "tools/bench_feed.h"
+#include "tools/cli_util.h"
 
 namespace ddpio::tools {
 namespace {
@@ -172,16 +175,17 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
+  DDPIO_RETURN_IF_ERROR(Pipeline::CheckOptions(o.settings));
+  const loader::LoaderOptions lo = LoaderOptionsOf(o.settings);
   storage::ReaderOptions ro;
-  ro.store_overrides = o.store;
+  ro.store_overrides = o.settings.store_overrides;
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
   sampler::SamplerOptions so;
   so.dataset_size = reader->size();
   so.num_replicas = 1;
   std::string why;
   auto cuda = device::MakeCudaRuntime(&why);
-  DDPIO_ASSIGN_OR_RETURN(auto ld,
-                         loader::Loader::Create(reader.get(), so, 0, o.loader, cuda.get()));
+  DDPIO_ASSIGN_OR_RETURN(auto ld, loader::Loader::Create(reader.get(), so, 0, lo, cuda.get()));
   // Single-thread ceilings before and after the loader runs (for reference); the concurrent
   // ceiling (as many decoders at once as the loader has workers) interleaved with the epochs:
   // before each and after the last, each epoch compared with the mean of the two around it.
@@ -228,7 +232,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   DDPIO_ASSIGN_OR_RETURN(const Ceilings after, MeasureCeilings(*reader, o.ceiling_images));
   const double per_core = (before.plain + after.plain) / 2,
                stored_per_core = (before.stored + after.stored) / 2;
-  DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, o.loader));
+  DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, lo));
   const loader::LoaderStats st = ld->stats();
   // Bad samples of the measured epochs only (the loader's list is in the order met, the warm-up
   // epochs' first).
@@ -245,56 +249,51 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   auto ms_per_image = [&](uint64_t ns, uint64_t warm_ns) {
     return measured_images == 0 ? 0.0 : (ns - warm_ns) / 1e6 / measured_images;
   };
-  nlohmann::json j = {
-      {"data", o.data},
-      {"records", reader->size()},
-      {"epochs", o.epochs},
-      {"warmup_epochs", o.warmup_epochs},
-      {"warmup_images_per_s", warmup},
-      {"workers", workers},
-      {"batch_size", o.loader.batch_size},
-      {"image_size", o.loader.augment.size},
-      {"decode", loader::DecodeModeName(o.loader.decode)},
-      {"output", o.loader.output == loader::OutputFormat::kFloatNchw ? "float" : "uint8"},
-      {"train", o.loader.augment.train},
-      {"images_per_s", ips},
-      {"epoch_images_per_s", rates},
-      {"mb_per_s", ips *
-                       (static_cast<double>(reader->completion().payload_bytes) /
-                        std::max<uint64_t>(reader->size(), 1)) /
-                       1e6},
-      {"ceiling_images_per_s", ceiling},
-      {"ceiling_rounds_images_per_s", concurrent},
-      {"ceiling_threads", threads},
-      {"ceiling_per_core_images_per_s", per_core},
-      {"ceiling_one_thread_times_workers_images_per_s", per_core * workers},
-      {"ceiling_restart_marked_records", before.restart_marked},
-      {"stored_full_decode_per_core_images_per_s", stored_per_core},
-      {"ratio", Median(ratios)},
-      {"epoch_ratios", ratios},
-      {"ratio_one_thread_times_workers", ips / (per_core * workers)},
-      {"crop_decode_images_per_s", crop.first * workers},
-      {"crop_decode_per_core_images_per_s", crop.first},
-      {"segmented_records_sampled", crop.second},
-      {"ms_per_image",
-       {{"read", ms_per_image(st.read_ns, warm.read_ns)},
-        {"decode", ms_per_image(st.decode_ns, warm.decode_ns)},
-        {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
-        {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
-      {"consumer_wait_s", st.wait_ns / 1e9},
-      {"shared_samples", st.shared_samples - warm.shared_samples},
-      {"slot_bytes", st.slot_bytes},
-      {"slots", st.slots},
-      {"host_memory", loader::HostMemoryKindName(st.memory)},
-      {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
-      {"epoch_rss_bytes", rss},
-      {"bad_samples", st.bad_samples - warm.bad_samples},
-      {"warmup_bad_samples", warm.bad_samples},
-      {"skipped", skipped},
-      {"device", cuda ? "cuda" : "none: " + why}};
-  DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, o.loader));
+  nlohmann::json j = {{"data", o.data},
+                      {"records", reader->size()},
+                      {"epochs", o.epochs},
+                      {"warmup_epochs", o.warmup_epochs},
+                      {"warmup_images_per_s", warmup},
+                      {"workers", workers},
+                      {"images_per_s", ips},
+                      {"epoch_images_per_s", rates},
+                      {"mb_per_s", ips *
+                                       (static_cast<double>(reader->completion().payload_bytes) /
+                                        std::max<uint64_t>(reader->size(), 1)) /
+                                       1e6},
+                      {"ceiling_images_per_s", ceiling},
+                      {"ceiling_rounds_images_per_s", concurrent},
+                      {"ceiling_threads", threads},
+                      {"ceiling_per_core_images_per_s", per_core},
+                      {"ceiling_one_thread_times_workers_images_per_s", per_core * workers},
+                      {"ceiling_restart_marked_records", before.restart_marked},
+                      {"stored_full_decode_per_core_images_per_s", stored_per_core},
+                      {"ratio", Median(ratios)},
+                      {"epoch_ratios", ratios},
+                      {"ratio_one_thread_times_workers", ips / (per_core * workers)},
+                      {"crop_decode_images_per_s", crop.first * workers},
+                      {"crop_decode_per_core_images_per_s", crop.first},
+                      {"segmented_records_sampled", crop.second},
+                      {"ms_per_image",
+                       {{"read", ms_per_image(st.read_ns, warm.read_ns)},
+                        {"decode", ms_per_image(st.decode_ns, warm.decode_ns)},
+                        {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
+                        {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
+                      {"consumer_wait_s", st.wait_ns / 1e9},
+                      {"shared_samples", st.shared_samples - warm.shared_samples},
+                      {"slot_bytes", st.slot_bytes},
+                      {"slots", st.slots},
+                      {"host_memory", loader::HostMemoryKindName(st.memory)},
+                      {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
+                      {"epoch_rss_bytes", rss},
+                      {"bad_samples", st.bad_samples - warm.bad_samples},
+                      {"warmup_bad_samples", warm.bad_samples},
+                      {"skipped", skipped},
+                      {"device", cuda ? "cuda" : "none: " + why}};
+  j.update(SettingsJson(o.settings, {"batch_size", "image_size", "decode", "output", "train"}));
+  DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, lo));
   DDPIO_ASSIGN_OR_RETURN(j["segments_vs_whole_exact"],
-                         CheckSegmentsExact(*reader, o.ceiling_images, o.loader));
+                         CheckSegmentsExact(*reader, o.ceiling_images, lo));
   return j;
 }
 

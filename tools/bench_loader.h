@@ -12,19 +12,18 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "ddpio/loader/loader.h"
-#include "ddpio/storage/store_settings.h"
+#include "ddpio/pipeline/pipeline_options.h"
 
 namespace ddpio::tools {
 
 struct BenchLoaderOptions {
   std::string data;
-  loader::LoaderOptions loader;
+  // The loader's settings (and an s3:// dataset's cache flags), as the settings table
+  // (ddpio/pipeline/settings.h) defines them.
+  PipelineOptions settings;
   int epochs = 3;
   int warmup_epochs = 1;          // run first, not measured
   uint64_t ceiling_images = 400;  // records decoded for the ceiling
-  // s3://: what the command line sets (--cache-dir, --cache-gb), winning over the environment's.
-  storage::StoreOverrides store;
 };
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& options);

@@ -1,11 +1,17 @@
 #include "tools/cli_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <variant>
 
+#include "absl/strings/str_cat.h"
 #include "ddpio/comm/group_layout.h"
 #include "ddpio/loader/loader.h"
 #include "ddpio/pipeline/pipeline_options.h"
+#include "ddpio/pipeline/settings.h"
 #include "ddpio/storage/store_settings.h"
 #include "tools/cli_util.h"
 
@@ -32,60 +38,116 @@ CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what
 
 namespace {
 
-// The loader's flags into wherever the command keeps the settings they name.
-struct LoaderFlagTargets {
-  uint64_t* batch_size;
-  int* image_size;
-  int* workers;
-  double* scale_min;
-  double* scale_max;
-  double* flip_probability;
-  loader::BadSamplePolicy* bad_samples;
-};
-
-void AddLoaderFlagsTo(CLI::App* app, const LoaderFlagTargets& o) {
-  app->add_option("--batch-size", *o.batch_size, "Samples per batch (per rank)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
-  app->add_option("--image-size", *o.image_size, "Side of the output images in pixels")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 8192));
-  app->add_option("--workers", *o.workers, "Decoding threads per loader (0: all cores)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
-  app->add_option_function<std::string>(
-         "--crop-scale",
-         [o](const std::string& text) {
-           if (!ParseScaleRange(text, o.scale_min, o.scale_max)) {
-             throw CLI::ValidationError("--crop-scale", "takes MIN,MAX with 0 < MIN <= MAX <= 1");
-           }
-         },
-         "RandomResizedCrop scale range MIN,MAX")
-      ->default_str("0.08,1");
-  app->add_flag_callback(
-      "--no-flip", [o] { *o.flip_probability = 0.0; }, "No random horizontal flip");
-  AddEnumOption(app, "--bad-samples", o.bad_samples, loader::ParseBadSamplePolicy,
-                loader::BadSamplePolicyName,
-                "A record that cannot be decoded: fail (stop, naming index, key and source file) "
-                "or skip (zero "
-                "pixels flagged invalid, counted and listed)");
-}
-
 constexpr char kLayoutHelp[] =
     "Group layout: contiguous (consecutive ranks, groups within a node) or strided (one rank per "
-    "node in each "
-    "group)";
+    "node in each group)";
+
+std::string TypeName(const Setting& s) {
+  switch (s.type) {
+    case SettingType::kInt:
+    case SettingType::kUnsigned:
+      return "INT";
+    case SettingType::kNumber:
+      return "NUMBER";
+    case SettingType::kSeconds:
+      return "SECONDS";
+    case SettingType::kChoice: {
+      std::string names;
+      for (std::string_view c : s.choices) {
+        if (!names.empty()) names += "|";
+        names += c;
+      }
+      return names;
+    }
+    case SettingType::kTriple:
+      return "R,G,B";
+    case SettingType::kText:
+      return s.name == "cache_dir" ? "DIR" : "TEXT";
+    case SettingType::kBool:
+      break;
+  }
+  return "";
+}
+
+std::string FlagOf(const Setting& s) {
+  std::string flag = "--" + std::string(s.name);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// The setting's own message ("batch_size must be ...") in the command line's terms
+// ("--batch-size must be ...").
+std::string InFlagTerms(const Setting& s, absl::string_view message) {
+  std::string text(message);
+  if (text.compare(0, s.name.size(), s.name) == 0) text.replace(0, s.name.size(), FlagOf(s));
+  return text;
+}
+
+// An option for one setting that parses and checks its text as the table says and hands the
+// value to `put`.
+CLI::Option* AddParsedOption(CLI::App* app, const Setting& s,
+                             std::function<void(const SettingValue&)> put) {
+  const bool ranged = s.type != SettingType::kChoice && s.type != SettingType::kText;
+  return app
+      ->add_option_function<std::string>(
+          FlagOf(s),
+          [&s, put](const std::string& text) {
+            absl::StatusOr<SettingValue> v = ParseSetting(s, text);
+            if (!v.ok()) throw CLI::ValidationError(InFlagTerms(s, v.status().message()));
+            put(*v);
+          },
+          absl::StrCat(std::string(s.help), ranged ? absl::StrCat(" (", SettingRange(s), ")") : ""))
+      ->type_name(TypeName(s));
+}
+
+// A flag for one setting: its name with '-' for '_', its help and range from the table, its
+// default the value *options holds now (a command may set its own before adding the flag). A
+// bool is a flag that turns it off (--no-shuffle) when it is on, or on (--drop-last) when off.
+void AddSettingFlag(CLI::App* app, const Setting& s, PipelineOptions* options) {
+  const SettingValue now = s.get(*options);
+  if (s.type == SettingType::kBool) {
+    const bool on = std::get<bool>(now);
+    app->add_flag_callback(
+        on ? "--no-" + FlagOf(s).substr(2) : FlagOf(s), [&s, options, on] { s.put(*options, !on); },
+        absl::StrCat(std::string(s.help), on ? " (on by default: this turns it off)" : ""));
+    return;
+  }
+  AddParsedOption(app, s, [&s, options](const SettingValue& v) {
+    s.put(*options, v);
+  })->default_str(std::holds_alternative<std::monostate>(now) ? "" : SettingText(now));
+}
 
 }  // namespace
 
-void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* o) {
-  AddLoaderFlagsTo(app, {&o->batch_size, &o->augment.size, &o->workers, &o->augment.scale_min,
-                         &o->augment.scale_max, &o->augment.flip_probability, &o->bad_samples});
+void AddSettingFlags(CLI::App* app, PipelineOptions* options,
+                     std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names) {
+    const Setting* s = FindSetting(name);
+    if (s == nullptr) throw std::logic_error(absl::StrCat("no setting named ", std::string(name)));
+    AddSettingFlag(app, *s, options);
+  }
 }
 
 void AddLoaderFlags(CLI::App* app, PipelineOptions* o) {
-  AddLoaderFlagsTo(app, {&o->batch_size, &o->image_size, &o->workers, &o->scale_min, &o->scale_max,
-                         &o->flip_probability, &o->bad_samples});
+  AddSettingFlags(app, o,
+                  {"batch_size", "image_size", "workers", "prefetch", "decode", "bad_samples"});
+  // Two shorthands, checked by the same table: --crop-scale MIN,MAX and --no-flip.
+  app->add_option_function<std::string>(
+         "--crop-scale",
+         [o](const std::string& text) {
+           PipelineOptions p = *o;
+           if (!ParseScaleRange(text, &p.scale_min, &p.scale_max) ||
+               !SetSetting(&p, "scale_min", p.scale_min).ok() ||
+               !SetSetting(&p, "scale_max", p.scale_max).ok()) {
+             throw CLI::ValidationError("--crop-scale", "takes MIN,MAX with 0 < MIN <= MAX <= 1");
+           }
+           o->scale_min = p.scale_min;
+           o->scale_max = p.scale_max;
+         },
+         "RandomResizedCrop scale range MIN,MAX (scale_min, scale_max)")
+      ->default_str(absl::StrCat(o->scale_min, ",", o->scale_max));
+  app->add_flag_callback(
+      "--no-flip", [o] { o->flip_probability = 0.0; }, "No random horizontal flip");
 }
 
 CLI::Option* AddLayoutFlag(CLI::App* app, std::string* layout) {
@@ -99,37 +161,28 @@ CLI::Option* AddLayoutFlag(CLI::App* app, comm::LayoutKind* layout) {
                        kLayoutHelp);
 }
 
-void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what) {
-  app->add_option_function<int>(
-         "--timeout", [timeout](int seconds) { *timeout = std::chrono::seconds(seconds); },
-         "Seconds " + what + " may wait")
-      ->default_str(
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(*timeout).count()))
-      ->check(CLI::Range(1, 86400));
-}
-
 void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
   app->add_flag("--json", *json,
                 per_rank ? "Print one JSON object per rank as its last stdout line"
                          : "Print one JSON object as the last stdout line");
 }
 
+void AddCacheFlags(CLI::App* app, PipelineOptions* options) {
+  AddSettingFlags(app, options, {"cache_dir", "cache_gb"});
+}
+
 void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store) {
-  app->add_option_function<std::string>(
-         "--cache-dir", [store](const std::string& dir) { store->cache_dir = dir; },
-         "With an s3:// dataset: a local folder of fetched records, read by later epochs and "
-         "later runs instead of the store (instead of DDPIO_S3_CACHE_DIR; safe to share between "
-         "ranks and jobs)")
-      ->type_name("DIR");
-  app->add_option_function<double>(
-         "--cache-gb",
-         [store](double gb) { store->cache_bytes = static_cast<uint64_t>(gb * (1 << 30)); },
-         "With --cache-dir: its budget in GiB, oldest records evicted first (default 16; instead "
-         "of DDPIO_S3_CACHE_GB)")
-      ->check(FiniteNumber())
-      ->check(CLI::PositiveNumber)
-      ->check(CLI::Range(0.0, 1e6))  // as DDPIO_S3_CACHE_GB's
-      ->type_name("GB");
+  // The same two settings for a command that opens a dataset without a pipeline: each value,
+  // checked by the table, is put into a PipelineOptions holding *store and copied back.
+  for (std::string_view name : {"cache_dir", "cache_gb"}) {
+    const Setting& s = *FindSetting(name);
+    AddParsedOption(app, s, [&s, store](const SettingValue& v) {
+      PipelineOptions held;
+      held.store_overrides = *store;
+      s.put(held, v);
+      *store = held.store_overrides;
+    });
+  }
 }
 
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {
@@ -142,31 +195,9 @@ void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertis
 }
 
 void AddFeederFlags(CLI::App* app, PipelineOptions* o) {
-  AddEnumOption(app, "--mode", &o->mode, broadcast::ParseFeedMode, broadcast::FeedModeName,
-                "shard (data parallel: each rank its own samples) or replicate (every member gets "
-                "the group's "
-                "batches)");
-  AddEnumOption(app, "--payload", &o->payload, broadcast::ParseFeedPayload,
-                broadcast::FeedPayloadName,
-                "encoded (stored records travel, every rank decodes its own) or decoded (the "
-                "leader decodes and "
-                "sends ready batches)");
-  AddEnumOption(app, "--readers", &o->readers, broadcast::ParseFeedReaders,
-                broadcast::FeedReadersName,
-                "leader (the group's leader reads for it) or all (every rank reads its own stream "
-                "itself: the "
-                "baseline without group feeding)");
-  AddEnumOption(app, "--relay", &o->relay, broadcast::ParseFeedRelay, broadcast::FeedRelayName,
-                "replicate: chain (each member forwards to the next as data arrives; every link "
-                "carries it once) or "
-                "star (the leader sends every member a copy)");
-  app->add_option("--read-ahead", o->read_ahead,
-                  "Records a leader asks storage for ahead of the one it copies (0: none)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--depth", o->depth, "Messages a leader may run ahead of each member")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  AddSettingFlags(app, o,
+                  {"group_size", "layout", "mode", "payload", "readers", "relay", "read_ahead",
+                   "depth", "timeout"});
 }
 
 }  // namespace ddpio::tools

@@ -1,12 +1,15 @@
 // Flags several `ddpio` commands share, defined once so that the same flag means the same thing,
-// takes the same range and says so in --help everywhere:
+// takes the same range and says so in --help everywhere. A pipeline setting's flag comes from the
+// settings table (ddpio/pipeline/settings.h): --batch-size is batch_size with its type, default,
+// range and help, checked by the library's own rule:
 //   --workers N      loader decoding threads (train, bench loader, bench feed); 0: all cores
 //   --threads N      threads of a one-shot tool (synth, convert, inspect, bench storage); 0: all
 //   cores
 //   --batch-size N, --image-size PX, --crop-scale MIN,MAX, --no-flip   the loader's batches
 //   --timeout S      seconds any one collective, send or receive may wait
-//   --store, --advertise-addr   the rendezvous; --mode, --payload, --readers, --relay,
-//   --read-ahead     the group feeder; --json   one JSON object as the last stdout line
+//   --store, --advertise-addr   the rendezvous; --group-size, --layout, --mode, --payload,
+//   --readers, --relay, --read-ahead, --depth, --timeout   the group feeder; --json   one JSON
+//   object as the last stdout line
 // Not shared, and so not the same everywhere: `--size` is a count of samples (sampler, bench
 // sampler), bytes per message (bench comm) or pixels (synth), as each command's --help says;
 // `sampler --batch-size` also takes 0 (print the stream without batching).
@@ -17,7 +20,9 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -27,9 +32,6 @@ struct PipelineOptions;
 namespace ddpio::comm {
 enum class LayoutKind;
 }  // namespace ddpio::comm
-namespace ddpio::loader {
-struct LoaderOptions;
-}  // namespace ddpio::loader
 namespace ddpio::storage {
 struct StoreOverrides;
 }  // namespace ddpio::storage
@@ -78,23 +80,29 @@ const CLI::Validator& FiniteNumber();
 
 // --threads: 0 (all cores) .. 1024.
 CLI::Option* AddThreadsFlag(CLI::App* app, int* threads, const std::string& what);
-// --batch-size, --image-size, --workers, --crop-scale and --no-flip, into the loader's options.
-void AddLoaderFlags(CLI::App* app, loader::LoaderOptions* options);
+// One flag per named setting of the settings table, into *options: --name-with-dashes, taking
+// the table's type and range, its default what *options holds when the flag is added (a command
+// sets its own defaults first). A bool setting is one flag: --no-NAME when it is on, --NAME when
+// off. An unknown name is a programming error (std::logic_error, when the command is built).
+void AddSettingFlags(CLI::App* app, PipelineOptions* options,
+                     std::initializer_list<std::string_view> names);
+// --batch-size, --image-size, --workers, --prefetch, --decode, --bad-samples, and two shorthands:
+// --crop-scale MIN,MAX (scale_min, scale_max) and --no-flip (flip_probability 0).
 void AddLoaderFlags(CLI::App* app, PipelineOptions* options);
-// --timeout (seconds, 1 .. 86400) into *timeout.
-void AddTimeoutFlag(CLI::App* app, std::chrono::milliseconds* timeout, const std::string& what);
 // --json: `per_rank` when every rank prints its own object.
 void AddJsonFlag(CLI::App* app, bool* json, bool per_rank = false);
 
-// --cache-dir DIR and --cache-gb N for a dataset in an object store (s3://): a local folder of
-// fetched records that later epochs and later processes read instead of the store, and its
-// budget. Written into *store (cache_dir, cache_bytes), which the command passes on in the
-// ReaderOptions or PipelineOptions it opens its datasets with: a flag given wins over
+// --cache-dir DIR and --cache-gb N (the settings cache_dir and cache_gb) for a dataset in an
+// object store (s3://): a local folder of fetched records that later epochs and later processes
+// read instead of the store, and its budget. Written into the store overrides the command passes
+// on in the ReaderOptions or PipelineOptions it opens its datasets with: a flag given wins over
 // DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB (storage/store_settings.h). Ignored for a local dataset.
+void AddCacheFlags(CLI::App* app, PipelineOptions* options);
 void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store);
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
-// The group feeder's flags: --mode, --payload, --readers, --relay, --read-ahead, --depth.
+// The group feeder's flags: --group-size, --layout, --mode, --payload, --readers, --relay,
+// --read-ahead, --depth, --timeout.
 void AddFeederFlags(CLI::App* app, PipelineOptions* options);
 
 }  // namespace ddpio::tools

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -17,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/pipeline/settings.h"
 
 namespace ddpio::tools {
 
@@ -148,6 +151,28 @@ std::string StoreCountersText(const storage::remote::RemoteCounters& c) {
       "disk, %d waited for; %d fetched again after a checksum mismatch",
       c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
       c.memory_hits, c.disk_hits, c.misses, c.refetches);
+}
+
+nlohmann::json SettingsJson(const PipelineOptions& options,
+                            std::initializer_list<std::string_view> names) {
+  nlohmann::json j = nlohmann::json::object();
+  for (std::string_view name : names) {
+    const Setting* s = FindSetting(name);
+    if (s == nullptr) {  // a caller's typo shows as null, never as a made-up value
+      j[std::string(name)] = nullptr;
+      continue;
+    }
+    j[std::string(name)] = std::visit(
+        [](const auto& v) -> nlohmann::json {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
+            return nullptr;
+          } else {
+            return v;
+          }
+        },
+        s->get(options));
+  }
+  return j;
 }
 
 }  // namespace ddpio::tools

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -13,6 +14,10 @@
 #include "ddpio/common/splitmix64.h"
 #include "ddpio/storage/remote/remote_dataset.h"
 #include "ddpio/version.h"
+
+namespace ddpio {
+struct PipelineOptions;
+}  // namespace ddpio
 
 namespace ddpio::tools {
 
@@ -40,6 +45,10 @@ void PrintJsonLine(const nlohmann::json& result);
 // ({"requests", "retries", "bytes", "records_fetched", "memory_hits", "disk_hits", "misses",
 // "refetches"}) and as one line of text.
 nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c);
+// The named settings of `options` as --json reports them: the settings table's names and values
+// (ddpio/pipeline/settings.h): {"batch_size": 64, "mode": "shard", "cache_gb": null, ...}.
+nlohmann::json SettingsJson(const PipelineOptions& options,
+                            std::initializer_list<std::string_view> names);
 std::string StoreCountersText(const storage::remote::RemoteCounters& c);
 
 // The end of a reporting command: the JSON line with --json, otherwise text(result) on stdout.

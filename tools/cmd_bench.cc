@@ -83,21 +83,13 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   app->footer("Example: ddpio bench loader --data /data/train.lmdb --workers 2 --batch-size 64");
   auto o = std::make_shared<BenchLoaderOptions>();
   auto json = std::make_shared<bool>(false);
-  auto output = std::make_shared<std::string>("uint8");
-  auto eval = std::make_shared<bool>(false);
   app->add_option("--data", o->data, "Dataset path")->required();
-  AddCacheFlags(app, &o->store);
-  AddLoaderFlags(app, &o->loader);
-  app->add_option("--prefetch", o->loader.prefetch, "Batches prefetched")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app->add_flag("--eval", *eval, "Evaluation geometry (resize shorter side + center crop)");
-  AddEnumOption(app, "--decode", &o->loader.decode, loader::ParseDecodeMode, loader::DecodeModeName,
-                "fast (crop region + DCT scaling) or exact (bit-identical to a full decode, then "
-                "crop + resize)");
-  app->add_option("--output", *output, "uint8 (NHWC) or float (normalised NCHW)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"uint8", "float"}));
+  AddCacheFlags(app, &o->settings);
+  AddLoaderFlags(app, &o->settings);
+  AddSettingFlags(app, &o->settings, {"output"});
+  app->add_flag_callback(
+      "--eval", [o] { o->settings.train = false; },
+      "Evaluation geometry (resize shorter side + center crop; the setting train false)");
   app->add_option("--epochs", o->epochs, "Epochs; figures are medians")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -115,9 +107,6 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
-                         o->loader.augment.train = !*eval;
-                         o->loader.output = *output == "float" ? loader::OutputFormat::kFloatNchw
-                                                               : loader::OutputFormat::kUint8Nhwc;
                          auto result = BenchLoader(*o);
                          if (!result.ok()) return ReportError("bench loader", result.status());
                          return PrintResult(*json, *result, BenchLoaderText);
@@ -185,12 +174,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   p->batch_size = 64;
   auto json = std::make_shared<bool>(false);
   app->add_option("--data", p->data, "Dataset path (opened by group leaders only)")->required();
-  AddCacheFlags(app, &p->store_overrides);
-  app->add_option("--group-size", p->group_size,
-                  "Ranks per group; its leader reads for all of them")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  AddLayoutFlag(app, &p->layout);
+  AddCacheFlags(app, p);
   app->add_option("--backend", o->backend,
                   "gloo (CPU, TCP, host memory), nccl (needs a CUDA device on every rank), or "
                   "auto: nccl when "
@@ -209,8 +193,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40));
   app->add_option("--indices-out", o->indices_out,
                   "Write the indices each rank received to PREFIX.rank<r>.txt");
-  app->add_option("--seed", p->seed, "Sampler seed")->capture_default_str();
-  AddTimeoutFlag(app, &p->timeout, "any one send or receive");
+  AddSettingFlags(app, p, {"seed", "padding", "permutation", "output"});
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   AddJsonFlag(app, json.get(), /*per_rank=*/true);
   commands->push_back({app, [=] {

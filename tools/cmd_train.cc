@@ -37,18 +37,13 @@ void AddDataFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--data", t.pipeline.data, "Training dataset (opened by group leaders only)")
       ->required();
   app->add_option("--val", t.val, "Validation dataset, evaluated after every epoch");
-  AddCacheFlags(app, &t.pipeline.store_overrides);
+  AddCacheFlags(app, &t.pipeline);
   app->add_option("--epochs", t.epochs, "Epochs")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   AddLoaderFlags(app, &t.pipeline);
   app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")
       ->capture_default_str();
-  app->add_option("--group-size", t.pipeline.group_size,
-                  "Ranks per group; its leader reads for all of them")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  AddLayoutFlag(app, &t.pipeline.layout);
   AddFeederFlags(app, &t.pipeline);
 }
 
@@ -141,7 +136,6 @@ void AddRunFlags(CLI::App* app, TrainFlags* f) {
                   "failures with scripts/tally-indices.py PREFIX (every sample of every epoch "
                   "exactly once; steps redone since the last checkpoint counted)")
       ->type_name("PREFIX");
-  AddTimeoutFlag(app, &t.pipeline.timeout, "any one collective, send or receive");
   AddRendezvousFlags(app, &f->options.store, &f->options.advertise_addr);
   AddJsonFlag(app, &f->json, /*per_rank=*/true);
 }

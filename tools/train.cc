@@ -93,9 +93,6 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   if (info.rank == 0) DDPIO_LOG(INFO) << "model path: " << r.path;
   nlohmann::json j{{"rank", info.rank},
                    {"world", info.world_size},
-                   {"group_size", o.train.pipeline.group_size},
-                   {"mode", broadcast::FeedModeName(o.train.pipeline.mode)},
-                   {"payload", broadcast::FeedPayloadName(o.train.pipeline.payload)},
                    {"steps", r.steps},
                    {"train_loss", r.train_loss},
                    {"val_samples", r.val_samples},
@@ -103,6 +100,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                    {"stall_fraction", r.stall_fraction},
                    {"param_checksum", absl::StrFormat("%016x", r.param_checksum)},
                    {"path", r.path}};
+  j.update(SettingsJson(o.train.pipeline, {"group_size", "mode", "payload"}));
   j.update(FeederCountersJson(r.feeder));
   if (r.store.has_value()) j["store"] = StoreCountersJson(*r.store);
   if (r.step_report.has_value()) j["step_report"] = StepReportJson(*r.step_report);

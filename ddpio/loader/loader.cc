@@ -21,6 +21,10 @@ namespace {
 
 constexpr EnumName<BadSamplePolicy> kBadSamplePolicies[] = {{BadSamplePolicy::kFail, "fail"},
                                                             {BadSamplePolicy::kSkip, "skip"}};
+constexpr EnumName<OutputFormat> kOutputFormats[] = {{OutputFormat::kUint8Nhwc, "uint8"},
+                                                     {OutputFormat::kFloatNchw, "float"}};
+constexpr EnumName<LoaderOptions::HeldOverflow> kHeldOverflows[] = {
+    {LoaderOptions::HeldOverflow::kWait, "wait"}, {LoaderOptions::HeldOverflow::kCopy, "copy"}};
 
 using Clock = std::chrono::steady_clock;
 
@@ -55,6 +59,16 @@ std::string BadSamplePolicyName(BadSamplePolicy policy) {
 }
 absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name) {
   return ParseName(kBadSamplePolicies, name, "bad-sample policy");
+}
+std::string OutputFormatName(OutputFormat format) { return NameOf(kOutputFormats, format); }
+absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view name) {
+  return ParseName(kOutputFormats, name, "output");
+}
+std::string HeldOverflowName(LoaderOptions::HeldOverflow overflow) {
+  return NameOf(kHeldOverflows, overflow);
+}
+absl::StatusOr<LoaderOptions::HeldOverflow> ParseHeldOverflow(std::string_view name) {
+  return ParseName(kHeldOverflows, name, "held_overflow");
 }
 
 // ---- Loader: the facade ----

@@ -61,6 +61,9 @@ enum class BadSamplePolicy {
 // "fail" / "skip".
 std::string BadSamplePolicyName(BadSamplePolicy policy);
 absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name);
+// "uint8" / "float".
+std::string OutputFormatName(OutputFormat format);
+absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view name);
 
 struct LoaderOptions {
   int workers = 0;   // worker threads; 0: the cores available
@@ -95,6 +98,9 @@ struct LoaderOptions {
   enum class HeldOverflow { kWait, kCopy };
   HeldOverflow held_overflow = HeldOverflow::kWait;
 };
+// "wait" / "copy".
+std::string HeldOverflowName(LoaderOptions::HeldOverflow overflow);
+absl::StatusOr<LoaderOptions::HeldOverflow> ParseHeldOverflow(std::string_view name);
 
 // One batch. From Next(): valid until the next Next(), StartEpoch() or the loader's destruction.
 // From NextHeld(): valid as long as its HeldBatch::hold.

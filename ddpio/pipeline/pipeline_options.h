@@ -1,7 +1,9 @@
 // PipelineOptions: everything a trainer sets to get its batches from a Pipeline (pipeline.h), in
-// one flat struct. Each field says its default and what it must be; a value out of range fails
-// Pipeline::Check or Open with InvalidArgument naming it. The pipeline builds the sampler's,
-// loader's and group feeder's own settings from these. Plain values: no thread-safety concerns.
+// one flat struct. Each field says its default and what it is for; its type, range and help for
+// the program's flags and the Python keywords are in the settings table (settings.h), whose check
+// Pipeline::CheckOptions and Open run: a value out of range fails with InvalidArgument naming it.
+// The pipeline builds the sampler's, loader's and group feeder's own settings from these. Plain
+// values: no thread-safety concerns.
 //
 //   ddpio::PipelineOptions o;
 //   o.data = "/data/train.lmdb";

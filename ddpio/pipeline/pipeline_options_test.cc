@@ -106,7 +106,7 @@ TEST(PipelineOptions, AValueOutOfRangeIsRefusedNamingItsSetting) {
       {"prefetch", [](PipelineOptions& o) { o.prefetch = 0; }},
       {"stddev", [](PipelineOptions& o) { o.stddev[1] = 0; }},
       {"image_size", [](PipelineOptions& o) { o.image_size = 0; }},
-      {"scale_min", [](PipelineOptions& o) { o.scale_max = 1.5; }},
+      {"scale_max", [](PipelineOptions& o) { o.scale_max = 1.5; }},
       {"ratio_min", [](PipelineOptions& o) { o.ratio_min = 0; }},
       {"flip_probability", [](PipelineOptions& o) { o.flip_probability = 2; }},
       {"held_batches", [](PipelineOptions& o) { o.held_batches = 0; }},

@@ -22,10 +22,20 @@ from ddpio.dataset import dataset_location
 from ddpio.errors import FailedPreconditionError
 from ddpio.sampler import _SEED_RANGE, check_seed_sum, default_permutation, installed_permutation, order_kind
 
-# The library's defaults (ddpio/pipeline/pipeline_options.h), which the signature below shows; the
-# library also checks every setting (Pipeline::CheckOptions): this file converts Python's values
-# (augment objects, normalize, held_memory, seeds) and checks only what exists in Python alone.
+# The library's settings table (ddpio/pipeline/settings.h): every setting's default, which the
+# signature below shows, and its type and range, which the library checks for Python as for the
+# program's flags. This file converts Python's values (augment objects, normalize, held_memory,
+# seeds) and checks only what exists in Python alone.
 _D = _ddpio.pipeline_defaults()
+# The settings the Loader takes under torch's names or derives from another argument (the
+# argument named here); every other setting of the table is a keyword of its own name.
+_DERIVED = {
+    "workers": "num_workers", "mean": "normalize", "stddev": "normalize", "image_height": "image_size",
+    "scale_min": "augment", "scale_max": "augment", "ratio_min": "augment", "ratio_max": "augment",
+    "flip_probability": "augment", "augment_seed": "seed", "held_batches": "held_memory",
+    "held_overflow": "device", "warn_repeated_epoch": "set_epoch (the Loader warns itself)",
+    "prefetch_records": "(always on)",
+}
 _ARRAYS = ("torch", "numpy")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -213,6 +223,11 @@ class Loader:
       group_size: ranks per group; only each group's leader reads the dataset and sends its
         peers their data (mode "shard" / "replicate"; payload "encoded" / "decoded"). Every member
         names its dataset; a member naming another one (or a missing one) fails the group.
+        read_ahead: records a leader asks storage for ahead; depth: messages it may run ahead.
+      cache_dir, cache_gb: with an s3:// dataset, a local folder of fetched records that later
+        epochs and runs read instead of the store, and its budget in GiB (None: the environment's
+        DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB).
+      Every setting's type, default and range: ddpio._ddpio.pipeline_settings().
       device: None or "cpu" (host tensors), or a CUDA device the loader copies each batch to.
       held_memory: bytes of batches the loop may keep zero-copy beyond the two a for loop holds
         itself (default 1 GiB); batches kept beyond it are handed out as copies — the loop never
@@ -229,10 +244,11 @@ class Loader:
                  train=None, augment=None, decode=_D["decode"], output=_D["output"], normalize=None,
                  seed=_D["seed"], drop_last=_D["drop_last"], padding=_D["padding"], permutation=None,
                  group_size=_D["group_size"], mode=_D["mode"], payload=_D["payload"], layout=_D["layout"],
-                 readers=_D["readers"], relay=_D["relay"], device=None, prefetch=_D["prefetch"],
-                 held_memory=DEFAULT_HELD_MEMORY, held_timeout=_D["held_timeout"], timeout=_D["timeout"],
-                 bad_samples=_D["bad_samples"], resize_size=_D["resize_size"], arrays="torch", pin_memory=True,
-                 persistent_workers=False):
+                 readers=_D["readers"], relay=_D["relay"], read_ahead=_D["read_ahead"], depth=_D["depth"],
+                 device=None, prefetch=_D["prefetch"], held_memory=DEFAULT_HELD_MEMORY,
+                 held_timeout=_D["held_timeout"], timeout=_D["timeout"], bad_samples=_D["bad_samples"],
+                 resize_size=_D["resize_size"], cache_dir=_D["cache_dir"], cache_gb=_D["cache_gb"],
+                 arrays="torch", pin_memory=True, persistent_workers=False):
         self._pipe = None
         self._pid = os.getpid()
         if arrays not in _ARRAYS:
@@ -253,22 +269,26 @@ class Loader:
         if output == "uint8" and normalize is not None:
             raise ValueError("normalize applies to output='float' (uint8 batches are the stored pixels)")
         mean, std = _normalization(normalize)
-        scale, ratio = geometry.get("scale", _D["scale"]), geometry.get("ratio", _D["ratio"])
+        scale = geometry.get("scale", (_D["scale_min"], _D["scale_max"]))
+        ratio = geometry.get("ratio", (_D["ratio_min"], _D["ratio_max"]))
         self.drop_last = bool(drop_last)
         self.pin_memory = bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
         self.shuffle = bool(train if shuffle is None else shuffle)
         self.seed = seed
         self.padding = padding
+        # The library's settings by their table names (_ddpio.pipeline_settings()).
         options = dict(
-            batch_size=batch_size, image_width=width, image_height=height,
+            batch_size=batch_size, image_size=width, image_height=height,
             resize_size=geometry.get("resize", resize_size),
             scale_min=scale[0], scale_max=scale[1], ratio_min=ratio[0], ratio_max=ratio[1],
-            flip=geometry.get("flip", _D["flip"]), workers=threads, prefetch=prefetch,
+            flip_probability=geometry.get("flip", _D["flip_probability"]), workers=threads, prefetch=prefetch,
             held_timeout=held_timeout, group_size=group_size, timeout=timeout, train=train,
-            shuffle=self.shuffle, drop_last=self.drop_last, seed=seed % (1 << 64), mean=mean, std=std,
+            shuffle=self.shuffle, drop_last=self.drop_last, seed=seed % (1 << 64),
+            augment_seed=seed % (1 << 64), warn_repeated_epoch=False, mean=mean, stddev=std,
             decode=decode, output=output, mode=mode, payload=payload, readers=readers, relay=relay,
-            layout=layout, padding=padding, bad_samples=bad_samples)
+            read_ahead=read_ahead, depth=depth, layout=layout, padding=padding, bad_samples=bad_samples,
+            cache_dir=cache_dir, cache_gb=cache_gb)
         if permutation is not None:
             options["permutation"] = permutation
         # The library checks every setting, as for a C++ trainer; only then are they used here.
@@ -286,7 +306,8 @@ class Loader:
             self._setup_torch(device, options)
         elif device is not None:
             raise ValueError("device needs arrays='torch'")
-        options["copy_beyond_held"] = self._device is None  # a kept batch past held_memory: a copy
+        # A kept batch past held_memory: a copy (on the device: wait for a release).
+        options["held_overflow"] = "copy" if self._device is None else "wait"
         self.path = os.fsdecode(dataset_location(path))
         self._options_mode = mode
         self._epoch = 0

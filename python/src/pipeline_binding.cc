@@ -35,6 +35,7 @@
 #include "ddpio/trainer/step_report.h"
 #include "interruptible.h"
 #include "python_store.h"
+#include "settings_binding.h"
 #include "status.h"
 #include "step_report_binding.h"
 
@@ -132,7 +133,7 @@ constexpr const char* KindOf() {
   } else if constexpr (std::is_floating_point_v<T>) {
     return "a number";
   } else {
-    return "three numbers (one per channel)";
+    return "a str";
   }
 }
 
@@ -159,81 +160,6 @@ T Take(py::dict& o, const char* key, T fallback) {
   }
 }
 
-template <typename E>
-E TakeEnum(py::dict& o, const char* key, E fallback, absl::StatusOr<E> (*parse)(std::string_view)) {
-  if (!o.contains(key)) return fallback;
-  const std::string name = Take<std::string>(o, key, "");
-  absl::StatusOr<E> v = parse(name);
-  if (!v.ok())
-    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(key, ": ", v.status().message())));
-  return *v;
-}
-
-absl::StatusOr<loader::OutputFormat> ParseOutput(std::string_view name) {
-  if (name == "uint8") return loader::OutputFormat::kUint8Nhwc;
-  if (name == "float") return loader::OutputFormat::kFloatNchw;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown output \"", std::string(name), "\" (uint8 or float)"));
-}
-
-// A duration given in seconds (a number); absent: `fallback`. Its range is the library's; a
-// value no duration holds (not finite, beyond a million years) is refused here.
-std::chrono::milliseconds TakeSeconds(py::dict& o, const char* key,
-                                      std::chrono::milliseconds fallback) {
-  if (!o.contains(key)) return fallback;
-  const double s = Take<double>(o, key, 0);
-  if (!std::isfinite(s) || std::fabs(s) > 3e13) {
-    throw py::value_error(absl::StrCat(key, " must be a finite number of seconds, got ", s));
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
-}
-
-// The library's defaults (a default PipelineOptions) in ddpio.Loader's terms: its signature
-// shows these, so a default is written once, in pipeline_options.h.
-py::dict Defaults() {
-  const PipelineOptions p;
-  py::dict d;
-  d["group_size"] = p.group_size;
-  d["layout"] = comm::LayoutKindName(p.layout);
-  d["mode"] = broadcast::FeedModeName(p.mode);
-  d["payload"] = broadcast::FeedPayloadName(p.payload);
-  d["readers"] = broadcast::FeedReadersName(p.readers);
-  d["relay"] = broadcast::FeedRelayName(p.relay);
-  d["timeout"] = std::chrono::duration<double>(p.timeout).count();
-  d["seed"] = p.seed;
-  d["padding"] = sampler::PaddingName(p.padding);
-  d["drop_last"] = p.drop_last;
-  d["workers"] = p.workers;
-  d["prefetch"] = p.prefetch;
-  d["output"] = p.output == loader::OutputFormat::kUint8Nhwc ? "uint8" : "float";
-  d["decode"] = loader::DecodeModeName(p.decode);
-  d["bad_samples"] = loader::BadSamplePolicyName(p.bad_samples);
-  d["held_timeout"] = std::chrono::duration<double>(p.held_timeout).count();
-  d["train"] = p.train;
-  d["image_size"] = p.image_size;
-  d["resize_size"] = p.resize_size;
-  d["flip"] = p.flip_probability;
-  d["scale"] = py::make_tuple(p.scale_min, p.scale_max);
-  d["ratio"] = py::make_tuple(p.ratio_min, p.ratio_max);
-  return d;
-}
-
-// ddpio.Loader's keyword for a library setting, where the two differ.
-std::string LoaderKeyword(const std::string& setting) {
-  static const auto* names = new std::map<std::string, std::string>{
-      {"workers", "num_workers"},
-      {"stddev", "normalize"},
-      {"mean", "normalize"},
-      {"image_height", "image_size"},
-      {"scale_min", "RandomResizedCrop scale"},
-      {"ratio_min", "RandomResizedCrop ratio"},
-      {"flip_probability", "RandomHorizontalFlip p"},
-      {"held_batches", "held_memory"},
-  };
-  auto it = names->find(setting);
-  return it == names->end() ? setting : it->second;
-}
-
 // The library's check of the settings (Pipeline::CheckOptions), its error prefixed with the
 // Loader's keyword where that is not the setting's own name.
 void CheckSettings(const PipelineOptions& o) {
@@ -246,9 +172,9 @@ void CheckSettings(const PipelineOptions& o) {
   ThrowStatus(st);
 }
 
-// The options dict of ddpio.Loader as PipelineOptions: a key absent keeps the library's default
-// (pipeline_options.h), a key left over is a TypeError, as for an unknown keyword. Ranges are
-// the library's to check (Pipeline::Open).
+// The options dict of ddpio.Loader as PipelineOptions: the settings by their table names
+// (settings.h), checked as they are set, plus the torch group and the device; a key absent keeps
+// the library's default, a key left over is a TypeError, as for an unknown keyword.
 PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* torch) {
   PipelineOptions p;
   torch->rank = Take<int>(o, "torch_rank", -1);
@@ -260,34 +186,7 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
   torch->store_host = Take<std::string>(o, "torch_store_host", "");
   torch->store_port = Take<int>(o, "torch_store_port", 0);
   p.data = data;
-  p.group_size = Take<int>(o, "group_size", p.group_size);
-  p.layout = TakeEnum(o, "layout", p.layout, &comm::ParseLayoutKind);
-  p.mode = TakeEnum(o, "mode", p.mode, &broadcast::ParseFeedMode);
-  p.payload = TakeEnum(o, "payload", p.payload, &broadcast::ParseFeedPayload);
-  p.readers = TakeEnum(o, "readers", p.readers, &broadcast::ParseFeedReaders);
-  p.relay = TakeEnum(o, "relay", p.relay, &broadcast::ParseFeedRelay);
-  p.read_ahead = Take<int>(o, "read_ahead", p.read_ahead);
-  p.depth = Take<int>(o, "depth", p.depth);
-  p.timeout = TakeSeconds(o, "timeout", p.timeout);
-  p.shuffle = Take<bool>(o, "shuffle", p.shuffle);
-  p.seed = Take<uint64_t>(o, "seed", p.seed);
-  p.augment_seed = p.seed;
-  p.padding = TakeEnum(o, "padding", p.padding, &sampler::ParsePadding);
-  p.permutation = TakeEnum(o, "permutation", p.permutation, &sampler::ParsePermutationKind);
-  p.warn_repeated_epoch = false;  // ddpio.Loader warns itself, naming set_epoch
-  p.batch_size = Take<uint64_t>(o, "batch_size", p.batch_size);
-  p.drop_last = Take<bool>(o, "drop_last", p.drop_last);
-  p.workers = Take<int>(o, "workers", p.workers);
-  p.prefetch = Take<int>(o, "prefetch", p.prefetch);
-  p.output = TakeEnum(o, "output", p.output, &ParseOutput);
-  p.mean = Take<std::array<float, 3>>(o, "mean", p.mean);
-  p.stddev = Take<std::array<float, 3>>(o, "std", p.stddev);
-  p.decode = TakeEnum(o, "decode", p.decode, &loader::ParseDecodeMode);
-  p.bad_samples = TakeEnum(o, "bad_samples", p.bad_samples, &loader::ParseBadSamplePolicy);
-  p.held_batches = Take<int>(o, "held_batches", p.held_batches);
-  p.held_timeout = TakeSeconds(o, "held_timeout", p.held_timeout);
-  if (Take<bool>(o, "copy_beyond_held", false))
-    p.held_overflow = loader::LoaderOptions::HeldOverflow::kCopy;
+  TakeSettings(o, &p);  // every setting of the table, by its own name
   const int device = Take<int>(o, "device_index", -1);
   const int pin = Take<int>(o, "pin_device", -1);
   if (device < 0 && pin >= 0) {
@@ -301,15 +200,6 @@ PipelineOptions MakeOptions(const std::string& data, py::dict o, TorchGroup* tor
     p.cuda = ValueOrThrow(CudaFor(device));
     p.copy_to_device = true;
   }
-  p.train = Take<bool>(o, "train", p.train);
-  p.image_size = Take<int>(o, "image_width", p.image_size);
-  p.image_height = Take<int>(o, "image_height", p.image_height);
-  p.resize_size = Take<int>(o, "resize_size", p.resize_size);
-  p.scale_min = Take<double>(o, "scale_min", p.scale_min);
-  p.scale_max = Take<double>(o, "scale_max", p.scale_max);
-  p.ratio_min = Take<double>(o, "ratio_min", p.ratio_min);
-  p.ratio_max = Take<double>(o, "ratio_max", p.ratio_max);
-  p.flip_probability = Take<double>(o, "flip", p.flip_probability);
   if (!o.empty()) {
     throw py::type_error(
         absl::StrCat("unknown option ", py::str(o.attr("keys")()).cast<std::string>()));
@@ -625,8 +515,11 @@ void BindPipeline(py::module_& m) {
              });
            })
       .def("close", &PyPipeline::Close);
-  m.def("pipeline_defaults", &Defaults,
-        "The library's default settings (PipelineOptions), in ddpio.Loader's terms.");
+  m.def("pipeline_defaults", &SettingDefaults,
+        "The library's default settings, {name: default}, from its settings table.");
+  m.def("pipeline_settings", &SettingTable,
+        "The library's settings table: name, type, default, min, max, choices, optional, range "
+        "and help of every setting.");
   m.def(
       "check_pipeline_options",
       [](py::dict options) {

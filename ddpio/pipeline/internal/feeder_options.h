@@ -9,8 +9,9 @@
 
 namespace ddpio::internal {
 
-// InvalidArgument naming the first setting out of the range its comment in pipeline_options.h
-// states (the dataset itself is checked by opening it).
+// InvalidArgument naming the first setting out of the range the settings table gives it
+// (settings.h), or a range whose two ends are crossed (the dataset itself is checked by opening
+// it).
 absl::Status ValidatePipelineOptions(const PipelineOptions& options);
 
 // Every field but the dataset's identity, which the pipeline fills in once it has opened it.
