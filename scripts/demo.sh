@@ -6,8 +6,9 @@
 # Work files go to $DDPIO_WORK (default /tmp/ddpio-demo), replaced on each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The program only (its libraries included): the tests are built by scripts/test.sh.
-scripts/build.sh --target ddpio_cli
+# The program only (its libraries included, in unity batches: half the compile time of a cold
+# build on two cores): the tests are built by scripts/test.sh, file by file.
+scripts/build.sh --target ddpio_cli -DDDPIO_UNITY_BUILD=ON
 DDPIO=build/release/tools/ddpio
 WORK=${DDPIO_WORK:-/tmp/ddpio-demo}
 rm -rf "$WORK"

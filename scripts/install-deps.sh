@@ -9,8 +9,7 @@ set -euo pipefail
 
 PROGRAM_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
-  clang-format                    # scripts/check-format.sh: the tree's C++ as .clang-format says
-  liblmdb-dev lmdb-utils          # dataset storage
+  liblmdb-dev                     # dataset storage
   libabsl-dev                     # Status, Mutex, strings
   libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)
   libgraphicsmagick1-dev          # convert: PNG, WebP, BMP, TIFF, PPM/PGM sources (one library, fuzzed upstream)
@@ -23,6 +22,8 @@ PROGRAM_PACKAGES=(
   libgtest-dev libgmock-dev       # tests (found when the build is configured, so small and always here)
 )
 TEST_PACKAGES=(
+  clang-format                    # scripts/check-format.sh: the tree's C++ as .clang-format says
+  lmdb-utils                      # mdb_stat and friends, for looking into a dataset by hand
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
   python3-dev pybind11-dev python3-numpy  # the Python package (python/)
   python3-pytest python3-torchvision python3-pil  # its tests: parity with torch's sampler and torchvision

@@ -12,17 +12,12 @@
 #include "ddpio/comm/tcp.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
+#include "tools/bench_ceiling.h"  // Median
 
 namespace ddpio::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 template <typename Fn>
 absl::StatusOr<double> MedianSeconds(comm::Communicator& c, int repeat, Fn op) {

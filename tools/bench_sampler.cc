@@ -13,15 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "ddpio/common/internal/json_parse.h"
 #include "ddpio/common/status_macros.h"
+#include "tools/bench_ceiling.h"  // Median
 
 namespace ddpio::tools {
 
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Times PyTorch's list(DistributedSampler(...)) with the first Python that has torch.
 std::optional<nlohmann::json> TimeTorch(const BenchSamplerOptions& o) {

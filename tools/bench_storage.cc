@@ -18,18 +18,13 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/s3/s3_config.h"
+#include "tools/bench_ceiling.h"  // Median
 #include "tools/cli_util.h"
 
 namespace ddpio::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // Runs fn(thread_id) on `threads` threads; returns the wall time in seconds.
 template <typename Fn>
