@@ -4,7 +4,10 @@
 # to what a user would try first. One run, the same photos, the same workers, interleaved rounds:
 #   local    ddpio bench loader --data DB                  (the local LMDB reader: the ceiling, since
 #                                                           the link to the store is loopback)
-#   remote   ddpio bench loader --data s3://BUCKET/rp      (range GETs, coalesced, prefetched)
+#   remote   ddpio bench loader --data s3://BUCKET/rp      (the dataset fits the reader's memory:
+#                                                           whole chunks of records, one GET each)
+#   per-record  the same with --no-whole-chunks            (range GETs of the records asked for,
+#                                                           neighbours coalesced, prefetched)
 #   cached   the same with DDPIO_S3_CACHE_DIR: one process fills the empty cache folder (its epoch
 #            is reported as "cache-fill"), then a second process reads it ("cached")
 #   s3fs     ddpio bench loader --data MOUNT/rp            (the uploaded LMDB file through an s3fs
@@ -12,9 +15,12 @@
 #   boto3    a torch Dataset doing one boto3 GET per sample of the photos stored one object each,
 #            PIL decode, RandomResizedCrop + flip, DataLoader(num_workers=WORKERS, batch_size=64)
 #            (scripts/bench_boto3_loader.py)
-# Every ddpio run is a fresh process running one epoch (--epochs 1): a remote reader holds up to
-# 256 MiB of records in memory, so later epochs of the same process would not ask the store again
-# (measured once at the end: "remote, 3 epochs in one process"). The loader's own ceiling lines
+# Every ddpio run is a fresh process running one epoch and nothing before it (--epochs 1
+# --warmup-epochs 0: the first epoch is what is measured, and its first batch's wait is reported):
+# a remote reader holds up to 256 MiB of records in memory, so later epochs of the same process
+# would not ask the store again (measured once at the end: "remote, 3 epochs in one process").
+# Before each s3fs run the page cache is dropped (the mount's pages would otherwise be read from
+# memory). The ceiling lines of a remote run read their records through a reader of their own. The loader's own ceiling lines
 # read the first --sample-images records before the epoch: kept at 16 so that they do not warm the
 # remote reader. Requests: the gateway's own counters (radosgw `perf dump`: req, get, get_b) read
 # before and after each run, when its admin socket is at hand; plus `ddpio inspect URL --verify
@@ -179,7 +185,7 @@ fi
 cat "$DB/data.mdb" >/dev/null 2>&1 || cat "$DB" >/dev/null  # the local reader reads a warm page cache
 
 # ---- one measurement -----------------------------------------------------------------------------
-LOADER_FLAGS=(--workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE"
+LOADER_FLAGS=(--workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --warmup-epochs 0
               --sample-images "$SAMPLE_IMAGES" --json --epochs)   # + the number of epochs
 # run VARIANT ROUND [ENV=VALUE...] -- COMMAND...: runs it, appends one line to results.jsonl.
 run() {
@@ -200,7 +206,8 @@ run() {
 import json, sys
 variant, rnd, load, before, after, path = sys.argv[1:]
 j = json.load(open(path))
-row = {"variant": variant, "round": int(rnd), "images_per_s": j["images_per_s"], "load1_before": float(load)}
+row = {"variant": variant, "round": int(rnd), "images_per_s": j["images_per_s"], "load1_before": float(load),
+       "time_to_first_batch_s": j.get("time_to_first_batch_s"), "records": j.get("records")}
 note = ""
 if before and after:
     b, a = [int(x) for x in before.split()], [int(x) for x in after.split()]
@@ -218,18 +225,20 @@ variant() {  # variant NAME ROUND
   case "$1" in
     local) run local "$2" -- "$DDPIO" bench loader --data "$DB" "${LOADER_FLAGS[@]}" 1 ;;
     remote) run remote "$2" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
+    per-record) run per-record "$2" -- "$DDPIO" bench loader --data "$URL" --no-whole-chunks "${LOADER_FLAGS[@]}" 1 ;;
     cached)
       rm -rf "$WORK/cache"; mkdir -p "$WORK/cache"
       run cache-fill "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1
       run cached "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
-    s3fs) run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
+    s3fs) sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || log "could not drop the page cache (not root?)"
+      run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
     boto3) run boto3 "$2" -- "$PYTHON" scripts/bench_boto3_loader.py epoch --bucket "$BUCKET" --list "$WORK/photos.json" \
              --workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --seed "$2" ;;
   esac
 }
 
 VARIANTS=(local)
-for v in remote cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+for v in remote per-record cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
 n=${#VARIANTS[@]}
 log "$ROUNDS rounds of: ${VARIANTS[*]} (rotated order), $WORKERS workers, batch $BATCH, ${SIZE} px"
 for r in $(seq "$ROUNDS"); do
@@ -252,16 +261,18 @@ by = {}
 for r in rows:
     by.setdefault(r["variant"], {})[r["round"]] = r
 local = by["local"]
-names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader`, s3:// (remote reader)",
+names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader`, s3://, whole chunks",
+         "per-record": "(2b) `bench loader`, s3://, --no-whole-chunks (record by record)",
          "cache-fill": "(3a) s3:// + cache folder, first epoch (fills it)",
          "cached": "(3) s3:// + cache folder, second process (reads it)",
          "s3fs": "(4) `bench loader` on the LMDB through s3fs (ro mount)",
          "boto3": "(5) torch Dataset, one boto3 GET per sample, PIL, DataLoader"}
 summary = {"rounds": rounds, "workers": int(workers), "ddpio": ddpio, "url": url, "rows": {}}
 print(f"| reader | images/s, median (min–max) | / local, median of paired rounds (range) | "
-      f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) |")
-print("|---|---|---|---|---|")
-for v in ["local", "remote", "cache-fill", "cached", "s3fs", "boto3"]:
+      f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) | GETs per image (ddpio's) | "
+      f"time to first batch, s |")
+print("|---|---|---|---|---|---|---|")
+for v in ["local", "remote", "per-record", "cache-fill", "cached", "s3fs", "boto3"]:
     if v not in by:
         continue
     rs = [by[v][k] for k in sorted(by[v]) if k >= 1]
@@ -278,8 +289,15 @@ for v in ["local", "remote", "cache-fill", "cached", "s3fs", "boto3"]:
     if own:
         req_s += f" ({statistics.median(own):,.0f})"
     mb_s = f"{statistics.median(mb):,.1f}" if mb else "—"
+    per_image = [r["store"]["requests"] / r["records"] for r in rs
+                 if "requests" in r.get("store", {}) and r.get("records")]
+    per_image_s = f"{statistics.median(per_image):.4f}" if per_image else "—"
+    ttfb = [r["time_to_first_batch_s"] for r in rs if r.get("time_to_first_batch_s") is not None]
+    ttfb_s = f"{statistics.median(ttfb):.3f}" if ttfb else "—"
+    summary["rows"][v].update(gets_per_image=per_image, time_to_first_batch_s=ttfb)
     print(f"| {names[v]} | {statistics.median(ips):,.0f} ({min(ips):,.0f}–{max(ips):,.0f}) | "
-          f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) | {req_s} | {mb_s} |")
+          f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) | {req_s} | {mb_s} | "
+          f"{per_image_s} | {ttfb_s} |")
 extra = by.get("remote-3-epochs", {}).get(0)
 if extra:
     j = json.load(open(os.path.join(work, "runs", "remote-3-epochs-0.json")))

@@ -552,7 +552,8 @@ absl::StatusOr<nlohmann::json> BenchFeed(const BenchFeedOptions& o) {
 nlohmann::json FeederCountersJson(const broadcast::FeederCounters& c) {
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : c.skipped) skipped.push_back({{"index", s.index}, {"reason", s.reason}});
-  return nlohmann::json{{"records_read", c.records_read},
+  return nlohmann::json{{"time_to_first_batch_s", c.time_to_first_batch_ns / 1e9},
+                        {"records_read", c.records_read},
                         {"bytes_read", c.bytes_read},
                         {"bytes_sent", c.bytes_sent},
                         {"bytes_received", c.bytes_received},

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/environment.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/augment.h"
 #include "ddpio/loader/jpeg.h"
@@ -22,6 +23,8 @@
 #include "ddpio/pipeline/pipeline.h"
 #include "ddpio/pipeline/settings.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/store_settings.h"
 #include "tools/bench_ceiling.h"
 #include "tools/bench_feed.h"
 #include "tools/cli_util.h"
@@ -179,7 +182,25 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   const loader::LoaderOptions lo = LoaderOptionsOf(o.settings);
   storage::ReaderOptions ro;
   ro.store_overrides = o.settings.store_overrides;
+  const auto opening = Clock::now();
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
+  const double open_s = std::chrono::duration<double>(Clock::now() - opening).count();
+  // The ceiling lines read records of their own: from an object store through a reader of their
+  // own that fetches only those records (no whole chunks), so that the loader's reader starts its
+  // first epoch cold and its counters are the loader's alone.
+  std::unique_ptr<storage::DatasetReader> own_sample_reader;
+  if (reader->remote() != nullptr) {
+    DDPIO_ASSIGN_OR_RETURN(
+        storage::StoreSettings settings,
+        storage::ResolveStoreSettings(CurrentEnvironment(), o.settings.store_overrides));
+    settings.remote.whole_chunks = false;
+    settings.remote.cache_dir.clear();
+    storage::ReaderOptions sample_options;
+    sample_options.store_settings = settings;
+    DDPIO_ASSIGN_OR_RETURN(own_sample_reader, storage::DatasetReader::Open(o.data, sample_options));
+  }
+  const storage::DatasetReader& sample_reader =
+      own_sample_reader != nullptr ? *own_sample_reader : *reader;
   sampler::SamplerOptions so;
   so.dataset_size = reader->size();
   so.num_replicas = 1;
@@ -189,17 +210,21 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   // Single-thread ceilings before and after the loader runs (for reference); the concurrent
   // ceiling (as many decoders at once as the loader has workers) interleaved with the epochs:
   // before each and after the last, each epoch compared with the mean of the two around it.
-  DDPIO_ASSIGN_OR_RETURN(const Ceilings before, MeasureCeilings(*reader, o.ceiling_images));
+  DDPIO_ASSIGN_OR_RETURN(const Ceilings before, MeasureCeilings(sample_reader, o.ceiling_images));
   const int threads = std::max(1, ld->stats().workers);  // the loader's workers, resolved
   // One epoch, numbered `e`, drained as fast as batches come: its images/s.
+  // The time from each epoch's start to its first batch, in the order run (the first: the
+  // process's first batch, from a reader that has fetched nothing).
+  std::vector<double> first_batch_s;
   const auto run_epoch = [&](int e) -> absl::StatusOr<double> {
+    auto t0 = Clock::now();
     DDPIO_RETURN_IF_ERROR(ld->StartEpoch(static_cast<uint64_t>(e)));
     uint64_t n = 0;
-    auto t0 = Clock::now();
     for (;;) {
       auto batch = ld->Next();
       if (absl::IsOutOfRange(batch.status())) break;
       DDPIO_RETURN_IF_ERROR(batch.status());
+      if (n == 0) first_batch_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       n += batch->size;
     }
     return n / std::chrono::duration<double>(Clock::now() - t0).count();
@@ -214,7 +239,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   std::vector<double> rates, rss, concurrent, ratios;
   for (int e = 0; e < o.epochs; ++e) {
     DDPIO_ASSIGN_OR_RETURN(const double c,
-                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
+                           MeasureConcurrentCeiling(sample_reader, o.ceiling_images, threads));
     concurrent.push_back(c);
     DDPIO_ASSIGN_OR_RETURN(const double rate, run_epoch(o.warmup_epochs + e));
     rates.push_back(rate);
@@ -222,17 +247,17 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   }
   {
     DDPIO_ASSIGN_OR_RETURN(const double c,
-                           MeasureConcurrentCeiling(*reader, o.ceiling_images, threads));
+                           MeasureConcurrentCeiling(sample_reader, o.ceiling_images, threads));
     concurrent.push_back(c);
   }
   for (size_t e = 0; e < rates.size(); ++e) {
     const double around = (concurrent[e] + concurrent[e + 1]) / 2;
     ratios.push_back(around > 0 ? rates[e] / around : 0.0);
   }
-  DDPIO_ASSIGN_OR_RETURN(const Ceilings after, MeasureCeilings(*reader, o.ceiling_images));
+  DDPIO_ASSIGN_OR_RETURN(const Ceilings after, MeasureCeilings(sample_reader, o.ceiling_images));
   const double per_core = (before.plain + after.plain) / 2,
                stored_per_core = (before.stored + after.stored) / 2;
-  DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(*reader, o.ceiling_images, lo));
+  DDPIO_ASSIGN_OR_RETURN(auto crop, CropDecodeRate(sample_reader, o.ceiling_images, lo));
   const loader::LoaderStats st = ld->stats();
   // Bad samples of the measured epochs only (the loader's list is in the order met, the warm-up
   // epochs' first).
@@ -249,51 +274,61 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   auto ms_per_image = [&](uint64_t ns, uint64_t warm_ns) {
     return measured_images == 0 ? 0.0 : (ns - warm_ns) / 1e6 / measured_images;
   };
-  nlohmann::json j = {{"data", o.data},
-                      {"records", reader->size()},
-                      {"epochs", o.epochs},
-                      {"warmup_epochs", o.warmup_epochs},
-                      {"warmup_images_per_s", warmup},
-                      {"workers", workers},
-                      {"images_per_s", ips},
-                      {"epoch_images_per_s", rates},
-                      {"mb_per_s", ips *
-                                       (static_cast<double>(reader->completion().payload_bytes) /
-                                        std::max<uint64_t>(reader->size(), 1)) /
-                                       1e6},
-                      {"ceiling_images_per_s", ceiling},
-                      {"ceiling_rounds_images_per_s", concurrent},
-                      {"ceiling_threads", threads},
-                      {"ceiling_per_core_images_per_s", per_core},
-                      {"ceiling_one_thread_times_workers_images_per_s", per_core * workers},
-                      {"ceiling_restart_marked_records", before.restart_marked},
-                      {"stored_full_decode_per_core_images_per_s", stored_per_core},
-                      {"ratio", Median(ratios)},
-                      {"epoch_ratios", ratios},
-                      {"ratio_one_thread_times_workers", ips / (per_core * workers)},
-                      {"crop_decode_images_per_s", crop.first * workers},
-                      {"crop_decode_per_core_images_per_s", crop.first},
-                      {"segmented_records_sampled", crop.second},
-                      {"ms_per_image",
-                       {{"read", ms_per_image(st.read_ns, warm.read_ns)},
-                        {"decode", ms_per_image(st.decode_ns, warm.decode_ns)},
-                        {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
-                        {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
-                      {"consumer_wait_s", st.wait_ns / 1e9},
-                      {"shared_samples", st.shared_samples - warm.shared_samples},
-                      {"slot_bytes", st.slot_bytes},
-                      {"slots", st.slots},
-                      {"host_memory", loader::HostMemoryKindName(st.memory)},
-                      {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
-                      {"epoch_rss_bytes", rss},
-                      {"bad_samples", st.bad_samples - warm.bad_samples},
-                      {"warmup_bad_samples", warm.bad_samples},
-                      {"skipped", skipped},
-                      {"device", cuda ? "cuda" : "none: " + why}};
+  nlohmann::json j = {
+      {"data", o.data},
+      {"records", reader->size()},
+      {"epochs", o.epochs},
+      {"warmup_epochs", o.warmup_epochs},
+      {"warmup_images_per_s", warmup},
+      {"open_s", open_s},
+      {"time_to_first_batch_s", first_batch_s.empty() ? 0.0 : first_batch_s.front()},
+      {"epoch_first_batch_s", first_batch_s},
+      {"workers", workers},
+      {"images_per_s", ips},
+      {"epoch_images_per_s", rates},
+      {"mb_per_s", ips *
+                       (static_cast<double>(reader->completion().payload_bytes) /
+                        std::max<uint64_t>(reader->size(), 1)) /
+                       1e6},
+      {"ceiling_images_per_s", ceiling},
+      {"ceiling_rounds_images_per_s", concurrent},
+      {"ceiling_threads", threads},
+      {"ceiling_per_core_images_per_s", per_core},
+      {"ceiling_one_thread_times_workers_images_per_s", per_core * workers},
+      {"ceiling_restart_marked_records", before.restart_marked},
+      {"stored_full_decode_per_core_images_per_s", stored_per_core},
+      {"ratio", Median(ratios)},
+      {"epoch_ratios", ratios},
+      {"ratio_one_thread_times_workers", ips / (per_core * workers)},
+      {"crop_decode_images_per_s", crop.first * workers},
+      {"crop_decode_per_core_images_per_s", crop.first},
+      {"segmented_records_sampled", crop.second},
+      {"ms_per_image",
+       {{"read", ms_per_image(st.read_ns, warm.read_ns)},
+        {"decode", ms_per_image(st.decode_ns, warm.decode_ns)},
+        {"augment", ms_per_image(st.augment_ns, warm.augment_ns)},
+        {"collate", ms_per_image(st.collate_ns, warm.collate_ns)}}},
+      {"consumer_wait_s", st.wait_ns / 1e9},
+      {"shared_samples", st.shared_samples - warm.shared_samples},
+      {"slot_bytes", st.slot_bytes},
+      {"slots", st.slots},
+      {"host_memory", loader::HostMemoryKindName(st.memory)},
+      {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
+      {"epoch_rss_bytes", rss},
+      {"bad_samples", st.bad_samples - warm.bad_samples},
+      {"warmup_bad_samples", warm.bad_samples},
+      {"skipped", skipped},
+      {"device", cuda ? "cuda" : "none: " + why}};
   j.update(SettingsJson(o.settings, {"batch_size", "image_size", "decode", "output", "train"}));
-  DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(*reader, o.ceiling_images, lo));
+  if (const storage::remote::RemoteDataset* remote = reader->remote(); remote != nullptr) {
+    // What the loader's reader asked the store (the ceiling lines' reader not included).
+    j["store"] = StoreCountersJson(remote->counters());
+    j["store"]["chunks"] = remote->chunk_count();
+    j["store"]["whole_chunks"] = remote->fetches_whole_chunks();
+  }
+  DDPIO_ASSIGN_OR_RETURN(j["fast_vs_exact"], CompareModes(sample_reader, o.ceiling_images, lo));
   DDPIO_ASSIGN_OR_RETURN(j["segments_vs_whole_exact"],
-                         CheckSegmentsExact(*reader, o.ceiling_images, lo));
+                         CheckSegmentsExact(sample_reader, o.ceiling_images, lo));
   return j;
 }
 

@@ -106,7 +106,7 @@ CLI::Option* AddParsedOption(CLI::App* app, const Setting& s,
 void AddSettingFlag(CLI::App* app, const Setting& s, PipelineOptions* options) {
   const SettingValue now = s.get(*options);
   if (s.type == SettingType::kBool) {
-    const bool on = std::get<bool>(now);
+    const bool on = std::holds_alternative<bool>(now) ? std::get<bool>(now) : true;
     app->add_flag_callback(
         on ? "--no-" + FlagOf(s).substr(2) : FlagOf(s), [&s, options, on] { s.put(*options, !on); },
         absl::StrCat(std::string(s.help), on ? " (on by default: this turns it off)" : ""));
@@ -168,7 +168,7 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
 }
 
 void AddCacheFlags(CLI::App* app, PipelineOptions* options) {
-  AddSettingFlags(app, options, {"cache_dir", "cache_gb"});
+  AddSettingFlags(app, options, {"cache_dir", "cache_gb", "whole_chunks"});
 }
 
 void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store) {
@@ -183,6 +183,9 @@ void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store) {
       *store = held.store_overrides;
     });
   }
+  app->add_flag_callback(
+      "--no-whole-chunks", [store] { store->whole_chunks = false; },
+      std::string(FindSetting("whole_chunks")->help) + " (on by default: this turns it off)");
 }
 
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr) {

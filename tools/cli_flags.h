@@ -92,9 +92,10 @@ void AddLoaderFlags(CLI::App* app, PipelineOptions* options);
 // --json: `per_rank` when every rank prints its own object.
 void AddJsonFlag(CLI::App* app, bool* json, bool per_rank = false);
 
-// --cache-dir DIR and --cache-gb N (the settings cache_dir and cache_gb) for a dataset in an
-// object store (s3://): a local folder of fetched records that later epochs and later processes
-// read instead of the store, and its budget. Written into the store overrides the command passes
+// --cache-dir DIR, --cache-gb N and --no-whole-chunks (the settings cache_dir, cache_gb and
+// whole_chunks) for a dataset in an object store (s3://): a local folder of fetched records that
+// later epochs and later processes read instead of the store, its budget, and whether a dataset
+// that fits is fetched a whole chunk at a time. Written into the store overrides the command passes
 // on in the ReaderOptions or PipelineOptions it opens its datasets with: a flag given wins over
 // DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB (storage/store_settings.h). Ignored for a local dataset.
 void AddCacheFlags(CLI::App* app, PipelineOptions* options);

@@ -142,15 +142,16 @@ nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c) {
           {"memory_hits", c.memory_hits},
           {"disk_hits", c.disk_hits},
           {"misses", c.misses},
-          {"refetches", c.refetches}};
+          {"refetches", c.refetches},
+          {"chunk_records", c.chunk_records}};
 }
 
 std::string StoreCountersText(const storage::remote::RemoteCounters& c) {
   return absl::StrFormat(
-      "%d requests (%d retried), %s received, %d records fetched; cache: %d from memory, %d from "
-      "disk, %d waited for; %d fetched again after a checksum mismatch",
+      "%d requests (%d retried), %s received, %d records fetched (%d with their chunk); cache: %d "
+      "from memory, %d from disk, %d waited for; %d fetched again after a checksum mismatch",
       c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
-      c.memory_hits, c.disk_hits, c.misses, c.refetches);
+      c.chunk_records, c.memory_hits, c.disk_hits, c.misses, c.refetches);
 }
 
 nlohmann::json SettingsJson(const PipelineOptions& options,

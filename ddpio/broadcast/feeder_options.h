@@ -90,6 +90,9 @@ struct FeederCounters {
       0;  // of them, handed out as copies past the held limit (HeldOverflow::kCopy)
   uint64_t bad_samples = 0;  // decoded on this rank and skipped (bad_samples = kSkip)
   std::vector<loader::SkippedSample> skipped;  // the first 100 of them
+  // From opening the pipeline to the first batch it handed out (set by Pipeline; 0 until then):
+  // what a trainer waits before its first step.
+  uint64_t time_to_first_batch_ns = 0;
   // The path taken: true when this rank's loader reads the dataset itself (a group of one in
   // host memory: no feeder thread, no messages); false when records or batches come as messages.
   bool direct = false;

@@ -1,5 +1,8 @@
 #include "ddpio/pipeline/pipeline.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +60,17 @@ struct Pipeline::Rep {
   // bounce buffer while the host waits.
   std::unique_ptr<device::CudaRuntime> cuda;
   std::unique_ptr<broadcast::GroupFeeder> feeder;  // null once closed
+  // Time to first batch: from the start of opening to the first batch handed out.
+  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
+  std::atomic<uint64_t> first_batch_ns{0};
+  void Delivered() {
+    if (first_batch_ns.load(std::memory_order_relaxed) != 0) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - opened)
+                        .count();
+    uint64_t none = 0;
+    first_batch_ns.compare_exchange_strong(none, std::max<uint64_t>(1, static_cast<uint64_t>(ns)));
+  }
 };
 
 Pipeline::Pipeline(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
@@ -171,7 +185,9 @@ absl::Status Pipeline::StartEpoch(uint64_t epoch, uint64_t start) {
 
 absl::StatusOr<loader::Batch> Pipeline::Next() {
   if (!rep_->feeder) return Closed();
-  return rep_->feeder->Next();
+  absl::StatusOr<loader::Batch> batch = rep_->feeder->Next();
+  if (batch.ok()) rep_->Delivered();
+  return batch;
 }
 
 bool Pipeline::WaitReady(std::chrono::milliseconds timeout) {
@@ -180,7 +196,9 @@ bool Pipeline::WaitReady(std::chrono::milliseconds timeout) {
 
 absl::StatusOr<loader::HeldBatch> Pipeline::NextHeld() {
   if (!rep_->feeder) return Closed();
-  return rep_->feeder->NextHeld();
+  absl::StatusOr<loader::HeldBatch> batch = rep_->feeder->NextHeld();
+  if (batch.ok()) rep_->Delivered();
+  return batch;
 }
 
 uint64_t Pipeline::NumBatches() const {
@@ -197,7 +215,9 @@ uint64_t Pipeline::ResumePosition() const {
 }
 
 broadcast::FeederCounters Pipeline::counters() const {
-  return rep_->feeder ? rep_->feeder->counters() : rep_->closed.counters;
+  broadcast::FeederCounters c = rep_->feeder ? rep_->feeder->counters() : rep_->closed.counters;
+  c.time_to_first_batch_ns = rep_->first_batch_ns.load(std::memory_order_relaxed);
+  return c;
 }
 
 uint64_t Pipeline::dataset_size() const {

@@ -99,10 +99,19 @@ TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
     for (const char* v :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
       unsetenv(v);
+    const auto before_open = std::chrono::steady_clock::now();
     auto p = Pipeline::Open(Small(data, 1));
     if (!p.ok()) return 10;
     if ((*p)->rank() != 0 || !(*p)->is_leader()) return 11;
+    if ((*p)->counters().time_to_first_batch_ns != 0) return 18;  // no batch yet
     if (OneEpoch(**p).size() != 12) return 12;
+    // Time to first batch: set by the first batch, within the time since opening began, and
+    // not moved by the later ones.
+    const uint64_t first = (*p)->counters().time_to_first_batch_ns;
+    const auto since_open = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - before_open);
+    if (first == 0 || first > static_cast<uint64_t>(since_open.count())) return 19;
+    if (OneEpoch(**p).size() != 12 || (*p)->counters().time_to_first_batch_ns != first) return 20;
     const uint64_t batches = (*p)->NumBatches();
     const uint64_t records = (*p)->counters().records_read;
     (*p)->Close();
@@ -110,13 +119,15 @@ TEST(Pipeline, AloneItJoinsByItselfAndAClosedPipelineRefuses) {
     if (!absl::IsFailedPrecondition((*p)->StartEpoch(1))) return 13;
     if (!absl::IsFailedPrecondition((*p)->Next().status())) return 14;
     if (!absl::IsFailedPrecondition((*p)->BatchesInEpoch(1).status())) return 15;
-    if ((*p)->NumBatches() != batches || (*p)->counters().records_read != records || records != 12)
+    if ((*p)->NumBatches() != batches || (*p)->counters().records_read != records ||
+        records != 24)  // two epochs
       return 16;
     if ((*p)->dataset_size() != 12) return 17;
     return 0;
   });
   EXPECT_EQ(codes[0], 0)
-      << "10 open, 11 rank, 12 epoch, 13-15 not refused after Close, 16-17 values lost";
+      << "10 open, 11 rank, 12 epoch, 13-15 not refused after Close, 16-17 values lost, 18-20 "
+         "time to first batch";
 }
 
 // What can be known before joining fails before joining, on the rank that knows it.

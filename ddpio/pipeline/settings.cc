@@ -64,15 +64,23 @@ void PutEnum(PipelineOptions& o, const SettingValue& v) {
 }
 
 // The store settings: explicit values of StoreOverrides, not set by default (the environment's).
-SettingValue GetCacheDir(const PipelineOptions& o) {
-  if (!o.store_overrides.cache_dir.has_value()) return std::monostate{};
-  return *o.store_overrides.cache_dir;
+SettingValue Widen(const std::string& v) { return v; }
+void Narrow(const SettingValue& v, std::string* out) { *out = std::get<std::string>(v); }
+
+template <auto M>
+SettingValue GetStore(const PipelineOptions& o) {
+  const auto& value = o.store_overrides.*M;
+  if (!value.has_value()) return std::monostate{};
+  return Widen(*value);
 }
-void PutCacheDir(PipelineOptions& o, const SettingValue& v) {
+template <auto M>
+void PutStore(PipelineOptions& o, const SettingValue& v) {
+  auto& value = o.store_overrides.*M;
   if (std::holds_alternative<std::monostate>(v)) {
-    o.store_overrides.cache_dir.reset();
+    value.reset();
   } else {
-    o.store_overrides.cache_dir = std::get<std::string>(v);
+    value.emplace();
+    Narrow(v, &*value);
   }
 }
 SettingValue GetCacheGb(const PipelineOptions& o) {
@@ -177,11 +185,19 @@ std::vector<Setting> MakeTable() {
                        "With an s3:// dataset: a local folder of fetched records, read by later "
                        "epochs and later runs instead of the store (safe to share between ranks "
                        "and jobs; not set: DDPIO_S3_CACHE_DIR; empty: none)",
-                       GetCacheDir, PutCacheDir)),
+                       GetStore<&storage::StoreOverrides::cache_dir>,
+                       PutStore<&storage::StoreOverrides::cache_dir>)),
       Optional(Above(Numeric("cache_gb", T::kNumber, 0, 1e6,
                              "With cache_dir: its budget in GiB, oldest records evicted first "
                              "(not set: DDPIO_S3_CACHE_GB, else 16)",
                              GetCacheGb, PutCacheGb))),
+      Optional(Flag("whole_chunks",
+                    "With an s3:// dataset that fits the cache (its folder's budget, else "
+                    "memory's): fetch a whole chunk of records (up to 8 MiB) with any record of "
+                    "it, about one GET per chunk an epoch instead of one per record (not set: "
+                    "DDPIO_S3_WHOLE_CHUNKS, else on)",
+                    GetStore<&storage::StoreOverrides::whole_chunks>,
+                    PutStore<&storage::StoreOverrides::whole_chunks>)),
       // --- The sampler ---
       Flag("shuffle", "Shuffle each epoch (torch's DistributedSampler)", Get<&P::shuffle>,
            Put<&P::shuffle>),

@@ -16,7 +16,7 @@ namespace {
 SettingValue OtherValue(const Setting& s, const SettingValue& value) {
   switch (s.type) {
     case SettingType::kBool:
-      return !std::get<bool>(value);
+      return std::holds_alternative<bool>(value) ? !std::get<bool>(value) : false;
     case SettingType::kInt:
       return static_cast<int64_t>(std::get<int64_t>(value) == s.min ? s.min + 1 : s.min);
     case SettingType::kUnsigned:

@@ -64,6 +64,16 @@ absl::StatusOr<std::optional<std::chrono::milliseconds>> GiveUpAfterFrom(const E
   return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
 }
 
+absl::StatusOr<std::optional<bool>> WholeChunksFrom(const Environment& env) {
+  const std::string v = EnvValue(env, "DDPIO_S3_WHOLE_CHUNKS");
+  if (v.empty()) return std::nullopt;
+  if (v == "1") return true;
+  if (v == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "DDPIO_S3_WHOLE_CHUNKS=", v,
+      " is not 0 or 1: whether a dataset that fits the cache is fetched a whole chunk at a time"));
+}
+
 // *field = the variable's value (read by `from`) if it is set and no explicit value replaces it;
 // else *field keeps what it has.
 template <typename T, typename From>
@@ -85,6 +95,7 @@ void ApplyStoreOverrides(const StoreOverrides& x, StoreSettings* settings) {
   if (x.coalesce_gap.has_value()) ro.coalesce_gap = *x.coalesce_gap;
   if (x.memory_bytes.has_value()) ro.memory_bytes = *x.memory_bytes;
   if (x.give_up_after.has_value()) ro.retry.give_up_after = *x.give_up_after;
+  if (x.whole_chunks.has_value()) ro.whole_chunks = *x.whole_chunks;
 }
 
 absl::StatusOr<StoreSettings> ResolveStoreSettings(const Environment& env,
@@ -101,6 +112,7 @@ absl::StatusOr<StoreSettings> ResolveStoreSettings(const Environment& env,
   DDPIO_RETURN_IF_ERROR(FromEnvironment(x.memory_bytes, MemoryBytesFrom, env, &ro.memory_bytes));
   DDPIO_RETURN_IF_ERROR(
       FromEnvironment(x.give_up_after, GiveUpAfterFrom, env, &ro.retry.give_up_after));
+  DDPIO_RETURN_IF_ERROR(FromEnvironment(x.whole_chunks, WholeChunksFrom, env, &ro.whole_chunks));
   ApplyStoreOverrides(x, &s);
   return s;
 }

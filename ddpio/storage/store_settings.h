@@ -62,6 +62,7 @@ struct StoreOverrides {
   std::optional<uint64_t> memory_bytes;                    // instead of DDPIO_S3_MEMORY_MB
   std::optional<uint64_t> coalesce_gap;                    // instead of DDPIO_S3_COALESCE_KB
   std::optional<std::chrono::milliseconds> give_up_after;  // instead of DDPIO_S3_OUTAGE_SECONDS
+  std::optional<bool> whole_chunks;                        // instead of DDPIO_S3_WHOLE_CHUNKS
 };
 
 // The settings from `env` (normally CurrentEnvironment()) with every value in `explicit_values`

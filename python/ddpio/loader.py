@@ -226,7 +226,9 @@ class Loader:
         read_ahead: records a leader asks storage for ahead; depth: messages it may run ahead.
       cache_dir, cache_gb: with an s3:// dataset, a local folder of fetched records that later
         epochs and runs read instead of the store, and its budget in GiB (None: the environment's
-        DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB).
+        DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB). whole_chunks: a dataset that fits the cache is
+        fetched a whole chunk (up to 8 MiB) at a time, about one GET per chunk an epoch (None:
+        DDPIO_S3_WHOLE_CHUNKS, else on; False: only the records asked for).
       Every setting's type, default and range: ddpio._ddpio.pipeline_settings().
       device: None or "cpu" (host tensors), or a CUDA device the loader copies each batch to.
       held_memory: bytes of batches the loop may keep zero-copy beyond the two a for loop holds
@@ -248,6 +250,7 @@ class Loader:
                  device=None, prefetch=_D["prefetch"], held_memory=DEFAULT_HELD_MEMORY,
                  held_timeout=_D["held_timeout"], timeout=_D["timeout"], bad_samples=_D["bad_samples"],
                  resize_size=_D["resize_size"], cache_dir=_D["cache_dir"], cache_gb=_D["cache_gb"],
+                 whole_chunks=_D["whole_chunks"],
                  arrays="torch", pin_memory=True, persistent_workers=False):
         self._pipe = None
         self._pid = os.getpid()
@@ -288,7 +291,7 @@ class Loader:
             augment_seed=seed % (1 << 64), warn_repeated_epoch=False, mean=mean, stddev=std,
             decode=decode, output=output, mode=mode, payload=payload, readers=readers, relay=relay,
             read_ahead=read_ahead, depth=depth, layout=layout, padding=padding, bad_samples=bad_samples,
-            cache_dir=cache_dir, cache_gb=cache_gb)
+            cache_dir=cache_dir, cache_gb=cache_gb, whole_chunks=whole_chunks)
         if permutation is not None:
             options["permutation"] = permutation
         # The library checks every setting, as for a C++ trainer; only then are they used here.
@@ -524,9 +527,11 @@ class Loader:
         group's peers), bytes_sent, bytes_received, messages_sent/received, network_wait_s,
         loader_wait_s (the loop waiting for a batch), batches, images, batches_copied,
         reads_directly, decode_threads (this rank's decoding threads; a leader sending decoded
-        pixels counts its whole group's, its peers 0); for a
+        pixels counts its whole group's, its peers 0), time_to_first_batch_s (from opening the
+        pipeline to its first batch; 0 before it); for a
         dataset in an object store also store_requests, store_retries, store_bytes,
-        store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches
+        store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches,
+        store_chunk_records (records that came with their chunk before being asked for)
         (a peer fed by its leader: the one request that read the manifest)."""
         return self._open().counters()
 

@@ -363,6 +363,7 @@ class PyPipeline {
     d["batches"] = c.batches;
     d["images"] = c.images;
     d["batches_copied"] = c.batches_copied;
+    d["time_to_first_batch_s"] = c.time_to_first_batch_ns / 1e9;  // from opening; 0 until then
     d["reads_directly"] = c.direct;  // a group of one: its loader reads the dataset itself
     // Threads decoding JPEGs for this rank: its loader's workers; a leader that sends decoded
     // pixels counts the group's (the group size times its workers), its peers 0.
@@ -379,6 +380,7 @@ class PyPipeline {
       d["store_disk_hits"] = store->disk_hits;
       d["store_misses"] = store->misses;
       d["store_refetches"] = store->refetches;
+      d["store_chunk_records"] = store->chunk_records;
     }
     return d;
   }

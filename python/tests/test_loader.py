@@ -41,7 +41,7 @@ def test_an_epoch_is_torchs_distributed_sampler_order_with_the_datasets_labels(d
     labels = [ds[i][1] for i in range(n)]
     loader = ddpio.Loader(dataset, batch_size=4, image_size=32, seed=17, workers=2)
     assert loader.counters()["decode_threads"] == 2
-    orders = []
+    orders, first_batch = [], None
     for epoch in (0, 1):
         loader.set_epoch(epoch)
         assert len(loader) == 6  # ceil(21 / 4): the short last batch is kept (drop_last=False)
@@ -58,6 +58,9 @@ def test_an_epoch_is_torchs_distributed_sampler_order_with_the_datasets_labels(d
             steps.append(batch["step"])
             sizes.append(len(indices))
             got += indices
+            # Time to first batch: set by the loader's first batch, then kept.
+            first_batch = first_batch or loader.counters()["time_to_first_batch_s"]
+            assert 0 < first_batch == loader.counters()["time_to_first_batch_s"]
         # One replica: torch's total_size is n, so there is no padding to strip; the batches
         # concatenated are the sampler's whole epoch, in order.
         assert got == torch_order(n, epoch, seed=17), f"epoch {epoch}"
@@ -343,7 +346,8 @@ def test_the_signature_shows_the_librarys_defaults(dataset):
             continue
         assert signature[name].default in (defaults[name], None), name
         if signature[name].default is None:
-            assert name in ("shuffle", "permutation", "image_size", "train", "cache_dir", "cache_gb"), name
+            assert name in ("shuffle", "permutation", "image_size", "train", "cache_dir", "cache_gb",
+                            "whole_chunks"), name
     for setting, keyword in _DERIVED.items():  # each derived setting names a real argument
         assert keyword in signature or not keyword.isidentifier(), (setting, keyword)
     loader = ddpio.Loader(dataset, arrays="numpy")  # image_size, train and workers by default

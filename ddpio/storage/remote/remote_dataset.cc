@@ -66,6 +66,7 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
           "records"));
     }
   }
+  d->MakeChunks();
   if (!options.cache_dir.empty()) {
     // The sub-folder is named by the dataset's content (records' digest, index, header), never
     // by something two datasets share: a record found there is taken as this dataset's (its
@@ -75,6 +76,60 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
                            RecordCache::Open(options.cache_dir, name, options.cache_bytes));
   }
   return d;
+}
+
+void RemoteDataset::MakeChunks() {
+  uint64_t total = 0;
+  chunk_begin_.clear();
+  // The current chunk's byte range in its file. A record joins it when it lies in the range or
+  // within coalesce_gap of it (records of a few KB share LMDB pages, in no order of offset within
+  // a page; larger ones follow each other) and the range stays within one GET.
+  uint64_t lo = 0, hi = 0;
+  for (uint64_t i = 0; i < index_.size(); ++i) {
+    const RecordLocation& r = index_[i];
+    total += r.length;
+    const uint64_t new_lo = std::min(lo, r.offset), new_hi = std::max(hi, r.offset + r.length);
+    const bool joins = i > 0 && r.file == index_[i - 1].file &&
+                       (new_hi - new_lo) - (hi - lo) <= r.length + options_.coalesce_gap &&
+                       new_hi - new_lo <= options_.max_request_bytes;
+    if (joins) {
+      lo = new_lo;
+      hi = new_hi;
+    } else {
+      chunk_begin_.push_back(i);
+      lo = r.offset;
+      hi = r.offset + r.length;
+    }
+  }
+  chunk_begin_.push_back(index_.size());
+  const uint64_t budget = options_.cache_dir.empty() ? options_.memory_bytes : options_.cache_bytes;
+  whole_chunks_ = options_.whole_chunks && total <= budget && chunk_count() < index_.size();
+  if (!whole_chunks_) return;
+  chunk_of_.resize(index_.size());
+  for (uint64_t c = 0; c < chunk_count(); ++c) {
+    for (uint64_t i = chunk_begin_[c]; i < chunk_begin_[c + 1]; ++i) {
+      chunk_of_[i] = static_cast<uint32_t>(c);
+    }
+  }
+}
+
+std::vector<uint64_t> RemoteDataset::ChunkMatesLocked(const std::vector<uint64_t>& wanted) {
+  std::vector<uint64_t> mates;
+  if (!whole_chunks_) return mates;
+  std::vector<uint32_t> chunks;
+  chunks.reserve(wanted.size());
+  for (uint64_t i : wanted) chunks.push_back(chunk_of_[i]);
+  std::sort(chunks.begin(), chunks.end());
+  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+  for (uint32_t c : chunks) {
+    for (uint64_t j = chunk_begin_[c]; j < chunk_begin_[c + 1]; ++j) {
+      if (slots_.count(j) != 0 || (disk_ != nullptr && disk_->Contains(j))) continue;
+      slots_[j].pending = true;  // not ahead: evicted like a served record, counted apart
+      mates.push_back(j);
+    }
+  }
+  counts_.chunk_records += mates.size();
+  return mates;
 }
 
 absl::Status RemoteDataset::LoadManifest(const s3::S3Url& where) {
@@ -364,6 +419,9 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
       ahead_bytes_ += length;
       admitted.push_back(i);
     }
+    // Their chunks come whole (when the dataset fits): the GETs below join each chunk into one.
+    std::vector<uint64_t> mates = ChunkMatesLocked(admitted);
+    admitted.insert(admitted.end(), mates.begin(), mates.end());
     wanted = std::move(admitted);
   }
   std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {

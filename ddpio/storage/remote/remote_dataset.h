@@ -11,6 +11,10 @@
 // larger than the budget is fetched as it is consumed, never fetched twice.
 // Records in the folder are neither fetched ahead nor held in memory: Fetch reads each in the
 // thread that asks (as near as memory, and the buffers freed after use are reused).
+// Chunks: the records are grouped, in index order, into runs one GET reaches (neighbours in one
+// file, each within coalesce_gap of the others' bytes, at most max_request_bytes in all). When the
+// whole dataset fits the budget that keeps it (RemoteOptions::whole_chunks), a record asked for
+// brings its whole chunk: about one GET per chunk for an epoch in any order.
 //
 // The caller verifies what it gets (DatasetReader decodes every record with its CRC32C bound to
 // its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
@@ -65,6 +69,11 @@ class RemoteDataset {
   const RemoteManifest& manifest() const { return manifest_; }
   const std::string& url() const { return url_; }
   uint64_t size() const { return index_.size(); }
+  // The chunks (see above): chunk c holds records [chunk_begin(c), chunk_begin(c + 1)).
+  uint64_t chunk_count() const { return chunk_begin_.size() - 1; }
+  uint64_t chunk_begin(uint64_t c) const { return chunk_begin_[c]; }
+  // Whether a record asked for brings its whole chunk (whole_chunks, and the dataset fits).
+  bool fetches_whole_chunks() const { return whole_chunks_; }
 
   // Record `index`'s stored bytes. InvalidArgument past the end; the store's error otherwise.
   absl::StatusOr<std::shared_ptr<const std::string>> Fetch(uint64_t index);
@@ -111,6 +120,11 @@ class RemoteDataset {
   void DemoteStaleLocked();
   // With mu_ held: forgets a slot (held or pending) and what it counted.
   void DropLocked(std::unordered_map<uint64_t, Slot>::iterator it);
+  // Groups the records into chunks and decides whether whole chunks are fetched.
+  void MakeChunks();
+  // With mu_ held: the records of the chunks of `wanted` that nobody holds or asked for, each
+  // chunk once, marked pending (not ahead: they take no room from records asked for).
+  std::vector<uint64_t> ChunkMatesLocked(const std::vector<uint64_t>& wanted);
   void Fetched(const std::vector<uint64_t>& group, uint64_t start,
                absl::StatusOr<std::string> bytes);
   static std::string S3ClientName(const std::string& bucket, const std::string& key);
@@ -121,6 +135,9 @@ class RemoteDataset {
   RemoteOptions options_;
   RemoteManifest manifest_;
   std::vector<RecordLocation> index_;
+  std::vector<uint64_t> chunk_begin_;  // first record of each chunk, then size()
+  std::vector<uint32_t> chunk_of_;     // of each record; empty without whole_chunks_
+  bool whole_chunks_ = false;
   std::unique_ptr<s3::ObjectStore> client_;
   std::unique_ptr<RecordCache> disk_;  // null without a cache folder
 

@@ -5,7 +5,12 @@
 // caught by the record's checksum and fetched again (and named when the store keeps them), and an
 // upload rides out a flaky PUT. The same reader and upload tests the gateway runs also run on this
 // store (ctest storage_memory_store).
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
@@ -128,6 +133,97 @@ TEST_F(FakeStoreTest, AnUploadRidesOutFlakyPutsAndReadsBackWhole) {
                      .status = absl::UnavailableError("connection reset by peer")});
   ASSERT_OK(Upload(local_, Url("other"), config_).status());
   ExpectSameRecords(Url("other"));
+}
+
+// An epoch in shuffled order, a window at a time as the loader asks (Prefetch, then Fetch each):
+// the records' bytes, by index.
+std::vector<std::string> ShuffledEpoch(RemoteDataset& store, uint32_t seed) {
+  std::vector<uint64_t> order(store.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  std::vector<std::string> bytes(store.size());
+  for (size_t begin = 0; begin < order.size(); begin += 16) {
+    const size_t end = std::min(order.size(), begin + 16);
+    store.Prefetch(absl::MakeConstSpan(order).subspan(begin, end - begin));
+    for (size_t k = begin; k < end; ++k) {
+      auto got = store.Fetch(order[k]);
+      EXPECT_OK(got.status()) << order[k];
+      if (got.ok()) bytes[order[k]] = **got;
+    }
+  }
+  return bytes;
+}
+
+TEST_F(FakeStoreTest, ADatasetThatFitsIsFetchedAWholeChunkAtATimeInAnyOrder) {
+  RemoteOptions per_record;
+  per_record.whole_chunks = false;
+  ASSERT_OK_AND_ASSIGN(auto reference, RemoteDataset::Open(Url(), config_, per_record));
+  EXPECT_FALSE(reference->fetches_whole_chunks());
+  const uint64_t gets_before_reference = memory_->requests("GET");
+  const std::vector<std::string> expected = ShuffledEpoch(*reference, 7);
+  const uint64_t reference_gets = memory_->requests("GET") - gets_before_reference;
+
+  RemoteOptions o;
+  o.max_request_bytes = 64 << 10;  // several chunks of this small dataset
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(store->fetches_whole_chunks());
+  const uint64_t chunks = store->chunk_count();
+  ASSERT_GT(chunks, 3u);
+  ASSERT_LT(chunks, store->size() / 4);
+  const uint64_t before = memory_->requests("GET");
+  EXPECT_EQ(ShuffledEpoch(*store, 7), expected) << "the same bytes as record by record";
+  const uint64_t gets = memory_->requests("GET") - before;
+  // One GET per chunk (a record fetched before its chunk-mates arrived may cost one more).
+  EXPECT_LE(gets, chunks + 4) << "chunks " << chunks;
+  EXPECT_LT(gets * 4, reference_gets) << "record by record: " << reference_gets;
+  EXPECT_GT(store->counters().chunk_records, store->size() / 2);
+  // A second epoch in another order asks the store nothing.
+  const uint64_t second = memory_->requests("GET");
+  EXPECT_EQ(ShuffledEpoch(*store, 8), expected);
+  EXPECT_EQ(memory_->requests("GET"), second);
+}
+
+TEST_F(FakeStoreTest, ADatasetLargerThanTheBudgetIsFetchedOnlyAsAsked) {
+  RemoteOptions o;
+  o.max_request_bytes = 64 << 10;
+  o.memory_bytes = 16 << 10;  // less than the dataset
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  EXPECT_FALSE(store->fetches_whole_chunks());
+  ShuffledEpoch(*store, 7);
+  EXPECT_EQ(store->counters().chunk_records, 0u);
+}
+
+TEST_F(FakeStoreTest, ARecordDamagedInTheStoreIsNamedAndTheRestOfItsChunkServed) {
+  ASSERT_OK_AND_ASSIGN(auto first, OpenUrl(Url()));
+  ASSERT_TRUE(first->remote()->fetches_whole_chunks());
+  // Record 42's bytes in the stored file, as the reader names them: "<object> bytes A-B".
+  const std::string where = first->remote()->Where(42);
+  uint64_t from = 0, to = 0;
+  ASSERT_EQ(std::sscanf(where.substr(where.rfind(" bytes ")).c_str(), " bytes %lu-%lu", &from, &to),
+            2)
+      << where;
+  ASSERT_OK_AND_ASSIGN(std::string object,
+                       client_->Get(bucket_, "train/data.mdb", uint64_t{1} << 30));
+  object[(from + to) / 2] ^= 0x20;
+  ASSERT_OK(client_->Put(bucket_, "train/data.mdb", object));
+
+  ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
+  ASSERT_OK_AND_ASSIGN(ReadTxn txn, reader->BeginRead());
+  std::vector<uint64_t> all(reader->size());
+  std::iota(all.begin(), all.end(), 0);
+  ASSERT_OK(txn.Prefetch(all).status());
+  for (uint64_t i = 0; i < reader->size(); ++i) {
+    absl::StatusOr<RecordView> r = txn.Get(i);
+    if (i == 42) {
+      EXPECT_CODE(r, kDataLoss);
+      EXPECT_THAT(r.status().message(), HasSubstr(where))
+          << "names the record's bytes in the store";
+      continue;
+    }
+    ASSERT_OK(r.status()) << i;
+    ASSERT_EQ(std::string(r->payload.begin(), r->payload.end()), LocalPayload(i)) << i;
+  }
+  EXPECT_EQ(reader->remote()->counters().refetches, 1u) << "fetched again once, then named";
 }
 
 }  // namespace

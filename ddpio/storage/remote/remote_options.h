@@ -21,6 +21,13 @@ struct RemoteOptions {
   uint64_t coalesce_gap = uint64_t{64} << 10;
   uint64_t max_request_bytes = uint64_t{8} << 20;
   int max_in_flight = 16;  // GETs at once
+  // A dataset whose records fit the budget that keeps them (the cache folder's with one, else
+  // memory's) is fetched a whole chunk at a time: a record asked for brings the records of its
+  // chunk — its neighbours in the file, as far as one GET reaches (max_request_bytes, no gap above
+  // coalesce_gap) — in the same GET, so an epoch in any order costs about one GET per chunk
+  // instead of one per record, and a later epoch asks the store nothing. Default on; off: only
+  // the records asked for (and what coalescing joins).
+  bool whole_chunks = true;
   // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
   // retried with capped backoff for up to 5 minutes from a request's first attempt, then the
   // store's error (DDPIO_S3_OUTAGE_SECONDS or an explicit value sets it, store_settings.h; a job's
@@ -44,6 +51,8 @@ struct RemoteCounters {
   uint64_t disk_hits = 0;    // ... by the cache folder
   uint64_t misses = 0;       // Fetch had to wait for the store
   uint64_t refetches = 0;    // records fetched again after a checksum mismatch
+  // Records fetched with a record of their chunk before anyone asked for them (whole_chunks).
+  uint64_t chunk_records = 0;
 };
 
 }  // namespace ddpio::storage::remote
