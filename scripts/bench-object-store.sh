@@ -8,6 +8,11 @@
 #                                                           whole chunks of records, one GET each)
 #   per-record  the same with --no-whole-chunks            (range GETs of the records asked for,
 #                                                           neighbours coalesced, prefetched)
+#   block    the same with --order block --block-window 4 and a memory budget of a third of the
+#            dataset (DDPIO_S3_MEMORY_MB): a dataset larger than the cache, read a whole chunk per
+#            GET in the block order, the cache holding the chunks in use
+#   exact-bounded  the exact order with that budget: only the records asked for (what the exact
+#            order can do when the dataset does not fit)
 #   cached   the same with DDPIO_S3_CACHE_DIR: one process fills the empty cache folder (its epoch
 #            is reported as "cache-fill"), then a second process reads it ("cached")
 #   s3fs     ddpio bench loader --data MOUNT/rp            (the uploaded LMDB file through an s3fs
@@ -29,8 +34,9 @@
 # Usage: scripts/bench-object-store.sh [--rounds N] [--images DIR] [--db DB] [--workers N]
 #                                      [--s3-dir DIR] [--work DIR] [--keep] [--skip VARIANT]...
 #   --rounds N     rounds, each running every variant once in rotated order (default 5; >= 3)
-#   --images DIR   the ImageFolder of photos (default /tmp/rp100: 1,500 ~100 KB real photos,
-#                  scripts/real-photos.py --out /tmp/rp100 --count 1500 --long-side 600,800 --quality 95)
+#   --images DIR   the ImageFolder of photos (default /tmp/rp300: 4,500 ~90 KB real photos, ~400 MB,
+#                  scripts/real-photos.py --out /tmp/rp300 --count 4500 --long-side 600,800 --quality 95;
+#                  the block row needs a dataset of 3x the ~120 MB its window keeps in use)
 #   --db DB        a ddpio dataset converted from DIR (default: convert DIR into the work folder
 #                  with this DDPIO, so format and options are this build's defaults)
 #   --workers N    loader threads / DataLoader workers (default 2)
@@ -38,7 +44,8 @@
 #                  for the gateway's request counters (default $DDPIO_S3_DIR or /tmp/ddpio-s3)
 #   --work DIR     work folder (default: a new /tmp/ddpio-bench-os.XXXXXX, removed at the end)
 #   --keep         keep the work folder (run files: WORK/runs/*.json, WORK/results.jsonl)
-#   --skip V       leave out a variant (local is always run: the ratios are to it)
+#   --skip V       leave out a variant: remote, per-record, block, exact-bounded, cached, s3fs, boto3
+#                  (local is always run: the ratios are to it)
 # Environment: DDPIO (default build/release/tools/ddpio), PYTHON (default: the first of python3,
 #   /usr/bin/python3 that imports torch, torchvision, PIL and boto3). With AWS_ENDPOINT_URL unset,
 #   starts its own gateway (scripts/object-store.sh up --dir /tmp/ddpio-bos-PID --size-mb 2048) and
@@ -52,7 +59,7 @@ cd "$(dirname "$0")/.."
 PROG=bench-object-store
 
 ROUNDS=5
-IMAGES=/tmp/rp100
+IMAGES=/tmp/rp300
 DB=""
 WORKERS=2
 S3DIR=${DDPIO_S3_DIR:-/tmp/ddpio-s3}
@@ -78,8 +85,8 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS=$2 ;; --images) IMAGES=$2 ;; --db) DB=$2 ;; --workers) WORKERS=$2 ;;
         --s3-dir) S3DIR=$2 ;; --work) WORK=$2 ;;
         --skip)
-          case "$2" in remote|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
-            *) usage_error "--skip takes remote, cached, s3fs or boto3, not '$2'" ;; esac ;;
+          case "$2" in remote|per-record|block|exact-bounded|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
+            *) usage_error "--skip takes remote, per-record, block, exact-bounded, cached, s3fs or boto3, not '$2'" ;; esac ;;
       esac
       shift 2 ;;
     --keep) KEEP=1; shift ;;
@@ -226,6 +233,10 @@ variant() {  # variant NAME ROUND
     local) run local "$2" -- "$DDPIO" bench loader --data "$DB" "${LOADER_FLAGS[@]}" 1 ;;
     remote) run remote "$2" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
     per-record) run per-record "$2" -- "$DDPIO" bench loader --data "$URL" --no-whole-chunks "${LOADER_FLAGS[@]}" 1 ;;
+    block) run block "$2" DDPIO_S3_MEMORY_MB="$BOUNDED_MB" -- "$DDPIO" bench loader --data "$URL" --order block \
+             --block-window 4 "${LOADER_FLAGS[@]}" 1 ;;
+    exact-bounded) run exact-bounded "$2" DDPIO_S3_MEMORY_MB="$BOUNDED_MB" -- "$DDPIO" bench loader --data "$URL" \
+             "${LOADER_FLAGS[@]}" 1 ;;
     cached)
       rm -rf "$WORK/cache"; mkdir -p "$WORK/cache"
       run cache-fill "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1
@@ -238,7 +249,16 @@ variant() {  # variant NAME ROUND
 }
 
 VARIANTS=(local)
-for v in remote per-record cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+for v in remote per-record block exact-bounded cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+# The bounded variants' memory budget: a third of the dataset. The block order's window of 4 keeps
+# (4 + 2) chunks of 128 records and 8 batches read ahead in use: 1,280 records.
+DATA_MB=$(( $(du -sm "$DB" | cut -f1) ))
+BOUNDED_MB=$(( DATA_MB / 3 ))
+IN_USE_MB=$(( DATA_MB * 1280 / $("$DDPIO" inspect "$DB" --json --quiet 2>/dev/null | tail -1 |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)["records"])') ))
+log "bounded variants: DDPIO_S3_MEMORY_MB=$BOUNDED_MB for a dataset of ~$DATA_MB MB (block keeps ~$IN_USE_MB MB in use)"
+[ "$IN_USE_MB" -lt "$BOUNDED_MB" ] || skipped block ||
+  log "warning: a dataset this small does not show a bounded cache (the block row refetches chunks): use --images with more photos"
 n=${#VARIANTS[@]}
 log "$ROUNDS rounds of: ${VARIANTS[*]} (rotated order), $WORKERS workers, batch $BATCH, ${SIZE} px"
 for r in $(seq "$ROUNDS"); do
@@ -263,6 +283,8 @@ for r in rows:
 local = by["local"]
 names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader`, s3://, whole chunks",
          "per-record": "(2b) `bench loader`, s3://, --no-whole-chunks (record by record)",
+         "block": "(2c) s3://, --order block --block-window 4, memory 1/3 of the dataset",
+         "exact-bounded": "(2d) s3://, exact order, memory 1/3 of the dataset",
          "cache-fill": "(3a) s3:// + cache folder, first epoch (fills it)",
          "cached": "(3) s3:// + cache folder, second process (reads it)",
          "s3fs": "(4) `bench loader` on the LMDB through s3fs (ro mount)",
@@ -272,7 +294,7 @@ print(f"| reader | images/s, median (min–max) | / local, median of paired roun
       f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) | GETs per image (ddpio's) | "
       f"time to first batch, s |")
 print("|---|---|---|---|---|---|---|")
-for v in ["local", "remote", "per-record", "cache-fill", "cached", "s3fs", "boto3"]:
+for v in ["local", "remote", "per-record", "block", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
     if v not in by:
         continue
     rs = [by[v][k] for k in sorted(by[v]) if k >= 1]

@@ -295,6 +295,33 @@ TEST_F(CliTrain, StopAndResumeGivesTheStraightRunsParameters) {
   EXPECT_NE(reseeded.err.find("sampler seed 0"), std::string::npos) << reseeded.err;
 }
 
+// The block order: every sample once an epoch; a job stopped on 2 ranks resumes on 3 from its
+// checkpoint, keeping the 2 lanes the epoch was dealt to, and still trains every sample once; a
+// job in the exact order refuses that checkpoint.
+TEST_F(CliTrain, TheBlockOrderResumesOnAnotherWorldSizeKeepingItsLanesAndEverySampleOnce) {
+  const std::string ckpt = dir_->Sub("ckpt-block");
+  const std::string indices = dir_->Sub("block-indices");
+  const auto block = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--order", "block", "--block-chunk", "8", "--block-window", "2"});
+    return extra;
+  };
+  auto first = Train(2, block({"--epochs", "2", "--checkpoint-dir", ckpt, "--stop-after-steps",
+                               "11", "--indices-out", indices}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto resumed = Train(
+      3, block({"--epochs", "2", "--checkpoint-dir", ckpt, "--resume", "--indices-out", indices}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const nlohmann::json tally = Tally(indices, 2);
+  EXPECT_TRUE(tally["ok"]) << tally.dump();
+  EXPECT_EQ(tally["attempts"].size(), 2u) << tally.dump();
+  auto exact = Train(2, {"--epochs", "2", "--checkpoint-dir", ckpt, "--resume"});
+  EXPECT_EQ(exact.exit_code, 1);
+  EXPECT_NE(exact.err.find("counts its position in the block order (8 records a chunk, a window "
+                           "of 2 chunks, 2 lanes)"),
+            std::string::npos)
+      << exact.err;
+}
+
 // `ddpio checkpoint` (the first-GPU checklist's comparison): the same run twice agrees bit for
 // bit; another seed is beyond the tolerance; another point of training is not comparable; the
 // checksum it prints is the one train printed; a missing checkpoint is a clear error.

@@ -182,6 +182,12 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   const loader::LoaderOptions lo = LoaderOptionsOf(o.settings);
   storage::ReaderOptions ro;
   ro.store_overrides = o.settings.store_overrides;
+  if (o.settings.order == sampler::Order::kBlock) {
+    ro.store_overrides.chunk_order_records =
+        (o.settings.block_window + 2) * o.settings.block_chunk +
+        loader::RemoteLookaheadRecords(o.settings.batch_size);
+    ro.store_overrides.order_chunk_records = o.settings.block_chunk;
+  }
   const auto opening = Clock::now();
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
   const double open_s = std::chrono::duration<double>(Clock::now() - opening).count();
@@ -201,7 +207,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   }
   const storage::DatasetReader& sample_reader =
       own_sample_reader != nullptr ? *own_sample_reader : *reader;
-  sampler::SamplerOptions so;
+  sampler::SamplerOptions so = SamplerOptionsOf(o.settings);
   so.dataset_size = reader->size();
   so.num_replicas = 1;
   std::string why;

@@ -197,6 +197,10 @@ void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertis
       "address, else this host's route to MASTER_ADDR)");
 }
 
+void AddOrderFlags(CLI::App* app, PipelineOptions* o) {
+  AddSettingFlags(app, o, {"order", "block_chunk", "block_window", "block_lanes"});
+}
+
 void AddFeederFlags(CLI::App* app, PipelineOptions* o) {
   AddSettingFlags(app, o,
                   {"group_size", "layout", "mode", "payload", "readers", "relay", "read_ahead",

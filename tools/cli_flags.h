@@ -102,6 +102,8 @@ void AddCacheFlags(CLI::App* app, PipelineOptions* options);
 void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store);
 // The rendezvous flags every multi-rank command takes: --store and --advertise-addr.
 void AddRendezvousFlags(CLI::App* app, std::string* store, std::string* advertise_addr);
+// The sample order's flags: --order, --block-chunk, --block-window, --block-lanes.
+void AddOrderFlags(CLI::App* app, PipelineOptions* options);
 // The group feeder's flags: --group-size, --layout, --mode, --payload, --readers, --relay,
 // --read-ahead, --depth, --timeout.
 void AddFeederFlags(CLI::App* app, PipelineOptions* options);

@@ -87,6 +87,7 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
   AddCacheFlags(app, &o->settings);
   AddLoaderFlags(app, &o->settings);
   AddSettingFlags(app, &o->settings, {"output"});
+  AddOrderFlags(app, &o->settings);
   app->add_flag_callback(
       "--eval", [o] { o->settings.train = false; },
       "Evaluation geometry (resize shorter side + center crop; the setting train false)");
@@ -194,6 +195,7 @@ void AddBenchFeed(CLI::App* bench, std::vector<Command>* commands) {
   app->add_option("--indices-out", o->indices_out,
                   "Write the indices each rank received to PREFIX.rank<r>.txt");
   AddSettingFlags(app, p, {"seed", "padding", "permutation", "output"});
+  AddOrderFlags(app, p);
   AddRendezvousFlags(app, &o->store, &o->advertise_addr);
   AddJsonFlag(app, json.get(), /*per_rank=*/true);
   commands->push_back({app, [=] {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/pipeline/settings.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_flags.h"
 #include "tools/cli_util.h"
@@ -18,18 +19,22 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
       "Examples:\n"
       "  ddpio sampler --size 1281167 --world 64 --rank 3 --epoch 5\n"
       "  ddpio sampler --size 1000 --world 8 --rank 0 --padding mask --batch-size 32\n"
-      "  ddpio sampler --size 1000 --world 8 --rank 1 --consumed 400 --new-world 4  # elastic");
+      "  ddpio sampler --size 1000 --world 8 --rank 1 --consumed 400 --new-world 4  # elastic\n"
+      "  ddpio sampler --size 1000 --world 8 --rank 0 --order block --block-chunk 16\n"
+      "  ddpio sampler --size 1281167 --world 64 --order block --quality 1000  # vs exact");
   auto q = std::make_shared<SamplerQuery>();
   auto no_shuffle = std::make_shared<bool>(false);
   auto new_world = std::make_shared<int>(0);
   auto json = std::make_shared<bool>(false);
+  auto quality = std::make_shared<uint64_t>(0);
   app->add_option("--size", q->options.dataset_size, "Dataset size (samples)")
       ->required()
       ->check(CLI::Range(uint64_t{1}, sampler::kMaxSamples));
   app->add_option("--world", q->options.num_replicas, "World size (num_replicas)")
       ->required()
       ->check(CLI::Range(1, 1 << 24));
-  app->add_option("--rank", q->rank, "Rank")->required()->check(CLI::NonNegativeNumber);
+  CLI::Option* rank = app->add_option("--rank", q->rank, "Rank (required, but with --quality)")
+                          ->check(CLI::NonNegativeNumber);
   app->add_option("--seed", q->options.seed, "Seed (PyTorch: seed + epoch seeds the generator)")
       ->capture_default_str();
   app->add_option("--epoch", q->epoch, "Epoch (set_epoch)")->capture_default_str();
@@ -41,6 +46,25 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
                 sampler::PermutationKindName,
                 "torch (current PyTorch), torch-legacy (PyTorch <= 1.13 for >= 214,748,364 "
                 "samples), feistel (O(1) memory, not PyTorch's order)");
+  AddEnumOption(app, "--order", &q->options.order, sampler::ParseOrder, sampler::OrderName,
+                std::string(FindSetting("order")->help));
+  app->add_option("--block-chunk", q->options.block.chunk_records,
+                  std::string(FindSetting("block_chunk")->help))
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app->add_option("--block-window", q->options.block.window,
+                  std::string(FindSetting("block_window")->help))
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app->add_option("--block-lanes", q->options.block.lanes,
+                  std::string(FindSetting("block_lanes")->help))
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 24));
+  app->add_option("--quality", *quality,
+                  "Instead of indices: the epoch's shuffle quality over every rank for a dataset "
+                  "stored sorted into this many classes (ImageNet: 1000), beside the exact order "
+                  "and i.i.d. draws (batches of --batch-size, default 256)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app->add_option("--batch-size", q->batch_size,
                   "Also group into batches as PyTorch's BatchSampler");
   app->add_flag("--drop-last-batch", q->drop_last_batch,
@@ -55,6 +79,15 @@ void AddSamplerCommand(CLI::App& root, std::vector<Command>* commands) {
       {app, [=] {
          q->options.shuffle = !*no_shuffle;
          if (*new_world > 0) q->new_world = *new_world;
+         if (*quality == 0 && rank->count() == 0) {
+           return ReportUsageError("sampler", "--rank is required (but with --quality)");
+         }
+         if (*quality > 0) {
+           auto answer = QueryShuffleQuality(*q, *quality);
+           if (!answer.ok())
+             return ReportUsageError("sampler", std::string(answer.status().message()));
+           return PrintResult(*json, *answer, ShuffleQualityText);
+         }
          // This command prints a rank's indices: tens of millions of lines help nobody.
          constexpr uint64_t kMaxPrinted = 10'000'000;
          const uint64_t share =

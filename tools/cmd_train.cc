@@ -42,6 +42,7 @@ void AddDataFlags(CLI::App* app, TrainFlags* f) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   AddLoaderFlags(app, &t.pipeline);
+  AddOrderFlags(app, &t.pipeline);
   app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")
       ->capture_default_str();
   AddFeederFlags(app, &t.pipeline);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ddpio/common/status_macros.h"
+#include "ddpio/sampler/shuffle_quality.h"
 
 namespace ddpio::tools {
 
@@ -50,6 +51,80 @@ absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
     j["batches"] = batches;
   }
   return j;
+}
+
+absl::StatusOr<nlohmann::json> QueryShuffleQuality(const SamplerQuery& q, uint64_t classes) {
+  if (classes == 0) return absl::InvalidArgumentError("--quality takes a class count >= 1");
+  constexpr uint64_t kMaxMeasured = uint64_t{1} << 28;
+  if (q.options.dataset_size > kMaxMeasured) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quality measures datasets of up to ", kMaxMeasured,
+                     " samples (it holds two orders of the epoch and walks every sample); got ",
+                     q.options.dataset_size));
+  }
+  const uint64_t batch = q.batch_size > 0 ? q.batch_size : 256;
+  const auto measure = [&](const sampler::SamplerOptions& o) -> absl::StatusOr<nlohmann::json> {
+    DDPIO_ASSIGN_OR_RETURN(auto s, sampler::DistributedSampler::Create(o));
+    DDPIO_ASSIGN_OR_RETURN(auto plan, s.Plan(q.epoch));
+    const sampler::ShuffleQuality m = sampler::MeasureShuffleQuality(plan, classes, batch);
+    return nlohmann::json{{"batches", m.batches},
+                          {"distinct_classes", m.distinct_classes},
+                          {"class_distance", m.class_distance},
+                          {"steps", m.steps},
+                          {"step_classes", m.step_classes},
+                          {"step_class_distance", m.step_class_distance},
+                          {"position_jump", m.position_jump},
+                          {"iid_distinct_classes", m.iid_distinct_classes},
+                          {"iid_class_distance", m.iid_class_distance},
+                          {"iid_step_classes", m.iid_step_classes},
+                          {"iid_step_class_distance", m.iid_step_class_distance}};
+  };
+  nlohmann::json j = {{"size", q.options.dataset_size},
+                      {"world", q.options.num_replicas},
+                      {"epoch", q.epoch},
+                      {"classes", classes},
+                      {"batch_size", batch},
+                      {"shuffle", q.options.shuffle}};
+  sampler::SamplerOptions exact = q.options;
+  exact.order = sampler::Order::kExact;
+  DDPIO_ASSIGN_OR_RETURN(j["exact"], measure(exact));
+  if (q.options.order == sampler::Order::kBlock) {
+    DDPIO_ASSIGN_OR_RETURN(j["block"], measure(q.options));
+    j["block"]["chunk"] = q.options.block.chunk_records;
+    j["block"]["window"] = q.options.block.window;
+    j["block"]["lanes"] = sampler::BlockLanes(q.options.block, q.options.num_replicas);
+  }
+  return j;
+}
+
+std::string ShuffleQualityText(const nlohmann::json& j) {
+  std::string out = absl::StrFormat(
+      "shuffle quality: %d samples stored sorted into %d classes, %d ranks, batches of %d, epoch "
+      "%d\n  %-40s %24s %24s %9s\n  %-40s %12s %11s %12s %11s %9s\n",
+      j["size"].get<uint64_t>(), j["classes"].get<uint64_t>(), j["world"].get<int>(),
+      j["batch_size"].get<uint64_t>(), j["epoch"].get<uint64_t>(), "", "a rank's batch",
+      "a step (every rank's)", "position", "order", "classes", "distance", "classes", "distance",
+      "jump");
+  const auto row = [&](const std::string& name, const nlohmann::json& m, const char* prefix) {
+    const auto get = [&](const char* key) { return m[absl::StrCat(prefix, key)].get<double>(); };
+    absl::StrAppendFormat(&out, "  %-40s %12.1f %11.3f %12.1f %11.3f %9.3f\n", name,
+                          get("distinct_classes"), get("class_distance"), get("step_classes"),
+                          get("step_class_distance"),
+                          std::string(prefix).empty() ? m["position_jump"].get<double>() : 1.0 / 3);
+  };
+  if (j.contains("block")) {
+    const nlohmann::json& b = j["block"];
+    row(absl::StrFormat("block (%d a chunk, window %d, %d lanes)", b["chunk"].get<uint64_t>(),
+                        b["window"].get<uint64_t>(), b["lanes"].get<uint64_t>()),
+        b, "");
+  }
+  row("exact", j["exact"], "");
+  row("i.i.d. draws", j["exact"], "iid_");
+  out +=
+      "  (classes: distinct classes in the batch, more is better; distance: total variation of "
+      "the batch's class mix from the dataset's, nearer the i.i.d. row is better; position jump: "
+      "mean |i - previous i| / n on a rank, 1/3 for a uniform shuffle)\n";
+  return out;
 }
 
 std::string SamplerText(const nlohmann::json& j) {

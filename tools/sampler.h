@@ -28,6 +28,12 @@ struct SamplerQuery {
 absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& query);
 std::string SamplerText(const nlohmann::json& answer);
 
+// The epoch's shuffle quality (sampler/shuffle_quality.h) over every rank of the world, for a
+// dataset stored sorted into `classes` classes, in batches of query.batch_size (default 256):
+// the query's order, the exact order and i.i.d. draws side by side. InvalidArgument for 0 classes.
+absl::StatusOr<nlohmann::json> QueryShuffleQuality(const SamplerQuery& query, uint64_t classes);
+std::string ShuffleQualityText(const nlohmann::json& answer);
+
 }  // namespace ddpio::tools
 
 #endif  // DDPIO_TOOLS_SAMPLER_H_

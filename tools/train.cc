@@ -100,7 +100,7 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
                    {"stall_fraction", r.stall_fraction},
                    {"param_checksum", absl::StrFormat("%016x", r.param_checksum)},
                    {"path", r.path}};
-  j.update(SettingsJson(o.train.pipeline, {"group_size", "mode", "payload"}));
+  j.update(SettingsJson(o.train.pipeline, {"group_size", "mode", "payload", "order"}));
   j.update(FeederCountersJson(r.feeder));
   if (r.store.has_value()) j["store"] = StoreCountersJson(*r.store);
   if (r.step_report.has_value()) j["step_report"] = StepReportJson(*r.step_report);

@@ -65,6 +65,17 @@ absl::StatusOr<BadSamplePolicy> ParseBadSamplePolicy(std::string_view name);
 std::string OutputFormatName(OutputFormat format);
 absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view name);
 
+// Records a loader asks for ahead of the batch being assembled when they come from an object
+// store: this many batches, at most this many records (a few tens of MB of a budget of 256 MiB).
+inline constexpr uint64_t kRemoteLookaheadBatches = 8;
+inline constexpr uint64_t kRemoteLookaheadRecords = 2048;
+// The records a reader of `batch_size` keeps asked for ahead from an object store.
+inline uint64_t RemoteLookaheadRecords(uint64_t batch_size) {
+  return batch_size * kRemoteLookaheadBatches < kRemoteLookaheadRecords
+             ? batch_size * kRemoteLookaheadBatches
+             : kRemoteLookaheadRecords;
+}
+
 struct LoaderOptions {
   int workers = 0;   // worker threads; 0: the cores available
   int prefetch = 2;  // batches assembled ahead of the consumer

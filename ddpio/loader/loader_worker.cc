@@ -14,11 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Records asked for ahead of the batch being assembled when they come from an object store:
-// this many batches, at most this many records (a few tens of MB of a budget of 256 MiB).
-constexpr uint64_t kRemoteLookaheadBatches = 8;
-constexpr uint64_t kRemoteLookaheadRecords = 2048;
-
 uint64_t NanosSince(Clock::time_point t0) {
   return static_cast<uint64_t>((Clock::now() - t0).count());
 }

@@ -31,6 +31,11 @@ storage::ReaderOptions ReaderOptionsFor(const PipelineOptions& o, const comm::Ra
   storage::ReaderOptions ro;
   ro.store_settings = o.store_settings;
   ro.store_overrides = o.store_overrides;
+  if (o.order == sampler::Order::kBlock) {
+    ro.store_overrides.chunk_order_records =
+        (o.block_window + 2) * o.block_chunk + loader::RemoteLookaheadRecords(o.batch_size);
+    ro.store_overrides.order_chunk_records = o.block_chunk;
+  }
   if (rank.world_size > 1) ro.store_deadline = o.timeout;
   ro.cancel = o.cancel;
   return ro;
@@ -55,6 +60,7 @@ struct Pipeline::Rep {
   std::unique_ptr<storage::DatasetReader> reader;
   // A rank fed by another, its dataset in an object store: what identifying it took.
   std::optional<storage::remote::RemoteCounters> peeked_store;
+  uint64_t order_lanes = 0;  // the block order's lanes (0: the exact order)
   // Over NCCL, the leader's loaders decode into page-locked memory of this runtime, so that
   // staging a batch on the device is an asynchronous DMA, not a copy the driver stages through a
   // bounce buffer while the host waits.
@@ -135,6 +141,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   }
   DDPIO_ASSIGN_OR_RETURN(auto group, job.Group(p.layout, host_memory));
   broadcast::FeederOptions feeder = internal::FeederOptionsFor(options);
+  if (options.order == sampler::Order::kBlock) {
+    p.order_lanes = sampler::BlockLanes(
+        feeder.sampler.block,
+        broadcast::StreamSamplerOptions(feeder.sampler, options.mode, p.layout).num_replicas);
+  }
   // Every member opens (peers: identifies) the dataset it names, and the group compares them in
   // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
   // group naming it, instead of silently training on its leader's data.
@@ -219,6 +230,8 @@ broadcast::FeederCounters Pipeline::counters() const {
   c.time_to_first_batch_ns = rep_->first_batch_ns.load(std::memory_order_relaxed);
   return c;
 }
+
+uint64_t Pipeline::order_lanes() const { return rep_->order_lanes; }
 
 uint64_t Pipeline::dataset_size() const {
   return rep_->feeder ? rep_->feeder->dataset_size() : rep_->closed.dataset_size;

@@ -88,6 +88,10 @@ class Pipeline {
   uint64_t ResumePosition() const;
   broadcast::FeederCounters counters() const;
   uint64_t dataset_size() const;
+  // The block order's lanes (options.block_lanes, else one per reader stream: the world's ranks
+  // in shard mode, its groups in replicate): what a checkpoint records so that a resume on
+  // another world size keeps the epoch's order. 0 in the exact order.
+  uint64_t order_lanes() const;
   size_t sample_bytes() const;  // bytes of one output sample
   // The dataset, on ranks that read it (null on the others).
   const storage::DatasetReader* dataset() const;

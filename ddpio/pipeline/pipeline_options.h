@@ -78,6 +78,17 @@ struct PipelineOptions {
   // The permutation: torch (default; current PyTorch's randperm), torch-legacy or feistel (no
   // memory: for datasets beyond 2^33 samples).
   sampler::PermutationKind permutation = sampler::PermutationKind::kTorch;
+  // exact (default: torch's order, any record at any time) or block (chunks of records kept
+  // together, a few per reader at a time: an object store read a whole chunk per GET with a
+  // bounded cache; sampler/block_order.h).
+  sampler::Order order = sampler::Order::kExact;
+  // The block order: records per chunk (default 128; >= 1), chunks a reader's shuffle spreads over
+  // (default 128; >= 1; a reader keeps about window + 2 chunks in its cache), lanes the chunks are
+  // dealt to (default 0: one per reader of the world that plans the epoch; a job resumed on another
+  // world size keeps the lanes it recorded).
+  uint64_t block_chunk = 128;
+  uint64_t block_window = 128;
+  uint64_t block_lanes = 0;
   // Log a warning when a shuffled epoch is started twice from its start (a forgotten epoch
   // change). Default on.
   bool warn_repeated_epoch = true;

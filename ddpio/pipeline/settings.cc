@@ -214,6 +214,24 @@ std::vector<Setting> MakeTable() {
              "feistel (no memory: beyond 2^33 samples)",
              GetEnum<&P::permutation, sampler::PermutationKindName, sampler::ParsePermutationKind>,
              PutEnum<&P::permutation, sampler::PermutationKindName, sampler::ParsePermutationKind>),
+      Choice("order", {"exact", "block"},
+             "exact (torch's DistributedSampler order) or block (chunks of block_chunk records "
+             "permuted each epoch, every reader shuffling within block_window chunks of its own: "
+             "an object store is read a whole chunk per GET with a bounded cache)",
+             GetEnum<&P::order, sampler::OrderName, sampler::ParseOrder>,
+             PutEnum<&P::order, sampler::OrderName, sampler::ParseOrder>),
+      Numeric("block_chunk", T::kUnsigned, 1, 1 << 24,
+              "Block order: records per chunk (consecutive indices, fetched by one GET from an "
+              "object store: 128 ~ 12 MB of 100 KB images)",
+              Get<&P::block_chunk>, Put<&P::block_chunk>),
+      Numeric("block_window", T::kUnsigned, 1, 1 << 24,
+              "Block order: chunks a reader's shuffle spreads over (its cache holds about "
+              "window + 2 chunks)",
+              Get<&P::block_window>, Put<&P::block_window>),
+      Numeric("block_lanes", T::kUnsigned, 0, 1 << 24,
+              "Block order: lanes the chunks are dealt to (0: one per reader; a resumed job keeps "
+              "the lanes its checkpoint or state recorded)",
+              Get<&P::block_lanes>, Put<&P::block_lanes>),
       Flag("warn_repeated_epoch",
            "Warn when a shuffled epoch is started twice from its start (a forgotten epoch change)",
            Get<&P::warn_repeated_epoch>, Put<&P::warn_repeated_epoch>),
@@ -496,6 +514,10 @@ absl::Status SetSettingText(PipelineOptions* options, std::string_view name,
 
 loader::LoaderOptions LoaderOptionsOf(const PipelineOptions& options) {
   return internal::FeederOptionsFor(options).loader;
+}
+
+sampler::SamplerOptions SamplerOptionsOf(const PipelineOptions& options) {
+  return internal::FeederOptionsFor(options).sampler;
 }
 
 }  // namespace ddpio

@@ -88,6 +88,9 @@ std::string SettingRange(const Setting& setting);
 
 // The loader's settings among `options` (what a Pipeline gives each of its loaders).
 loader::LoaderOptions LoaderOptionsOf(const PipelineOptions& options);
+// The sampler's settings among `options` for one reader (num_replicas 1 and dataset_size 0: the
+// caller sets both).
+sampler::SamplerOptions SamplerOptionsOf(const PipelineOptions& options);
 
 }  // namespace ddpio
 

@@ -70,19 +70,25 @@ uint64_t EpochPlan::ConsumedAfter(uint64_t steps) const {
 
 absl::StatusOr<DistributedSampler> DistributedSampler::Create(const SamplerOptions& options) {
   const bool shuffled_in_memory =
-      options.shuffle && options.permutation != PermutationKind::kFeistel;
+      options.order == Order::kBlock ||
+      (options.shuffle && options.permutation != PermutationKind::kFeistel);
   const uint64_t limit = shuffled_in_memory ? kMaxMaterializedSamples : kMaxSamples;
   if (options.dataset_size > limit) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset size ", options.dataset_size, " is more than the ", limit, " samples ",
         shuffled_in_memory
-            ? "a shuffled permutation held in memory allows (4-8 bytes per sample); use the "
-              "feistel permutation for datasets this large"
+            ? (options.order == Order::kBlock
+                   ? "the block order, held in memory, allows (4-8 bytes per sample)"
+                   : "a shuffled permutation held in memory allows (4-8 bytes per sample); use the "
+                     "feistel permutation for datasets this large")
             : "the sampler supports"));
   }
   if (options.num_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_replicas must be at least 1, got ", options.num_replicas));
+  }
+  if (options.order == Order::kBlock) {
+    if (absl::Status s = CheckBlockOrder(options.block); !s.ok()) return s;
   }
   return DistributedSampler(options);
 }
@@ -112,8 +118,15 @@ absl::StatusOr<EpochPlan> DistributedSampler::Plan(uint64_t epoch, uint64_t star
       plan.per_rank_ = 0;  // per rank, see NumSamples
       break;
   }
-  plan.perm_ = std::make_shared<const Permutation>(
-      Permutation::Make(n, options_.seed + epoch, options_.shuffle, options_.permutation));
+  if (options_.order == Order::kBlock) {
+    plan.lanes_ = BlockLanes(options_.block, options_.num_replicas);
+    plan.perm_ = std::make_shared<const Permutation>(
+        MakeBlockOrder(n, options_.seed + epoch, options_.shuffle, options_.permutation,
+                       options_.block, plan.lanes_));
+  } else {
+    plan.perm_ = std::make_shared<const Permutation>(
+        Permutation::Make(n, options_.seed + epoch, options_.shuffle, options_.permutation));
+  }
   return plan;
 }
 

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/sampler/block_order.h"
 #include "ddpio/sampler/permutation.h"
 
 namespace ddpio::sampler {
@@ -64,6 +65,10 @@ struct SamplerOptions {
   uint64_t seed = 0;  // PyTorch seeds its generator with seed + epoch
   Padding padding = Padding::kPad;
   PermutationKind permutation = PermutationKind::kTorch;
+  // exact (default): the permutation above; block: chunks of records kept together
+  // (block_order.h), built from the permutation kind over the chunks.
+  Order order = Order::kExact;
+  BlockOrder block;
   // Log a warning when a shuffled epoch is planned twice in a row from its start (a forgotten
   // SetEpoch). Off where the caller warns in its own words (Python's loader names set_epoch).
   bool warn_repeated_epoch = true;
@@ -83,6 +88,8 @@ class EpochPlan {
   uint64_t start() const { return start_; }
   int num_replicas() const { return options_.num_replicas; }
   const SamplerOptions& options() const { return options_; }
+  // The block order's lanes this plan deals (BlockLanes); 0 in the exact order.
+  uint64_t lanes() const { return lanes_; }
 
   // Samples rank `rank` gets in this plan.
   uint64_t NumSamples(int rank) const;
@@ -107,6 +114,7 @@ class EpochPlan {
   uint64_t epoch_ = 0;
   uint64_t start_ = 0;
   uint64_t per_rank_ = 0;  // samples per rank for pad/mask/drop
+  uint64_t lanes_ = 0;
   std::shared_ptr<const Permutation> perm_;
 };
 

@@ -1,6 +1,7 @@
 #include "ddpio/sampler/permutation.h"
 
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/enum_names.h"
@@ -81,6 +82,22 @@ Permutation Permutation::Make(uint64_t n, uint64_t seed, bool shuffle, Permutati
     p.u64_.resize(n);
     TorchRandperm(n, seed, legacy, p.u64_.data());
   }
+  return p;
+}
+
+Permutation Permutation::FromEntries(std::vector<uint32_t> entries) {
+  Permutation p;
+  p.n_ = entries.size();
+  p.storage_ = Storage::kU32;
+  p.u32_ = std::move(entries);
+  return p;
+}
+
+Permutation Permutation::FromEntries(std::vector<uint64_t> entries) {
+  Permutation p;
+  p.n_ = entries.size();
+  p.storage_ = Storage::kU64;
+  p.u64_ = std::move(entries);
   return p;
 }
 

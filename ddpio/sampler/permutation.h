@@ -43,6 +43,9 @@ class Permutation {
   // A permutation of [0, n) for one epoch. `seed` is seed + epoch for the torch kinds (as
   // DistributedSampler seeds its generator); the Feistel key is derived from it too.
   static Permutation Make(uint64_t n, uint64_t seed, bool shuffle, PermutationKind kind);
+  // The permutation whose entry p is entries[p] (the caller made it one; block_order.h).
+  static Permutation FromEntries(std::vector<uint32_t> entries);
+  static Permutation FromEntries(std::vector<uint64_t> entries);
 
   uint64_t size() const { return n_; }
   // The entry at position `pos` < size().

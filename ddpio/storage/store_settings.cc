@@ -96,6 +96,8 @@ void ApplyStoreOverrides(const StoreOverrides& x, StoreSettings* settings) {
   if (x.memory_bytes.has_value()) ro.memory_bytes = *x.memory_bytes;
   if (x.give_up_after.has_value()) ro.retry.give_up_after = *x.give_up_after;
   if (x.whole_chunks.has_value()) ro.whole_chunks = *x.whole_chunks;
+  if (x.chunk_order_records.has_value()) ro.chunk_order_records = *x.chunk_order_records;
+  if (x.order_chunk_records.has_value()) ro.order_chunk_records = *x.order_chunk_records;
 }
 
 absl::StatusOr<StoreSettings> ResolveStoreSettings(const Environment& env,

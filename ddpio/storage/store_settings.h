@@ -63,6 +63,9 @@ struct StoreOverrides {
   std::optional<uint64_t> coalesce_gap;                    // instead of DDPIO_S3_COALESCE_KB
   std::optional<std::chrono::milliseconds> give_up_after;  // instead of DDPIO_S3_OUTAGE_SECONDS
   std::optional<bool> whole_chunks;                        // instead of DDPIO_S3_WHOLE_CHUNKS
+  // RemoteOptions::chunk_order_records: set by the pipeline for the block order (no variable).
+  std::optional<uint64_t> chunk_order_records;
+  std::optional<uint64_t> order_chunk_records;  // RemoteOptions::order_chunk_records, likewise
 };
 
 // The settings from `env` (normally CurrentEnvironment()) with every value in `explicit_values`

@@ -23,7 +23,8 @@
 namespace ddpio::trainer {
 namespace {
 
-constexpr char kMagic[] = "DDPIOCK3";
+constexpr char kMagic[] = "DDPIOCK4";
+constexpr char kMagicV3[] = "DDPIOCK3";
 constexpr char kMagicV2[] = "DDPIOCK2";
 
 // Version 2's checksum: FNV-1a's loop with a truncated offset basis.
@@ -37,6 +38,8 @@ absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   std::string bytes(kMagic, 8);
   for (uint64_t v : {c.epoch, c.position, c.step, c.sampler_seed, c.augment_seed, c.dataset_size})
     PutLe(&bytes, v);
+  PutLe(&bytes, static_cast<uint8_t>(c.order));
+  for (uint64_t v : {c.block_chunk, c.block_window, c.block_lanes}) PutLe(&bytes, v);
   PutLe(&bytes, static_cast<uint8_t>(c.momentum_started));
   PutLe(&bytes, static_cast<uint64_t>(c.params.size()));
   PutLeAll(&bytes, c.params);
@@ -56,7 +59,10 @@ void RemoveStaleCheckpointTemp(const std::string& dir) {
 }
 
 namespace {
-constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 8;
+// Before the parameters: magic, six u64, (version 4: u8 order, three u64), u8, u64 count.
+constexpr size_t kFixedV3 = 8 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 8;
+constexpr size_t kOrderBytes = 1 + 8 + 8 + 8;
+constexpr size_t kFixed = kFixedV3 + kOrderBytes;
 }  // namespace
 
 uint64_t CheckpointBytes(uint64_t params) { return kFixed + 2 * params * sizeof(float) + 8; }
@@ -74,15 +80,16 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_p
   const auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
   };
-  const bool v2 = bytes.size() >= 8 && std::memcmp(bytes.data(), kMagicV2, 8) == 0;
-  if (bytes.size() >= 8 && std::memcmp(bytes.data(), "DDPIOCK", 7) == 0 && !v2 &&
-      std::memcmp(bytes.data(), kMagic, 8) != 0) {
+  const auto magic_is = [&](const char* magic) {
+    return bytes.size() >= 8 && std::memcmp(bytes.data(), magic, 8) == 0;
+  };
+  const bool v2 = magic_is(kMagicV2), v3 = magic_is(kMagicV3), v4 = magic_is(kMagic);
+  if (bytes.size() >= 8 && std::memcmp(bytes.data(), "DDPIOCK", 7) == 0 && !v2 && !v3 && !v4) {
     return bad(absl::StrCat("format version ", std::string(bytes.data() + 7, 1),
-                            " (this ddpio reads 2 and 3)"));
+                            " (this ddpio reads 2, 3 and 4)"));
   }
-  if (bytes.size() < kFixed + 8 || (!v2 && std::memcmp(bytes.data(), kMagic, 8) != 0)) {
-    return bad("not a ddpio checkpoint");
-  }
+  const size_t fixed = v4 ? kFixed : kFixedV3;
+  if (bytes.size() < fixed + 8 || !(v2 || v3 || v4)) return bad("not a ddpio checkpoint");
   const std::string_view body(bytes.data(), bytes.size() - 8);
   const uint64_t sum = GetLe<uint64_t>(bytes.data() + bytes.size() - 8);
   if ((v2 ? LegacyChecksum(body) : Fnv1a64(body)) != sum)
@@ -97,11 +104,22 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& dir, uint64_t max_p
   r.Le(&c.sampler_seed);
   r.Le(&c.augment_seed);
   r.Le(&c.dataset_size);
+  if (v4) {  // before: the exact order
+    uint8_t order = 0;
+    r.Le(&order);
+    if (order > static_cast<uint8_t>(sampler::Order::kBlock)) {
+      return bad(absl::StrCat("unknown sample order ", order));
+    }
+    c.order = static_cast<sampler::Order>(order);
+    r.Le(&c.block_chunk);
+    r.Le(&c.block_window);
+    r.Le(&c.block_lanes);
+  }
   r.Le(&started);
   r.Le(&n);
   c.momentum_started = started != 0;
-  if (n > (bytes.size() - kFixed - 8) / (2 * sizeof(float)) ||
-      kFixed + 2 * n * sizeof(float) + 8 != bytes.size()) {
+  if (n > (bytes.size() - fixed - 8) / (2 * sizeof(float)) ||
+      fixed + 2 * n * sizeof(float) + 8 != bytes.size()) {
     return bad(absl::StrCat(n, " parameters do not fit its ", bytes.size(), " bytes"));
   }
   r.LeAll(n, &c.params);

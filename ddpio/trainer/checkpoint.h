@@ -8,11 +8,13 @@
 // position determine every sample still to come. Resuming checks them (and the dataset size)
 // against the job's.
 //
-// File (little-endian): "DDPIOCK3" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
-// u64 augment_seed | u64 dataset_size | u8 momentum_started | u64 n | f32 params[n] |
+// File (little-endian): "DDPIOCK4" | u64 epoch | u64 position | u64 step | u64 sampler_seed |
+// u64 augment_seed | u64 dataset_size | u8 order (0 exact, 1 block) | u64 block_chunk |
+// u64 block_window | u64 block_lanes | u8 momentum_started | u64 n | f32 params[n] |
 // f32 momentum[n] | u64 FNV-1a-64 of everything before. The directory is created if missing.
-// Version 2 ("DDPIOCK2", written before ddpio 0.2) differs only in its checksum, a FNV-1a with a
-// truncated offset basis (1469598103934665603): it is still read.
+// Version 3 ("DDPIOCK3") has no order fields (the exact order); version 2 ("DDPIOCK2", written
+// before ddpio 0.2) differs from 3 only in its checksum, a FNV-1a with a truncated offset basis
+// (1469598103934665603). Both are still read.
 #ifndef DDPIO_TRAINER_CHECKPOINT_H_
 #define DDPIO_TRAINER_CHECKPOINT_H_
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/sampler/block_order.h"
 
 namespace ddpio::trainer {
 
@@ -31,6 +34,10 @@ struct Checkpoint {
   uint64_t sampler_seed = 0;
   uint64_t augment_seed = 0;
   uint64_t dataset_size = 0;
+  // The sample order the position counts in; for the block order its chunk, window and the lanes
+  // the epoch was dealt to (Pipeline::order_lanes), which a resume on another world size keeps.
+  sampler::Order order = sampler::Order::kExact;
+  uint64_t block_chunk = 0, block_window = 0, block_lanes = 0;
   bool momentum_started = false;
   std::vector<float> params;
   std::vector<float> momentum;

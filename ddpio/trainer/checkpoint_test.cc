@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -63,26 +65,59 @@ TEST(Checkpoint, AKilledWritersTemporaryIsRemovedAndTheCheckpointKept) {
 
 // Checkpoints written before the checksum was true FNV-1a (version 2, its offset basis
 // truncated) still load; an unknown version is refused naming it.
-TEST(Checkpoint, VersionTwoStillLoadsAndUnknownVersionsAreNamed) {
+// FNV-1a-64 with the offset basis given, appended to `body` (a checkpoint's checksum).
+std::string WithChecksum(std::string body, uint64_t basis = 14695981039346656037ull) {
+  uint64_t h = basis;
+  for (unsigned char c : body) h = (h ^ c) * 1099511628211ull;
+  for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>(h >> (8 * i)));
+  return body;
+}
+
+void Overwrite(const std::string& dir, const std::string& bytes) {
+  std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(Checkpoint, TheBlockOrderRoundTripsAndOlderVersionsLoadAsTheExactOrder) {
   ddpio::testing::TempDir top;
   const std::string dir = top.Sub("ckpt");
-  ASSERT_OK(WriteCheckpoint(dir, Sample()));
-  std::ifstream in(CheckpointPath(dir), std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(bytes.substr(0, 8), "DDPIOCK3");
-  // The same content as version 2: its magic and its checksum.
-  std::string v2 = "DDPIOCK2" + bytes.substr(8, bytes.size() - 16);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : v2) h = (h ^ c) * 1099511628211ull;
-  for (int i = 0; i < 8; ++i) v2.push_back(static_cast<char>(h >> (8 * i)));
-  std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << v2;
+  Checkpoint block = Sample();
+  block.order = sampler::Order::kBlock;
+  block.block_chunk = 128;
+  block.block_window = 7;
+  block.block_lanes = 3;
+  ASSERT_OK(WriteCheckpoint(dir, block));
   ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadCheckpoint(dir));
-  EXPECT_EQ(back.step, 77u);
-  EXPECT_EQ(back.params, Sample().params);
+  EXPECT_EQ(back.order, sampler::Order::kBlock);
+  EXPECT_EQ(back.block_chunk, 128u);
+  EXPECT_EQ(back.block_window, 7u);
+  EXPECT_EQ(back.block_lanes, 3u);
+  std::ifstream in(CheckpointPath(dir), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.substr(0, 8), "DDPIOCK4");
+  // Versions 3 and 2: the same content without the order's 25 bytes (after the six u64 fields).
+  const std::string rest = bytes.substr(8, 48) + bytes.substr(8 + 48 + 25, bytes.size() - 81 - 8);
+  for (const auto& [magic, basis] :
+       {std::pair<std::string, uint64_t>{"DDPIOCK3", 14695981039346656037ull},
+        {"DDPIOCK2", 1469598103934665603ull}}) {
+    Overwrite(dir, WithChecksum(magic + rest, basis));
+    ASSERT_OK_AND_ASSIGN(Checkpoint old, ReadCheckpoint(dir));
+    EXPECT_EQ(old.order, sampler::Order::kExact) << magic;
+    EXPECT_EQ(old.block_lanes, 0u) << magic;
+    EXPECT_EQ(old.step, 77u) << magic;
+    EXPECT_EQ(old.params, Sample().params) << magic;
+  }
+  // An order this build does not know, checksum intact: named, not guessed.
+  std::string unknown = bytes.substr(0, bytes.size() - 8);
+  unknown[8 + 48] = 7;
+  Overwrite(dir, WithChecksum(unknown));
+  auto refused = ReadCheckpoint(dir);
+  EXPECT_CODE(refused, kDataLoss);
+  EXPECT_NE(refused.status().message().find("unknown sample order 7"), std::string::npos)
+      << refused.status();
   std::string v9 = bytes;
   v9[7] = '9';
-  std::ofstream(CheckpointPath(dir), std::ios::binary | std::ios::trunc) << v9;
-  auto refused = ReadCheckpoint(dir);
+  Overwrite(dir, v9);
+  refused = ReadCheckpoint(dir);
   EXPECT_CODE(refused, kDataLoss);
   EXPECT_NE(refused.status().message().find("format version 9"), std::string::npos)
       << refused.status();

@@ -174,7 +174,15 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
         "report_every");
   }
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(job, o, progress));
-  DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, TrainPipelineOptions(o)));
+  PipelineOptions train_options = TrainPipelineOptions(o);
+  // A block order resumed keeps the lanes its checkpoint's epoch was dealt to, whatever the world
+  // size now (its position counts in that order); ResumeFromCheckpoint checks the rest.
+  if (o.resume && !o.checkpoint_dir.empty() && o.pipeline.order == sampler::Order::kBlock &&
+      o.pipeline.block_lanes == 0) {
+    absl::StatusOr<Checkpoint> c = ReadCheckpoint(o.checkpoint_dir, 0);
+    if (c.ok() && c->order == sampler::Order::kBlock) train_options.block_lanes = c->block_lanes;
+  }
+  DDPIO_ASSIGN_OR_RETURN(run->train_, Pipeline::Open(job, train_options));
   {
     const comm::GroupLayout& layout = run->train_->layout();
     const int rank = job.info().rank;
@@ -272,6 +280,28 @@ absl::Status TrainingRun::ResumeFromCheckpoint() {
         "checkpoint directory)"));
     return WithSetting(WithSetting(WithSetting(mismatch, "seed"), "data"), "checkpoint_dir");
   }
+  const bool block = o_.pipeline.order == sampler::Order::kBlock;
+  if (c->order != o_.pipeline.order || (block && (c->block_chunk != o_.pipeline.block_chunk ||
+                                                  c->block_window != o_.pipeline.block_window ||
+                                                  c->block_lanes != train_->order_lanes()))) {
+    const auto order = [](sampler::Order order, uint64_t chunk, uint64_t window, uint64_t lanes) {
+      return order == sampler::Order::kBlock
+                 ? absl::StrCat("the block order (", chunk, " records a chunk, a window of ",
+                                window, " chunks, ", lanes, " lanes)")
+                 : std::string("the exact order");
+    };
+    return WithSetting(
+        WithSetting(
+            absl::FailedPreconditionError(absl::StrCat(
+                "checkpoint in ", o_.checkpoint_dir, " counts its position in ",
+                order(c->order, c->block_chunk, c->block_window, c->block_lanes), "; this job has ",
+                order(o_.pipeline.order, o_.pipeline.block_chunk, o_.pipeline.block_window,
+                      train_->order_lanes()),
+                ": resuming would repeat and skip samples (resume with the same order, "
+                "or start in a new checkpoint directory)")),
+            "order"),
+        "checkpoint_dir");
+  }
   DDPIO_RETURN_IF_ERROR(model_->SetState(c->params, c->momentum, c->momentum_started));
   epoch_ = c->epoch;
   position_ = c->position;
@@ -286,9 +316,19 @@ absl::Status TrainingRun::ResumeFromCheckpoint() {
 absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
   if (o_.checkpoint_dir.empty()) return absl::OkStatus();
   if (rank_ == 0) {
-    Checkpoint c{
-        epoch, position, step_, o_.pipeline.seed, o_.pipeline.augment_seed, train_->dataset_size(),
-        false, {},       {}};
+    Checkpoint c;
+    c.epoch = epoch;
+    c.position = position;
+    c.step = step_;
+    c.sampler_seed = o_.pipeline.seed;
+    c.augment_seed = o_.pipeline.augment_seed;
+    c.dataset_size = train_->dataset_size();
+    c.order = o_.pipeline.order;
+    if (c.order == sampler::Order::kBlock) {
+      c.block_chunk = o_.pipeline.block_chunk;
+      c.block_window = o_.pipeline.block_window;
+      c.block_lanes = train_->order_lanes();
+    }
     DDPIO_RETURN_IF_ERROR(model_->GetState(&c.params, &c.momentum, &c.momentum_started));
     DDPIO_RETURN_IF_ERROR(WriteCheckpoint(o_.checkpoint_dir, c));
   }

@@ -220,6 +220,11 @@ class Loader:
       drop_last: drop a short last batch (DataLoader's). padding: the sampler's "pad" (torch's
         default), "drop" (DistributedSampler's drop_last=True), "none" or "mask".
       permutation: None (the installed torch's order), "torch", "torch-legacy" or "feistel".
+      order: "exact" (default: torch's DistributedSampler order) or "block" (chunks of block_chunk
+        records permuted each epoch, each reader shuffling within block_window chunks of its own:
+        an s3:// dataset is fetched a whole chunk per GET with a bounded cache). block_lanes: the
+        lanes the chunks are dealt to (0: one per reader); a state_dict() records them, and a loader
+        resuming it on another world size passes block_lanes=state["block_lanes"].
       group_size: ranks per group; only each group's leader reads the dataset and sends its
         peers their data (mode "shard" / "replicate"; payload "encoded" / "decoded"). Every member
         names its dataset; a member naming another one (or a missing one) fails the group.
@@ -250,7 +255,8 @@ class Loader:
                  device=None, prefetch=_D["prefetch"], held_memory=DEFAULT_HELD_MEMORY,
                  held_timeout=_D["held_timeout"], timeout=_D["timeout"], bad_samples=_D["bad_samples"],
                  resize_size=_D["resize_size"], cache_dir=_D["cache_dir"], cache_gb=_D["cache_gb"],
-                 whole_chunks=_D["whole_chunks"],
+                 whole_chunks=_D["whole_chunks"], order=_D["order"], block_chunk=_D["block_chunk"],
+                 block_window=_D["block_window"], block_lanes=_D["block_lanes"],
                  arrays="torch", pin_memory=True, persistent_workers=False):
         self._pipe = None
         self._pid = os.getpid()
@@ -280,6 +286,8 @@ class Loader:
         self.shuffle = bool(train if shuffle is None else shuffle)
         self.seed = seed
         self.padding = padding
+        self.order = order
+        self._block = (block_chunk, block_window)
         # The library's settings by their table names (_ddpio.pipeline_settings()).
         options = dict(
             batch_size=batch_size, image_size=width, image_height=height,
@@ -291,7 +299,8 @@ class Loader:
             augment_seed=seed % (1 << 64), warn_repeated_epoch=False, mean=mean, stddev=std,
             decode=decode, output=output, mode=mode, payload=payload, readers=readers, relay=relay,
             read_ahead=read_ahead, depth=depth, layout=layout, padding=padding, bad_samples=bad_samples,
-            cache_dir=cache_dir, cache_gb=cache_gb, whole_chunks=whole_chunks)
+            cache_dir=cache_dir, cache_gb=cache_gb, whole_chunks=whole_chunks, order=order,
+            block_chunk=block_chunk, block_window=block_window, block_lanes=block_lanes)
         if permutation is not None:
             options["permutation"] = permutation
         # The library checks every setting, as for a C++ trainer; only then are they used here.
@@ -470,12 +479,17 @@ class Loader:
         """What the epoch's order — and so which samples a position means — depends on: the
         dataset (its content digest: a copy is the same dataset, another conversion is not), its
         size, shuffle, and with shuffle the seed and the permutation; and the padding, which
-        decides which samples an epoch holds. Not the world size, the group size nor the mode: a
-        position is a prefix of the order whoever consumed it (elastic resume)."""
+        decides which samples an epoch holds; the order (exact or block) and, for the block order, its
+        chunk, window and lanes. Not the world size, the group size nor the mode: a position is a
+        prefix of the order whoever consumed it (elastic resume)."""
         pipe = self._open()
         size = int(pipe.dataset_size)
-        return {"dataset": pipe.dataset_digest, "dataset_size": size, "shuffle": self.shuffle,
-                "seed": self.seed, "permutation": order_kind(self._permutation, size), "padding": self.padding}
+        mine = {"dataset": pipe.dataset_digest, "dataset_size": size, "shuffle": self.shuffle,
+                "seed": self.seed, "permutation": order_kind(self._permutation, size), "padding": self.padding,
+                "order": self.order}
+        if self.order == "block":
+            mine.update(block_chunk=self._block[0], block_window=self._block[1], block_lanes=int(pipe.order_lanes))
+        return mine
 
     def state_dict(self):
         """Where this loader stands: the epoch and the samples of its order consumed by the
@@ -634,6 +648,20 @@ def _check_same_order(state, mine, path):
         if order_kind(state["permutation"], mine["dataset_size"]) != mine["permutation"]:
             raise ValueError(f"the state was taken with permutation {state['permutation']!r}; this loader has "
                              f"permutation {mine['permutation']!r} — {why}")
+    state_order = state.get("order", "exact")  # states taken before the block order: exact
+    if state_order != mine["order"]:
+        raise ValueError(f"the state was taken in the {state_order!r} order; this loader has order={mine['order']!r} "
+                         f"— {why}")
+    if mine["order"] == "block":
+        for key in ("block_chunk", "block_window", "block_lanes"):
+            value = state.get(key)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"the state's {key} must be int, got {value!r}")
+            if value != mine[key]:
+                hint = (f"; pass block_lanes={value} to ddpio.Loader to resume it on this world size"
+                        if key == "block_lanes" else "")
+                raise ValueError(f"the state was taken with {key}={value}; this loader has {key}={mine[key]} — "
+                                 f"{why}{hint}")
     if state["padding"] != mine["padding"]:
         raise ValueError(f"the state was taken with padding {state['padding']!r}; this loader has padding "
                          f"{mine['padding']!r}, which gives the epoch other samples — resuming would train "

@@ -492,6 +492,9 @@ void BindPipeline(py::module_& m) {
       .def_property_readonly(
           "dataset_size",
           [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.dataset_size(); }); })
+      .def_property_readonly(
+          "order_lanes",
+          [](PyPipeline& p) { return p.Call([](Pipeline& q) { return q.order_lanes(); }); })
       .def_property_readonly("dataset_digest", &PyPipeline::DatasetDigest)
       .def_property_readonly(
           "is_leader",

@@ -110,6 +110,7 @@ def another_conversion(program, imagefolder, tmp_path_factory):
     ({"padding": "drop"}, "the state was taken with padding 'pad'; this loader has padding 'drop'"),
     ({"permutation": "feistel"}, "the state was taken with permutation 'torch'; this loader has permutation "
                                  "'feistel'"),
+    ({"order": "block"}, "the state was taken in the 'exact' order; this loader has order='block'"),
 ])
 def test_a_state_of_another_order_is_refused_naming_the_difference(dataset, changed, says):
     state, _ = stopped_after(dataset, 2)
@@ -117,6 +118,28 @@ def test_a_state_of_another_order_is_refused_naming_the_difference(dataset, chan
     with pytest.raises(ValueError, match=says):
         loader.load_state_dict(state)
     assert loader.state_dict()["position"] == 0  # nothing taken from the refused state
+
+
+BLOCK = dict(order="block", block_chunk=4, block_window=2)
+
+
+def test_a_block_order_state_resumes_every_sample_once_and_one_of_another_block_is_refused(dataset):
+    n = len(ddpio.Dataset(dataset))
+    state, taken = stopped_after(dataset, 2, **BLOCK)
+    assert (state["order"], state["block_chunk"], state["block_window"], state["block_lanes"]) == ("block", 4, 2, 1)
+    resumed = ddpio.Loader(dataset, **OPTIONS, **BLOCK)
+    resumed.load_state_dict(state)
+    rest = passes(resumed)
+    tally = collections.Counter(i for batch in taken + rest for i in batch)
+    assert sorted(tally) == list(range(n)) and set(tally.values()) == {1}, tally
+    assert taken + rest != passes_of_epoch(dataset, 3)  # not the exact order
+    for changed, says in (({"block_window": 3}, "block_window=2; this loader has block_window=3"),
+                          ({"block_chunk": 5}, "block_chunk=4; this loader has block_chunk=5"),
+                          ({"block_lanes": 2}, "block_lanes=1; this loader has block_lanes=2 .* pass block_lanes=1")):
+        loader = ddpio.Loader(dataset, **OPTIONS, **{**BLOCK, **changed})
+        with pytest.raises(ValueError, match=says):
+            loader.load_state_dict(state)
+        loader.close()
 
 
 def test_a_state_of_another_dataset_of_the_same_size_is_refused(dataset, another_conversion):

@@ -52,6 +52,8 @@ broadcast::FeederOptions FeederOptionsFor(const PipelineOptions& o) {
   s.seed = o.seed;
   s.padding = o.padding;
   s.permutation = o.permutation;
+  s.order = o.order;
+  s.block = {o.block_chunk, o.block_window, o.block_lanes};
   s.warn_repeated_epoch = o.warn_repeated_epoch;
 
   loader::LoaderOptions& l = f.loader;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/s3/object_store.h"
@@ -79,6 +80,11 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
 }
 
 void RemoteDataset::MakeChunks() {
+  // An order's chunk is fetched by one GET up to kMaxOrderChunkBytes (a chunk of 64 records of
+  // 200 KB is 12.5 MB); other chunks up to max_request_bytes.
+  request_limit_ = options_.order_chunk_records > 0
+                       ? std::max(options_.max_request_bytes, RemoteOptions::kMaxOrderChunkBytes)
+                       : options_.max_request_bytes;
   uint64_t total = 0;
   chunk_begin_.clear();
   // The current chunk's byte range in its file. A record joins it when it lies in the range or
@@ -89,9 +95,11 @@ void RemoteDataset::MakeChunks() {
     const RecordLocation& r = index_[i];
     total += r.length;
     const uint64_t new_lo = std::min(lo, r.offset), new_hi = std::max(hi, r.offset + r.length);
-    const bool joins = i > 0 && r.file == index_[i - 1].file &&
+    const bool order_edge =
+        options_.order_chunk_records > 0 && i % options_.order_chunk_records == 0;
+    const bool joins = i > 0 && !order_edge && r.file == index_[i - 1].file &&
                        (new_hi - new_lo) - (hi - lo) <= r.length + options_.coalesce_gap &&
-                       new_hi - new_lo <= options_.max_request_bytes;
+                       new_hi - new_lo <= request_limit_;
     if (joins) {
       lo = new_lo;
       hi = new_hi;
@@ -103,7 +111,24 @@ void RemoteDataset::MakeChunks() {
   }
   chunk_begin_.push_back(index_.size());
   const uint64_t budget = options_.cache_dir.empty() ? options_.memory_bytes : options_.cache_bytes;
-  whole_chunks_ = options_.whole_chunks && total <= budget && chunk_count() < index_.size();
+  const bool few_at_a_time = options_.chunk_order_records > 0 &&
+                             budget >= RemoteOptions::kMinChunksHeld * options_.max_request_bytes;
+  const uint64_t in_use =
+      index_.empty()
+          ? 0
+          : total / index_.size() * std::min<uint64_t>(options_.chunk_order_records, index_.size());
+  if (options_.whole_chunks && few_at_a_time && total > budget && in_use > budget) {
+    DDPIO_LOG(WARNING) << url_ << ": the block order keeps about " << (in_use >> 20)
+                       << " MiB of records in use per reader ((block_window + 2) x block_chunk "
+                       << "records and those read ahead), more than the " << (budget >> 20)
+                       << " MiB "
+                       << (options_.cache_dir.empty() ? "memory budget (DDPIO_S3_MEMORY_MB)"
+                                                      : "cache folder's budget (cache_gb)")
+                       << " holds: chunks will be fetched more than once; give a larger budget "
+                       << "(or a cache folder) or a smaller block_window";
+  }
+  whole_chunks_ =
+      options_.whole_chunks && (total <= budget || few_at_a_time) && chunk_count() < index_.size();
   if (!whole_chunks_) return;
   chunk_of_.resize(index_.size());
   for (uint64_t c = 0; c < chunk_count(); ++c) {
@@ -124,7 +149,9 @@ std::vector<uint64_t> RemoteDataset::ChunkMatesLocked(const std::vector<uint64_t
   for (uint32_t c : chunks) {
     for (uint64_t j = chunk_begin_[c]; j < chunk_begin_[c + 1]; ++j) {
       if (slots_.count(j) != 0 || (disk_ != nullptr && disk_->Contains(j))) continue;
-      slots_[j].pending = true;  // not ahead: evicted like a served record, counted apart
+      Slot& slot = slots_[j];
+      slot.pending = true;  // not ahead: held apart, evicted after the served records
+      slot.mate = true;
       mates.push_back(j);
     }
   }
@@ -209,15 +236,20 @@ void RemoteDataset::HoldLocked(uint64_t index, std::shared_ptr<const std::string
   Slot& slot = slots_[index];
   if (slot.bytes != nullptr) {
     held_bytes_ -= slot.bytes->size();
-    (slot.ahead ? ahead_ : served_).erase(slot.place);
+    ListOf(slot).erase(slot.place);
   }
   slot.pending = false;
   held_bytes_ += bytes->size();
   slot.bytes = std::move(bytes);
-  std::list<uint64_t>& list = slot.ahead ? ahead_ : served_;
+  std::list<uint64_t>& list = ListOf(slot);
   slot.place = list.insert(list.end(), index);
-  while (held_bytes_ > options_.memory_bytes && ahead_.size() + served_.size() > 1) {
-    DropLocked(slots_.find(served_.empty() ? ahead_.front() : served_.front()));
+  // Served records go first, then chunk mates not asked for yet, then records fetched ahead.
+  while (held_bytes_ > options_.memory_bytes &&
+         ahead_.size() + mates_.size() + served_.size() > 1) {
+    const std::list<uint64_t>& first = !served_.empty()  ? served_
+                                       : !mates_.empty() ? mates_
+                                                         : ahead_;
+    DropLocked(slots_.find(first.front()));
   }
 }
 
@@ -228,10 +260,17 @@ std::shared_ptr<const std::string> RemoteDataset::ServeLocked(
     slot.ahead = false;
     ahead_bytes_ -= index_[it->first].length;
     served_.splice(served_.end(), ahead_, slot.place);
+  } else if (slot.mate) {
+    slot.mate = false;
+    served_.splice(served_.end(), mates_, slot.place);
   } else {
     served_.splice(served_.end(), served_, slot.place);
   }
   return slot.bytes;
+}
+
+std::list<uint64_t>& RemoteDataset::ListOf(const Slot& slot) {
+  return slot.ahead ? ahead_ : slot.mate ? mates_ : served_;
 }
 
 void RemoteDataset::DemoteStaleLocked() {
@@ -250,7 +289,7 @@ void RemoteDataset::DropLocked(std::unordered_map<uint64_t, Slot>::iterator it) 
   if (slot.ahead) ahead_bytes_ -= index_[it->first].length;
   if (slot.bytes != nullptr) {
     held_bytes_ -= slot.bytes->size();
-    (slot.ahead ? ahead_ : served_).erase(slot.place);
+    ListOf(slot).erase(slot.place);
   }
   slots_.erase(it);
 }
@@ -437,7 +476,7 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
       const RecordLocation& next = index_[wanted[end]];
       if (next.file != first.file || next.offset < end_offset ||
           next.offset - end_offset > options_.coalesce_gap ||
-          next.offset + next.length - first.offset > options_.max_request_bytes) {
+          next.offset + next.length - first.offset > request_limit_) {
         break;
       }
       end_offset = next.offset + next.length;

@@ -6,15 +6,18 @@
 // bytes, waiting for its GET if it is on the way, fetching it at once if nobody asked before.
 // Fetched records stay in memory up to a byte budget and, with a cache folder, on local disk up
 // to another (see RecordCache): a second epoch reads the disk. In memory, records already served
-// go first (least recently served first: an epoch uses each record once), records fetched ahead
-// and not yet asked for last; and Prefetch asks for no more than the budget holds, so a window
+// go first (least recently served first: an epoch uses each record once), then the chunk mates of
+// records asked for (below) not asked for themselves yet, records fetched ahead and not yet asked
+// for last; and Prefetch asks for no more than the budget holds, so a window
 // larger than the budget is fetched as it is consumed, never fetched twice.
 // Records in the folder are neither fetched ahead nor held in memory: Fetch reads each in the
 // thread that asks (as near as memory, and the buffers freed after use are reused).
 // Chunks: the records are grouped, in index order, into runs one GET reaches (neighbours in one
 // file, each within coalesce_gap of the others' bytes, at most max_request_bytes in all). When the
 // whole dataset fits the budget that keeps it (RemoteOptions::whole_chunks), a record asked for
-// brings its whole chunk: about one GET per chunk for an epoch in any order.
+// brings its whole chunk: about one GET per chunk for an epoch in any order. So it does whatever
+// the dataset's size when the sample order keeps to a few chunks at a time
+// (RemoteOptions::chunk_order_records, the block order).
 //
 // The caller verifies what it gets (DatasetReader decodes every record with its CRC32C bound to
 // its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
@@ -72,7 +75,8 @@ class RemoteDataset {
   // The chunks (see above): chunk c holds records [chunk_begin(c), chunk_begin(c + 1)).
   uint64_t chunk_count() const { return chunk_begin_.size() - 1; }
   uint64_t chunk_begin(uint64_t c) const { return chunk_begin_[c]; }
-  // Whether a record asked for brings its whole chunk (whole_chunks, and the dataset fits).
+  // Whether a record asked for brings its whole chunk (whole_chunks, and the dataset fits or
+  // the order keeps to a few chunks: chunk_order_records).
   bool fetches_whole_chunks() const { return whole_chunks_; }
 
   // Record `index`'s stored bytes. InvalidArgument past the end; the store's error otherwise.
@@ -99,8 +103,9 @@ class RemoteDataset {
     std::shared_ptr<const std::string> bytes;  // null while pending
     bool pending = false;
     bool ahead = false;  // asked for by Prefetch and not served yet (counted in ahead_bytes_)
+    bool mate = false;   // fetched with a record of its chunk, not asked for nor served yet
     uint64_t asked = 0;  // the last Prefetch call that asked for it
-    std::list<uint64_t>::iterator place;  // in ahead_ or served_, once it has bytes
+    std::list<uint64_t>::iterator place;  // in ahead_, mates_ or served_, once it has bytes
   };
   RemoteDataset() = default;
   // InvalidArgument naming the dataset for an index past the end.
@@ -118,6 +123,8 @@ class RemoteDataset {
   // rank's share that moved on) no longer count as ahead, and are the first evicted.
   static constexpr uint64_t kStalePrefetchCalls = 16;
   void DemoteStaleLocked();
+  // The list a held slot is in.
+  std::list<uint64_t>& ListOf(const Slot& slot);
   // With mu_ held: forgets a slot (held or pending) and what it counted.
   void DropLocked(std::unordered_map<uint64_t, Slot>::iterator it);
   // Groups the records into chunks and decides whether whole chunks are fetched.
@@ -138,6 +145,7 @@ class RemoteDataset {
   std::vector<uint64_t> chunk_begin_;  // first record of each chunk, then size()
   std::vector<uint32_t> chunk_of_;     // of each record; empty without whole_chunks_
   bool whole_chunks_ = false;
+  uint64_t request_limit_ = 0;  // the most bytes one GET asks for (MakeChunks)
   std::unique_ptr<s3::ObjectStore> client_;
   std::unique_ptr<RecordCache> disk_;  // null without a cache folder
 
@@ -145,8 +153,9 @@ class RemoteDataset {
   std::condition_variable arrived_;
   std::unordered_map<uint64_t, Slot> slots_;  // guarded by mu_
   std::list<uint64_t> ahead_;                 // held, not served yet, in order of arrival
+  std::list<uint64_t> mates_;                 // held chunk mates not asked for yet, oldest first
   std::list<uint64_t> served_;                // held and served, least recently served first
-  uint64_t held_bytes_ = 0;                   // of ahead_ and served_
+  uint64_t held_bytes_ = 0;                   // of ahead_, mates_ and served_
   uint64_t ahead_bytes_ = 0;                  // of slots with `ahead` set, held or on the way
   uint64_t prefetch_calls_ = 0;
   RemoteCounters counts_;

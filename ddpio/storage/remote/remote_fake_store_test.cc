@@ -137,10 +137,7 @@ TEST_F(FakeStoreTest, AnUploadRidesOutFlakyPutsAndReadsBackWhole) {
 
 // An epoch in shuffled order, a window at a time as the loader asks (Prefetch, then Fetch each):
 // the records' bytes, by index.
-std::vector<std::string> ShuffledEpoch(RemoteDataset& store, uint32_t seed) {
-  std::vector<uint64_t> order(store.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+std::vector<std::string> EpochInOrder(RemoteDataset& store, const std::vector<uint64_t>& order) {
   std::vector<std::string> bytes(store.size());
   for (size_t begin = 0; begin < order.size(); begin += 16) {
     const size_t end = std::min(order.size(), begin + 16);
@@ -152,6 +149,33 @@ std::vector<std::string> ShuffledEpoch(RemoteDataset& store, uint32_t seed) {
     }
   }
   return bytes;
+}
+
+std::vector<std::string> ShuffledEpoch(RemoteDataset& store, uint32_t seed) {
+  std::vector<uint64_t> order(store.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  return EpochInOrder(store, order);
+}
+
+// An epoch in an order that keeps to a few chunks at a time, as the sampler's block order does:
+// the chunks shuffled, the records of each two consecutive ones shuffled together.
+std::vector<uint64_t> ChunkLocalOrder(const RemoteDataset& store, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> chunks(store.chunk_count());
+  std::iota(chunks.begin(), chunks.end(), 0);
+  std::shuffle(chunks.begin(), chunks.end(), rng);
+  std::vector<uint64_t> order;
+  for (size_t c = 0; c < chunks.size(); c += 2) {
+    const size_t first = order.size();
+    for (size_t k = c; k < std::min(chunks.size(), c + 2); ++k) {
+      for (uint64_t i = store.chunk_begin(chunks[k]); i < store.chunk_begin(chunks[k] + 1); ++i) {
+        order.push_back(i);
+      }
+    }
+    std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(first), order.end(), rng);
+  }
+  return order;
 }
 
 TEST_F(FakeStoreTest, ADatasetThatFitsIsFetchedAWholeChunkAtATimeInAnyOrder) {
@@ -191,6 +215,38 @@ TEST_F(FakeStoreTest, ADatasetLargerThanTheBudgetIsFetchedOnlyAsAsked) {
   EXPECT_FALSE(store->fetches_whole_chunks());
   ShuffledEpoch(*store, 7);
   EXPECT_EQ(store->counters().chunk_records, 0u);
+}
+
+TEST_F(FakeStoreTest, InAnOrderKeepingToFewChunksALargerDatasetIsFetchedAWholeChunkAtATime) {
+  RemoteOptions per_record;
+  per_record.whole_chunks = false;
+  ASSERT_OK_AND_ASSIGN(auto reference, RemoteDataset::Open(Url(), config_, per_record));
+  const std::vector<std::string> expected = ShuffledEpoch(*reference, 7);
+  uint64_t total = 0;
+  for (const std::string& b : expected) total += b.size();
+
+  RemoteOptions o;
+  o.max_request_bytes = 16 << 10;
+  o.memory_bytes = RemoteOptions::kMinChunksHeld * o.max_request_bytes;
+  ASSERT_GT(total, 2 * o.memory_bytes) << "the dataset must not fit the budget";
+  {
+    ASSERT_OK_AND_ASSIGN(auto exact, RemoteDataset::Open(Url(), config_, o));
+    EXPECT_FALSE(exact->fetches_whole_chunks()) << "any order: only the records asked for";
+  }
+  o.chunk_order_records = 2 * (o.max_request_bytes / 550);  // ~2 chunks (records of ~550 bytes)
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(store->fetches_whole_chunks());
+  const uint64_t chunks = store->chunk_count();
+  ASSERT_GT(chunks, 8u);
+  const uint64_t before = memory_->requests("GET");
+  EXPECT_EQ(EpochInOrder(*store, ChunkLocalOrder(*store, 3)), expected);
+  const uint64_t gets = memory_->requests("GET") - before;
+  EXPECT_LE(gets, chunks + chunks / 4 + 2) << "about one GET per chunk; chunks " << chunks;
+  EXPECT_GT(store->counters().chunk_records, store->size() / 2);
+  // A budget that cannot hold a few chunks: only the records asked for.
+  o.memory_bytes = o.max_request_bytes;
+  ASSERT_OK_AND_ASSIGN(auto small, RemoteDataset::Open(Url(), config_, o));
+  EXPECT_FALSE(small->fetches_whole_chunks());
 }
 
 TEST_F(FakeStoreTest, ARecordDamagedInTheStoreIsNamedAndTheRestOfItsChunkServed) {

@@ -28,6 +28,20 @@ struct RemoteOptions {
   // instead of one per record, and a later epoch asks the store nothing. Default on; off: only
   // the records asked for (and what coalescing joins).
   bool whole_chunks = true;
+  // Not 0: the sample order keeps each reader to about this many records at a time, a few chunks
+  // (the block order, sampler/block_order.h). With whole_chunks, a record asked for then brings
+  // its whole chunk whatever the dataset's size — its chunk mates are asked for soon — provided
+  // the budget that keeps records (the cache folder's, else memory's) holds at least
+  // kMinChunksHeld chunks (max_request_bytes); a budget smaller than the records in use is logged
+  // (chunks would be fetched more than once).
+  uint64_t chunk_order_records = 0;
+  // Not 0: the order's chunks are this many consecutive records (the block order's block_chunk):
+  // no chunk fetched whole spans two of them, so that the order's chunk costs one GET.
+  uint64_t order_chunk_records = 0;
+  // With order_chunk_records, one GET fetches up to this much of an order's chunk (instead of
+  // max_request_bytes): fewer, larger requests, as an object store prefers.
+  static constexpr uint64_t kMaxOrderChunkBytes = uint64_t{64} << 20;
+  static constexpr uint64_t kMinChunksHeld = 4;
   // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
   // retried with capped backoff for up to 5 minutes from a request's first attempt, then the
   // store's error (DDPIO_S3_OUTAGE_SECONDS or an explicit value sets it, store_settings.h; a job's
