@@ -80,6 +80,38 @@ TEST(CliSampler, MaskBatchesAndElasticContinuation) {
   for (size_t i = 400; i < 1000; ++i) EXPECT_EQ(seen.count(order[i]), 1u);
 }
 
+// The block order's elastic continuation keeps the lanes the epoch was dealt to: what 4 ranks
+// consumed plus what 3 new ranks get is every sample once; its quality is measured beside exact.
+TEST(CliSampler, BlockOrderElasticContinuationAndQuality) {
+  const std::vector<std::string> block = {"--order",   "block",          "--block-chunk",
+                                          "16",        "--block-window", "3",
+                                          "--padding", "none",           "--json"};
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"sampler", "--size", "1000"});
+    args.insert(args.end(), block.begin(), block.end());
+    return Json(args);
+  };
+  std::multiset<uint64_t> seen;
+  for (int r = 0; r < 4; ++r) {
+    nlohmann::json first = run({"--world", "4", "--rank", std::to_string(r)});
+    EXPECT_EQ(first["order"], "block");
+    const auto indices = first["indices"].get<std::vector<uint64_t>>();
+    seen.insert(indices.begin(), indices.begin() + 100);  // 100 steps on 4 ranks: 400 consumed
+  }
+  for (int r = 0; r < 3; ++r) {
+    nlohmann::json e =
+        run({"--world", "4", "--rank", std::to_string(r), "--consumed", "400", "--new-world", "3"});
+    for (uint64_t v : e["indices"].get<std::vector<uint64_t>>()) seen.insert(v);
+  }
+  ASSERT_EQ(seen.size(), 1000u);
+  for (uint64_t i = 0; i < 1000; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  nlohmann::json q = Json({"sampler", "--size", "1000", "--world", "4", "--order", "block",
+                           "--quality", "10", "--batch-size", "16", "--json"});
+  EXPECT_LT(q["block"]["distinct_classes"].get<double>(),
+            q["exact"]["distinct_classes"].get<double>());
+  EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "4"}).exit_code, 2) << "--rank needed";
+}
+
 TEST(CliSampler, UsageErrors) {
   EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "4", "--rank", "4"}).exit_code, 2);
   EXPECT_EQ(RunDdpio({"sampler", "--size", "10", "--world", "0", "--rank", "0"}).exit_code, 2);

@@ -19,7 +19,13 @@ namespace ddpio::tools {
 absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
   sampler::SamplerOptions o = q.options;
   const int old_world = o.num_replicas;
-  if (q.new_world.has_value()) o.num_replicas = *q.new_world;
+  if (q.new_world.has_value()) {
+    // The block order's lanes are those the epoch was dealt to (as a resumed job keeps them).
+    if (o.order == sampler::Order::kBlock && o.block.lanes == 0) {
+      o.block.lanes = static_cast<uint64_t>(o.num_replicas);
+    }
+    o.num_replicas = *q.new_world;
+  }
   if (q.rank < 0 || q.rank >= o.num_replicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", q.rank, " is outside the world [0, ", o.num_replicas, ")"));
@@ -36,11 +42,13 @@ absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
                       {"shuffle", o.shuffle},
                       {"padding", sampler::PaddingName(o.padding)},
                       {"permutation", sampler::PermutationKindName(o.permutation)},
+                      {"order", sampler::OrderName(o.order)},
                       {"start", start},
                       {"count", stream.indices.size()},
                       {"indices", stream.indices},
                       {"padded", stream.padded}};
   if (q.new_world.has_value()) j["previous_world"] = old_world;
+  if (o.order == sampler::Order::kBlock) j["lanes"] = plan.lanes();
   if (q.batch_size > 0) {
     nlohmann::json batches = nlohmann::json::array();
     for (const auto& b :
@@ -56,6 +64,14 @@ absl::StatusOr<nlohmann::json> QuerySampler(const SamplerQuery& q) {
 absl::StatusOr<nlohmann::json> QueryShuffleQuality(const SamplerQuery& q, uint64_t classes) {
   if (classes == 0) return absl::InvalidArgumentError("--quality takes a class count >= 1");
   constexpr uint64_t kMaxMeasured = uint64_t{1} << 28;
+  const uint64_t batch_size = q.batch_size > 0 ? q.batch_size : 256;
+  if (batch_size > (uint64_t{1} << 16) ||
+      batch_size * static_cast<uint64_t>(q.options.num_replicas) > (uint64_t{1} << 26)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quality measures batches of at most 65536 and steps (batch x world) of at most ",
+        uint64_t{1} << 26, " samples; got batch ", batch_size, " x world ",
+        q.options.num_replicas));
+  }
   if (q.options.dataset_size > kMaxMeasured) {
     return absl::InvalidArgumentError(
         absl::StrCat("--quality measures datasets of up to ", kMaxMeasured,
@@ -133,7 +149,8 @@ std::string SamplerText(const nlohmann::json& j) {
       "marked *)\n",
       j["rank"].get<int>(), j["world"].get<int>(), j["epoch"].get<uint64_t>(),
       j["padding"].get<std::string>(),
-      j["shuffle"].get<bool>() ? j["permutation"].get<std::string>() : "sequential",
+      absl::StrCat(j.value("order", "exact") == "block" ? "block " : "",
+                   j["shuffle"].get<bool>() ? j["permutation"].get<std::string>() : "sequential"),
       j["start"].get<uint64_t>(), j["size"].get<uint64_t>(), j["count"].get<uint64_t>(),
       j["padded"].size());
   std::vector<bool> padded(j["count"].get<size_t>(), false);

@@ -32,8 +32,19 @@ storage::ReaderOptions ReaderOptionsFor(const PipelineOptions& o, const comm::Ra
   ro.store_settings = o.store_settings;
   ro.store_overrides = o.store_overrides;
   if (o.order == sampler::Order::kBlock) {
+    // What one reader keeps in use: per lane it reads, the window's chunks and what it reads
+    // ahead. A shard-mode leader reads its group's streams; a stream reads lanes / streams lanes
+    // when a resumed job kept more lanes than it has streams.
+    const bool shard = o.mode == broadcast::FeedMode::kShard;
+    const uint64_t group = static_cast<uint64_t>(std::max(1, o.group_size));
+    const uint64_t streams_read = shard && o.readers == broadcast::FeedReaders::kLeader ? group : 1;
+    const uint64_t streams = shard ? static_cast<uint64_t>(std::max(1, rank.world_size))
+                                   : std::max<uint64_t>(1, rank.world_size / group);
+    const uint64_t lanes_per_stream =
+        o.block_lanes > streams ? (o.block_lanes + streams - 1) / streams : 1;
     ro.store_overrides.chunk_order_records =
-        (o.block_window + 2) * o.block_chunk + loader::RemoteLookaheadRecords(o.batch_size);
+        streams_read * lanes_per_stream *
+        ((o.block_window + 2) * o.block_chunk + loader::RemoteLookaheadRecords(o.batch_size));
     ro.store_overrides.order_chunk_records = o.block_chunk;
   }
   if (rank.world_size > 1) ro.store_deadline = o.timeout;

@@ -39,7 +39,7 @@ namespace {
 class ChunkRun {
  public:
   ChunkRun(const Permutation& order, uint64_t n, uint64_t k)
-      : order_(order), k_(k), chunks_((n + k - 1) / k), last_(n - (chunks_ - 1) * k) {
+      : order_(order), k_(k), chunks_(n / k + (n % k != 0 ? 1 : 0)), last_(n - (chunks_ - 1) * k) {
     for (uint64_t c = 0; c < chunks_; ++c) {
       if (order_.At(c) == chunks_ - 1) short_place_ = c;
     }
@@ -65,11 +65,11 @@ std::vector<T> BlockOrderOf(uint64_t n, uint64_t seed, bool shuffle, Permutation
   if (n == 0) return out;
   const uint64_t k = std::max<uint64_t>(block.chunk_records, 1);
   lanes = std::max<uint64_t>(lanes, 1);
-  const uint64_t chunks = (n + k - 1) / k;
+  const uint64_t chunks = n / k + (n % k != 0 ? 1 : 0);  // k may be near 2^64
   const Permutation chunk_order = Permutation::Make(chunks, seed, shuffle, kind);
   const ChunkRun run(chunk_order, n, k);
   // The spread, in records (at least 1: no spread).
-  const uint64_t spread = std::max<uint64_t>(std::min(block.window, chunks) * k, 1);
+  const uint64_t spread = std::max<uint64_t>(std::min(block.window, chunks) * std::min(k, n), 1);
   // Sorting a lane's places j by key j + offset (offset < spread), streamed: once place j is in,
   // every later one has a key above j, so whatever holds a key of at most j comes out next. The
   // heap holds under `spread` places, whatever the dataset's size.

@@ -58,7 +58,7 @@ inline uint64_t BlockLanes(const BlockOrder& block, int num_replicas) {
 
 // The epoch's order (above) for `n` records, seeded with `seed` (seed + epoch) over `lanes` lanes:
 // entry p is the record at position p. Holds 4 bytes per record (8 from 2^32 records) and, while
-// it is made, a window's worth of keys.
+// it is made, 16 bytes for each of min(a lane's records, window x chunk_records) keys.
 Permutation MakeBlockOrder(uint64_t n, uint64_t seed, bool shuffle, PermutationKind kind,
                            const BlockOrder& block, uint64_t lanes);
 

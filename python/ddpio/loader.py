@@ -45,7 +45,7 @@ DEFAULT_HELD_MEMORY = 1 << 30  # bytes of batches the loop may keep zero-copy (h
 # state_dict()'s format. Version 2 carries what the epoch's order — and so a position in it —
 # depends on, so that a state is refused by a loader whose order differs; states without a
 # version (ddpio before it) hold only epoch, position and dataset_size.
-_STATE_VERSION = 2
+_STATE_VERSION = 3  # 3: the order (exact or block) recorded; 2 (read too): the exact order
 
 _live = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -459,7 +459,11 @@ class Loader:
     @property
     def sampler(self):
         """A ddpio.DistributedSampler giving this rank's order (shard: its share of the world;
-        replicate: its group's share), following set_epoch."""
+        replicate: its group's share), following set_epoch. The exact order only: in the block order
+        the indices are each batch's ``indices``."""
+        if self.order != "exact":
+            raise ValueError(f"Loader.sampler gives the exact order's indices; this loader has order={self.order!r}, "
+                             "whose indices are each batch's 'indices'")
         if self._sampler is None:
             from ddpio.sampler import DistributedSampler
             pipe = self._open()
@@ -518,14 +522,18 @@ class Loader:
         if size != mine["dataset_size"]:
             raise ValueError(f"the state is of a dataset of {size} samples; {self.path} has {mine['dataset_size']}")
         version = state.get("version")
+        if version is None and mine["order"] != "exact":
+            raise ValueError("the state has no version (an older ddpio's): its position counts samples of the exact "
+                             f"order, and this loader has order={mine['order']!r} — resuming would train some samples "
+                             "twice and others never")
         if version is None:
             warnings.warn(
                 "ddpio.Loader.load_state_dict: the state has no version (an older ddpio's): it does not record "
                 "the dataset, seed, shuffle, permutation and padding it was taken with, so this loader cannot "
                 "check they are its own; it resumes assuming so. The states it gives from now on record them",
                 stacklevel=2)
-        elif isinstance(version, bool) or version != _STATE_VERSION:
-            raise ValueError(f"unknown ddpio.Loader state version {version!r} (this ddpio reads version "
+        elif isinstance(version, bool) or version not in (2, _STATE_VERSION):
+            raise ValueError(f"unknown ddpio.Loader state version {version!r} (this ddpio reads versions 2 and "
                              f"{_STATE_VERSION} and states without a version)")
         else:
             _check_same_order(state, mine, self.path)
@@ -627,6 +635,8 @@ def _check_same_order(state, mine, path):
     """ValueError naming the first thing the state's order depends on that differs from this
     loader's (mine: Loader._order())."""
     kinds = {"dataset": str, "shuffle": bool, "seed": numbers.Integral, "permutation": str, "padding": str}
+    if state.get("version") == _STATE_VERSION:
+        kinds["order"] = str
     for key, kind in kinds.items():
         if key not in state:
             raise ValueError(f"not a ddpio.Loader state of version {_STATE_VERSION}: {key} missing")
@@ -648,7 +658,8 @@ def _check_same_order(state, mine, path):
         if order_kind(state["permutation"], mine["dataset_size"]) != mine["permutation"]:
             raise ValueError(f"the state was taken with permutation {state['permutation']!r}; this loader has "
                              f"permutation {mine['permutation']!r} — {why}")
-    state_order = state.get("order", "exact")  # states taken before the block order: exact
+    # Version 2 states were taken before the block order: the exact order. Version 3 records it.
+    state_order = state.get("order", "exact") if state.get("version") == 2 else state.get("order")
     if state_order != mine["order"]:
         raise ValueError(f"the state was taken in the {state_order!r} order; this loader has order={mine['order']!r} "
                          f"— {why}")

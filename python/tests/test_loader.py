@@ -274,7 +274,7 @@ def test_a_new_loader_resumes_the_epoch_from_state_dict(dataset):
         {"epoch": 3, "position": 8, "dataset_size": len(ds)}
     # With what the order depends on (test_loader_resume.py refuses a state of another order).
     assert {key: state[key] for key in ("version", "shuffle", "seed", "padding", "permutation")} == \
-        {"version": 2, "shuffle": True, "seed": 5, "padding": "pad", "permutation": "torch"}
+        {"version": 3, "shuffle": True, "seed": 5, "padding": "pad", "permutation": "torch"}
     assert len(state["dataset"]) == 16
     first.close()
     second = ddpio.Loader(dataset, **options)

@@ -133,6 +133,15 @@ def test_a_block_order_state_resumes_every_sample_once_and_one_of_another_block_
     tally = collections.Counter(i for batch in taken + rest for i in batch)
     assert sorted(tally) == list(range(n)) and set(tally.values()) == {1}, tally
     assert taken + rest != passes_of_epoch(dataset, 3)  # not the exact order
+    # A state of the exact order taken before the block order existed (version 2, or none) is refused.
+    older, _ = stopped_after(dataset, 2)
+    block_loader = ddpio.Loader(dataset, **OPTIONS, **BLOCK)
+    for old in ({**older, "version": 2}, {k: v for k, v in older.items() if k not in ("version", "order")}):
+        with pytest.raises(ValueError, match="order"):
+            block_loader.load_state_dict(old)
+    with pytest.raises(ValueError, match="Loader.sampler gives the exact order"):
+        block_loader.sampler
+    block_loader.close()
     for changed, says in (({"block_window": 3}, "block_window=2; this loader has block_window=3"),
                           ({"block_chunk": 5}, "block_chunk=4; this loader has block_chunk=5"),
                           ({"block_lanes": 2}, "block_lanes=1; this loader has block_lanes=2 .* pass block_lanes=1")):

@@ -90,7 +90,7 @@ void RemoteDataset::MakeChunks() {
   // The current chunk's byte range in its file. A record joins it when it lies in the range or
   // within coalesce_gap of it (records of a few KB share LMDB pages, in no order of offset within
   // a page; larger ones follow each other) and the range stays within one GET.
-  uint64_t lo = 0, hi = 0;
+  uint64_t lo = 0, hi = 0, largest = 0;  // largest: the most bytes of one chunk's GET
   for (uint64_t i = 0; i < index_.size(); ++i) {
     const RecordLocation& r = index_[i];
     total += r.length;
@@ -108,11 +108,12 @@ void RemoteDataset::MakeChunks() {
       lo = r.offset;
       hi = r.offset + r.length;
     }
+    largest = std::max(largest, hi - lo);
   }
   chunk_begin_.push_back(index_.size());
   const uint64_t budget = options_.cache_dir.empty() ? options_.memory_bytes : options_.cache_bytes;
-  const bool few_at_a_time = options_.chunk_order_records > 0 &&
-                             budget >= RemoteOptions::kMinChunksHeld * options_.max_request_bytes;
+  const bool few_at_a_time =
+      options_.chunk_order_records > 0 && budget >= RemoteOptions::kMinChunksHeld * largest;
   const uint64_t in_use =
       index_.empty()
           ? 0

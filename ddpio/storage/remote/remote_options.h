@@ -32,7 +32,7 @@ struct RemoteOptions {
   // (the block order, sampler/block_order.h). With whole_chunks, a record asked for then brings
   // its whole chunk whatever the dataset's size — its chunk mates are asked for soon — provided
   // the budget that keeps records (the cache folder's, else memory's) holds at least
-  // kMinChunksHeld chunks (max_request_bytes); a budget smaller than the records in use is logged
+  // kMinChunksHeld of its largest chunks; a budget smaller than the records in use is logged
   // (chunks would be fetched more than once).
   uint64_t chunk_order_records = 0;
   // Not 0: the order's chunks are this many consecutive records (the block order's block_chunk):
