@@ -158,12 +158,19 @@ Census Heartbeat::Describe(const std::string& verdict) {
   if (c.vanished.empty()) return c;
   // Named by their addresses, ranks of one address together: "ranks 2, 3 (10.77.0.3)".
   std::map<std::string, std::vector<int>> by_address;
+  std::vector<int> unknown;  // ranks whose address the store did not give
+  absl::Status lookup;
   for (size_t i = 0; i < c.vanished.size(); ++i) {
     const int r = c.vanished[i];
     std::string address = "?";
     if (i < kNamed) {
       auto a = store_->Get(AddressKey(r), std::chrono::seconds(1));
-      if (a.ok()) address = *a;
+      if (a.ok()) {
+        address = *a;
+      } else {
+        unknown.push_back(r);
+        lookup = a.status();
+      }
       c.addresses[r] = address;
       by_address[address].push_back(r);
     }
@@ -180,6 +187,12 @@ Census Heartbeat::Describe(const std::string& verdict) {
       "peer%s that vanished",
       absl::StrJoin(parts, ", "), c.vanished.size() == 1 ? "its" : "their",
       std::chrono::duration<double>(period_ * 5 / 2).count(), c.vanished.size() == 1 ? "" : "s");
+  if (!unknown.empty()) {
+    // The store itself may be going (its rank failing too): say so rather than leave a bare "?".
+    absl::StrAppendFormat(
+        &c.line, " (the job's store (%s) did not give the address of rank%s %s: %s)", store_host_,
+        unknown.size() == 1 ? "" : "s", absl::StrJoin(unknown, ", "), lookup.message());
+  }
   return c;
 }
 

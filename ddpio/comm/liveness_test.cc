@@ -53,6 +53,53 @@ TEST(Liveness, EveryRankAnsweringNamesNobody) {
       << c.line;
 }
 
+// A store that does not give one key (as when the rank serving it leaves between two lookups).
+class WithoutKey : public Store {
+ public:
+  WithoutKey(std::shared_ptr<Store> inner, std::string key)
+      : inner_(std::move(inner)), key_(std::move(key)) {}
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    return inner_->Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override {
+    if (key == key_) return absl::UnavailableError("connection reset by peer");
+    return inner_->Get(key, timeout);
+  }
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override {
+    return inner_->Wait(keys, timeout);
+  }
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+    return inner_->Add(key, delta);
+  }
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+    return inner_->Check(keys);
+  }
+
+ private:
+  std::shared_ptr<Store> inner_;
+  std::string key_;
+};
+
+TEST(Liveness, AnAddressTheStoreDoesNotGiveIsSaidToBeTheStoresNotLeftAsAQuestionMark) {
+  ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken));
+  auto beats = Beats(server->port(), 4);
+  beats[2].reset();
+  beats[3].reset();
+  Heartbeat asker(std::make_shared<WithoutKey>(Client(server->port()), "live/addr/3"),
+                  Client(server->port()), 0, 4, "10.0.0.1", "tcp://127.0.0.1, served by rank 0",
+                  kPeriod);
+  beats[0].reset();  // the asker takes rank 0's place
+  Census c = asker.Take();
+  EXPECT_EQ(c.vanished, (std::vector<int>{2, 3})) << c.line;
+  EXPECT_NE(c.line.find("rank 2 (10.0.0.2)"), std::string::npos) << c.line;
+  EXPECT_NE(c.line.find("the job's store (tcp://127.0.0.1, served by rank 0) did not give the "
+                        "address of rank 3: connection reset by peer"),
+            std::string::npos)
+      << c.line;
+}
+
 TEST(Liveness, TheRanksWhoseHeartbeatStoppedAreNamedWithTheirAddress) {
   ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0, kToken));
   auto beats = Beats(server->port(), 6);
