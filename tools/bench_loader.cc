@@ -181,13 +181,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   DDPIO_RETURN_IF_ERROR(Pipeline::CheckOptions(o.settings));
   const loader::LoaderOptions lo = LoaderOptionsOf(o.settings);
   storage::ReaderOptions ro;
-  ro.store_overrides = o.settings.store_overrides;
-  if (o.settings.order == sampler::Order::kBlock) {
-    ro.store_overrides.chunk_order_records =
-        (o.settings.block_window + 2) * o.settings.block_chunk +
-        loader::RemoteLookaheadRecords(o.settings.batch_size);
-    ro.store_overrides.order_chunk_records = o.settings.block_chunk;
-  }
+  ro.store_overrides = ReaderStoreOverrides(o.settings, /*world_size=*/1);
   const auto opening = Clock::now();
   DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(o.data, ro));
   const double open_s = std::chrono::duration<double>(Clock::now() - opening).count();

@@ -168,7 +168,8 @@ void AddJsonFlag(CLI::App* app, bool* json, bool per_rank) {
 }
 
 void AddCacheFlags(CLI::App* app, PipelineOptions* options) {
-  AddSettingFlags(app, options, {"cache_dir", "cache_gb", "whole_chunks"});
+  AddSettingFlags(app, options,
+                  {"cache_dir", "cache_gb", "whole_chunks", "store_max_requests_per_s"});
 }
 
 void AddCacheFlags(CLI::App* app, storage::StoreOverrides* store) {

@@ -11,6 +11,8 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/device/probe.h"
 #include "ddpio/pipeline/internal/feeder_options.h"
+#include "ddpio/pipeline/internal/shared_index.h"
+#include "ddpio/pipeline/settings.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/remote/remote_dataset.h"
 
@@ -30,23 +32,7 @@ absl::Status Closed() { return absl::FailedPreconditionError("the pipeline was c
 storage::ReaderOptions ReaderOptionsFor(const PipelineOptions& o, const comm::RankInfo& rank) {
   storage::ReaderOptions ro;
   ro.store_settings = o.store_settings;
-  ro.store_overrides = o.store_overrides;
-  if (o.order == sampler::Order::kBlock) {
-    // What one reader keeps in use: per lane it reads, the window's chunks and what it reads
-    // ahead. A shard-mode leader reads its group's streams; a stream reads lanes / streams lanes
-    // when a resumed job kept more lanes than it has streams.
-    const bool shard = o.mode == broadcast::FeedMode::kShard;
-    const uint64_t group = static_cast<uint64_t>(std::max(1, o.group_size));
-    const uint64_t streams_read = shard && o.readers == broadcast::FeedReaders::kLeader ? group : 1;
-    const uint64_t streams = shard ? static_cast<uint64_t>(std::max(1, rank.world_size))
-                                   : std::max<uint64_t>(1, rank.world_size / group);
-    const uint64_t lanes_per_stream =
-        o.block_lanes > streams ? (o.block_lanes + streams - 1) / streams : 1;
-    ro.store_overrides.chunk_order_records =
-        streams_read * lanes_per_stream *
-        ((o.block_window + 2) * o.block_chunk + loader::RemoteLookaheadRecords(o.batch_size));
-    ro.store_overrides.order_chunk_records = o.block_chunk;
-  }
+  ro.store_overrides = ReaderStoreOverrides(o, rank.world_size);
   if (rank.world_size > 1) ro.store_deadline = o.timeout;
   ro.cancel = o.cancel;
   return ro;
@@ -160,9 +146,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   // Every member opens (peers: identifies) the dataset it names, and the group compares them in
   // the feeder's creation: a peer given another dataset, or one it cannot open, fails the whole
   // group naming it, instead of silently training on its leader's data.
-  absl::Status opened = absl::OkStatus();
-  const storage::ReaderOptions ro = ReaderOptionsFor(options, info);
-  if (Reads(p.layout, info.rank, options)) {
+  // An object store's index is fetched once for the job, by rank 0 (collective on the world).
+  storage::ReaderOptions ro = ReaderOptionsFor(options, info);
+  absl::Status opened = internal::ShareStoreIndex(job.world(), options.data, options.timeout, &ro);
+  if (!opened.ok()) {
+    // Nothing to open: the feeder's creation below tells the group.
+  } else if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
         storage::DatasetReader::Open(options.data, ro);
     if (reader.ok()) {

@@ -89,6 +89,10 @@ struct PipelineOptions {
   uint64_t block_chunk = 128;
   uint64_t block_window = 128;
   uint64_t block_lanes = 0;
+  // Requests a second the whole job may send the object store of an s3:// dataset (default 0: no
+  // cap); each reading rank takes an equal share. Either way each reader's rate falls when the
+  // store answers 503 SlowDown, 429 or times out, and grows back after (s3/rate_governor.h).
+  double store_max_requests_per_s = 0;
   // Log a warning when a shuffled epoch is started twice from its start (a forgotten epoch
   // change). Default on.
   bool warn_repeated_epoch = true;

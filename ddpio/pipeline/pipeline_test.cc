@@ -6,8 +6,11 @@
 #include <sstream>
 
 #include "ddpio/comm/communicator_conformance.h"
+#include "ddpio/storage/remote/remote_format.h"
+#include "ddpio/storage/remote/upload.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
+#include "tests/support/memory_object_store.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -68,6 +71,79 @@ TEST(Pipeline, FourRanksInTwoGroupsSeeEverySampleOnceAndOnlyLeadersRead) {
   std::multiset<int64_t> expected;
   for (int64_t i = 0; i < 40; ++i) expected.insert(i);
   EXPECT_EQ(all, expected);
+}
+
+// A dataset in an object store: rank 0 fetches its manifest and index for the whole job and
+// broadcasts them; the other ranks — readers and peers alike — open it without asking the store
+// for either, and the epoch is every sample once. Each forked rank counts its own requests (its
+// copy of the in-memory store).
+TEST(Pipeline, OnlyRankZeroFetchesTheIndexOfADatasetInAnObjectStore) {
+  testing::TempDir dir;
+  const std::string local = dir.Sub("db");
+  ASSERT_OK(testing::WriteJpegDataset(local, 40, 24));
+  auto store = testing::MemoryStore::Create();
+  ASSERT_OK_AND_ASSIGN(auto client, storage::s3::OpenObjectStore(store->Config()));
+  ASSERT_OK(client->CreateBucket("ddpio-pipe"));
+  ASSERT_OK(storage::remote::Upload(local, "s3://ddpio-pipe/train", store->Config()).status());
+  comm::RendezvousOptions ro;
+  ro.token = "t";
+  ro.job_id = "pipeline-s3-index";
+  ro.backend = comm::BackendKind::kGloo;
+  auto codes = comm::testing::RunJob(4, ro, [&](comm::Job& job) {
+    PipelineOptions o =
+        Small("s3://ddpio-pipe/train", 2);  // leaders read, peers identify the dataset
+    o.store_overrides.s3 = store->Config();
+    const uint64_t index_before = store->requests("GET", storage::remote::kRecordIndexObject);
+    const uint64_t manifest_before = store->requests("GET", storage::remote::kRemoteManifestObject);
+    auto p = Pipeline::Open(job, o);
+    if (!p.ok()) return 10;
+    const uint64_t index =
+        store->requests("GET", storage::remote::kRecordIndexObject) - index_before;
+    const uint64_t manifest =
+        store->requests("GET", storage::remote::kRemoteManifestObject) - manifest_before;
+    std::vector<int64_t> seen = OneEpoch(**p);
+    if (seen.size() != 10) return 11;
+    std::ofstream out(dir.Sub("rank" + std::to_string(job.info().rank)));
+    for (int64_t i : seen) out << i << "\n";
+    if (job.info().rank == 0) return index == 1 && manifest == 1 ? 0 : 12;
+    return index == 0 && manifest == 0 ? 0 : 13;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 0, 0}))
+      << "10 open failed, 11 not its share, 12 rank 0 fetched other than once, 13 another fetched";
+  std::multiset<int64_t> all;
+  for (int r = 0; r < 4; ++r) {
+    std::ifstream in(dir.Sub("rank" + std::to_string(r)));
+    for (int64_t i; in >> i;) all.insert(i);
+  }
+  EXPECT_EQ(all.size(), 40u);
+  EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), 40u) << "every sample once";
+}
+
+// Rank 0 cannot fetch the index (no dataset at the URL): every rank fails with rank 0's words,
+// at once, not after the timeout.
+TEST(Pipeline, WhenRankZeroCannotFetchTheIndexEveryRankSaysWhy) {
+  auto store = testing::MemoryStore::Create();
+  ASSERT_OK_AND_ASSIGN(auto client, storage::s3::OpenObjectStore(store->Config()));
+  ASSERT_OK(client->CreateBucket("ddpio-pipe"));
+  comm::RendezvousOptions ro;
+  ro.token = "t";
+  ro.job_id = "pipeline-s3-missing";
+  ro.backend = comm::BackendKind::kGloo;
+  auto codes = comm::testing::RunJob(2, ro, [&](comm::Job& job) {
+    PipelineOptions o = Small("s3://ddpio-pipe/nothing", 1);
+    o.store_overrides.s3 = store->Config();
+    auto p = Pipeline::Open(job, o);
+    job.MarkFailed();
+    if (p.ok()) return 10;
+    if (!absl::IsNotFound(p.status())) return 11;
+    const bool says = p.status().message().find("no dataset at s3://ddpio-pipe/nothing") !=
+                      std::string_view::npos;
+    if (!says) return 12;
+    const bool named = p.status().message().find("rank 0") != std::string_view::npos;
+    return named == (job.info().rank != 0) ? 0 : 13;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}))
+      << "10 opened, 11 another error, 12 not the store's words, 13 rank 0 not named on rank 1";
 }
 
 // A leader that cannot open the dataset (Open on a job the caller joined skips Check): its peer

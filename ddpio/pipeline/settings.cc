@@ -183,8 +183,9 @@ std::vector<Setting> MakeTable() {
       // --- A dataset in an object store ---
       Optional(Numeric("cache_dir", T::kText, 0, 0,
                        "With an s3:// dataset: a local folder of fetched records, read by later "
-                       "epochs and later runs instead of the store (safe to share between ranks "
-                       "and jobs; not set: DDPIO_S3_CACHE_DIR; empty: none)",
+                       "epochs and later runs instead of the store; the ranks of a node that "
+                       "share one fetch each chunk once between them (safe to share between "
+                       "jobs too; not set: DDPIO_S3_CACHE_DIR; empty: none)",
                        GetStore<&storage::StoreOverrides::cache_dir>,
                        PutStore<&storage::StoreOverrides::cache_dir>)),
       Optional(Above(Numeric("cache_gb", T::kNumber, 0, 1e6,
@@ -198,6 +199,11 @@ std::vector<Setting> MakeTable() {
                     "DDPIO_S3_WHOLE_CHUNKS, else on)",
                     GetStore<&storage::StoreOverrides::whole_chunks>,
                     PutStore<&storage::StoreOverrides::whole_chunks>)),
+      Numeric("store_max_requests_per_s", T::kNumber, 0, 1e9,
+              "With an s3:// dataset: requests a second the whole job may send the store (0: no "
+              "cap; each reading rank takes an equal share). Either way a reader slows down when "
+              "the store answers 503 SlowDown or 429 or times out, and speeds up again after",
+              Get<&P::store_max_requests_per_s>, Put<&P::store_max_requests_per_s>),
       // --- The sampler ---
       Flag("shuffle", "Shuffle each epoch (torch's DistributedSampler)", Get<&P::shuffle>,
            Put<&P::shuffle>),
@@ -518,6 +524,31 @@ loader::LoaderOptions LoaderOptionsOf(const PipelineOptions& options) {
 
 sampler::SamplerOptions SamplerOptionsOf(const PipelineOptions& options) {
   return internal::FeederOptionsFor(options).sampler;
+}
+
+storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& o, int world_size) {
+  storage::StoreOverrides x = o.store_overrides;
+  const uint64_t world = static_cast<uint64_t>(std::max(1, world_size));
+  const uint64_t group = static_cast<uint64_t>(std::max(1, o.group_size));
+  const bool shard = o.mode == broadcast::FeedMode::kShard;
+  const bool leaders_read = o.readers == broadcast::FeedReaders::kLeader;
+  if (o.order == sampler::Order::kBlock) {
+    // A shard-mode leader reads its group's streams; a stream reads lanes / streams lanes when a
+    // resumed job kept more lanes than it has streams.
+    const uint64_t streams_read = shard && leaders_read ? group : 1;
+    const uint64_t streams = shard ? world : std::max<uint64_t>(1, world / group);
+    const uint64_t lanes_per_stream =
+        o.block_lanes > streams ? (o.block_lanes + streams - 1) / streams : 1;
+    x.chunk_order_records =
+        streams_read * lanes_per_stream *
+        ((o.block_window + 2) * o.block_chunk + loader::RemoteLookaheadRecords(o.batch_size));
+    x.order_chunk_records = o.block_chunk;
+  }
+  if (o.store_max_requests_per_s > 0) {
+    const uint64_t readers = leaders_read ? std::max<uint64_t>(1, world / group) : world;
+    x.max_requests_per_s = o.store_max_requests_per_s / static_cast<double>(readers);
+  }
+  return x;
 }
 
 }  // namespace ddpio

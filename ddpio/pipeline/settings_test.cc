@@ -192,5 +192,37 @@ TEST(Settings, TheLoadersOptionsComeFromThePipelines) {
   EXPECT_EQ(l.bad_samples, loader::BadSamplePolicy::kSkip);
 }
 
+TEST(Settings, EachReaderGetsItsShareOfTheJobsRequestRate) {
+  PipelineOptions o;
+  EXPECT_FALSE(ReaderStoreOverrides(o, 8).max_requests_per_s.has_value()) << "no cap by default";
+  o.store_max_requests_per_s = 800;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).max_requests_per_s, 100.0) << "8 ranks, each reads";
+  o.group_size = 4;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).max_requests_per_s, 400.0) << "two leaders read";
+  o.readers = broadcast::FeedReaders::kAll;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).max_requests_per_s, 100.0) << "every member reads";
+  EXPECT_EQ(ReaderStoreOverrides(o, 1).max_requests_per_s, 800.0);
+  o.store_overrides.cache_dir = "/scratch";
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).cache_dir, "/scratch") << "the options' own kept";
+}
+
+TEST(Settings, TheBlockOrdersRecordsInUseCountEveryLaneAReaderReads) {
+  PipelineOptions o;
+  o.order = sampler::Order::kBlock;
+  o.block_chunk = 10;
+  o.block_window = 3;
+  o.batch_size = 4;
+  const uint64_t one_lane = (3 + 2) * 10 + loader::RemoteLookaheadRecords(4);
+  EXPECT_EQ(ReaderStoreOverrides(o, 1).chunk_order_records, one_lane);
+  EXPECT_EQ(ReaderStoreOverrides(o, 1).order_chunk_records, 10u);
+  o.group_size = 2;  // a shard-mode leader reads its group's two streams
+  EXPECT_EQ(ReaderStoreOverrides(o, 4).chunk_order_records, 2 * one_lane);
+  o.group_size = 1;
+  o.block_lanes = 8;  // resumed from a world of 8 on 4: two lanes a stream
+  EXPECT_EQ(ReaderStoreOverrides(o, 4).chunk_order_records, 2 * one_lane);
+  o.order = sampler::Order::kExact;
+  EXPECT_FALSE(ReaderStoreOverrides(o, 4).chunk_order_records.has_value());
+}
+
 }  // namespace
 }  // namespace ddpio

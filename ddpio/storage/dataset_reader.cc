@@ -125,6 +125,11 @@ absl::StatusOr<DatasetReader::Summary> DatasetReader::Peek(const std::string& pa
   return internal::PeekRecordStore(path, options);
 }
 
+absl::StatusOr<std::shared_ptr<const remote::RemoteIndexBytes>> DatasetReader::FetchStoreIndex(
+    const std::string& path, const ReaderOptions& options) {
+  return internal::FetchRemoteIndex(path, options);
+}
+
 absl::StatusOr<ReadTxn> DatasetReader::BeginRead() const {
   DDPIO_ASSIGN_OR_RETURN(std::unique_ptr<internal::RecordStoreTxn> txn, store_->BeginRead());
   return ReadTxn(this, std::move(txn));

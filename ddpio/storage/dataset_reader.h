@@ -186,6 +186,12 @@ class DatasetReader {
     std::optional<remote::RemoteCounters> store;  // in an object store: the request(s) it took
   };
   static absl::StatusOr<Summary> Peek(const std::string& path, const ReaderOptions& options = {});
+  // For a dataset in an object store: its manifest and record index as fetched (two GETs) and
+  // checked — what one rank of a job fetches and gives every other, which then opens and peeks
+  // without asking the store (store_overrides.preloaded_index). InvalidArgument for a path that
+  // is not s3://; errors as Open's.
+  static absl::StatusOr<std::shared_ptr<const remote::RemoteIndexBytes>> FetchStoreIndex(
+      const std::string& path, const ReaderOptions& options = {});
   ~DatasetReader();
   DatasetReader(const DatasetReader&) = delete;
   DatasetReader& operator=(const DatasetReader&) = delete;

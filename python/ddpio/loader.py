@@ -233,7 +233,11 @@ class Loader:
         epochs and runs read instead of the store, and its budget in GiB (None: the environment's
         DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB). whole_chunks: a dataset that fits the cache is
         fetched a whole chunk (up to 8 MiB) at a time, about one GET per chunk an epoch (None:
-        DDPIO_S3_WHOLE_CHUNKS, else on; False: only the records asked for).
+        DDPIO_S3_WHOLE_CHUNKS, else on; False: only the records asked for). Ranks of a node
+        given the same cache_dir fetch each chunk once between them.
+        store_max_requests_per_s: requests a second the whole job may send the store (0: no cap;
+        each reading rank takes an equal share); a reader also slows down by itself when the
+        store answers 503 SlowDown / 429, and speeds up again after.
       Every setting's type, default and range: ddpio._ddpio.pipeline_settings().
       device: None or "cpu" (host tensors), or a CUDA device the loader copies each batch to.
       held_memory: bytes of batches the loop may keep zero-copy beyond the two a for loop holds
@@ -257,6 +261,7 @@ class Loader:
                  resize_size=_D["resize_size"], cache_dir=_D["cache_dir"], cache_gb=_D["cache_gb"],
                  whole_chunks=_D["whole_chunks"], order=_D["order"], block_chunk=_D["block_chunk"],
                  block_window=_D["block_window"], block_lanes=_D["block_lanes"],
+                 store_max_requests_per_s=_D["store_max_requests_per_s"],
                  arrays="torch", pin_memory=True, persistent_workers=False):
         self._pipe = None
         self._pid = os.getpid()
@@ -300,7 +305,8 @@ class Loader:
             decode=decode, output=output, mode=mode, payload=payload, readers=readers, relay=relay,
             read_ahead=read_ahead, depth=depth, layout=layout, padding=padding, bad_samples=bad_samples,
             cache_dir=cache_dir, cache_gb=cache_gb, whole_chunks=whole_chunks, order=order,
-            block_chunk=block_chunk, block_window=block_window, block_lanes=block_lanes)
+            block_chunk=block_chunk, block_window=block_window, block_lanes=block_lanes,
+            store_max_requests_per_s=store_max_requests_per_s)
         if permutation is not None:
             options["permutation"] = permutation
         # The library checks every setting, as for a C++ trainer; only then are they used here.
@@ -553,7 +559,10 @@ class Loader:
         pipeline to its first batch; 0 before it); for a
         dataset in an object store also store_requests, store_retries, store_bytes,
         store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches,
-        store_chunk_records (records that came with their chunk before being asked for)
+        store_chunk_records (records that came with their chunk before being asked for),
+        store_peer_chunks (chunks left to another process sharing the cache folder, read from it),
+        store_throttles (503 SlowDown / 429 / timed-out answers), store_rate_limit_per_s (the
+        request rate the reader's governor allows now; 0: unlimited)
         (a peer fed by its leader: the one request that read the manifest)."""
         return self._open().counters()
 

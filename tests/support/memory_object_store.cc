@@ -307,11 +307,14 @@ std::vector<std::string> MemoryStore::Keys(const std::string& bucket) const {
   return keys;
 }
 
-uint64_t MemoryStore::requests(const std::string& method) const {
+uint64_t MemoryStore::requests(const std::string& method, const std::string& key_contains) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t n = 0;
-  for (const auto& [m, count] : requests_) {
-    if (method.empty() || m == method) n += count;
+  for (const auto& [mk, count] : requests_) {
+    if ((method.empty() || mk.first == method) &&
+        (key_contains.empty() || mk.second.find(key_contains) != std::string::npos)) {
+      n += count;
+    }
   }
   return n;
 }
@@ -335,7 +338,7 @@ MemoryStore::Answer MemoryStore::Serve(const Request& r, int max_attempts) {
   std::lock_guard<std::mutex> lock(mu_);
   Answer a;
   for (a.attempts = 1;; ++a.attempts) {
-    ++requests_[r.method];
+    ++requests_[{r.method, r.key}];
     std::optional<StoreFault> fault = TakeFault(r);
     if (fault.has_value() && !fault->status.ok()) {
       if (Retryable(fault->status) && a.attempts < max_attempts) continue;

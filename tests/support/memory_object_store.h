@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,8 +65,8 @@ class MemoryStore {
   std::optional<std::string> Object(const std::string& bucket, const std::string& key) const;
   void SetObject(const std::string& bucket, const std::string& key, std::string bytes);
   std::vector<std::string> Keys(const std::string& bucket) const;
-  // Requests answered (retried attempts each counted), by method.
-  uint64_t requests(const std::string& method = "") const;
+  // Requests answered (retried attempts each counted), by method ("" any) and key ("" any).
+  uint64_t requests(const std::string& method = "", const std::string& key_contains = "") const;
 
   // The store's side of a request, for its clients (memory_object_store.cc). `attempts` is how
   // many attempts a matching retryable fault may take before the error is final.
@@ -106,8 +107,9 @@ class MemoryStore {
   std::map<std::string, std::map<std::string, Stored>> buckets_;  // guarded by mu_
   std::map<std::string, Multipart> uploads_;                      // guarded by mu_
   std::vector<StoreFault> faults_;                                // guarded by mu_
-  std::map<std::string, uint64_t> requests_;                      // guarded by mu_
-  uint64_t next_id_ = 0;                                          // guarded by mu_
+  // Guarded by mu_; by method and key.
+  std::map<std::pair<std::string, std::string>, uint64_t> requests_;
+  uint64_t next_id_ = 0;  // guarded by mu_
 };
 
 }  // namespace ddpio::testing

@@ -148,6 +148,9 @@ absl::StatusOr<OpenedStore> OpenRemoteStore(const std::string& url, const Reader
 // The dataset at s3:// `url` from its manifest alone (DatasetReader::Peek).
 absl::StatusOr<DatasetReader::Summary> PeekRemoteStore(const std::string& url,
                                                        const ReaderOptions& options);
+// The manifest and index of the dataset at s3:// `url` (DatasetReader::FetchStoreIndex).
+absl::StatusOr<std::shared_ptr<const remote::RemoteIndexBytes>> FetchRemoteIndex(
+    const std::string& url, const ReaderOptions& options);
 
 }  // namespace ddpio::storage::internal
 

@@ -128,6 +128,17 @@ absl::StatusOr<OpenedStore> OpenRemoteStore(const std::string& url, const Reader
   return opened;
 }
 
+absl::StatusOr<std::shared_ptr<const remote::RemoteIndexBytes>> FetchRemoteIndex(
+    const std::string& url, const ReaderOptions& options) {
+  if (!s3::IsS3Url(url)) {
+    return absl::InvalidArgumentError(absl::StrCat(url, " is not a dataset in an object store"));
+  }
+  DDPIO_ASSIGN_OR_RETURN(const StoreSettings store, StoreSettingsFor(options));
+  DDPIO_ASSIGN_OR_RETURN(remote::RemoteIndexBytes bytes,
+                         remote::RemoteDataset::FetchIndex(url, store.s3, store.remote));
+  return std::make_shared<const remote::RemoteIndexBytes>(std::move(bytes));
+}
+
 absl::StatusOr<DatasetReader::Summary> PeekRemoteStore(const std::string& url,
                                                        const ReaderOptions& options) {
   DDPIO_ASSIGN_OR_RETURN(const StoreSettings store, StoreSettingsFor(options));

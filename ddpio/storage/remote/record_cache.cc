@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -244,6 +245,14 @@ absl::StatusOr<std::unique_ptr<RecordCache>> RecordCache::Open(const std::string
   // What is there already, oldest first: it goes first when the budget is reached.
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.when < b.when; });
+  // The claims file: a regular file, never through a link (one planted is left alone and claims
+  // are off: everyone fetches).
+  Fd claims(::openat(cache->folder_fd_->get(), "claims",
+                     O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
+  struct stat st;
+  if (claims.valid() && ::fstat(claims.get(), &st) == 0 && S_ISREG(st.st_mode)) {
+    cache->claims_ = std::move(claims);
+  }
   std::lock_guard<std::mutex> lock(cache->mu_);
   for (const Found& f : found) {
     cache->order_.push_back(f.index);
@@ -383,6 +392,76 @@ void RecordCache::EvictLocked() {
     if (bucket.valid()) ::unlinkat(bucket.get(), name.file, 0);
     ForgetLocked(index);
   }
+}
+
+bool RecordCache::Holds(uint64_t index, uint64_t bytes) const {
+  const RecordName name(index);
+  struct stat st;
+  return ::fstatat(FolderFd()->get(), name.path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == bytes;
+}
+
+namespace {
+
+// Locks (F_WRLCK) or unlocks (F_UNLCK) byte `key` of `fd` for its open file description, without
+// waiting. Whether it was done.
+bool LockByte(int fd, uint64_t key, short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = static_cast<off_t>(key & ((uint64_t{1} << 62) - 1));
+  l.l_len = 1;
+  return ::fcntl(fd, F_OFD_SETLK, &l) == 0;
+}
+
+}  // namespace
+
+RecordCache::Claim& RecordCache::Claim::operator=(Claim&& other) noexcept {
+  if (this != &other) {
+    Release();
+    cache_ = std::exchange(other.cache_, nullptr);
+    key_ = other.key_;
+  }
+  return *this;
+}
+
+void RecordCache::Claim::Release() {
+  if (cache_ != nullptr) std::exchange(cache_, nullptr)->Unclaim(key_);
+}
+
+std::optional<RecordCache::Claim> RecordCache::TryClaim(uint64_t key) const {
+  Claim claim;
+  if (!claims_.valid()) return claim;  // no locking here: go ahead
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claimed_.count(key) != 0) return std::nullopt;  // held by this process
+  if (!LockByte(claims_.get(), key, F_WRLCK)) {
+    if (errno == EAGAIN || errno == EACCES) return std::nullopt;  // held by another
+    return claim;  // the filesystem cannot lock: go ahead
+  }
+  claimed_.insert(key);
+  claim.cache_ = this;
+  claim.key_ = key;
+  return claim;
+}
+
+RecordCache::Claim RecordCache::WaitClaim(uint64_t key, std::chrono::milliseconds patience) const {
+  // The holder is fetching a chunk (a GET of a few MB, its retries): polled, not blocked on, so
+  // that a holder that is stuck (not dead: a dead one's lock goes at once) is waited for only so
+  // long.
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::microseconds(500);
+  while (true) {
+    if (std::optional<Claim> claim = TryClaim(key)) return *std::move(claim);
+    if (std::chrono::steady_clock::now() >= deadline) return Claim();
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(16));
+  }
+}
+
+void RecordCache::Unclaim(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  LockByte(claims_.get(), key, F_UNLCK);
+  claimed_.erase(key);
 }
 
 uint64_t RecordCache::bytes() const {

@@ -18,12 +18,21 @@
 // file of the wrong size, a FIFO, a link in place of a record or of a <xx> folder — is removed
 // (only the entry itself, never what a link points at) so the next Put can cache the record.
 //
+// Claims let the processes of a node that share the folder fetch each chunk of records once: a
+// claim is an exclusive lock on one byte (the chunk's key) of DIR/<dataset>/claims, an
+// open-file-description lock (fcntl F_OFD_SETLK), so it excludes every other RecordCache on the
+// folder, in this process or another, and the kernel drops it when its process dies: a fetcher
+// killed mid-GET never holds its peers up. A claim only saves requests — what is read from the
+// folder is verified as always — so a folder where the lock cannot be taken (no claims file,
+// a filesystem without locks) simply lets everyone fetch.
+//
 // The byte budget is kept by eviction, oldest written first, over what this process knows: the
 // regular files found in the right <xx> folders when it opened the folder, and those it wrote
 // since (two jobs sharing a folder may each fill it to the budget for a while). Thread-safe.
 #ifndef DDPIO_STORAGE_REMOTE_RECORD_CACHE_H_
 #define DDPIO_STORAGE_REMOTE_RECORD_CACHE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -32,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/status/statusor.h"
 #include "ddpio/common/fd.h"
@@ -59,6 +69,32 @@ class RecordCache {
   // erased since); Get may still find it missing or damaged (another process, a deleted file).
   bool Contains(uint64_t index) const;
   uint64_t bytes() const;
+  // Whether a regular file of exactly `bytes` is in record `index`'s place, whoever wrote it (one
+  // fstatat: Contains knows only this process's writes). Get may still fail (deleted meanwhile).
+  bool Holds(uint64_t index, uint64_t bytes) const;
+
+  // A claim on `key` while the object lives (see above); move-only.
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(Claim&& other) noexcept { *this = std::move(other); }
+    Claim& operator=(Claim&& other) noexcept;
+    ~Claim() { Release(); }
+    // Whether this process holds the lock (false: the folder cannot lock; go ahead regardless).
+    bool locked() const { return cache_ != nullptr; }
+    void Release();
+
+   private:
+    friend class RecordCache;
+    const RecordCache* cache_ = nullptr;
+    uint64_t key_ = 0;
+  };
+  // The claim on `key`, or nullopt while another holder (this process or another) has it.
+  std::optional<Claim> TryClaim(uint64_t key) const;
+  // The claim on `key`, waiting up to `patience` for its holder to release it (or die); after
+  // that an unlocked Claim (whoever holds it is stuck: the caller goes ahead anyway).
+  Claim WaitClaim(uint64_t key, std::chrono::milliseconds patience) const;
+
   // DIR/<dataset>, for messages and tests; the cache itself never resolves this path again
   // except to make the folder anew after it was deleted.
   const std::string& folder() const { return folder_; }
@@ -71,6 +107,7 @@ class RecordCache {
   // Forgets `index`: its file is gone or was not what it should be.
   void ForgetLocked(uint64_t index) const;
   void EvictLocked();
+  void Unclaim(uint64_t key) const;
 
   // Constant after construction.
   const std::string dir_;
@@ -86,6 +123,8 @@ class RecordCache {
   mutable std::unordered_map<uint64_t, uint64_t> sizes_;  // guarded by mu_; believed there
   mutable uint64_t bytes_ = 0;                            // guarded by mu_
   bool warned_ = false;                                   // guarded by mu_
+  Fd claims_;  // DIR/<dataset>/claims, open read-write; invalid when it could not be
+  mutable std::unordered_set<uint64_t> claimed_;  // guarded by mu_; keys this object holds
 };
 
 }  // namespace ddpio::storage::remote

@@ -6,7 +6,9 @@
 #include "ddpio/storage/remote/record_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -250,6 +253,63 @@ TEST(RecordCacheTest, OpenCountsOnlyRegularFilesInTheirOwnFolder) {
   EXPECT_EQ(cache->Get(7, 100).value_or(""), std::string(100, 'a'));
   EXPECT_EQ(ReadFile(dir.Sub("outside/8")), std::string(500, 'b'));
   EXPECT_EQ(ReadFile(dir.Sub("outside/10")), std::string(400, 'c'));
+}
+
+TEST(RecordCacheTest, AClaimExcludesEveryOtherHolderUntilReleasedOrItsProcessDies) {
+  testing::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto one, RecordCache::Open(dir.path(), "ds", 1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto two, RecordCache::Open(dir.path(), "ds", 1 << 20));
+  std::optional<RecordCache::Claim> held = one->TryClaim(7);
+  ASSERT_TRUE(held.has_value());
+  ASSERT_TRUE(held->locked());
+  EXPECT_FALSE(one->TryClaim(7).has_value()) << "held by this very cache";
+  EXPECT_FALSE(two->TryClaim(7).has_value()) << "held by another open of the folder";
+  EXPECT_TRUE(two->TryClaim(8).has_value()) << "another chunk's claim is free";
+  EXPECT_FALSE(two->WaitClaim(7, std::chrono::milliseconds(0)).locked())
+      << "a stuck holder is waited for only so long";
+  held.reset();
+  EXPECT_TRUE(two->TryClaim(7).has_value()) << "released with its object";
+
+  // A claim held by another process goes when that process is killed.
+  int ready[2], hold[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto mine = RecordCache::Open(dir.path(), "ds", 1 << 20);
+    std::optional<RecordCache::Claim> c;
+    if (mine.ok()) c = (*mine)->TryClaim(9);
+    const char ok = c.has_value() && c->locked() ? 'y' : 'n';
+    (void)!::write(ready[1], &ok, 1);
+    char never;
+    (void)!::read(hold[0], &never, 1);  // until killed
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  EXPECT_FALSE(two->TryClaim(9).has_value()) << "held by the child";
+  // Waiting for it ends when the child dies (well within the patience).
+  std::optional<RecordCache::Claim> waited;
+  std::thread waiter([&] { waited = two->WaitClaim(9, std::chrono::minutes(2)); });
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  waiter.join();
+  EXPECT_TRUE(waited.has_value() && waited->locked()) << "the dead holder's lock is gone";
+  for (int fd : {ready[0], ready[1], hold[0], hold[1]}) ::close(fd);
+}
+
+TEST(RecordCacheTest, HoldsSeesWhatAnotherOpenOfTheFolderWrote) {
+  testing::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto one, RecordCache::Open(dir.path(), "ds", 1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto two, RecordCache::Open(dir.path(), "ds", 1 << 20));
+  one->Put(3, "three");
+  EXPECT_FALSE(two->Contains(3)) << "Contains knows only its own writes";
+  EXPECT_TRUE(two->Holds(3, 5));
+  EXPECT_FALSE(two->Holds(3, 4)) << "a file of another size is not the record";
+  EXPECT_FALSE(two->Holds(4, 5));
 }
 
 }  // namespace

@@ -16,6 +16,15 @@ constexpr uint64_t kMaxRecordOverBudget = uint64_t{64} << 20;
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<s3::ObjectStore>> RemoteDataset::MakeClient(
+    const s3::S3Config& config, const RemoteOptions& options) {
+  s3::S3ClientOptions client_options;
+  client_options.retry = options.retry;
+  client_options.max_in_flight = std::max(1, options.max_in_flight);
+  client_options.max_requests_per_s = options.max_requests_per_s;
+  return s3::OpenObjectStore(config, client_options);
+}
+
 absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::string& url,
                                                                    const s3::S3Config& config,
                                                                    const RemoteOptions& options) {
@@ -24,25 +33,29 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
   d->url_ = where.ToString();
   d->bucket_ = where.bucket;
   d->options_ = options;
-  s3::S3ClientOptions client_options;
-  client_options.retry = options.retry;
-  client_options.max_in_flight = std::max(1, options.max_in_flight);
-  DDPIO_ASSIGN_OR_RETURN(d->client_, s3::OpenObjectStore(config, client_options));
+  d->options_.preloaded.reset();  // not kept: the index is decoded below
+  DDPIO_ASSIGN_OR_RETURN(d->client_, MakeClient(config, options));
 
-  DDPIO_RETURN_IF_ERROR(d->LoadManifest(where));
+  // The manifest and index another rank fetched, or fetched here; checked the same either way.
+  RemoteIndexBytes fetched;
+  const RemoteIndexBytes* bytes = options.preloaded.get();
+  if (bytes == nullptr) {
+    DDPIO_ASSIGN_OR_RETURN(fetched, d->FetchIndexBytes(where));
+    bytes = &fetched;
+  }
+  DDPIO_RETURN_IF_ERROR(d->DecodeManifest(where, bytes->manifest));
   std::vector<uint64_t> file_bytes;
   for (const RemoteFile& f : d->manifest_.files) {
     d->keys_.push_back(where.Key(f.object));
     file_bytes.push_back(f.bytes);
   }
-  const std::string index_key = where.Key(kRecordIndexObject);
-  const std::string index_name = S3ClientName(where.bucket, index_key);
-  DDPIO_ASSIGN_OR_RETURN(std::string index_bytes,
-                         d->client_->Get(where.bucket, index_key, d->manifest_.index_bytes));
+  const std::string& index_bytes = bytes->index;
+  const std::string index_name = S3ClientName(where.bucket, where.Key(kRecordIndexObject));
   if (!d->manifest_.MatchesIndex(index_bytes)) {
     return absl::DataLossError(absl::StrCat(
         index_name, " is not the index its manifest was written with (", index_bytes.size(),
         " bytes, checksum ", absl::Hex(RecordIndexChecksum(index_bytes), absl::kZeroPad8),
+        options.preloaded != nullptr ? "; as another rank of the job received it" : "",
         "; another upload over this one?)"));
   }
   DDPIO_ASSIGN_OR_RETURN(
@@ -160,7 +173,45 @@ std::vector<uint64_t> RemoteDataset::ChunkMatesLocked(const std::vector<uint64_t
   return mates;
 }
 
-absl::Status RemoteDataset::LoadManifest(const s3::S3Url& where) {
+std::vector<uint64_t> RemoteDataset::ClaimChunks(std::vector<uint64_t> wanted, Claims* claims) {
+  std::vector<uint64_t> kept;
+  std::vector<uint32_t> left;
+  for (uint64_t i : wanted) {
+    const uint32_t c = chunk_of_[i];
+    auto it = claims->find(c);
+    if (it == claims->end()) {
+      std::optional<RecordCache::Claim> claim = disk_->TryClaim(chunk_begin_[c]);
+      if (!claim.has_value()) left.push_back(c);
+      it = claims
+               ->emplace(c, claim.has_value()
+                                ? std::make_shared<RecordCache::Claim>(*std::move(claim))
+                                : nullptr)
+               .first;
+    }
+    // Left to the process fetching it; or in the folder already (another process fetched it).
+    if (it->second == nullptr || disk_->Holds(i, index_[i].length)) continue;
+    kept.push_back(i);
+  }
+  if (!left.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (left_to_peer_.size() != chunk_count()) left_to_peer_.assign(chunk_count(), false);
+    for (uint32_t c : left) {
+      if (!left_to_peer_[c]) ++counts_.peer_chunks;
+      left_to_peer_[c] = true;
+    }
+  }
+  return kept;
+}
+
+std::chrono::milliseconds RemoteDataset::ClaimPatience() const {
+  const s3::RetryPolicy& r = options_.retry;
+  const std::chrono::milliseconds request = r.give_up_after.count() > 0
+                                                ? r.give_up_after + r.attempt_timeout
+                                                : r.attempt_timeout * std::max(1, r.max_attempts);
+  return std::max<std::chrono::milliseconds>(request, std::chrono::seconds(10));
+}
+
+absl::StatusOr<std::string> RemoteDataset::FetchManifest(const s3::S3Url& where) {
   const std::string manifest_key = where.Key(kRemoteManifestObject);
   absl::StatusOr<std::string> text =
       client_->Get(where.bucket, manifest_key, kMaxRemoteManifestBytes);
@@ -179,10 +230,40 @@ absl::Status RemoteDataset::LoadManifest(const s3::S3Url& where) {
                                             "; upload one with `ddpio upload DATASET ", url_,
                                             "`)"));
   }
-  DDPIO_RETURN_IF_ERROR(text.status());
-  DDPIO_ASSIGN_OR_RETURN(manifest_,
-                         DecodeRemoteManifest(*text, S3ClientName(where.bucket, manifest_key)));
+  return text;
+}
+
+absl::Status RemoteDataset::DecodeManifest(const s3::S3Url& where, const std::string& text) {
+  DDPIO_ASSIGN_OR_RETURN(
+      manifest_,
+      DecodeRemoteManifest(text, S3ClientName(where.bucket, where.Key(kRemoteManifestObject))));
   return absl::OkStatus();
+}
+
+absl::StatusOr<RemoteIndexBytes> RemoteDataset::FetchIndexBytes(const s3::S3Url& where) {
+  RemoteIndexBytes bytes;
+  DDPIO_ASSIGN_OR_RETURN(bytes.manifest, FetchManifest(where));
+  DDPIO_RETURN_IF_ERROR(DecodeManifest(where, bytes.manifest));
+  DDPIO_ASSIGN_OR_RETURN(bytes.index, client_->Get(where.bucket, where.Key(kRecordIndexObject),
+                                                   manifest_.index_bytes));
+  return bytes;
+}
+
+absl::StatusOr<RemoteIndexBytes> RemoteDataset::FetchIndex(const std::string& url,
+                                                           const s3::S3Config& config,
+                                                           const RemoteOptions& options) {
+  DDPIO_ASSIGN_OR_RETURN(s3::S3Url where, s3::ParseS3Url(url));
+  RemoteDataset d;
+  d.url_ = where.ToString();
+  d.bucket_ = where.bucket;
+  DDPIO_ASSIGN_OR_RETURN(d.client_, MakeClient(config, options));
+  DDPIO_ASSIGN_OR_RETURN(RemoteIndexBytes bytes, d.FetchIndexBytes(where));
+  if (!d.manifest_.MatchesIndex(bytes.index)) {
+    return absl::DataLossError(absl::StrCat(
+        S3ClientName(where.bucket, where.Key(kRecordIndexObject)),
+        " is not the index its manifest was written with (another upload over this one?)"));
+  }
+  return bytes;
 }
 
 absl::StatusOr<RemoteManifest> RemoteDataset::ReadManifest(const std::string& url,
@@ -193,10 +274,14 @@ absl::StatusOr<RemoteManifest> RemoteDataset::ReadManifest(const std::string& ur
   RemoteDataset d;
   d.url_ = where.ToString();
   d.bucket_ = where.bucket;
-  s3::S3ClientOptions client_options;
-  client_options.retry = options.retry;
-  DDPIO_ASSIGN_OR_RETURN(d.client_, s3::OpenObjectStore(config, client_options));
-  const absl::Status loaded = d.LoadManifest(where);
+  DDPIO_ASSIGN_OR_RETURN(d.client_, MakeClient(config, options));
+  absl::Status loaded;
+  if (options.preloaded != nullptr) {
+    loaded = d.DecodeManifest(where, options.preloaded->manifest);  // asks the store nothing
+  } else {
+    absl::StatusOr<std::string> text = d.FetchManifest(where);
+    loaded = text.ok() ? d.DecodeManifest(where, *text) : text.status();
+  }
   if (counters != nullptr) *counters = d.counters();
   DDPIO_RETURN_IF_ERROR(loaded);
   return d.manifest_;
@@ -230,6 +315,8 @@ RemoteCounters RemoteDataset::counters() const {
   c.requests = http.requests;
   c.retries = http.retries;
   c.bytes = http.bytes_received;
+  c.throttles = http.throttles;
+  c.rate_limit_per_s = http.rate_limit_per_s;
   return c;
 }
 
@@ -303,35 +390,52 @@ absl::Status RemoteDataset::CheckIndex(uint64_t index) const {
 
 absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t index) {
   DDPIO_RETURN_IF_ERROR(CheckIndex(index));
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto it = slots_.find(index);
-    if (it != slots_.end() && it->second.pending) {
-      ++counts_.misses;
-      arrived_.wait(lock, [&] {
-        auto now = slots_.find(index);
-        return now == slots_.end() || !now->second.pending;
-      });
-      it =
-          slots_.find(index);  // gone: its GET failed; fetched again below, reporting its own error
-      if (it != slots_.end()) return ServeLocked(it);
-    } else if (it != slots_.end()) {
-      ++counts_.memory_hits;
-      return ServeLocked(it);
+  RecordCache::Claim claim;  // of the record's chunk, held while this thread fetches the record
+  for (int round = 0;; ++round) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto it = slots_.find(index);
+      if (it != slots_.end() && it->second.pending) {
+        ++counts_.misses;
+        arrived_.wait(lock, [&] {
+          auto now = slots_.find(index);
+          return now == slots_.end() || !now->second.pending;
+        });
+        // Gone: its GET failed; fetched again below, reporting its own error.
+        it = slots_.find(index);
+        if (it != slots_.end()) return ServeLocked(it);
+      } else if (it != slots_.end()) {
+        ++counts_.memory_hits;
+        return ServeLocked(it);
+      }
     }
-  }
-  if (disk_ != nullptr) {
+    if (disk_ != nullptr) {
+      if (std::optional<std::string> bytes = disk_->Get(index, index_[index].length);
+          bytes.has_value()) {
+        // Not held in memory: the folder is as near, and memory freed once the caller is done is
+        // reused for the next record (held, every record would take fresh pages: ~24 page faults
+        // for a 96 KB record, more than reading it).
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++counts_.disk_hits;
+        }
+        return std::make_shared<const std::string>(*std::move(bytes));
+      }
+    }
+    if (!SharesChunks()) break;
+    // Another process of the node may be fetching its chunk: wait for it, then read what it wrote.
+    claim = disk_->WaitClaim(chunk_begin_[chunk_of_[index]], ClaimPatience());
     if (std::optional<std::string> bytes = disk_->Get(index, index_[index].length);
         bytes.has_value()) {
-      // Not held in memory: the folder is as near, and memory freed once the caller is done is
-      // reused for the next record (held, every record would take fresh pages: ~24 page faults
-      // for a 96 KB record, more than reading it).
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++counts_.disk_hits;
-      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.disk_hits;
       return std::make_shared<const std::string>(*std::move(bytes));
     }
+    if (round > 0) break;
+    // Nobody fetched it (nobody had asked for it yet, or its fetcher failed): this process fetches
+    // the whole chunk, as asking ahead would, and waits for it above.
+    claim.Release();
+    Prefetch(absl::MakeConstSpan(&index, 1));
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -438,6 +542,8 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
   // window on one thread before its batch is decoded, and twice when two workers' windows overlap).
   // A record the folder turns out not to have is fetched by Fetch from the store.
   if (disk_ != nullptr) std::erase_if(wanted, [&](uint64_t i) { return disk_->Contains(i); });
+  Claims claims;  // released when the GETs of their chunks are done (and the folder written)
+  if (SharesChunks()) wanted = ClaimChunks(std::move(wanted), &claims);
   {
     // As many as the budget holds, in the order they will be used (the rest when these are).
     std::lock_guard<std::mutex> lock(mu_);
@@ -487,11 +593,19 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
                                 wanted.begin() + static_cast<std::ptrdiff_t>(end));
     const uint64_t start = first.offset, length = end_offset - first.offset;
     asked += length;
-    client_->GetRangeAsync(
-        bucket_, keys_[first.file], start, length,
-        [this, group = std::move(group), start](absl::StatusOr<std::string> bytes) {
-          Fetched(group, start, std::move(bytes));
-        });
+    std::vector<std::shared_ptr<RecordCache::Claim>> held;  // of the chunks in this GET
+    for (uint64_t i : group) {
+      auto it = claims.find(chunk_of_.empty() ? 0 : chunk_of_[i]);
+      if (it != claims.end() && std::find(held.begin(), held.end(), it->second) == held.end()) {
+        held.push_back(it->second);
+      }
+    }
+    client_->GetRangeAsync(bucket_, keys_[first.file], start, length,
+                           [this, group = std::move(group), start,
+                            held = std::move(held)](absl::StatusOr<std::string> bytes) mutable {
+                             Fetched(group, start, std::move(bytes));
+                             held.clear();  // the folder has the records: peers may read them
+                           });
     begin = end;
   }
   return asked;

@@ -19,6 +19,12 @@
 // the dataset's size when the sample order keeps to a few chunks at a time
 // (RemoteOptions::chunk_order_records, the block order).
 //
+// Processes sharing a cache folder (the ranks of a node given the same --cache-dir) fetch each
+// chunk once between them: whoever first needs a chunk claims it (RecordCache's claims) and fetches
+// it into the folder; the others leave it to that process, and read its records from the folder
+// when it is done (a Fetch that finds the chunk claimed waits for the claim). A claim dies with its
+// process, so a killed fetcher costs its peers a GET, never a hang.
+//
 // The caller verifies what it gets (DatasetReader decodes every record with its CRC32C bound to
 // its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
 // the store again, once — so a corrupt cache file heals and a corrupt stored record is named.
@@ -27,6 +33,7 @@
 #ifndef DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
 #define DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
@@ -65,6 +72,11 @@ class RemoteDataset {
                                                      const s3::S3Config& config,
                                                      const RemoteOptions& options = {},
                                                      RemoteCounters* counters = nullptr);
+  // The manifest's and the index's bytes (two GETs), the index checked against its manifest: what
+  // one rank fetches for every rank of a job (RemoteOptions::preloaded). Errors as Open's.
+  static absl::StatusOr<RemoteIndexBytes> FetchIndex(const std::string& url,
+                                                     const s3::S3Config& config,
+                                                     const RemoteOptions& options = {});
   ~RemoteDataset();
   RemoteDataset(const RemoteDataset&) = delete;
   RemoteDataset& operator=(const RemoteDataset&) = delete;
@@ -110,8 +122,16 @@ class RemoteDataset {
   RemoteDataset() = default;
   // InvalidArgument naming the dataset for an index past the end.
   absl::Status CheckIndex(uint64_t index) const;
-  // Fetches and decodes the manifest of the dataset at url_ with client_.
-  absl::Status LoadManifest(const s3::S3Url& where);
+  // Fetches the manifest of the dataset at url_ with client_ (NotFound for no dataset,
+  // FailedPrecondition for an unfinished upload).
+  absl::StatusOr<std::string> FetchManifest(const s3::S3Url& where);
+  // Fetches the manifest and the index, and checks the index against the manifest.
+  absl::StatusOr<RemoteIndexBytes> FetchIndexBytes(const s3::S3Url& where);
+  // Decodes the manifest `text` into manifest_.
+  absl::Status DecodeManifest(const s3::S3Url& where, const std::string& text);
+  // A client of the store for this dataset, as `options` say.
+  static absl::StatusOr<std::unique_ptr<s3::ObjectStore>> MakeClient(const s3::S3Config& config,
+                                                                     const RemoteOptions& options);
   absl::StatusOr<std::shared_ptr<const std::string>> FetchNow(uint64_t index);
   // With mu_ held: keeps `bytes` as record `index`'s, then evicts down to the budget (served
   // records first, least recently served first; then the oldest fetched ahead).
@@ -132,6 +152,16 @@ class RemoteDataset {
   // With mu_ held: the records of the chunks of `wanted` that nobody holds or asked for, each
   // chunk once, marked pending (not ahead: they take no room from records asked for).
   std::vector<uint64_t> ChunkMatesLocked(const std::vector<uint64_t>& wanted);
+  // Whether chunks are shared with other processes through the cache folder.
+  bool SharesChunks() const { return whole_chunks_ && disk_ != nullptr; }
+  using Claims = std::unordered_map<uint32_t, std::shared_ptr<RecordCache::Claim>>;
+  // Of `wanted` (records this process neither holds nor asked for), those it fetches itself: a
+  // chunk another process has claimed is left to it, and a record another wrote to the folder is
+  // read from there. The claims taken, by chunk, go to `claims` (null for chunks left to others).
+  std::vector<uint64_t> ClaimChunks(std::vector<uint64_t> wanted, Claims* claims);
+  // How long a Fetch waits for another process's claim: as long as that process's request may
+  // take with its retries.
+  std::chrono::milliseconds ClaimPatience() const;
   void Fetched(const std::vector<uint64_t>& group, uint64_t start,
                absl::StatusOr<std::string> bytes);
   static std::string S3ClientName(const std::string& bucket, const std::string& key);
@@ -144,6 +174,7 @@ class RemoteDataset {
   std::vector<RecordLocation> index_;
   std::vector<uint64_t> chunk_begin_;  // first record of each chunk, then size()
   std::vector<uint32_t> chunk_of_;     // of each record; empty without whole_chunks_
+  std::vector<bool> left_to_peer_;     // guarded by mu_; chunks counted in peer_chunks
   bool whole_chunks_ = false;
   uint64_t request_limit_ = 0;  // the most bytes one GET asks for (MakeChunks)
   std::unique_ptr<s3::ObjectStore> client_;

@@ -7,9 +7,12 @@
 // store (ctest storage_memory_store).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddpio/common/status_macros.h"
@@ -280,6 +283,101 @@ TEST_F(FakeStoreTest, ARecordDamagedInTheStoreIsNamedAndTheRestOfItsChunkServed)
     ASSERT_EQ(std::string(r->payload.begin(), r->payload.end()), LocalPayload(i)) << i;
   }
   EXPECT_EQ(reader->remote()->counters().refetches, 1u) << "fetched again once, then named";
+}
+
+// Every record's stored bytes, by index, read record by record (no chunks, no folder).
+absl::StatusOr<std::vector<std::string>> RecordsOneByOneOf(const std::string& url,
+                                                           const s3::S3Config& config) {
+  RemoteOptions per_record;
+  per_record.whole_chunks = false;
+  DDPIO_ASSIGN_OR_RETURN(auto reference, RemoteDataset::Open(url, config, per_record));
+  return ShuffledEpoch(*reference, 7);
+}
+
+// The one sub-folder a reader made in the cache folder `dir` (named by the dataset's content).
+std::string DatasetFolderName(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names.size(), 1u);
+  return names.empty() ? "" : names[0];
+}
+
+TEST_F(FakeStoreTest, ReadersSharingACacheFolderFetchEachChunkOnceBetweenThem) {
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
+
+  // Two readers on one folder, as two ranks of a node: each has its own claims (its own open of
+  // the claims file), as separate processes do.
+  RemoteOptions o;
+  o.max_request_bytes = 64 << 10;
+  o.cache_dir = dir_.Sub("cache");
+  ASSERT_OK_AND_ASSIGN(auto first, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_OK_AND_ASSIGN(auto second, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(first->fetches_whole_chunks());
+  const uint64_t before = memory_->requests("GET");
+  EXPECT_EQ(ShuffledEpoch(*first, 7), expected);
+  EXPECT_LE(memory_->requests("GET") - before, first->chunk_count() + 4);
+  const uint64_t after_first = memory_->requests("GET");
+  EXPECT_EQ(ShuffledEpoch(*second, 9), expected);
+  EXPECT_EQ(memory_->requests("GET"), after_first)
+      << "what the other reader fetched into the folder is read from there";
+  EXPECT_EQ(second->counters().disk_hits, second->size());
+}
+
+TEST_F(FakeStoreTest, AChunkAnotherReaderIsFetchingIsLeftToItAndReadFromTheFolder) {
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
+  RemoteOptions o;
+  o.max_request_bytes = 64 << 10;
+  o.cache_dir = dir_.Sub("cache");
+  ASSERT_OK_AND_ASSIGN(auto reader, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(reader->fetches_whole_chunks());
+  ASSERT_GT(reader->chunk_count(), 3u);
+  // The other process of the node: the folder and its claims, opened on their own.
+  ASSERT_OK_AND_ASSIGN(
+      auto peer, RecordCache::Open(o.cache_dir, DatasetFolderName(o.cache_dir), o.cache_bytes));
+  auto records_of = [&](uint64_t c) {
+    std::vector<uint64_t> r;
+    for (uint64_t i = reader->chunk_begin(c); i < reader->chunk_begin(c + 1); ++i) r.push_back(i);
+    return r;
+  };
+
+  // Chunk 0 is being fetched by the peer: asked ahead, it costs no GET.
+  std::optional<RecordCache::Claim> claim = peer->TryClaim(reader->chunk_begin(0));
+  ASSERT_TRUE(claim.has_value() && claim->locked());
+  const uint64_t before = memory_->requests("GET");
+  reader->Prefetch(records_of(0));
+  EXPECT_EQ(memory_->requests("GET"), before) << "left to the reader that claimed it";
+  EXPECT_EQ(reader->counters().peer_chunks, 1u);
+  // The peer writes the chunk from another thread and lets go; a Fetch waits for it if it comes
+  // first, and reads the folder either way.
+  std::thread writer([&] {
+    for (uint64_t i : records_of(0)) peer->Put(i, expected[i]);
+    claim->Release();
+  });
+  for (uint64_t i : records_of(0)) {
+    ASSERT_OK_AND_ASSIGN(auto got, reader->Fetch(i));
+    EXPECT_EQ(*got, expected[i]) << i;
+  }
+  writer.join();
+  EXPECT_EQ(memory_->requests("GET"), before) << "every record of chunk 0 came from the folder";
+
+  // A peer that claims chunk 1 and goes away without writing it (killed mid-GET: the kernel drops
+  // its lock): the reader fetches the chunk itself.
+  {
+    std::optional<RecordCache::Claim> dead = peer->TryClaim(reader->chunk_begin(1));
+    ASSERT_TRUE(dead.has_value());
+    reader->Prefetch(records_of(1));
+  }
+  for (uint64_t i : records_of(1)) {
+    ASSERT_OK_AND_ASSIGN(auto got, reader->Fetch(i));
+    EXPECT_EQ(*got, expected[i]) << i;
+  }
+  EXPECT_GT(memory_->requests("GET"), before);
+  // And chunk 2, claimed by nobody, is fetched whole by one GET when asked ahead.
+  const uint64_t before_2 = memory_->requests("GET");
+  reader->Prefetch(records_of(2));
+  EXPECT_EQ(memory_->requests("GET"), before_2 + 1);
 }
 
 }  // namespace

@@ -7,11 +7,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ddpio/storage/s3/retry_policy.h"
 
 namespace ddpio::storage::remote {
+
+// A dataset's manifest and record index as the store holds them: what one rank of a job fetches
+// and broadcasts, so that the others open the dataset without asking the store
+// (RemoteOptions::preloaded; the pipeline does so). Checked on open exactly as if fetched.
+struct RemoteIndexBytes {
+  std::string manifest;
+  std::string index;
+};
 
 struct RemoteOptions {
   // Fetched records held in memory; also the most fetched ahead and not yet asked for.
@@ -21,6 +30,9 @@ struct RemoteOptions {
   uint64_t coalesce_gap = uint64_t{64} << 10;
   uint64_t max_request_bytes = uint64_t{8} << 20;
   int max_in_flight = 16;  // GETs at once
+  // Requests a second this reader may send (0: no cap); either way its rate falls when the store
+  // says it is overrun and grows back after (s3/rate_governor.h).
+  double max_requests_per_s = 0;
   // A dataset whose records fit the budget that keeps them (the cache folder's with one, else
   // memory's) is fetched a whole chunk at a time: a record asked for brings the records of its
   // chunk — its neighbours in the file, as far as one GET reaches (max_request_bytes, no gap above
@@ -51,7 +63,12 @@ struct RemoteOptions {
     r.give_up_after = std::chrono::minutes(5);
     return r;
   }();
-  // A local folder for fetched records ("" none) and its byte budget.
+  // Given: the manifest and the record index are these (RemoteDataset::FetchIndex's, fetched by
+  // another rank), not fetched; checked all the same. Null (default): fetched at open.
+  std::shared_ptr<const RemoteIndexBytes> preloaded;
+  // A local folder for fetched records ("" none) and its byte budget. The processes of a node
+  // that share one fetch each chunk once between them (RecordCache's claims): a chunk another is
+  // fetching is waited for and read from the folder.
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{16} << 30;
 };
@@ -67,6 +84,13 @@ struct RemoteCounters {
   uint64_t refetches = 0;    // records fetched again after a checksum mismatch
   // Records fetched with a record of their chunk before anyone asked for them (whole_chunks).
   uint64_t chunk_records = 0;
+  // Chunks left to another process sharing the cache folder, which was fetching them (their
+  // records were read from the folder: RecordCache's claims).
+  uint64_t peer_chunks = 0;
+  // Signs the store was overrun (503 SlowDown, 429, timed-out attempts), and the request rate the
+  // reader's governor allows now (0: unlimited).
+  uint64_t throttles = 0;
+  double rate_limit_per_s = 0;
 };
 
 }  // namespace ddpio::storage::remote

@@ -111,7 +111,8 @@ TEST_F(UploadTest, ATamperedCacheFileIsCaughtEvenWithoutChecksumVerification) {
   ExpectRecordsOf(a_, Url(), o);
   int tampered = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) {
-    if (!e.is_regular_file()) continue;
+    // Record files only: the folder's `claims` file (chunk claims, docs/FORMAT.md) is empty.
+    if (!e.is_regular_file() || e.path().filename() == "claims") continue;
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(16);  // the record's label (docs/FORMAT.md): another valid class
     f.put('\x05');

@@ -10,6 +10,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/storage/s3/rate_governor.h"
 #include "ddpio/storage/s3/s3_xml.h"
 
 namespace ddpio::storage::s3 {
@@ -187,6 +189,7 @@ struct HttpClient::Impl {
   std::deque<std::unique_ptr<Transfer>> queued;  // guarded by mu
   bool stop = false;                             // guarded by mu
   HttpCounters counts;                           // guarded by mu
+  std::optional<RateGovernor> governor;          // guarded by mu; made by Create
 
   // The thread's own.
   std::vector<std::unique_ptr<Transfer>> waiting;  // retries not due yet
@@ -468,6 +471,19 @@ struct HttpClient::Impl {
     Release(*t);
     const bool answered_ok = e.code == CURLE_OK && e.status >= 200 && e.status < 300 &&
                              !t->too_large && !t->out_of_memory;
+    {
+      // The governor hears how the store took it: overrun (503 SlowDown, 429, an attempt that
+      // timed out) or served.
+      std::lock_guard<std::mutex> lock(mu);
+      const Clock::time_point now = Clock::now();
+      if (e.status == 503 || e.status == 429 || e.code == CURLE_OPERATION_TIMEDOUT) {
+        governor->Throttled(now);
+      } else if (answered_ok) {
+        governor->Succeeded(now);
+      }
+      counts.throttles = governor->throttles();
+      counts.rate_limit_per_s = governor->rate_per_s();
+    }
     if (answered_ok) {
       HttpResponse r;
       r.status = e.status;
@@ -507,26 +523,32 @@ struct HttpClient::Impl {
       }
       std::vector<std::unique_ptr<Transfer>> starting;
       bool stopping = false;
+      // When the governor lets the next request start, if it holds one back.
+      std::optional<Clock::time_point> admit_at;
       {
         std::lock_guard<std::mutex> lock(mu);
         stopping = stop;
+        const auto now = Clock::now();
+        // Retries that are due (paced by their backoff, charged to the governor), then new
+        // requests as the governor admits them.
+        for (auto it = waiting.begin(); !stopping && it != waiting.end();) {
+          if ((*it)->not_before > now) {
+            ++it;
+            continue;
+          }
+          governor->Charge(now);
+          starting.push_back(std::move(*it));
+          it = waiting.erase(it);
+        }
         const size_t room = static_cast<size_t>(options.max_in_flight);
-        while (!stopping && !queued.empty() &&
+        while (!stopping && !admit_at.has_value() && !queued.empty() &&
                running.size() + waiting.size() + starting.size() < room) {
+          if ((admit_at = governor->Admit(now))) break;
           starting.push_back(std::move(queued.front()));
           queued.pop_front();
         }
       }
       if (stopping) break;
-      const auto now = Clock::now();
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        if ((*it)->not_before <= now) {
-          starting.push_back(std::move(*it));
-          it = waiting.erase(it);
-        } else {
-          ++it;
-        }
-      }
       for (auto& t : starting) Start(std::move(t));
       int active = 0;
       curl_multi_perform(multi, &active);
@@ -541,6 +563,13 @@ struct HttpClient::Impl {
       // A finished transfer made room for a queued one: start it now, not after the next wakeup.
       if (finished) continue;
       int wait_ms = options.retry.cancel != nullptr ? kCancelCheckMs : 1000;
+      if (admit_at.has_value()) {
+        wait_ms = std::min<int>(
+            wait_ms,
+            static_cast<int>(std::max<int64_t>(
+                1, std::chrono::duration_cast<std::chrono::milliseconds>(*admit_at - Clock::now())
+                       .count())));
+      }
       for (const auto& t : waiting) {
         wait_ms =
             std::min<int>(wait_ms, static_cast<int>(std::max<int64_t>(
@@ -581,6 +610,10 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   impl->options = options;
   impl->options.max_in_flight = std::max(1, options.max_in_flight);
   impl->options.retry.max_attempts = std::max(1, options.retry.max_attempts);
+  RateGovernor::Options g;
+  g.max_per_s = std::max(0.0, options.max_requests_per_s);
+  impl->governor.emplace(g, Clock::now());
+  impl->counts.rate_limit_per_s = impl->governor->rate_per_s();
   impl->multi = curl_multi_init();
   if (impl->multi == nullptr) return absl::InternalError("curl_multi_init failed");
   curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS,

@@ -59,13 +59,20 @@ struct HttpCounters {
   uint64_t bytes_received = 0;  // response bodies
   uint64_t bytes_sent = 0;      // request bodies
   uint64_t failed = 0;          // requests that ended in an error
+  // Signs the store is overrun (503, 429, a timed-out attempt) and the rate the client's
+  // governor allows now, requests a second (0: unlimited; rate_governor.h).
+  uint64_t throttles = 0;
+  double rate_limit_per_s = 0;
 };
 
 class HttpClient {
  public:
   struct Options {
     RetryPolicy retry;
-    int max_in_flight = 32;     // transfers at once; more wait in order
+    int max_in_flight = 32;  // transfers at once; more wait in order
+    // Requests started a second at most (retries included), 0: no cap. Either way the rate falls
+    // when the store says it is overrun and grows back after (RateGovernor).
+    double max_requests_per_s = 0;
     std::string sigv4;          // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
     std::string user_password;  // "ACCESS_KEY:SECRET_KEY" for SigV4
     // Said after the error when the server refuses the credentials (see RefusesCredentials).

@@ -419,5 +419,53 @@ TEST(HttpClient, DestroyingTheClientCancelsWhatIsPending) {
   EXPECT_CODE(result.get_future().get(), kCancelled);
 }
 
+// `n` GETs of the server's object submitted at once; their answers to come.
+std::vector<std::future<absl::StatusOr<HttpResponse>>> SubmitMany(HttpClient& http,
+                                                                  const FakeHttpServer& server,
+                                                                  int n) {
+  std::vector<std::future<absl::StatusOr<HttpResponse>>> pending;
+  for (int i = 0; i < n; ++i) {
+    auto promise = std::make_shared<std::promise<absl::StatusOr<HttpResponse>>>();
+    pending.push_back(promise->get_future());
+    http.Submit(Get(server),
+                [promise](absl::StatusOr<HttpResponse> r) { promise->set_value(std::move(r)); });
+  }
+  return pending;
+}
+
+// The governor in the client: 503 SlowDowns slow it down and every request still completes; a cap
+// is kept (a lower bound on the time taken: a client that does not pace finishes far sooner).
+TEST(HttpClient, SlowDownsEngageTheGovernorAndNothingIsLost) {
+  const std::string slow_down = "<Error><Code>SlowDown</Code></Error>";
+  std::vector<FakeAnswer> answers(12, FakeAnswer{503, slow_down});
+  answers.push_back({200, "ok"});
+  FakeHttpServer server(answers);
+  HttpClient::Options o = Quick();
+  o.retry.max_attempts = 20;
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  EXPECT_EQ(http->counters().rate_limit_per_s, 0.0) << "unlimited before the store pushes back";
+  std::vector<std::future<absl::StatusOr<HttpResponse>>> pending = SubmitMany(*http, server, 8);
+  for (auto& f : pending) {
+    absl::StatusOr<HttpResponse> r = f.get();
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->body, "ok");
+  }
+  const HttpCounters c = http->counters();
+  EXPECT_EQ(c.throttles, 12u);
+  EXPECT_GT(c.rate_limit_per_s, 0.0) << "the governor limits the rate now";
+}
+
+TEST(HttpClient, ARequestRateCapIsKept) {
+  FakeHttpServer server({{200, "ok"}});
+  HttpClient::Options o = Quick();
+  o.max_requests_per_s = 40;
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& f : SubmitMany(*http, server, 21)) ASSERT_OK(f.get().status());
+  // 40 a second, a burst of 2: the last of 21 starts no sooner than 19/40 s after the first.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(470));
+  EXPECT_EQ(http->counters().rate_limit_per_s, 40.0);
+}
+
 }  // namespace
 }  // namespace ddpio::storage::s3

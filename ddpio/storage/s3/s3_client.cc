@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   HttpClient::Options o;
   o.retry = options.retry;
   o.max_in_flight = options.max_in_flight;
+  o.max_requests_per_s = options.max_requests_per_s;
   o.sigv4 = absl::StrCat("aws:amz:", config.region, ":s3");
   o.user_password = absl::StrCat(config.access_key, ":", config.secret_key);
   o.refused_hint = RefusedHint(config);

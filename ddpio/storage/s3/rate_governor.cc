@@ -1,0 +1,99 @@
+#include "ddpio/storage/s3/rate_governor.h"
+
+#include <algorithm>
+
+namespace ddpio::storage::s3 {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+constexpr std::chrono::seconds kWindow(1);
+
+}  // namespace
+
+RateGovernor::RateGovernor(const Options& options, Clock::time_point now)
+    : options_(options), refilled_(now), grown_(now), last_decrease_(now), window_start_(now) {
+  options_.min_per_s = std::max(options_.min_per_s, 1e-3);
+  if (options_.max_per_s > 0) {
+    options_.max_per_s = std::max(options_.max_per_s, options_.min_per_s);
+    limited_ = true;
+    rate_ = options_.max_per_s;
+  }
+}
+
+double RateGovernor::SentRate(Clock::time_point now) const {
+  // The last whole window and the current part one, over their length.
+  const double current = std::min(Seconds(now - window_start_).count(), 2.0 * kWindow.count());
+  return static_cast<double>(last_window_ + in_window_) / (kWindow.count() + current);
+}
+
+void RateGovernor::Refill(Clock::time_point now) {
+  // A short burst allowed: a twentieth of a second's worth, at least one request.
+  const double burst = std::max(1.0, rate_ / 20);
+  tokens_ = std::min(burst, tokens_ + rate_ * Seconds(now - refilled_).count());
+  refilled_ = now;
+}
+
+void RateGovernor::Count(Clock::time_point now) {
+  if (now - window_start_ >= kWindow) {
+    last_window_ = now - window_start_ >= 2 * kWindow ? 0 : in_window_;
+    in_window_ = 0;
+    window_start_ = now;
+  }
+  ++in_window_;
+}
+
+void RateGovernor::Charge(Clock::time_point now) {
+  Count(now);
+  if (!limited_) return;
+  Refill(now);
+  tokens_ = std::max(tokens_ - 1, -rate_);
+}
+
+std::optional<RateGovernor::Clock::time_point> RateGovernor::Admit(Clock::time_point now) {
+  if (limited_) {
+    Refill(now);
+    if (tokens_ < 1) {
+      return now + std::chrono::duration_cast<Clock::duration>(Seconds((1 - tokens_) / rate_));
+    }
+    tokens_ -= 1;
+  }
+  Count(now);
+  return std::nullopt;
+}
+
+void RateGovernor::Succeeded(Clock::time_point now) {
+  if (!limited_ || !decreased_) {
+    grown_ = now;
+    return;
+  }
+  // Growth for the time since the last success, at most a second of it (after an idle spell the
+  // store is not known to take more).
+  const double dt = std::min(Seconds(now - grown_).count(), 1.0);
+  grown_ = now;
+  rate_ += step_ * dt;
+  if (options_.max_per_s > 0) rate_ = std::min(rate_, options_.max_per_s);
+}
+
+void RateGovernor::Throttled(Clock::time_point now) {
+  ++throttles_;
+  if (decreased_ && now - last_decrease_ < options_.reaction) return;  // the same burst
+  if (limited_) {
+    Refill(now);
+  } else {
+    refilled_ = now;
+  }
+  const double sent = SentRate(now);
+  double from = limited_ ? rate_ : sent;
+  if (sent > 0) from = std::min(from, sent);
+  if (from <= 0) from = options_.min_per_s;
+  rate_ = std::max(options_.min_per_s, from * options_.decrease);
+  step_ = std::max(1.0, from / 10);
+  limited_ = true;
+  decreased_ = true;
+  last_decrease_ = now;
+  grown_ = now;
+  tokens_ = std::min(tokens_, 1.0);
+  ++decreases_;
+}
+
+}  // namespace ddpio::storage::s3
