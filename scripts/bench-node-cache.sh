@@ -2,6 +2,7 @@
 # shellcheck disable=SC2015  # `A && B || fail` is intended
 # The ranks of one node reading a dataset in an object store, with and without a shared cache
 # folder. One run, the same dataset and gateway, configurations interleaved round by round:
+#   local     the ranks read the local LMDB (the ceiling: no store at all)
 #   none      no cache folder: each rank reads its share on its own (a dataset larger than the
 #             reader's memory goes record by record in the exact order)
 #   per-rank  a cache folder of its own for each rank (--cache-dir WORK/own/RANK): whole chunks,
@@ -13,7 +14,8 @@
 # shard mode (each rank its own samples, the exact order), folders emptied before every run.
 # Reported per configuration, median over rounds: the node's requests to the store (every rank's
 # `store.requests` summed), records fetched (summed: the dataset once is its size), MB received,
-# records read from the folder, and the slowest rank's images/s (the node waits for it).
+# records read from the folder, and the slowest rank's images/s (the node waits for it), also as a
+# ratio to the local row of the same round (median of the paired ratios).
 #
 # Usage: scripts/bench-node-cache.sh [--rounds N] [--db DB] [--ranks N] [--work DIR] [--keep]
 #   --rounds N   rounds, each running every configuration once in rotated order (default 3; >= 1)
@@ -91,6 +93,7 @@ run() {
   local cmd=("$DDPIO" bench feed --data "$URL" --batch-size 32 --image-size 64 --workers 1
              --epochs 1 --json)
   case "$config" in
+    local) cmd[4]=$DB ;;
     none) ;;
     shared) cmd+=(--cache-dir "$WORK/shared") ;;
     per-rank)
@@ -104,10 +107,10 @@ run() {
 }
 
 export OWN
-CONFIGS=(none per-rank shared)
+CONFIGS=(local none per-rank shared)
 for round in $(seq 1 "$ROUNDS"); do
-  for k in 0 1 2; do
-    config=${CONFIGS[$(((k + round - 1) % 3))]}
+  for k in 0 1 2 3; do
+    config=${CONFIGS[$(((k + round - 1) % 4))]}
     log "round $round/$ROUNDS: $config"
     run "$config" "$round"
   done
@@ -118,20 +121,23 @@ import json, os, statistics, sys
 runs, rounds, ranks, url = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def totals(config, r):
     lines = [json.loads(l) for l in open(os.path.join(runs, f"{config}.{r}.jsonl"))]
-    s = [l["store"] for l in lines]
+    s = [l.get("store", {"requests": 0, "records_fetched": 0, "bytes": 0, "disk_hits": 0})
+         for l in lines]
     return {"requests": sum(x["requests"] for x in s),
             "records": sum(x["records_fetched"] for x in s),
             "mb": sum(x["bytes"] for x in s) / 1e6,
             "disk": sum(x["disk_hits"] for x in s),
             "slowest": min(l["images_per_s"] for l in lines)}
 print(f"{ranks} ranks on one node, {url}, median of {rounds} round(s) (range)\n")
-print("| cache folder | requests (node) | records fetched (node) | MB received | records from the folder | slowest rank, images/s |")
-print("|---|---|---|---|---|---|")
-for config in ("none", "per-rank", "shared"):
+print("| cache folder | requests (node) | records fetched (node) | MB received | records from the folder | slowest rank, images/s | / local |")
+print("|---|---|---|---|---|---|---|")
+local = [totals("local", r)["slowest"] for r in range(1, rounds + 1)]
+for config in ("local", "none", "per-rank", "shared"):
     t = [totals(config, r) for r in range(1, rounds + 1)]
     def cell(key, fmt):
         v = [x[key] for x in t]
         return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
     print(f"| {config} | {cell('requests', '{:,.0f}')} | {cell('records', '{:,.0f}')} | "
-          f"{cell('mb', '{:,.1f}')} | {cell('disk', '{:,.0f}')} | {cell('slowest', '{:,.0f}')} |")
+          f"{cell('mb', '{:,.1f}')} | {cell('disk', '{:,.0f}')} | {cell('slowest', '{:,.0f}')} | "
+          f"{statistics.median(x['slowest'] / l for x, l in zip(t, local)):.2f} |")
 EOF
