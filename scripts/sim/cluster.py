@@ -15,7 +15,8 @@ Layout of a cluster named NAME with N nodes:
                      Ceph's RADOS Gateway (scripts/object-store.sh up --listen), the dataset
                      uploaded to s3://ddpio-sim/data; its link is shaped with tbf as the nodes'
                      are (both ends), so the store's bandwidth is its link, as for an object
-                     store across a network (netem is missing here: no added latency)
+                     store across a network (netem is missing here: no added latency, unless
+                     --store-first-byte-ms puts delay_proxy.py in front of the gateway)
   cgroups            ranks run in the cluster's blkio cgroup (the aggregate limit applies to them;
                      v1 limits of a parent do not reach child cgroups, so there is one for all)
                      and, with a CPU cap, in one cpu cgroup per node
@@ -39,6 +40,7 @@ TBF_BURST = "512kb"
 TBF_LATENCY = "5ms"
 STORE_ADDRESS = f"{SUBNET}.250"
 STORE_PORT = 7480
+DELAY_PROXY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay_proxy.py")
 STORE_URL = "s3://ddpio-sim/data"
 OBJECT_STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "object-store.sh")
 
@@ -185,8 +187,11 @@ class Cluster:
         return out
 
     # ----- object store ------------------------------------------------------------------
-    def up_store_s3(self, data, ddpio):
-        """The gateway in namespace NAME-st behind its own link, with `data` uploaded to it."""
+    def up_store_s3(self, data, ddpio, first_byte_ms=0):
+        """The gateway in namespace NAME-st behind its own link, with `data` uploaded to it; with
+        first_byte_ms > 0 the ranks reach it through delay_proxy.py (in the same namespace, port
+        STORE_PORT + 1), which holds each response's first byte until that long after its request:
+        a real object store's first-byte latency, which netem would add if it were here."""
         data = os.path.abspath(data)
         if not os.path.exists(data):
             raise SimError(f"dataset {data} does not exist")
@@ -222,6 +227,23 @@ class Cluster:
         self.save()
         sh("ip", "netns", "exec", ns, "env", *[f"{k}={v}" for k, v in env.items()], ddpio, "upload", data, STORE_URL,
            "--create-bucket")
+        if first_byte_ms > 0:
+            # Killed with the namespace at teardown (kill_netns), like the gateway's daemons.
+            proxy = subprocess.Popen(
+                ["ip", "netns", "exec", ns, "/usr/bin/python3", DELAY_PROXY, "--listen",
+                 f"{STORE_ADDRESS}:{STORE_PORT + 1}", "--upstream", f"{STORE_ADDRESS}:{STORE_PORT}",
+                 "--delay-ms", str(first_byte_ms)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = proxy.stdout.readline().strip()
+            if not line.startswith("listening "):
+                proxy.kill()
+                raise SimError(f"delay_proxy.py did not start: {line} {proxy.stderr.read().strip()}")
+            endpoint = f"http://{STORE_ADDRESS}:{STORE_PORT + 1}"
+            for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+                if k in env:
+                    env[k] = endpoint
+            self.state["store"].update(env=env, first_byte_ms=first_byte_ms)
+            self.save()
 
     def shape_store(self, mbit):
         """The store's link: MBIT Mbit/s each way (0: unshaped), tbf on both ends as shape()."""

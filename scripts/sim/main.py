@@ -45,7 +45,8 @@ def make_cluster(args, name=None):
         c.up_network(args.nodes)
         if getattr(args, "data", None):
             if args.store == "s3":
-                c.up_store_s3(args.data, getattr(args, "ddpio", DEFAULT_DDPIO))
+                c.up_store_s3(args.data, getattr(args, "ddpio", DEFAULT_DDPIO),
+                              getattr(args, "store_first_byte_ms", 0))
             else:
                 c.up_storage(args.data, args.workdir)
         throttle = getattr(args, "throttle_node", None)
@@ -66,6 +67,9 @@ def add_cluster_flags(p, data_required):
                    help="fs: a shared filesystem every node mounts (default); s3: an object store (Ceph's RADOS "
                         "Gateway in a namespace of its own behind --store-link-mbit), the dataset uploaded to "
                         "s3://ddpio-sim/data")
+    p.add_argument("--store-first-byte-ms", type=float, default=0,
+                   help="--store s3: each response's first byte held this long after its request (a "
+                        "delaying proxy in front of the gateway: a real object store's 10-200 ms; 0: none)")
     p.add_argument("--workdir", default=WORKDIR, help=f"where the filesystem image lives (default {WORKDIR})")
     p.add_argument("--node-cpus", type=float, default=0, help="CPU cores per node (default: uncapped)")
     p.add_argument("--throttle-node", type=int, default=None,
@@ -112,7 +116,7 @@ def add_job_flags(p):
 def config_of(args):
     keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
             "mode", "payload", "readers", "layout", "relay", "read_ahead", "job", "epochs", "batch_size", "workers",
-            "image_size", "store", "store_link_mbit",
+            "image_size", "store", "store_link_mbit", "store_first_byte_ms",
             "timeout", "ddpio")
     return {k: getattr(args, k) for k in keys}
 

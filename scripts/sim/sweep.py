@@ -55,6 +55,9 @@ def add_flags(p, ddpio, workdir):
     p.add_argument("--store", choices=["fs", "s3"], default="fs",
                    help="fs: the shared filesystem (default); s3: an object store (Ceph's RADOS Gateway in its own "
                         "namespace behind a shaped link); its section is 'store'")
+    p.add_argument("--store-first-byte-ms", type=float, default=0,
+                   help="--store s3: each response's first byte held this long after its request (a "
+                        "delaying proxy in front of the gateway: a real object store's 10-200 ms; 0: none)")
     p.add_argument("--sections", default=None,
                    help="comma-separated subset to run (calibrate always runs); default with --store fs: "
                         "grid,headline,shard,relay,readahead,train; with --store s3: store")
