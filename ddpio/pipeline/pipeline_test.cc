@@ -119,6 +119,36 @@ TEST(Pipeline, OnlyRankZeroFetchesTheIndexOfADatasetInAnObjectStore) {
   EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), 40u) << "every sample once";
 }
 
+// A rank given another dataset than rank 0 takes part in the broadcast but opens its own: what
+// rank 0 fetched is never taken for another URL's.
+TEST(Pipeline, ARankGivenAnotherDatasetOpensItsOwnNotRankZerosIndex) {
+  testing::TempDir dir;
+  ASSERT_OK(testing::WriteJpegDataset(dir.Sub("a"), 40, 24));
+  ASSERT_OK(testing::WriteJpegDataset(dir.Sub("b"), 20, 24));
+  auto store = testing::MemoryStore::Create();
+  ASSERT_OK_AND_ASSIGN(auto client, storage::s3::OpenObjectStore(store->Config()));
+  ASSERT_OK(client->CreateBucket("ddpio-pipe"));
+  ASSERT_OK(storage::remote::Upload(dir.Sub("a"), "s3://ddpio-pipe/a", store->Config()).status());
+  ASSERT_OK(storage::remote::Upload(dir.Sub("b"), "s3://ddpio-pipe/b", store->Config()).status());
+  comm::RendezvousOptions ro;
+  ro.token = "t";
+  ro.job_id = "pipeline-s3-two";
+  ro.backend = comm::BackendKind::kGloo;
+  auto codes = comm::testing::RunJob(2, ro, [&](comm::Job& job) {
+    const bool first = job.info().rank == 0;
+    PipelineOptions o = Small(first ? "s3://ddpio-pipe/a" : "s3://ddpio-pipe/b", 1);
+    o.store_overrides.s3 = store->Config();
+    const uint64_t before = store->requests("GET", storage::remote::kRecordIndexObject);
+    auto p = Pipeline::Open(job, o);
+    if (!p.ok()) return 10;
+    if ((*p)->dataset_size() != (first ? 40u : 20u)) return 11;
+    const uint64_t index = store->requests("GET", storage::remote::kRecordIndexObject) - before;
+    return index == 1 ? 0 : 12;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}))
+      << "10 open failed, 11 another dataset's size, 12 not its own index fetched once";
+}
+
 // Rank 0 cannot fetch the index (no dataset at the URL): every rank fails with rank 0's words,
 // at once, not after the timeout.
 TEST(Pipeline, WhenRankZeroCannotFetchTheIndexEveryRankSaysWhy) {

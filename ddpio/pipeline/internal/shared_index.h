@@ -15,11 +15,14 @@
 
 namespace ddpio::internal {
 
-// Collective on `world` when `data` is s3:// and the world has several ranks (else nothing is
-// done). Sets options->store_overrides.preloaded_index on every rank. Rank 0's error fetching is
-// every rank's error (rank 0's words, said to be rank 0's on the others); a broadcast that fails
-// or times out (each step waits up to 2 x `timeout`: rank 0's fetch may take `timeout`) is this
-// rank's own.
+// Collective on `world` whenever it has several ranks: every rank calls it, whatever its `data`.
+// Rank 0, given an s3:// dataset, fetches and sends its URL, manifest and index (an index over
+// 1 GiB is not shared: every rank then fetches its own). A rank given the same URL gets
+// options->store_overrides.preloaded_index; one given another dataset keeps its own (and the
+// group's comparison of datasets then names the difference). Rank 0's error fetching is the error
+// of every rank given its URL (rank 0's words, said to be rank 0's on the others); a broadcast
+// that fails or times out (each step waits up to 5 x `timeout`, rank 0's fetch being up to four
+// requests each bounded by it) is this rank's own, as is an announcement beyond the bounds.
 absl::Status ShareStoreIndex(comm::Communicator& world, const std::string& data,
                              std::chrono::milliseconds timeout, storage::ReaderOptions* options);
 

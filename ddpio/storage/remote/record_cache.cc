@@ -436,6 +436,7 @@ std::optional<RecordCache::Claim> RecordCache::TryClaim(uint64_t key) const {
   if (claimed_.count(key) != 0) return std::nullopt;  // held by this process
   if (!LockByte(claims_.get(), key, F_WRLCK)) {
     if (errno == EAGAIN || errno == EACCES) return std::nullopt;  // held by another
+    locks_fail_.store(true, std::memory_order_relaxed);
     return claim;  // the filesystem cannot lock: go ahead
   }
   claimed_.insert(key);
@@ -456,6 +457,11 @@ RecordCache::Claim RecordCache::WaitClaim(uint64_t key, std::chrono::millisecond
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(16));
   }
+}
+
+bool RecordCache::ClaimedHere(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return claimed_.count(key) != 0;
 }
 
 void RecordCache::Unclaim(uint64_t key) const {

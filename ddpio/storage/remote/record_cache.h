@@ -24,7 +24,9 @@
 // folder, in this process or another, and the kernel drops it when its process dies: a fetcher
 // killed mid-GET never holds its peers up. A claim only saves requests — what is read from the
 // folder is verified as always — so a folder where the lock cannot be taken (no claims file,
-// a filesystem without locks) simply lets everyone fetch.
+// a filesystem without locks) simply lets everyone fetch. A process forked after taking a claim
+// shares its lock (one open file description): claims are for processes that open the folder
+// themselves, as the ranks of a node do.
 //
 // The byte budget is kept by eviction, oldest written first, over what this process knows: the
 // regular files found in the right <xx> folders when it opened the folder, and those it wrote
@@ -32,6 +34,7 @@
 #ifndef DDPIO_STORAGE_REMOTE_RECORD_CACHE_H_
 #define DDPIO_STORAGE_REMOTE_RECORD_CACHE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -94,6 +97,12 @@ class RecordCache {
   // The claim on `key`, waiting up to `patience` for its holder to release it (or die); after
   // that an unlocked Claim (whoever holds it is stuck: the caller goes ahead anyway).
   Claim WaitClaim(uint64_t key, std::chrono::milliseconds patience) const;
+  // Whether this object holds the claim on `key` now.
+  bool ClaimedHere(uint64_t key) const;
+  // Whether claims lock here (a claims file that takes locks): else every Claim is unlocked.
+  bool claims_work() const {
+    return claims_.valid() && !locks_fail_.load(std::memory_order_relaxed);
+  }
 
   // DIR/<dataset>, for messages and tests; the cache itself never resolves this path again
   // except to make the folder anew after it was deleted.
@@ -125,6 +134,7 @@ class RecordCache {
   bool warned_ = false;                                   // guarded by mu_
   Fd claims_;  // DIR/<dataset>/claims, open read-write; invalid when it could not be
   mutable std::unordered_set<uint64_t> claimed_;  // guarded by mu_; keys this object holds
+  mutable std::atomic<bool> locks_fail_{false};   // the filesystem refused a lock
 };
 
 }  // namespace ddpio::storage::remote

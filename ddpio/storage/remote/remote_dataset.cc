@@ -181,7 +181,9 @@ std::vector<uint64_t> RemoteDataset::ClaimChunks(std::vector<uint64_t> wanted, C
     auto it = claims->find(c);
     if (it == claims->end()) {
       std::optional<RecordCache::Claim> claim = disk_->TryClaim(chunk_begin_[c]);
-      if (!claim.has_value()) left.push_back(c);
+      // Held by another process: left to it (held by this one: its GET is on the way, or a thread
+      // is reading the folder).
+      if (!claim.has_value() && !disk_->ClaimedHere(chunk_begin_[c])) left.push_back(c);
       it = claims
                ->emplace(c, claim.has_value()
                                 ? std::make_shared<RecordCache::Claim>(*std::move(claim))
@@ -204,11 +206,14 @@ std::vector<uint64_t> RemoteDataset::ClaimChunks(std::vector<uint64_t> wanted, C
 }
 
 std::chrono::milliseconds RemoteDataset::ClaimPatience() const {
+  // A quarter of what one request may take with its retries (a job's timeout bounds that): a
+  // chunk's GET takes well under a second; a holder much slower is stuck, and waiting for it
+  // longer would outlast the peers waiting for this rank.
   const s3::RetryPolicy& r = options_.retry;
   const std::chrono::milliseconds request = r.give_up_after.count() > 0
                                                 ? r.give_up_after + r.attempt_timeout
                                                 : r.attempt_timeout * std::max(1, r.max_attempts);
-  return std::max<std::chrono::milliseconds>(request, std::chrono::seconds(10));
+  return std::max<std::chrono::milliseconds>(request / 4, std::chrono::seconds(10));
 }
 
 absl::StatusOr<std::string> RemoteDataset::FetchManifest(const s3::S3Url& where) {
@@ -423,19 +428,32 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t
       }
     }
     if (!SharesChunks()) break;
+    const uint32_t chunk = chunk_of_[index];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stuck_.empty() && stuck_[chunk]) break;  // its holder was waited for in vain once
+    }
     // Another process of the node may be fetching its chunk: wait for it, then read what it wrote.
-    claim = disk_->WaitClaim(chunk_begin_[chunk_of_[index]], ClaimPatience());
+    claim = disk_->WaitClaim(chunk_begin_[chunk], ClaimPatience());
     if (std::optional<std::string> bytes = disk_->Get(index, index_[index].length);
         bytes.has_value()) {
       std::lock_guard<std::mutex> lock(mu_);
       ++counts_.disk_hits;
       return std::make_shared<const std::string>(*std::move(bytes));
     }
+    if (!claim.locked() && disk_->claims_work()) {
+      // Its holder is stuck (a process stopped, a GET queued behind a slow store): this process
+      // fetches the chunk's records itself from now on, without waiting again.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stuck_.size() != chunk_count()) stuck_.assign(chunk_count(), false);
+      stuck_[chunk] = true;
+      break;
+    }
     if (round > 0) break;
     // Nobody fetched it (nobody had asked for it yet, or its fetcher failed): this process fetches
     // the whole chunk, as asking ahead would, and waits for it above.
     claim.Release();
-    Prefetch(absl::MakeConstSpan(&index, 1));
+    PrefetchImpl(absl::MakeConstSpan(&index, 1), /*ahead=*/false);
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -482,10 +500,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::FetchNow(uint6
 
 absl::StatusOr<uint64_t> RemoteDataset::FetchRaw(absl::Span<const uint64_t> indices) const {
   for (uint64_t index : indices) DDPIO_RETURN_IF_ERROR(CheckIndex(index));
-  s3::S3ClientOptions o;
-  o.retry = options_.retry;
-  o.max_in_flight = std::max(1, options_.max_in_flight);
-  DDPIO_ASSIGN_OR_RETURN(auto client, s3::OpenObjectStore(client_->config(), o));
+  DDPIO_ASSIGN_OR_RETURN(auto client, MakeClient(client_->config(), options_));
   std::mutex mu;
   std::condition_variable done;
   size_t left = indices.size();
@@ -523,10 +538,14 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Refetch(uint64
 }
 
 uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
+  return PrefetchImpl(indices, /*ahead=*/true);
+}
+
+uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ahead) {
   std::vector<uint64_t> wanted;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++prefetch_calls_;
+    if (ahead) ++prefetch_calls_;
     for (uint64_t i : indices) {
       if (i >= index_.size()) continue;
       auto it = slots_.find(i);

@@ -159,9 +159,13 @@ class RemoteDataset {
   // chunk another process has claimed is left to it, and a record another wrote to the folder is
   // read from there. The claims taken, by chunk, go to `claims` (null for chunks left to others).
   std::vector<uint64_t> ClaimChunks(std::vector<uint64_t> wanted, Claims* claims);
-  // How long a Fetch waits for another process's claim: as long as that process's request may
-  // take with its retries.
+  // How long a Fetch waits for another process's claim: a quarter of what a request may take with
+  // its retries (at least 10 s). A chunk whose holder was waited for in vain (`stuck_`) is then
+  // fetched record by record by this process, without waiting again.
   std::chrono::milliseconds ClaimPatience() const;
+  // Prefetch; `ahead` false for a Fetch fetching a record's chunk (not counted as a call asking
+  // ahead, which would make records asked for ahead look stale sooner).
+  uint64_t PrefetchImpl(absl::Span<const uint64_t> indices, bool ahead);
   void Fetched(const std::vector<uint64_t>& group, uint64_t start,
                absl::StatusOr<std::string> bytes);
   static std::string S3ClientName(const std::string& bucket, const std::string& key);
@@ -175,6 +179,7 @@ class RemoteDataset {
   std::vector<uint64_t> chunk_begin_;  // first record of each chunk, then size()
   std::vector<uint32_t> chunk_of_;     // of each record; empty without whole_chunks_
   std::vector<bool> left_to_peer_;     // guarded by mu_; chunks counted in peer_chunks
+  std::vector<bool> stuck_;            // guarded by mu_; chunks whose holder was waited for in vain
   bool whole_chunks_ = false;
   uint64_t request_limit_ = 0;  // the most bytes one GET asks for (MakeChunks)
   std::unique_ptr<s3::ObjectStore> client_;

@@ -7,6 +7,7 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 constexpr std::chrono::seconds kWindow(1);
+constexpr std::chrono::seconds kEpisode(10);
 
 }  // namespace
 
@@ -14,7 +15,8 @@ RateGovernor::RateGovernor(const Options& options, Clock::time_point now)
     : options_(options), refilled_(now), grown_(now), last_decrease_(now), window_start_(now) {
   options_.min_per_s = std::max(options_.min_per_s, 1e-3);
   if (options_.max_per_s > 0) {
-    options_.max_per_s = std::max(options_.max_per_s, options_.min_per_s);
+    // A cap below the floor is kept: the floor gives way (a job's cap shared by many readers).
+    options_.min_per_s = std::min(options_.min_per_s, options_.max_per_s);
     limited_ = true;
     rate_ = options_.max_per_s;
   }
@@ -87,7 +89,11 @@ void RateGovernor::Throttled(Clock::time_point now) {
   if (sent > 0) from = std::min(from, sent);
   if (from <= 0) from = options_.min_per_s;
   rate_ = std::max(options_.min_per_s, from * options_.decrease);
-  step_ = std::max(1.0, from / 10);
+  // Growth: a tenth of the rate the episode fell from, a second. Decreases less than kEpisode
+  // apart are one episode (a storm of 503s halving the rate again and again): its first, largest
+  // rate sets the growth, so that the rate is back within ~10 s however far the storm drove it.
+  const bool same_episode = decreased_ && now - last_decrease_ < kEpisode;
+  step_ = std::max({1.0, from / 10, same_episode ? step_ : 0.0});
   limited_ = true;
   decreased_ = true;
   last_decrease_ = now;

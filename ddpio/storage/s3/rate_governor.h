@@ -5,9 +5,11 @@
 //   - a sign of overload (503 SlowDown, 429, an attempt that timed out) halves it, from the rate
 //     actually sent when that is lower — at most once per `reaction` interval, so the requests in
 //     flight that fail in one burst count as one sign;
-//   - each second of successes adds a tenth of the rate it fell from (back to it in ~5 s, then on
-//     up as long as the store takes it), up to the cap; never below `min_per_s` (10 a second: a
-//     store that cannot take that from one client is down, which the retries deal with).
+//   - each second of successes adds a tenth of the rate it fell from — the rate before the first
+//     decrease of a storm of them less than 10 s apart — so it is back within ~10 s, then goes on
+//     up as long as the store takes it, up to the cap; never below `min_per_s` (10 a second, or the
+//     cap when lower: a store that cannot take that from one client is down, which the retries
+//     deal with).
 // Retries are charged, not held back: their exponential backoff already paces each one, and the
 // governor's job is the load all requests make together.
 // Times are the caller's (tests drive it with their own clock). Not thread-safe: the HTTP client

@@ -108,5 +108,29 @@ TEST(RateGovernor, RetriesAreChargedNotHeldBackAndNewRequestsWaitForThem) {
   EXPECT_LE(*g.Admit(now) - now, milliseconds(2100)) << "at most a second of debt";
 }
 
+TEST(RateGovernor, ACapBelowTheFloorIsKept) {
+  Clock::time_point now{};
+  RateGovernor g({.max_per_s = 4}, now);  // a job's 1,000/s over 256 readers: 3.9 each
+  const uint64_t sent = SendFlatOut(g, &now, std::chrono::seconds(10));
+  EXPECT_GE(sent, 39u);
+  EXPECT_LE(sent, 42u);
+  g.Throttled(now);
+  EXPECT_LE(g.rate_per_s(), 4.0) << "overload never lifts it above the cap";
+}
+
+TEST(RateGovernor, AStormOfOverloadIsRecoveredFromWithinSecondsNotMinutes) {
+  Clock::time_point now{};
+  RateGovernor g({}, now);
+  SendEvery(g, &now, milliseconds(1), std::chrono::seconds(2));  // 1,000 a second
+  for (int i = 0; i < 7; ++i) {  // 503s for 4 s: halved again and again
+    g.Throttled(now);
+    now += milliseconds(600);
+  }
+  EXPECT_EQ(g.decreases(), 7u);
+  EXPECT_LT(g.rate_per_s(), 50.0);
+  SendFlatOut(g, &now, std::chrono::seconds(11));
+  EXPECT_GT(g.rate_per_s(), 900.0) << "the storm's first rate sets the growth";
+}
+
 }  // namespace
 }  // namespace ddpio::storage::s3
