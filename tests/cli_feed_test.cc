@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/background.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/rank_lines.h"
 #include "tests/support/subprocess.h"
@@ -261,97 +262,6 @@ TEST_F(CliFeed, AMissingDatasetIsAClearError) {
   EXPECT_NE(r.err.find(dir_.Sub("nope")), std::string::npos) << r.err;
 }
 
-// A `ddpio launch` running in the background: its stderr collected as it comes, its exit watched.
-class Launcher {
- public:
-  Launcher(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-    int err[2];
-    if (::pipe2(err, O_CLOEXEC) != 0) return;
-    std::vector<std::string> argv = {testing::DdpioBin(), "launch"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      const int devnull = ::open("/dev/null", O_RDWR);
-      ::dup2(devnull, STDIN_FILENO);
-      ::dup2(devnull, STDOUT_FILENO);
-      ::dup2(err[1], STDERR_FILENO);
-      std::vector<char*> p;
-      for (auto& a : argv) p.push_back(a.data());
-      p.push_back(nullptr);
-      ::execv(p[0], p.data());
-      _exit(127);
-    }
-    ::close(err[1]);
-    err_ = err[0];
-    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  }
-  ~Launcher() {
-    if (!exited()) {
-      ::kill(pid_, SIGKILL);
-      Wait(std::chrono::seconds(10));
-    }
-    ::close(err_);
-    ::close(pidfd_);
-  }
-  // Reads what stderr has until `text` appears in it or `limit` passes; true when it appeared.
-  bool WaitFor(const std::string& text, std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (err_text_.find(text) == std::string::npos) {
-      if (!Pump(deadline)) return false;
-    }
-    return true;
-  }
-  // Waits for the launcher to exit (at most `limit`): its exit code, or -1 if it is still running.
-  int Wait(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!exited()) {
-      pollfd p{pidfd_, POLLIN, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return -1;
-      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        exited_at_ = std::chrono::steady_clock::now();
-      }
-    }
-    while (Pump(std::chrono::steady_clock::now() + std::chrono::seconds(5))) {
-    }
-    return code_;
-  }
-  bool exited() const { return code_ >= 0; }
-  std::chrono::steady_clock::time_point exited_at() const { return exited_at_; }
-  const std::string& err() const { return err_text_; }
-  // The rank process the launcher started (it starts one per node here).
-  pid_t Rank() const {
-    std::ifstream children("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) +
-                           "/children");
-    pid_t child = 0;
-    children >> child;
-    return child;
-  }
-
- private:
-  // One read of stderr, waiting at most until `deadline`; false at end of file or the deadline.
-  bool Pump(std::chrono::steady_clock::time_point deadline) {
-    pollfd p{err_, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char buf[4096];
-    const ssize_t n = ::read(err_, buf, sizeof(buf));
-    if (n <= 0) return false;
-    err_text_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  pid_t pid_ = -1;
-  int err_ = -1, pidfd_ = -1, code_ = -1;
-  std::string err_text_;
-  std::chrono::steady_clock::time_point exited_at_{};
-};
-
 // Four nodes of one rank each (four launchers on loopback, as on four hosts: each launcher stops
 // only its own rank), `bench feed` in contiguous groups of 2 — group 0 = ranks 0 and 1, group 1 =
 // ranks 2 and 3 — with --timeout 10. Rank 3 is killed mid-run. Group 1 ends at once (rank 2 feeds
@@ -363,53 +273,56 @@ TEST_F(CliFeed, ALostRankInAnotherGroupEndsEveryRankWithinTheTimeout) {
   const std::string port = std::to_string(testing::FreeLoopbackPort());
   const std::map<std::string, std::string> env = {{"DDPIO_STORE_TOKEN", "lost-rank-secret"},
                                                   {"DDPIO_JOB_ID", ""}};
-  std::vector<std::unique_ptr<Launcher>> nodes;
+  std::vector<std::unique_ptr<testing::Background>> nodes;
   for (int n = 0; n < 4; ++n) {
-    nodes.push_back(std::make_unique<Launcher>(std::vector<std::string>{"--nnodes",
-                                                                        "4",
-                                                                        "--node-rank",
-                                                                        std::to_string(n),
-                                                                        "--nproc-per-node",
-                                                                        "1",
-                                                                        "--master-port",
-                                                                        port,
-                                                                        "--",
-                                                                        testing::DdpioBin(),
-                                                                        "bench",
-                                                                        "feed",
-                                                                        "--data",
-                                                                        dir_.Sub("db"),
-                                                                        "--batch-size",
-                                                                        "4",
-                                                                        "--image-size",
-                                                                        "24",
-                                                                        "--workers",
-                                                                        "1",
-                                                                        "--group-size",
-                                                                        "2",
-                                                                        "--epochs",
-                                                                        "100000",
-                                                                        "--timeout",
-                                                                        "10"},
-                                               env));
+    nodes.push_back(
+        std::make_unique<testing::Background>(std::vector<std::string>{testing::DdpioBin(),
+                                                                       "launch",
+                                                                       "--nnodes",
+                                                                       "4",
+                                                                       "--node-rank",
+                                                                       std::to_string(n),
+                                                                       "--nproc-per-node",
+                                                                       "1",
+                                                                       "--master-port",
+                                                                       port,
+                                                                       "--",
+                                                                       testing::DdpioBin(),
+                                                                       "bench",
+                                                                       "feed",
+                                                                       "--data",
+                                                                       dir_.Sub("db"),
+                                                                       "--batch-size",
+                                                                       "4",
+                                                                       "--image-size",
+                                                                       "24",
+                                                                       "--workers",
+                                                                       "1",
+                                                                       "--group-size",
+                                                                       "2",
+                                                                       "--epochs",
+                                                                       "100000",
+                                                                       "--timeout",
+                                                                       "10"},
+                                              env));
   }
   // Rank 0 logs its settings once the feeder is open on every rank: the job is running.
-  ASSERT_TRUE(nodes[0]->WaitFor("] bench feed: ", std::chrono::seconds(120))) << nodes[0]->err();
-  const pid_t victim = nodes[3]->Rank();
+  ASSERT_TRUE(nodes[0]->WaitFor("] bench feed: ", std::chrono::seconds(120))) << nodes[0]->output();
+  const pid_t victim = nodes[3]->FirstChild();
   ASSERT_GT(victim, 0);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const auto killed = std::chrono::steady_clock::now();
   for (int n = 0; n < 3; ++n) {
     const int code = nodes[n]->Wait(std::chrono::seconds(60));
     ASSERT_NE(code, -1) << "rank " << n << " still running 60 s after rank 3 was killed:\n"
-                        << nodes[n]->err();
-    EXPECT_NE(code, 0) << nodes[n]->err();
+                        << nodes[n]->output();
+    EXPECT_NE(code, 0) << nodes[n]->output();
   }
   EXPECT_EQ(nodes[3]->Wait(std::chrono::seconds(10)), 128 + SIGKILL);
   for (int n = 0; n < 2; ++n) {  // group 0
     const double seconds = std::chrono::duration<double>(nodes[n]->exited_at() - killed).count();
     EXPECT_LT(seconds, 30) << "rank " << n << " exited " << seconds << " s after rank 3 was killed";
-    const std::string& err = nodes[n]->err();
+    const std::string& err = nodes[n]->output();
     const std::string prefix = "[rank " + std::to_string(n) + "] ddpio bench feed: error: ";
     const auto line = err.find(prefix);
     ASSERT_NE(line, std::string::npos) << err;

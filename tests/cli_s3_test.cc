@@ -9,11 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "ddpio/common/environment.h"
-#include "ddpio/storage/s3/s3_client.h"
 #include "gtest/gtest.h"
 #include "tests/support/rank_lines.h"
-#include "tests/support/s3_gateway.h"
+#include "tests/support/s3_cli_fixture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -24,31 +22,7 @@ using testing::LastLine;
 using testing::RankLines;
 using testing::RunDdpio;
 
-class CliS3 : public ::testing::Test {
- protected:
-  void SetUp() override {
-    DDPIO_SKIP_WITHOUT_S3();
-    bucket_ = "ddpio-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++);
-    auto config = storage::s3::S3ConfigFromEnvironment(CurrentEnvironment());
-    ASSERT_TRUE(config.ok()) << config.status();
-    auto s3 = storage::s3::S3Client::Create(*config);
-    ASSERT_TRUE(s3.ok()) << s3.status();
-    const absl::Status made = (*s3)->CreateBucket(bucket_);
-    ASSERT_TRUE(made.ok()) << made;
-    ASSERT_EQ(RunDdpio({"synth", "--out", dir_.Sub("src"), "--classes", "4", "--per-class", "15",
-                        "--size", "48", "--quiet"})
-                  .exit_code,
-              0);
-    ASSERT_EQ(RunDdpio({"convert", "--src", dir_.Sub("src"), "--out", dir_.Sub("db"), "--quiet"})
-                  .exit_code,
-              0);
-    url_ = "s3://" + bucket_ + "/train";
-  }
-  static int counter_;
-  testing::TempDir dir_;
-  std::string bucket_, url_;
-};
-int CliS3::counter_ = 0;
+class CliS3 : public testing::S3CliTest {};
 
 // `convert --out s3://…` converts into a staging folder, uploads it and removes the folder: the
 // store then holds what a local conversion holds. A bad destination fails before any work; a

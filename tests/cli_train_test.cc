@@ -16,6 +16,7 @@
 #include "tests/support/rank_lines.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/torchrun.h"
 
 namespace ddpio {
 namespace {
@@ -47,13 +48,10 @@ class CliTrain : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  // scripts/tally-indices.py over the `--indices-out PREFIX` logs of a run of `epochs` epochs on
-  // the suite's 120 training samples: its JSON (ok: every sample of every epoch exactly once).
+  // The tally of the `--indices-out PREFIX` logs of a run of `epochs` epochs on the suite's 120
+  // training samples.
   static nlohmann::json Tally(const std::string& prefix, int epochs) {
-    auto r = testing::Run({"/usr/bin/python3", DDPIO_SOURCE_DIR "/scripts/tally-indices.py", prefix,
-                           "--samples", "120", "--epochs", std::to_string(epochs), "--json"});
-    EXPECT_LE(r.exit_code, 1) << r.err;
-    return r.out.empty() ? nlohmann::json() : nlohmann::json::parse(testing::LastLine(r.out));
+    return testing::TallyIndices(prefix, 120, epochs);
   }
 
   static testing::RunResult Train(int ranks, std::vector<std::string> extra) {
@@ -181,82 +179,31 @@ TEST_F(CliTrain, TheStepReportCoversEveryRankAndStageAndIsValidPrometheusText) {
 }
 
 #ifdef DDPIO_TORCH_PYTHON
-// Each rank's JSON line from torchrun's output ("[default<r>]:{...}" with --tee 1).
-std::map<int, nlohmann::json> TorchrunLines(const std::string& out) {
-  std::map<int, nlohmann::json> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    const size_t open = line.find("[default"), colon = line.find("]:{");
-    if (open != 0 || colon == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line.substr(colon + 2), nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded()) lines[std::stoi(line.substr(8, colon - 8))] = j;
-  }
-  return lines;
-}
-
 // Under torchrun's elastic agent (rendezvous backend c10d, --max_restarts 1), as users run elastic
 // jobs: a rank killed with SIGKILL mid-epoch, once the first checkpoint exists; the agent restarts
 // the workers, which resume from the checkpoint (redoing the steps since) and end with exactly
 // the parameters of an uninterrupted run.
 TEST_F(CliTrain, UnderTorchrunElasticAKilledRankIsRestartedAndResumesExactly) {
   const std::string killer = dir_->Sub("kill-rank-1-once.sh");
-  {
-    // The fault: on the first attempt, local rank 1 is killed as soon as a checkpoint exists.
-    std::ofstream f(killer);
-    f << "#!/bin/sh\n"
-         "\"$@\" & pid=$!\n"
-         "if [ \"${TORCHELASTIC_RESTART_COUNT:-0}\" = 0 ] && [ \"$LOCAL_RANK\" = 1 ]; then\n"
-         "  while [ ! -e \"$KILL_AFTER\" ] && kill -0 \"$pid\" 2>/dev/null; do sleep 0.01; done\n"
-         "  kill -9 \"$pid\" 2>/dev/null && echo \"killed rank 1\" >&2\n"
-         "fi\n"
-         "wait \"$pid\"\n";
-  }
+  testing::WriteKillRankOneOnceScript(killer);
   const std::vector<std::string> run = {"--epochs", "3", "--checkpoint-every", "4", "--resume"};
   auto torchrun = [&](const std::string& checkpoints, bool kill) {
-    std::vector<std::string> args = {DDPIO_TORCH_PYTHON,
-                                     "-m",
-                                     "torch.distributed.run",
-                                     "--no_python",
-                                     "--nnodes",
-                                     "1",
-                                     "--nproc_per_node",
-                                     "2",
-                                     "--rdzv_backend",
-                                     "c10d",
-                                     "--rdzv_endpoint",
-                                     absl::StrCat("127.0.0.1:", testing::FreeLoopbackPort()),
-                                     "--max_restarts",
-                                     "1",
-                                     "--redirects",
-                                     "1",
-                                     "--tee",
-                                     "1"};
-    if (kill) args.insert(args.end(), {"/bin/sh", killer});
     std::vector<std::string> train = run;
     train.insert(train.end(),
                  {"--checkpoint-dir", checkpoints, "--indices-out", checkpoints + "/indices"});
-    for (std::string& a : TrainArgs(train)) args.push_back(std::move(a));
+    const auto args =
+        testing::TorchrunElastic(DDPIO_TORCH_PYTHON, 2, kill ? killer : "", TrainArgs(train));
     testing::RunOptions o;
     o.timeout = std::chrono::seconds(240);
     o.env = {{"DDPIO_STORE_TOKEN", "elastic-test"},
              {"KILL_AFTER", checkpoints + "/checkpoint.bin"}};
     return testing::Run(args, o);
   };
-  auto straight = torchrun(dir_->Sub("ck-straight"), false);
-  ASSERT_EQ(straight.exit_code, 0) << straight.err;
-  auto killed = torchrun(dir_->Sub("ck-killed"), true);
-  ASSERT_EQ(killed.exit_code, 0) << killed.err;
-  EXPECT_NE(killed.err.find("killed rank 1"), std::string::npos) << killed.err;
-  EXPECT_NE(killed.err.find("resuming from"), std::string::npos) << killed.err;
-  const auto want = TorchrunLines(straight.out), got = TorchrunLines(killed.out);
-  ASSERT_EQ(want.size(), 2u) << straight.out;
-  ASSERT_EQ(got.size(), 2u) << killed.out;
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_EQ(got.at(rank)["param_checksum"], want.at(rank)["param_checksum"]) << "rank " << rank;
-    EXPECT_EQ(got.at(rank)["val_accuracy"], want.at(rank)["val_accuracy"]) << "rank " << rank;
+  const auto [want, got] = testing::ExpectResumedToTheStraightRun(
+      torchrun(dir_->Sub("ck-straight"), false), torchrun(dir_->Sub("ck-killed"), true), 2);
+  for (const auto& [rank, line] : got) {
+    EXPECT_EQ(line["val_accuracy"], want.at(rank)["val_accuracy"]) << "rank " << rank;
   }
-  // The restarted job took only the steps after its checkpoint: fewer than the whole run's.
-  EXPECT_LT(got.at(0)["steps"].get<uint64_t>(), want.at(0)["steps"].get<uint64_t>());
   // Over both attempts, counting only the steps the checkpoint kept: every sample once an epoch.
   const nlohmann::json tally = Tally(dir_->Sub("ck-killed") + "/indices", 3);
   EXPECT_TRUE(tally["ok"]) << tally.dump();

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
 namespace ddpio::testing {
 
 // rank -> its JSON line (the last one when a rank printed several).
@@ -36,6 +39,19 @@ inline std::vector<uint64_t> IndicesFile(const std::string& path) {
   for (uint64_t i; in >> i;) v.push_back(i);
   return v;
 }
+
+#ifdef DDPIO_SOURCE_DIR
+// scripts/tally-indices.py over the `--indices-out PREFIX` logs of a run of `epochs` epochs on a
+// dataset of `samples`: its JSON ("ok": every sample of every epoch exactly once, counting only
+// the steps a checkpoint kept when the run was resumed).
+inline nlohmann::json TallyIndices(const std::string& prefix, int samples, int epochs) {
+  auto r =
+      Run({"/usr/bin/python3", DDPIO_SOURCE_DIR "/scripts/tally-indices.py", prefix, "--samples",
+           std::to_string(samples), "--epochs", std::to_string(epochs), "--json"});
+  EXPECT_LE(r.exit_code, 1) << r.err;
+  return r.out.empty() ? nlohmann::json() : nlohmann::json::parse(LastLine(r.out));
+}
+#endif
 
 }  // namespace ddpio::testing
 
