@@ -41,8 +41,35 @@ cache that two ranks of a node share):
                                                neighbours, so coalescing seldom joins them)
   CPU             as above, with t_r the CPU time of one fetch (client and gateway share this
                   machine's cores), calibrated on the store
+
+A store far away, or many readers on one store (scripts/sim/project.py projects a whole job with
+these terms; a simulator run gets the latency bound from --store-first-byte-ms, the others when
+their parameters are given):
+  store latency   X <= F * rho / f_s           F = ranks fetching; rho = records one fetcher gets a
+                                               second by Little's law: q requests in flight, each
+                                               held for the first byte's latency t_0 plus its
+                                               transfer, rho = q * p / (t_0 + p * b_s / B_g), B_g
+                                               = one GET's share of bandwidth. However fast the
+                                               reader decodes, it cannot pass rho (16 in flight at
+                                               30 ms: 533 records/s with p = 1)
+  store requests  Q = P * Q_p when the store is limited per partitioned prefix (S3: Q_p ~ 5,500
+                  GETs/s, P = prefixes the dataset's objects span); a measured gateway's Q wins
+  node link       X <= L_n / (b_s * max f_n)   L_n = a node's own link to the store (not the
+                                               links between nodes), f_n = records node n fetches
+                                               per delivered image
+  records per GET p = what one GET brings that is used: 1 record by record; the order's chunk in
+                  the block order (its records are all this reader's); up to max_request_bytes of
+                  neighbours with whole chunks (used by whichever ranks of the node need them)
+  exact order, a node's ranks sharing one cache folder and fetching whole chunks of k records:
+                  a node needs a record of a chunk in an epoch with probability
+                  1 - (1 - 1/N)^k (its ranks hold 1/N of a uniformly random order), so it fetches
+                  that share of all chunks in the first epoch and the whole dataset over a few
 """
+import math
+
 LINK_EFFICIENCY = 0.90
+# The remote reader's GETs in flight (storage/remote/remote_options.h, max_in_flight).
+DEFAULT_IN_FLIGHT = 16
 
 
 def groups(world, g, layout):
@@ -98,15 +125,138 @@ def store_fetches(cfg):
     return 1.0, fetchers
 
 
+def store_node_fetches(cfg):
+    """{node: records fetched from the object store per delivered image}: each fetcher's share
+    lands on its own node (no page cache between ranks: each process fetches for itself)."""
+    world = cfg["nodes"] * cfg["ranks_per_node"]
+    node = lambda r: r // cfg["ranks_per_node"]
+    per_rank = 1.0 / world
+    fetched = {n: 0.0 for n in range(cfg["nodes"])}
+    for members in groups(world, cfg["group_size"], cfg["layout"]):
+        if cfg["readers"] == "all":
+            for m in members:
+                fetched[node(m)] += per_rank
+        elif cfg["mode"] == "shard":
+            fetched[node(members[0])] += per_rank * len(members)
+        else:  # replicate, the leader fetching the group's one stream
+            fetched[node(members[0])] += per_rank
+    return fetched
+
+
+def store_request_rate(params):
+    """GETs/s the store serves: a measured gateway's (store_rps), else per partitioned prefix
+    times the prefixes the dataset spans (store_rps_per_prefix, store_prefixes); 0 when unknown."""
+    if params.get("store_rps", 0) > 0:
+        return params["store_rps"]
+    return params.get("store_rps_per_prefix", 0) * params.get("store_prefixes", 1)
+
+
 def store_bounds(cfg, params):
     """The object store's bounds on X (images/s), by name."""
-    f, _ = store_fetches(cfg)
+    f, fetchers = store_fetches(cfg)
     out = {}
+    p = params.get("records_per_request", 1.0)
     if cfg.get("store_link_mbit", 0) > 0:
         out["store link"] = cfg["store_link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / (params["record_bytes"] * f)
-    if params.get("store_rps", 0) > 0:
-        out["store requests"] = params["store_rps"] * params.get("records_per_request", 1.0) / f
+    q = store_request_rate(params)
+    if q > 0:
+        out["store requests"] = q * p / f
+    if cfg.get("store_first_byte_ms", 0) > 0:
+        transfer = p * params["record_bytes"] / params["store_get_bytes_per_s"] \
+            if params.get("store_get_bytes_per_s", 0) > 0 else 0.0
+        rho = little_rate(params.get("store_in_flight", DEFAULT_IN_FLIGHT), cfg["store_first_byte_ms"] / 1e3,
+                          transfer) * p
+        out["store latency"] = fetchers * rho / f
+    if cfg.get("store_node_mbit", 0) > 0:
+        worst = max(store_node_fetches(cfg).values())
+        out["node link"] = cfg["store_node_mbit"] * 1e6 / 8 / (params["record_bytes"] * worst)
     return out
+
+
+# --- The object store's terms, one at a time (used above and by scripts/sim/project.py) ---
+
+
+def little_rate(in_flight, first_byte_s, transfer_s=0.0):
+    """Requests a second a reader completes with `in_flight` outstanding, each held for the first
+    byte's latency plus its transfer (Little's law, L = lambda * W, solved for lambda)."""
+    return in_flight / (first_byte_s + transfer_s)
+
+
+def in_flight_needed(requests_per_s, first_byte_s, transfer_s=0.0):
+    """Requests a reader must keep in flight to complete `requests_per_s` (Little's law, for L)."""
+    return math.ceil(requests_per_s * (first_byte_s + transfer_s) - 1e-9)  # not 61 -> 62 by rounding
+
+
+def get_bandwidth(node_bytes_per_s, gets_on_node, get_cap_bytes_per_s=0.0):
+    """Bytes/s one GET receives: its share of the node's link among the node's GETs in flight,
+    no more than one connection carries (get_cap_bytes_per_s; 0: no cap)."""
+    share = node_bytes_per_s / max(1, gets_on_node)
+    return min(share, get_cap_bytes_per_s) if get_cap_bytes_per_s > 0 else share
+
+
+def records_per_get(get_limit_bytes, record_bytes, chunk_records=0):
+    """Records one whole-chunk GET brings: the order's chunk (chunk_records, the block order) when
+    it fits in one GET, else as many as the GET's byte limit reaches."""
+    reach = max(1, int(get_limit_bytes // record_bytes))
+    return min(chunk_records, reach) if chunk_records > 0 else reach
+
+
+def prefixes_needed(gets_per_s, gets_per_s_per_prefix):
+    """Partitioned prefixes the dataset's objects must span for the store to serve gets_per_s."""
+    return max(1, math.ceil(gets_per_s / gets_per_s_per_prefix - 1e-9))
+
+
+def share_of_chunks_needed(chunk_records, nodes, epochs=1):
+    """Share of a dataset's chunks a node has needed a record of after `epochs` epochs of a
+    uniformly random order dealt over `nodes` nodes (its ranks hold 1/nodes of each epoch):
+    1 - (1 - 1/nodes)^(chunk_records * epochs). With whole chunks and one cache folder per node,
+    the node has fetched exactly these chunks, each once."""
+    return 1.0 - (1.0 - 1.0 / nodes) ** (chunk_records * epochs)
+
+
+def expected_distinct(draws, bins):
+    """Expected distinct bins hit by `draws` uniform draws (records of a batch among chunks)."""
+    return bins * (1.0 - (1.0 - 1.0 / bins) ** draws)
+
+
+def block_records_held(lane_records, chunk_records, window_chunks, lookahead_records):
+    """Records a block-order reader holds at most: its window's chunks (window + 2 started and not
+    finished, docs/SAMPLER.md) and what it asks ahead, but never more than its lane's records
+    (a lane shorter than the window is shuffled whole, all of its chunks started at once)."""
+    return min(lane_records, (window_chunks + 2) * chunk_records + lookahead_records)
+
+
+def block_first_chunks(lane_records, chunk_records, window_chunks, first_records):
+    """Expected chunks a block-order reader must fetch before it has its first `first_records`
+    records. The lane's record at place j takes the key j + u, u uniform in [0, window x chunk)
+    (sampler/block_order.h) and the lane is sorted by key; the first records are those whose keys
+    fall below a threshold t with sum_j P(j + u < t) = first_records. A chunk is needed when any
+    of its records is among them; never fewer than the chunks first_records fill (the threshold is
+    loose for a handful of records). The lane is taken to start at a chunk's edge."""
+    n, span = int(lane_records), float(window_chunks * chunk_records)
+    k = min(first_records, n)
+    lo, hi = 0.0, n + span
+    for _ in range(60):  # bisection on t: the expected count below t grows with t
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _expected_keys_below(mid, n, span) < k else (lo, mid)
+    chunks = 0.0
+    for c in range(0, min(n, math.ceil(hi)), chunk_records):  # places at or past t are never first
+        none = 1.0
+        for j in range(c, min(n, c + chunk_records)):
+            none *= 1.0 - min(1.0, max(0.0, (hi - j) / span))
+        chunks += 1.0 - none
+    return max(chunks, math.ceil(k / chunk_records))
+
+
+def _expected_keys_below(t, n, span):
+    """sum over places j < n of P(j + u < t), u uniform in [0, span): places at or below t - span
+    count 1, those between t - span and t count (t - j) / span (closed form: the lane may be long)."""
+    whole = min(n, max(0, math.floor(t - span) + 1))
+    end = min(n, max(0, math.ceil(t)))
+    if end <= whole:
+        return float(whole)
+    count = end - whole
+    return whole + (count * t - (whole + end - 1) * count / 2) / span
 
 
 def predict(cfg, params):
