@@ -532,10 +532,18 @@ storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& o, int world
   const uint64_t group = static_cast<uint64_t>(std::max(1, o.group_size));
   const bool shard = o.mode == broadcast::FeedMode::kShard;
   const bool leaders_read = o.readers == broadcast::FeedReaders::kLeader;
+  // A shard-mode leader reads its group's streams, each its own batches.
+  const uint64_t streams_read = shard && leaders_read ? group : 1;
+  if (o.order == sampler::Order::kExact) {
+    // In the exact order a first batch touches up to a batch of whole chunks (8 MiB each): its
+    // records come alone first. Not in the block order, the order for many readers: there a
+    // first batch waits for at most its window's chunks, and a batch of GETs per reader at a
+    // job's start is what a store's per-prefix request limit feels most (docs/PERFORMANCE.md).
+    x.first_batch_records = streams_read * std::max<uint64_t>(1, o.batch_size);
+  }
   if (o.order == sampler::Order::kBlock) {
-    // A shard-mode leader reads its group's streams; a stream reads lanes / streams lanes when a
-    // resumed job kept more lanes than it has streams.
-    const uint64_t streams_read = shard && leaders_read ? group : 1;
+    // A stream reads lanes / streams lanes when a resumed job kept more lanes than it has
+    // streams.
     const uint64_t streams = shard ? world : std::max<uint64_t>(1, world / group);
     const uint64_t lanes_per_stream =
         o.block_lanes > streams ? (o.block_lanes + streams - 1) / streams : 1;

@@ -224,5 +224,23 @@ TEST(Settings, TheBlockOrdersRecordsInUseCountEveryLaneAReaderReads) {
   EXPECT_FALSE(ReaderStoreOverrides(o, 4).chunk_order_records.has_value());
 }
 
+// In the exact order, the first batch a reader reads is fetched record by record ahead of its
+// chunks: its own batch, or its group's batches when a shard-mode leader reads for the group. Not
+// in the block order.
+TEST(Settings, AReaderFetchesItsFirstBatchesRecordsAheadOfTheirChunks) {
+  PipelineOptions o;
+  o.batch_size = 32;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).first_batch_records, 32u);
+  o.group_size = 4;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).first_batch_records, 4 * 32u) << "a leader, 4 streams";
+  o.mode = broadcast::FeedMode::kReplicate;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).first_batch_records, 32u) << "one stream, replicated";
+  o.mode = broadcast::FeedMode::kShard;
+  o.readers = broadcast::FeedReaders::kAll;
+  EXPECT_EQ(ReaderStoreOverrides(o, 8).first_batch_records, 32u) << "each member reads its own";
+  o.order = sampler::Order::kBlock;
+  EXPECT_FALSE(ReaderStoreOverrides(o, 8).first_batch_records.has_value());
+}
+
 }  // namespace
 }  // namespace ddpio

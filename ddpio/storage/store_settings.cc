@@ -98,6 +98,7 @@ void ApplyStoreOverrides(const StoreOverrides& x, StoreSettings* settings) {
   if (x.whole_chunks.has_value()) ro.whole_chunks = *x.whole_chunks;
   if (x.chunk_order_records.has_value()) ro.chunk_order_records = *x.chunk_order_records;
   if (x.order_chunk_records.has_value()) ro.order_chunk_records = *x.order_chunk_records;
+  if (x.first_batch_records.has_value()) ro.first_batch_records = *x.first_batch_records;
   if (x.max_requests_per_s.has_value()) ro.max_requests_per_s = *x.max_requests_per_s;
   if (x.preloaded_index != nullptr) ro.preloaded = x.preloaded_index;
 }

@@ -168,8 +168,6 @@ class Projection(unittest.TestCase):
 class DocumentedFigures(unittest.TestCase):
     def test_the_model_holds_within_20_percent_of_what_performance_md_measured(self):
         for what, measured, predicted, _ in project.checks():
-            if what.startswith("exact order, what 30 ms adds"):
-                continue  # the one the model misses (docs/PERFORMANCE.md says why)
             with self.subTest(what):
                 self.assertLessEqual(abs(measured / predicted - 1), 0.2)
 

@@ -319,6 +319,16 @@ uint64_t MemoryStore::requests(const std::string& method, const std::string& key
   return n;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> MemoryStore::Ranges(
+    const std::string& key_contains) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const AskedRange& r : ranges_) {
+    if (absl::StrContains(r.key, key_contains)) out.emplace_back(r.offset, r.length);
+  }
+  return out;
+}
+
 std::string MemoryStore::NextEtag() {
   return absl::StrCat("\"", absl::Hex(++next_id_, absl::kZeroPad16), "\"");
 }
@@ -336,6 +346,7 @@ std::optional<StoreFault> MemoryStore::TakeFault(const Request& r) {
 
 MemoryStore::Answer MemoryStore::Serve(const Request& r, int max_attempts) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (r.method == "GET" && r.has_range) ranges_.push_back({r.key, r.offset, r.length});
   Answer a;
   for (a.attempts = 1;; ++a.attempts) {
     ++requests_[{r.method, r.key}];

@@ -67,6 +67,9 @@ class MemoryStore {
   std::vector<std::string> Keys(const std::string& bucket) const;
   // Requests answered (retried attempts each counted), by method ("" any) and key ("" any).
   uint64_t requests(const std::string& method = "", const std::string& key_contains = "") const;
+  // The ranges asked for by GETs of a key containing `key_contains`, in the order asked
+  // (first attempts only): {offset, length}.
+  std::vector<std::pair<uint64_t, uint64_t>> Ranges(const std::string& key_contains) const;
 
   // The store's side of a request, for its clients (memory_object_store.cc). `attempts` is how
   // many attempts a matching retryable fault may take before the error is final.
@@ -109,7 +112,12 @@ class MemoryStore {
   std::vector<StoreFault> faults_;                                // guarded by mu_
   // Guarded by mu_; by method and key.
   std::map<std::pair<std::string, std::string>, uint64_t> requests_;
-  uint64_t next_id_ = 0;  // guarded by mu_
+  struct AskedRange {
+    std::string key;
+    uint64_t offset, length;
+  };
+  std::vector<AskedRange> ranges_;  // guarded by mu_
+  uint64_t next_id_ = 0;            // guarded by mu_
 };
 
 }  // namespace ddpio::testing

@@ -143,6 +143,7 @@ void RemoteDataset::MakeChunks() {
   }
   whole_chunks_ =
       options_.whole_chunks && (total <= budget || few_at_a_time) && chunk_count() < index_.size();
+  first_batch_left_ = whole_chunks_ ? options_.first_batch_records : 0;
   if (!whole_chunks_) return;
   chunk_of_.resize(index_.size());
   for (uint64_t c = 0; c < chunk_count(); ++c) {
@@ -563,6 +564,7 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
   if (disk_ != nullptr) std::erase_if(wanted, [&](uint64_t i) { return disk_->Contains(i); });
   Claims claims;  // released when the GETs of their chunks are done (and the folder written)
   if (SharesChunks()) wanted = ClaimChunks(std::move(wanted), &claims);
+  std::vector<uint64_t> first_batch;  // fetched one by one ahead of their chunks
   {
     // As many as the budget holds, in the order they will be used (the rest when these are).
     std::lock_guard<std::mutex> lock(mu_);
@@ -586,14 +588,36 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
     }
     // Their chunks come whole (when the dataset fits): the GETs below join each chunk into one.
     std::vector<uint64_t> mates = ChunkMatesLocked(admitted);
+    // The first batch's records come first, each on its own (RemoteOptions::first_batch_records).
+    if (ahead && first_batch_left_ > 0) {
+      const uint64_t n = std::min<uint64_t>(first_batch_left_, admitted.size());
+      first_batch_left_ -= n;
+      if (!mates.empty()) {
+        first_batch.assign(admitted.begin(), admitted.begin() + static_cast<std::ptrdiff_t>(n));
+        admitted.erase(admitted.begin(), admitted.begin() + static_cast<std::ptrdiff_t>(n));
+      }
+    }
     admitted.insert(admitted.end(), mates.begin(), mates.end());
     wanted = std::move(admitted);
   }
+  // When each record is needed: its place in `wanted` (the order asked for; chunk mates last).
+  std::unordered_map<uint64_t, size_t> need;
+  need.reserve(wanted.size());
+  for (size_t k = 0; k < wanted.size(); ++k) need.try_emplace(wanted[k], k);
+  // The first batch's records are joined to their chunks' GETs too, as if asked for again, so that
+  // a chunk still comes in one GET (their bytes twice, once); they are taken from their own GETs.
+  wanted.insert(wanted.end(), first_batch.begin(), first_batch.end());
+  // Neighbours in a file joined into one GET: sorted by place in the file...
   std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
     const RecordLocation &x = index_[a], &y = index_[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
   });
-  uint64_t asked = 0;
+  struct Get {
+    size_t first_need;  // when its first record is needed
+    std::vector<uint64_t> group;
+  };
+  std::vector<Get> gets;
+  for (uint64_t i : first_batch) gets.push_back(Get{0, {i}});
   for (size_t begin = 0; begin < wanted.size();) {
     const RecordLocation& first = index_[wanted[begin]];
     uint64_t end_offset = first.offset + first.length;
@@ -608,9 +632,26 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
       end_offset = next.offset + next.length;
       ++end;
     }
-    std::vector<uint64_t> group(wanted.begin() + static_cast<std::ptrdiff_t>(begin),
-                                wanted.begin() + static_cast<std::ptrdiff_t>(end));
-    const uint64_t start = first.offset, length = end_offset - first.offset;
+    Get get{wanted.size(), {}};
+    for (size_t k = begin; k < end; ++k) {
+      auto it = need.find(wanted[k]);
+      if (it == need.end()) continue;  // a first batch's record: it has a GET of its own
+      get.group.push_back(wanted[k]);
+      get.first_need = std::min(get.first_need, it->second);
+    }
+    if (!get.group.empty()) gets.push_back(std::move(get));
+    begin = end;
+  }
+  // ...then sent in the order they are needed: the client keeps a few in flight and queues the
+  // rest, so in file order the first batch would wait for most of a read-ahead's GETs.
+  std::stable_sort(gets.begin(), gets.end(),
+                   [](const Get& a, const Get& b) { return a.first_need < b.first_need; });
+  uint64_t asked = 0;
+  for (Get& get : gets) {
+    std::vector<uint64_t>& group = get.group;
+    const RecordLocation& first = index_[group.front()];
+    const RecordLocation& last = index_[group.back()];
+    const uint64_t start = first.offset, length = last.offset + last.length - first.offset;
     asked += length;
     std::vector<std::shared_ptr<RecordCache::Claim>> held;  // of the chunks in this GET
     for (uint64_t i : group) {
@@ -625,7 +666,6 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
                              Fetched(group, start, std::move(bytes));
                              held.clear();  // the folder has the records: peers may read them
                            });
-    begin = end;
   }
   return asked;
 }

@@ -194,6 +194,7 @@ class RemoteDataset {
   uint64_t held_bytes_ = 0;                   // of ahead_, mates_ and served_
   uint64_t ahead_bytes_ = 0;                  // of slots with `ahead` set, held or on the way
   uint64_t prefetch_calls_ = 0;
+  uint64_t first_batch_left_ = 0;  // of options_.first_batch_records, not yet asked for
   RemoteCounters counts_;
 };
 

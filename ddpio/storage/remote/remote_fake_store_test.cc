@@ -210,6 +210,46 @@ TEST_F(FakeStoreTest, ADatasetThatFitsIsFetchedAWholeChunkAtATimeInAnyOrder) {
   EXPECT_EQ(memory_->requests("GET"), second);
 }
 
+// With first_batch_records (the pipeline sets it to the batch size), the first records asked for
+// come each by a GET of its own, sent before any chunk's GET: a first batch drawn from a shuffled
+// dataset touches most chunks, and would otherwise wait for all of them. The chunks still come a
+// GET each (the first batch's records are fetched twice, once), and every record's bytes are the
+// ones read record by record.
+TEST_F(FakeStoreTest, TheFirstBatchIsFetchedRecordByRecordAheadOfItsChunks) {
+  RemoteOptions per_record;
+  per_record.whole_chunks = false;
+  ASSERT_OK_AND_ASSIGN(auto reference, RemoteDataset::Open(Url(), config_, per_record));
+  const std::vector<std::string> expected = ShuffledEpoch(*reference, 7);
+
+  constexpr uint64_t kFirstBatch = 8;
+  RemoteOptions o;
+  o.max_request_bytes = 64 << 10;  // several chunks of this small dataset
+  o.first_batch_records = kFirstBatch;
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(store->fetches_whole_chunks());
+  const size_t before = memory_->Ranges("data.mdb").size();
+  EXPECT_EQ(ShuffledEpoch(*store, 7), expected) << "the same bytes as record by record";
+  const auto all = memory_->Ranges("data.mdb");
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges(
+      all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+  ASSERT_GT(ranges.size(), kFirstBatch);
+  std::vector<uint64_t> order(store->size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));  // ShuffledEpoch's order
+  for (uint64_t k = 0; k < kFirstBatch; ++k) {
+    const auto [offset, length] = ranges[k];
+    EXPECT_THAT(store->Where(order[k]),
+                HasSubstr(absl::StrCat(" bytes ", offset, "-", offset + length - 1)))
+        << "GET " << k << " is not the first batch's record " << k << " alone";
+  }
+  for (size_t k = kFirstBatch; k < ranges.size(); ++k) {
+    EXPECT_GT(ranges[k].second, 2 * (ranges[0].second + ranges[1].second))
+        << "GET " << k << " after the first batch is not a chunk";
+  }
+  EXPECT_LE(ranges.size(), kFirstBatch + store->chunk_count() + 4)
+      << "a chunk came in more than one GET";
+}
+
 TEST_F(FakeStoreTest, ADatasetLargerThanTheBudgetIsFetchedOnlyAsAsked) {
   RemoteOptions o;
   o.max_request_bytes = 64 << 10;
