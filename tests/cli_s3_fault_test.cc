@@ -177,16 +177,22 @@ TEST_F(CliS3Faults, ACacheFolderDeletedUnderTheJobAgainAndAgainServesNothingWron
   const std::string want = LocalChecksum();
   const std::string cache = dir_.Sub("deleted");
   fs::create_directories(cache);
-  testing::Background deleter(
-      {"/bin/sh", "-c", "while :; do rm -rf \"$0\"/*; sleep 0.005; done", cache});
+  // Says "deleted" each time it found something to delete.
+  testing::Background deleter({"/bin/sh", "-c",
+                               "while :; do if [ -n \"$(ls -A \"$0\" 2>/dev/null)\" ]; then "
+                               "rm -rf \"$0\"/* 2>/dev/null; echo deleted; fi; sleep 0.005; done",
+                               cache});
   auto r = Train(url_, {"--cache-dir", cache, "--indices-out", dir_.Sub("deleted-idx")});
-  ASSERT_FALSE(deleter.exited()) << deleter.output();
+  ASSERT_TRUE(deleter.Running()) << deleter.output();
+  EXPECT_TRUE(deleter.WaitFor("deleted", std::chrono::seconds(1)))
+      << "nothing was deleted while the job ran";
   ExpectTrainedAsLocally(r, want, dir_.Sub("deleted-idx"), "a folder deleted under the job");
 }
 
-// Two jobs at once on one cache folder (two launchers, as two users' jobs on one node): each
-// trains as it does alone, and between them the dataset is fetched from the store once (the
-// claims work across jobs as across a job's ranks).
+// Two jobs started together on one cache folder (two launchers, as two users' jobs on one node):
+// each trains as it does alone, and between them the dataset is fetched from the store once —
+// where their fetches overlap, the claims keep each chunk to one of them (file locks, across jobs
+// as across a job's ranks); where they do not, the folder serves the later one.
 TEST_F(CliS3Faults, TwoJobsSharingACacheFolderTrainAsAloneAndFetchTheDatasetOnce) {
   const std::string want = LocalChecksum();
   const std::string cache = dir_.Sub("shared");

@@ -19,6 +19,7 @@ Background::Background(const std::vector<std::string>& argv,
   std::vector<std::string> args = argv;
   pid_ = ::fork();
   if (pid_ == 0) {
+    ::setpgid(0, 0);  // a group of its own: the destructor stops what it started too
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     const int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, STDIN_FILENO);
@@ -37,8 +38,9 @@ Background::Background(const std::vector<std::string>& argv,
 
 Background::~Background() {
   if (pid_ > 0 && !exited()) {
+    ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
-    Wait(std::chrono::seconds(10));
+    if (Wait(std::chrono::seconds(10)) < 0) ::waitpid(pid_, nullptr, 0);
   }
   if (out_ >= 0) ::close(out_);
   if (pidfd_ >= 0) ::close(pidfd_);
@@ -70,6 +72,15 @@ int Background::Wait(std::chrono::seconds limit) {
   while (Pump(std::chrono::steady_clock::now() + std::chrono::seconds(5))) {
   }
   return code_;
+}
+
+bool Background::Running() {
+  if (exited() || pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+  code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  exited_at_ = std::chrono::steady_clock::now();
+  return false;
 }
 
 pid_t Background::FirstChild() const {

@@ -1,5 +1,6 @@
 // A program running in the background of a test: its output (stdout and stderr, in one stream)
-// collected as it comes, its exit watched, and SIGKILL at the end of scope if it still runs.
+// collected as it comes, its exit watched, and SIGKILL to its process group at the end of scope
+// if it still runs (what it started goes with it).
 //
 // For what a test must start and then act on while it runs: a launcher whose rank it kills, a
 // proxy whose port it learns from its first line. Every wait has a limit.
@@ -30,6 +31,8 @@ class Background {
   // ended it), or -1 if it is still running.
   int Wait(std::chrono::seconds limit);
   bool exited() const { return code_ >= 0; }
+  // Whether it is still running, without waiting (reaps it if it has exited).
+  bool Running();
   std::chrono::steady_clock::time_point exited_at() const { return exited_at_; }
   // What it printed so far.
   const std::string& output() const { return output_; }

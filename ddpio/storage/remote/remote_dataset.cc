@@ -350,6 +350,7 @@ void RemoteDataset::HoldLocked(uint64_t index, std::shared_ptr<const std::string
 std::shared_ptr<const std::string> RemoteDataset::ServeLocked(
     std::unordered_map<uint64_t, Slot>::iterator it) {
   Slot& slot = it->second;
+  if (first_batch_left_ > 0 && --first_batch_left_ == 0) fetched_alone_.clear();
   if (slot.ahead) {
     slot.ahead = false;
     ahead_bytes_ -= index_[it->first].length;
@@ -544,16 +545,29 @@ uint64_t RemoteDataset::Prefetch(absl::Span<const uint64_t> indices) {
 
 uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ahead) {
   std::vector<uint64_t> wanted;
+  // Until the first batch is served (RemoteOptions::first_batch_records), the first records of
+  // every call — a worker's batch, whichever worker asks first — come each by a GET of its own
+  // ahead of their chunks; `again`: those already on the way in a chunk's GET (asked by an earlier
+  // call as chunk mates), which get a GET of their own too.
+  std::unordered_set<uint64_t> first;
+  std::vector<uint64_t> again;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ahead) ++prefetch_calls_;
-    for (uint64_t i : indices) {
+    const size_t first_n = ahead && first_batch_left_ > 0
+                               ? std::min<size_t>(options_.first_batch_records, indices.size())
+                               : 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const uint64_t i = indices[k];
       if (i >= index_.size()) continue;
+      const bool alone = k < first_n && fetched_alone_.insert(i).second;
+      if (alone) first.insert(i);
       auto it = slots_.find(i);
       if (it == slots_.end()) {
         wanted.push_back(i);
-      } else if (it->second.ahead) {
-        it->second.asked = prefetch_calls_;  // still wanted ahead
+      } else {
+        if (it->second.ahead) it->second.asked = prefetch_calls_;  // still wanted ahead
+        if (alone && it->second.pending && it->second.mate) again.push_back(i);
       }
     }
   }
@@ -564,7 +578,7 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
   if (disk_ != nullptr) std::erase_if(wanted, [&](uint64_t i) { return disk_->Contains(i); });
   Claims claims;  // released when the GETs of their chunks are done (and the folder written)
   if (SharesChunks()) wanted = ClaimChunks(std::move(wanted), &claims);
-  std::vector<uint64_t> first_batch;  // fetched one by one ahead of their chunks
+  std::vector<uint64_t> first_batch;  // fetched one by one ahead of their chunks (and with them)
   {
     // As many as the budget holds, in the order they will be used (the rest when these are).
     std::lock_guard<std::mutex> lock(mu_);
@@ -589,14 +603,13 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
     // Their chunks come whole (when the dataset fits): the GETs below join each chunk into one.
     std::vector<uint64_t> mates = ChunkMatesLocked(admitted);
     // The first batch's records come first, each on its own (RemoteOptions::first_batch_records).
-    if (ahead && first_batch_left_ > 0) {
-      const uint64_t n = std::min<uint64_t>(first_batch_left_, admitted.size());
-      first_batch_left_ -= n;
-      if (!mates.empty()) {
-        first_batch.assign(admitted.begin(), admitted.begin() + static_cast<std::ptrdiff_t>(n));
-        admitted.erase(admitted.begin(), admitted.begin() + static_cast<std::ptrdiff_t>(n));
+    if (!first.empty() && !mates.empty()) {
+      for (uint64_t i : admitted) {
+        if (first.count(i) != 0) first_batch.push_back(i);
       }
+      std::erase_if(admitted, [&](uint64_t i) { return first.count(i) != 0; });
     }
+    first_batch.insert(first_batch.end(), again.begin(), again.end());
     admitted.insert(admitted.end(), mates.begin(), mates.end());
     wanted = std::move(admitted);
   }
@@ -605,8 +618,11 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
   need.reserve(wanted.size());
   for (size_t k = 0; k < wanted.size(); ++k) need.try_emplace(wanted[k], k);
   // The first batch's records are joined to their chunks' GETs too, as if asked for again, so that
-  // a chunk still comes in one GET (their bytes twice, once); they are taken from their own GETs.
-  wanted.insert(wanted.end(), first_batch.begin(), first_batch.end());
+  // a chunk still comes in one GET (their bytes twice, once); they are taken from their own GETs
+  // (`again`: already in a chunk's GET on the way, they are in no new one).
+  for (uint64_t i : first_batch) {
+    if (std::find(again.begin(), again.end(), i) == again.end()) wanted.push_back(i);
+  }
   // Neighbours in a file joined into one GET: sorted by place in the file...
   std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
     const RecordLocation &x = index_[a], &y = index_[b];

@@ -41,6 +41,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -194,7 +195,10 @@ class RemoteDataset {
   uint64_t held_bytes_ = 0;                   // of ahead_, mates_ and served_
   uint64_t ahead_bytes_ = 0;                  // of slots with `ahead` set, held or on the way
   uint64_t prefetch_calls_ = 0;
-  uint64_t first_batch_left_ = 0;  // of options_.first_batch_records, not yet asked for
+  // Records of options_.first_batch_records not served yet: while not 0, Prefetch fetches the
+  // first records of each call alone (fetched_alone_: those it did).
+  uint64_t first_batch_left_ = 0;
+  std::unordered_set<uint64_t> fetched_alone_;
   RemoteCounters counts_;
 };
 

@@ -250,6 +250,30 @@ TEST_F(FakeStoreTest, TheFirstBatchIsFetchedRecordByRecordAheadOfItsChunks) {
       << "a chunk came in more than one GET";
 }
 
+// Record by record, the GETs of a read-ahead are sent in the order their records are needed, not
+// in the order they lie in the file: the client keeps a few in flight and queues the rest, so the
+// first batch would otherwise wait behind most of the read-ahead.
+TEST_F(FakeStoreTest, RecordByRecordTheGetsGoInTheOrderTheRecordsAreNeeded) {
+  RemoteOptions o;
+  o.whole_chunks = false;
+  o.max_request_bytes = 1;  // no two records joined in one GET
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
+  std::vector<uint64_t> order(store->size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  order.resize(std::min<size_t>(order.size(), 32));
+  const size_t before = memory_->Ranges("data.mdb").size();
+  store->Prefetch(order);
+  const auto all = memory_->Ranges("data.mdb");
+  ASSERT_EQ(all.size() - before, order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto [offset, length] = all[before + k];
+    EXPECT_THAT(store->Where(order[k]),
+                HasSubstr(absl::StrCat(" bytes ", offset, "-", offset + length - 1)))
+        << "GET " << k << " is not for the record needed " << k << "th";
+  }
+}
+
 TEST_F(FakeStoreTest, ADatasetLargerThanTheBudgetIsFetchedOnlyAsAsked) {
   RemoteOptions o;
   o.max_request_bytes = 64 << 10;

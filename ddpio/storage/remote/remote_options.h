@@ -53,10 +53,13 @@ struct RemoteOptions {
   // With order_chunk_records, one GET fetches up to this much of an order's chunk (instead of
   // max_request_bytes): fewer, larger requests, as an object store prefers.
   static constexpr uint64_t kMaxOrderChunkBytes = uint64_t{64} << 20;
-  // With whole chunks: the first this many records asked for ahead (the first batch) are fetched
-  // each by a GET of its own, sent before the GETs of their chunks, so that the first batch waits
-  // for its records, not for every chunk they fall in (a first batch drawn from a shuffled
-  // dataset touches most of its chunks). Their bytes are fetched twice, once. 0: none.
+  // With whole chunks: until this many records are served (the first batch), the first this many
+  // records of each Prefetch (the batch a loader worker asks for, whichever asks first) are
+  // fetched each by a GET of its own, sent before the GETs of their chunks, so that the first
+  // batch waits for its records, not for every chunk they fall in (a first batch drawn from a
+  // shuffled dataset touches most of its chunks). Their bytes are fetched twice, once. Not the
+  // records of a chunk another process of the node has claimed (they come from the folder when
+  // it has written them). 0: none.
   uint64_t first_batch_records = 0;
   static constexpr uint64_t kMinChunksHeld = 4;
   // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
