@@ -15,8 +15,10 @@
 #            order can do when the dataset does not fit)
 #   cached   the same with DDPIO_S3_CACHE_DIR: one process fills the empty cache folder (its epoch
 #            is reported as "cache-fill"), then a second process reads it ("cached")
-#   s3fs     ddpio bench loader --data MOUNT/rp            (the uploaded LMDB file through an s3fs
-#                                                           read-only mount of the bucket)
+#   block-lmdb  the block row on the dataset uploaded as its LMDB file (--chunk-mb 0) instead of
+#            chunk objects (the default layout): what the layout alone changes
+#   s3fs     ddpio bench loader --data MOUNT/rp-lmdb       (the LMDB file uploaded as it is, through
+#                                                           an s3fs read-only mount of the bucket)
 #   boto3    a torch Dataset doing one boto3 GET per sample of the photos stored one object each,
 #            PIL decode, RandomResizedCrop + flip, DataLoader(num_workers=WORKERS, batch_size=64)
 #            (scripts/bench_boto3_loader.py)
@@ -44,7 +46,8 @@
 #                  for the gateway's request counters (default $DDPIO_S3_DIR or /tmp/ddpio-s3)
 #   --work DIR     work folder (default: a new /tmp/ddpio-bench-os.XXXXXX, removed at the end)
 #   --keep         keep the work folder (run files: WORK/runs/*.json, WORK/results.jsonl)
-#   --skip V       leave out a variant: remote, per-record, block, exact-bounded, cached, s3fs, boto3
+#   --skip V       leave out a variant: remote, per-record, block, block-lmdb, exact-bounded, cached,
+#                  s3fs, boto3
 #                  (local is always run: the ratios are to it)
 # Environment: DDPIO (default build/release/tools/ddpio), PYTHON (default: the first of python3,
 #   /usr/bin/python3 that imports torch, torchvision, PIL and boto3). With AWS_ENDPOINT_URL unset,
@@ -127,6 +130,8 @@ OWN_DIR=/tmp/ddpio-bos-$$
 BUCKET=ddpio-bench-os-$$
 PREFIX=rp
 URL=s3://$BUCKET/$PREFIX
+LMDB_PREFIX=rp-lmdb  # the same dataset as its LMDB file (--chunk-mb 0): for s3fs and block-lmdb
+URL_LMDB=s3://$BUCKET/$LMDB_PREFIX
 BUCKET_MADE=0
 cleanup() {
   local rc=$?
@@ -159,6 +164,25 @@ if [ ! -S "$ASOK" ] || ! command -v ceph >/dev/null; then
   log "no gateway admin socket at $ASOK: requests per run are not counted on the server side"
   ASOK=""
 fi
+# CPU seconds the store's own processes (radosgw and ceph-osd of this machine) have used so far,
+# summed (empty when none runs here: a remote store).
+store_cpu() {
+  local pids
+  pids=$(pgrep -d' ' -x 'radosgw|ceph-osd') || return 0
+  # shellcheck disable=SC2086
+  python3 - $pids <<'PY' 2>/dev/null || true
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+total = 0
+for pid in sys.argv[1:]:
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    except OSError:
+        pass
+print(f"{total / tick:.2f}")
+PY
+}
 # "req get get_bytes" of the gateway so far (empty without an admin socket).
 gateway_counts() {
   [ -n "$ASOK" ] || return 0
@@ -176,6 +200,10 @@ DB=$(realpath "$DB")
 log "uploading $DB to $URL"
 BUCKET_MADE=1
 "$DDPIO" upload "$DB" "$URL" --create-bucket --json | tail -1 >"$WORK/upload.json"
+if ! skipped s3fs || ! skipped block-lmdb; then
+  log "uploading $DB as its LMDB file to $URL_LMDB"
+  "$DDPIO" upload "$DB" "$URL_LMDB" --chunk-mb 0 --quiet
+fi
 if ! skipped boto3; then
   log "uploading the photos of $IMAGES one object each to s3://$BUCKET/photos/"
   "$PYTHON" scripts/bench_boto3_loader.py upload --images "$IMAGES" --bucket "$BUCKET" --prefix photos \
@@ -186,8 +214,8 @@ if ! skipped s3fs; then
   printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$WORK/s3fs.passwd"
   chmod 600 "$WORK/s3fs.passwd"
   s3fs "$BUCKET" "$MNT" -o "ro,url=$AWS_ENDPOINT_URL,use_path_request_style,passwd_file=$WORK/s3fs.passwd"
-  for _ in $(seq 50); do mountpoint -q "$MNT" && [ -e "$MNT/$PREFIX/data.mdb" ] && break; sleep 0.2; done
-  [ -e "$MNT/$PREFIX/data.mdb" ] || die "s3fs mounted nothing usable at $MNT (no $PREFIX/data.mdb)"
+  for _ in $(seq 50); do mountpoint -q "$MNT" && [ -e "$MNT/$LMDB_PREFIX/data.mdb" ] && break; sleep 0.2; done
+  [ -e "$MNT/$LMDB_PREFIX/data.mdb" ] || die "s3fs mounted nothing usable at $MNT (no $LMDB_PREFIX/data.mdb)"
 fi
 cat "$DB/data.mdb" >/dev/null 2>&1 || cat "$DB" >/dev/null  # the local reader reads a warm page cache
 
@@ -196,25 +224,28 @@ LOADER_FLAGS=(--workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --
               --sample-images "$SAMPLE_IMAGES" --json --epochs)   # + the number of epochs
 # run VARIANT ROUND [ENV=VALUE...] -- COMMAND...: runs it, appends one line to results.jsonl.
 run() {
-  local variant=$1 round=$2 envs=() before after load out
+  local variant=$1 round=$2 envs=() before after load out cpu_before cpu_after
   shift 2
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
   out=$WORK/runs/$variant-$round
   load=$(cut -d' ' -f1 /proc/loadavg)
   before=$(gateway_counts)
-  if ! env "${envs[@]}" "$@" >"$out.out" 2>"$out.err"; then
+  cpu_before=$(store_cpu)
+  if ! /usr/bin/time -f '%U %S' -o "$out.time" env "${envs[@]}" "$@" >"$out.out" 2>"$out.err"; then
     tail -5 "$out.err" >&2
     die "$variant (round $round) failed: $*"
   fi
   after=$(gateway_counts)
+  cpu_after=$(store_cpu)
   tail -1 "$out.out" >"$out.json"
-  python3 - "$variant" "$round" "$load" "$before" "$after" "$out.json" >>"$WORK/results.jsonl" <<'PY'
+  python3 - "$variant" "$round" "$load" "$before" "$after" "$out.json" "$out.time" "$cpu_before" "$cpu_after" \
+    >>"$WORK/results.jsonl" <<'PY'
 import json, sys
-variant, rnd, load, before, after, path = sys.argv[1:]
+variant, rnd, load, before, after, path, time_path, cpu_before, cpu_after = sys.argv[1:]
 j = json.load(open(path))
 row = {"variant": variant, "round": int(rnd), "images_per_s": j["images_per_s"], "load1_before": float(load),
-       "time_to_first_batch_s": j.get("time_to_first_batch_s"), "records": j.get("records")}
+       "time_to_first_batch_s": j.get("time_to_first_batch_s"), "records": j.get("records", j.get("images"))}
 note = ""
 if before and after:
     b, a = [int(x) for x in before.split()], [int(x) for x in after.split()]
@@ -222,6 +253,12 @@ if before and after:
     note = f"  {a[0] - b[0]:6d} requests {(a[2] - b[2]) / 1e6:7.1f} MB"
 if isinstance(j.get("store"), dict):
     row["store"] = j["store"]
+# The client's CPU (user + system of the command and the children it waited for: the benchmark's
+# own ceiling lines and warm-up included, the same for every row), and the store's processes'.
+user, system = (float(x) for x in open(time_path).read().split()[-2:])
+row["client_cpu_s"] = user + system
+if cpu_before and cpu_after:
+    row["store_cpu_s"] = float(cpu_after) - float(cpu_before)
 print(json.dumps(row))
 print(f"bench-object-store: round {rnd} {variant:10s} {j['images_per_s']:7.0f} images/s{note}  (load {load})",
       file=sys.stderr)
@@ -235,6 +272,8 @@ variant() {  # variant NAME ROUND
     per-record) run per-record "$2" -- "$DDPIO" bench loader --data "$URL" --no-whole-chunks "${LOADER_FLAGS[@]}" 1 ;;
     block) run block "$2" DDPIO_S3_MEMORY_MB="$BOUNDED_MB" -- "$DDPIO" bench loader --data "$URL" --order block \
              --block-window 4 "${LOADER_FLAGS[@]}" 1 ;;
+    block-lmdb) run block-lmdb "$2" DDPIO_S3_MEMORY_MB="$BOUNDED_MB" -- "$DDPIO" bench loader --data "$URL_LMDB" \
+             --order block --block-window 4 "${LOADER_FLAGS[@]}" 1 ;;
     exact-bounded) run exact-bounded "$2" DDPIO_S3_MEMORY_MB="$BOUNDED_MB" -- "$DDPIO" bench loader --data "$URL" \
              "${LOADER_FLAGS[@]}" 1 ;;
     cached)
@@ -242,14 +281,14 @@ variant() {  # variant NAME ROUND
       run cache-fill "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1
       run cached "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
     s3fs) sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || log "could not drop the page cache (not root?)"
-      run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
+      run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$LMDB_PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
     boto3) run boto3 "$2" -- "$PYTHON" scripts/bench_boto3_loader.py epoch --bucket "$BUCKET" --list "$WORK/photos.json" \
              --workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --seed "$2" ;;
   esac
 }
 
 VARIANTS=(local)
-for v in remote per-record block exact-bounded cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+for v in remote per-record block block-lmdb exact-bounded cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
 # The bounded variants' memory budget: a third of the dataset. The block order's window of 4 keeps
 # (4 + 2) chunks of 128 records and 8 batches read ahead in use: 1,280 records.
 DATA_MB=$(( $(du -sm "$DB" | cut -f1) ))
@@ -284,6 +323,7 @@ local = by["local"]
 names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader`, s3://, whole chunks",
          "per-record": "(2b) `bench loader`, s3://, --no-whole-chunks (record by record)",
          "block": "(2c) s3://, --order block --block-window 4, memory 1/3 of the dataset",
+         "block-lmdb": "(2e) as (2c), the dataset uploaded as its LMDB file (--chunk-mb 0)",
          "exact-bounded": "(2d) s3://, exact order, memory 1/3 of the dataset",
          "cache-fill": "(3a) s3:// + cache folder, first epoch (fills it)",
          "cached": "(3) s3:// + cache folder, second process (reads it)",
@@ -292,9 +332,9 @@ names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader
 summary = {"rounds": rounds, "workers": int(workers), "ddpio": ddpio, "url": url, "rows": {}}
 print(f"| reader | images/s, median (min–max) | / local, median of paired rounds (range) | "
       f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) | GETs per image (ddpio's) | "
-      f"time to first batch, s |")
-print("|---|---|---|---|---|---|---|")
-for v in ["local", "remote", "per-record", "block", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
+      f"time to first batch, s | client CPU, ms/image | store CPU (radosgw + OSD), ms/image |")
+print("|---|---|---|---|---|---|---|---|---|")
+for v in ["local", "remote", "per-record", "block", "block-lmdb", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
     if v not in by:
         continue
     rs = [by[v][k] for k in sorted(by[v]) if k >= 1]
@@ -316,10 +356,15 @@ for v in ["local", "remote", "per-record", "block", "exact-bounded", "cache-fill
     per_image_s = f"{statistics.median(per_image):.4f}" if per_image else "—"
     ttfb = [r["time_to_first_batch_s"] for r in rs if r.get("time_to_first_batch_s") is not None]
     ttfb_s = f"{statistics.median(ttfb):.3f}" if ttfb else "—"
-    summary["rows"][v].update(gets_per_image=per_image, time_to_first_batch_s=ttfb)
+    client = [1e3 * r["client_cpu_s"] / r["records"] for r in rs if r.get("client_cpu_s") and r.get("records")]
+    store = [1e3 * r["store_cpu_s"] / r["records"] for r in rs if "store_cpu_s" in r and r.get("records")]
+    client_s = f"{statistics.median(client):.2f}" if client else "—"
+    store_s = f"{statistics.median(store):.2f}" if store else "—"
+    summary["rows"][v].update(gets_per_image=per_image, time_to_first_batch_s=ttfb,
+                              client_cpu_ms_per_image=client, store_cpu_ms_per_image=store)
     print(f"| {names[v]} | {statistics.median(ips):,.0f} ({min(ips):,.0f}–{max(ips):,.0f}) | "
           f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) | {req_s} | {mb_s} | "
-          f"{per_image_s} | {ttfb_s} |")
+          f"{per_image_s} | {ttfb_s} | {client_s} | {store_s} |")
 extra = by.get("remote-3-epochs", {}).get(0)
 if extra:
     j = json.load(open(os.path.join(work, "runs", "remote-3-epochs-0.json")))

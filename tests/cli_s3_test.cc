@@ -112,6 +112,32 @@ TEST_F(CliS3, UploadInspectAndVerifyByUrl) {
   EXPECT_EQ(bad_url.exit_code, 2) << bad_url.err;
 }
 
+// The layout flags: chunk objects spread over prefixes read back as the local records; the LMDB
+// file as it is (--chunk-mb 0) too; spreading without chunks is refused before anything is sent.
+TEST_F(CliS3, UploadInChunksSpreadOverPrefixesOrAsTheLmdbFile) {
+  auto local = RunDdpio({"inspect", dir_.Sub("db"), "--json"});
+  const auto digest = nlohmann::json::parse(LastLine(local.out))["content_digest"];
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--chunk-mb", "1", "--spread-prefixes", "4"},
+        std::vector<std::string>{"--chunk-mb", "0"}}) {
+    const std::string url = url_ + "-" + layout[1];
+    std::vector<std::string> args = {"upload", dir_.Sub("db"), url, "--json"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    auto up = RunDdpio(args);
+    ASSERT_EQ(up.exit_code, 0) << up.err;
+    auto u = nlohmann::json::parse(LastLine(up.out));
+    EXPECT_EQ(u["chunked"], layout[1] != "0") << up.out;
+    auto remote = RunDdpio({"inspect", url, "--verify", "--json"});
+    ASSERT_EQ(remote.exit_code, 0) << remote.err;
+    EXPECT_EQ(nlohmann::json::parse(LastLine(remote.out))["content_digest"], digest) << url;
+  }
+  auto refused = RunDdpio(
+      {"upload", dir_.Sub("db"), url_ + "-x", "--chunk-mb", "0", "--spread-prefixes", "2"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("spreading over prefixes needs chunk objects"), std::string::npos)
+      << refused.err;
+}
+
 // `bench storage` by URL: every record of each round fetched once from the store (a fresh reader
 // a round), next to the store's own rate measured in the same run, with the process's CPU.
 TEST_F(CliS3, BenchStorageByUrlMeasuresTheStoreBesideTheReader) {

@@ -145,6 +145,7 @@ nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c) {
           {"refetches", c.refetches},
           {"chunk_records", c.chunk_records},
           {"peer_chunks", c.peer_chunks},
+          {"served_evicted", c.served_evicted},
           {"throttles", c.throttles},
           {"rate_limit_per_s", c.rate_limit_per_s}};
 }
@@ -153,10 +154,11 @@ std::string StoreCountersText(const storage::remote::RemoteCounters& c) {
   return absl::StrFormat(
       "%d requests (%d retried), %s received, %d records fetched (%d with their chunk); cache: %d "
       "from memory, %d from disk, %d waited for; %d fetched again after a checksum mismatch; %d "
-      "chunks left to another process sharing the cache folder; %d signs of an overrun store%s",
+      "chunks left to another process sharing the cache folder; %d records left the folder once "
+      "served; %d signs of an overrun store%s",
       c.requests, c.retries, HumanBytes(static_cast<double>(c.bytes)), c.records_fetched,
       c.chunk_records, c.memory_hits, c.disk_hits, c.misses, c.refetches, c.peer_chunks,
-      c.throttles,
+      c.served_evicted, c.throttles,
       c.rate_limit_per_s > 0 ? absl::StrFormat(" (rate now %.0f/s)", c.rate_limit_per_s) : "");
 }
 

@@ -108,6 +108,7 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
 struct StoreFlags {
   std::string stage;
   bool keep = false, create_bucket = false, overwrite = false;
+  UploadLayoutFlags layout;
 };
 
 // Where `convert --out s3://B/P` converts first: one folder per destination, so that --resume
@@ -129,6 +130,7 @@ int UploadConverted(convert::ConvertSummary summary, const UploadTarget& target,
   storage::remote::UploadOptions uo;
   uo.create_bucket = store.create_bucket;
   uo.overwrite = store.overwrite;
+  store.layout.ApplyTo(uo);
   absl::StatusOr<storage::remote::UploadResult> up =
       UploadWithProgress(stage, target, uo, !quiet && !json);
   if (!up.ok()) {
@@ -300,6 +302,7 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
                 "With --out s3://: create the bucket if it does not exist");
   app->add_flag("--overwrite", store->overwrite,
                 "With --out s3://: replace another dataset at the same prefix");
+  AddUploadLayoutFlags(app, &store->layout, "With --out s3://: ");
   AddThreadsFlag(app, &o->threads, "Reading/validating threads");
   app->add_flag("--resume", o->resume, "Continue an interrupted conversion of the same source");
   app->add_flag(

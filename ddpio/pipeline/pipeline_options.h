@@ -86,7 +86,7 @@ struct PipelineOptions {
   // (default 128; >= 1; a reader keeps about window + 2 chunks in its cache), lanes the chunks are
   // dealt to (default 0: one per reader of the world that plans the epoch; a job resumed on another
   // world size keeps the lanes it recorded).
-  uint64_t block_chunk = 128;
+  uint64_t block_chunk = storage::remote::kDefaultBlockChunkRecords;
   uint64_t block_window = 128;
   uint64_t block_lanes = 0;
   // Requests a second the whole job may send the object store of an s3:// dataset (default 0: no

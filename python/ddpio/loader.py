@@ -561,6 +561,8 @@ class Loader:
         store_records_fetched, store_memory_hits, store_disk_hits, store_misses, store_refetches,
         store_chunk_records (records that came with their chunk before being asked for),
         store_peer_chunks (chunks left to another process sharing the cache folder, read from it),
+        store_served_evicted (records removed from the cache folder once served: the block order
+        on a dataset larger than the folder's budget),
         store_throttles (503 SlowDown / 429 / timed-out answers), store_rate_limit_per_s (the
         request rate the reader's governor allows now; 0: unlimited)
         (a peer fed by its leader: the one request that read the manifest)."""

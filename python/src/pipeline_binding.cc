@@ -382,6 +382,7 @@ class PyPipeline {
       d["store_refetches"] = store->refetches;
       d["store_chunk_records"] = store->chunk_records;
       d["store_peer_chunks"] = store->peer_chunks;
+      d["store_served_evicted"] = store->served_evicted;
       d["store_throttles"] = store->throttles;
       d["store_rate_limit_per_s"] = store->rate_limit_per_s;
     }

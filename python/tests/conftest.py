@@ -13,6 +13,21 @@ def program():
     return path
 
 
+def uploaded(program, dataset, bucket):
+    """`dataset` uploaded to s3://BUCKET/train on the S3 server the test command starts
+    (AWS_ENDPOINT_URL and the keys in the environment): its URL. Skips without one, unless
+    DDPIO_REQUIRE_S3 is set."""
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        if os.environ.get("DDPIO_REQUIRE_S3"):
+            pytest.fail("DDPIO_REQUIRE_S3 is set but AWS_ENDPOINT_URL is not: start scripts/object-store.sh up")
+        pytest.skip("no S3 endpoint (AWS_ENDPOINT_URL): scripts/object-store.sh up starts one")
+    url = f"s3://{bucket}/train"
+    result = subprocess.run([program, "upload", str(dataset), url, "--create-bucket", "--quiet"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return url
+
+
 def run(program, *args):
     result = subprocess.run([program, *args], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"ddpio {' '.join(args)}: {result.stderr}"

@@ -9,19 +9,12 @@ import subprocess
 import pytest
 
 import ddpio
+from conftest import uploaded
 
 
 @pytest.fixture(scope="module")
 def remote(program, dataset):
-    if not os.environ.get("AWS_ENDPOINT_URL"):
-        if os.environ.get("DDPIO_REQUIRE_S3"):
-            pytest.fail("DDPIO_REQUIRE_S3 is set but AWS_ENDPOINT_URL is not: start scripts/object-store.sh up")
-        pytest.skip("no S3 endpoint (AWS_ENDPOINT_URL): scripts/object-store.sh up starts one")
-    url = f"s3://ddpio-py-{os.getpid()}/train"
-    result = subprocess.run([program, "upload", str(dataset), url, "--create-bucket", "--quiet"],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return url
+    return uploaded(program, dataset, f"ddpio-py-{os.getpid()}")
 
 
 def test_a_dataset_by_url_gives_the_local_records(remote, dataset):

@@ -144,6 +144,8 @@ void RemoteDataset::MakeChunks() {
   whole_chunks_ =
       options_.whole_chunks && (total <= budget || few_at_a_time) && chunk_count() < index_.size();
   first_batch_left_ = whole_chunks_ ? options_.first_batch_records : 0;
+  evict_served_ =
+      whole_chunks_ && few_at_a_time && !options_.cache_dir.empty() && total > options_.cache_bytes;
   if (!whole_chunks_) return;
   chunk_of_.resize(index_.size());
   for (uint64_t c = 0; c < chunk_count(); ++c) {
@@ -305,7 +307,7 @@ std::string RemoteDataset::S3ClientName(const std::string& bucket, const std::st
 
 RecordBinding RemoteDataset::Binding(uint64_t index) const {
   const RemoteFile& f = manifest_.files[index_[index].file];
-  return RecordBinding{f.salt, index - f.first, f.bound};
+  return RecordBinding{f.salt, f.key_first + (index - f.first), f.bound};
 }
 
 std::string RemoteDataset::Where(uint64_t index) const {
@@ -396,6 +398,16 @@ absl::Status RemoteDataset::CheckIndex(uint64_t index) const {
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::Fetch(uint64_t index) {
+  absl::StatusOr<std::shared_ptr<const std::string>> bytes = FetchAny(index);
+  if (evict_served_ && bytes.ok()) {
+    disk_->Erase(index);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.served_evicted;
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::FetchAny(uint64_t index) {
   DDPIO_RETURN_IF_ERROR(CheckIndex(index));
   RecordCache::Claim claim;  // of the record's chunk, held while this thread fetches the record
   for (int round = 0;; ++round) {

@@ -93,6 +93,8 @@ class RemoteDataset {
   bool fetches_whole_chunks() const { return whole_chunks_; }
 
   // Record `index`'s stored bytes. InvalidArgument past the end; the store's error otherwise.
+  // In the block order with a dataset larger than the cache folder's budget, the record leaves
+  // the folder once returned (RemoteOptions::chunk_order_records).
   absl::StatusOr<std::shared_ptr<const std::string>> Fetch(uint64_t index);
   // Drops every cached copy of `index` and fetches it from the store.
   absl::StatusOr<std::shared_ptr<const std::string>> Refetch(uint64_t index);
@@ -133,6 +135,8 @@ class RemoteDataset {
   // A client of the store for this dataset, as `options` say.
   static absl::StatusOr<std::unique_ptr<s3::ObjectStore>> MakeClient(const s3::S3Config& config,
                                                                      const RemoteOptions& options);
+  // Fetch but for the eviction of what it serves.
+  absl::StatusOr<std::shared_ptr<const std::string>> FetchAny(uint64_t index);
   absl::StatusOr<std::shared_ptr<const std::string>> FetchNow(uint64_t index);
   // With mu_ held: keeps `bytes` as record `index`'s, then evicts down to the budget (served
   // records first, least recently served first; then the oldest fetched ahead).
@@ -182,6 +186,7 @@ class RemoteDataset {
   std::vector<bool> left_to_peer_;     // guarded by mu_; chunks counted in peer_chunks
   std::vector<bool> stuck_;            // guarded by mu_; chunks whose holder was waited for in vain
   bool whole_chunks_ = false;
+  bool evict_served_ = false;   // a record served leaves the cache folder (see Fetch)
   uint64_t request_limit_ = 0;  // the most bytes one GET asks for (MakeChunks)
   std::unique_ptr<s3::ObjectStore> client_;
   std::unique_ptr<RecordCache> disk_;  // null without a cache folder

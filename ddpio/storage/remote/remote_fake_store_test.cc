@@ -30,6 +30,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Where the upload puts records by default (UploadOptions::chunk_bytes): chunk objects.
+constexpr char kRecordObjects[] = "chunks/";
+
 class FakeStoreTest : public RemoteDatasetTest {
  protected:
   bool UsesMemoryStore() const override { return true; }
@@ -54,7 +57,7 @@ class FakeStoreTest : public RemoteDatasetTest {
 TEST_F(FakeStoreTest, SlowDownsWithinTheRetryBudgetAreRiddenOutAndCounted) {
   memory_->AddFault(
       {.method = "GET",
-       .key_contains = "data.mdb",
+       .key_contains = kRecordObjects,
        .times = 5,
        .status = absl::UnavailableError("HTTP 503 SlowDown: Please reduce your rate")});
   ExpectSameRecords(Url());
@@ -62,7 +65,7 @@ TEST_F(FakeStoreTest, SlowDownsWithinTheRetryBudgetAreRiddenOutAndCounted) {
   RemoteOptions o;
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   memory_->AddFault({.method = "GET",
-                     .key_contains = "data.mdb",
+                     .key_contains = kRecordObjects,
                      .times = 3,
                      .status = absl::UnavailableError("HTTP 503 SlowDown")});
   ASSERT_OK(store->Fetch(7).status());
@@ -75,12 +78,12 @@ TEST_F(FakeStoreTest, ARetryBudgetSpentIsAnErrorNamingTheObjectAndTheAttempts) {
   o.retry.max_attempts = 3;
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   memory_->AddFault({.method = "GET",
-                     .key_contains = "data.mdb",
+                     .key_contains = kRecordObjects,
                      .times = -1,
                      .status = absl::UnavailableError("HTTP 503 SlowDown")});
   const absl::Status failed = store->Fetch(11).status();
   EXPECT_CODE(failed, kUnavailable);
-  EXPECT_THAT(failed.message(), HasSubstr(Url() + "/data.mdb"));
+  EXPECT_THAT(failed.message(), HasSubstr(Url() + "/" + kRecordObjects));
   EXPECT_THAT(failed.message(), HasSubstr("3 attempts"));
   // The store back: the same reader goes on.
   memory_->ClearFaults();
@@ -102,7 +105,8 @@ TEST_F(FakeStoreTest, AFinalRefusalIsNotRetried) {
 
 TEST_F(FakeStoreTest, BytesDamagedOnTheWayAreCaughtAndFetchedAgain) {
   ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
-  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = 1, .flip_byte = true});
+  memory_->AddFault(
+      {.method = "GET", .key_contains = kRecordObjects, .times = 1, .flip_byte = true});
   ASSERT_OK_AND_ASSIGN(std::string got, Payload(*reader, 42));
   EXPECT_EQ(got, LocalPayload(42)) << "a damaged record was served";
   ASSERT_NE(reader->remote(), nullptr);
@@ -111,10 +115,11 @@ TEST_F(FakeStoreTest, BytesDamagedOnTheWayAreCaughtAndFetchedAgain) {
 
 TEST_F(FakeStoreTest, BytesTheStoreKeepsDamagedAreNamedNeverServed) {
   ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
-  memory_->AddFault({.method = "GET", .key_contains = "data.mdb", .times = -1, .flip_byte = true});
+  memory_->AddFault(
+      {.method = "GET", .key_contains = kRecordObjects, .times = -1, .flip_byte = true});
   auto got = Payload(*reader, 42);
   EXPECT_CODE(got, kDataLoss);
-  EXPECT_THAT(got.status().message(), HasSubstr("data.mdb"));
+  EXPECT_THAT(got.status().message(), HasSubstr(kRecordObjects));
 }
 
 TEST_F(FakeStoreTest, AnAnswerOfTheWrongLengthIsDataLossNamingTheRange) {
@@ -122,7 +127,7 @@ TEST_F(FakeStoreTest, AnAnswerOfTheWrongLengthIsDataLossNamingTheRange) {
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   for (int64_t delta : {-1, 5}) {
     memory_->AddFault(
-        {.method = "GET", .key_contains = "data.mdb", .times = 1, .body_delta = delta});
+        {.method = "GET", .key_contains = kRecordObjects, .times = 1, .body_delta = delta});
     const absl::Status st = store->Fetch(3).status();
     EXPECT_CODE(st, kDataLoss) << delta;
     EXPECT_THAT(st.message(), HasSubstr("bytes came back for a range of")) << delta;
@@ -184,6 +189,7 @@ std::vector<uint64_t> ChunkLocalOrder(const RemoteDataset& store, uint32_t seed)
 TEST_F(FakeStoreTest, ADatasetThatFitsIsFetchedAWholeChunkAtATimeInAnyOrder) {
   RemoteOptions per_record;
   per_record.whole_chunks = false;
+  per_record.max_request_bytes = 1;  // a GET a record: the records lie back to back
   ASSERT_OK_AND_ASSIGN(auto reference, RemoteDataset::Open(Url(), config_, per_record));
   EXPECT_FALSE(reference->fetches_whole_chunks());
   const uint64_t gets_before_reference = memory_->requests("GET");
@@ -191,7 +197,7 @@ TEST_F(FakeStoreTest, ADatasetThatFitsIsFetchedAWholeChunkAtATimeInAnyOrder) {
   const uint64_t reference_gets = memory_->requests("GET") - gets_before_reference;
 
   RemoteOptions o;
-  o.max_request_bytes = 64 << 10;  // several chunks of this small dataset
+  o.max_request_bytes = 32 << 10;  // several chunks of this small dataset
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   ASSERT_TRUE(store->fetches_whole_chunks());
   const uint64_t chunks = store->chunk_count();
@@ -223,13 +229,13 @@ TEST_F(FakeStoreTest, TheFirstBatchIsFetchedRecordByRecordAheadOfItsChunks) {
 
   constexpr uint64_t kFirstBatch = 8;
   RemoteOptions o;
-  o.max_request_bytes = 64 << 10;  // several chunks of this small dataset
+  o.max_request_bytes = 32 << 10;  // several chunks of this small dataset
   o.first_batch_records = kFirstBatch;
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   ASSERT_TRUE(store->fetches_whole_chunks());
-  const size_t before = memory_->Ranges("data.mdb").size();
+  const size_t before = memory_->Ranges(kRecordObjects).size();
   EXPECT_EQ(ShuffledEpoch(*store, 7), expected) << "the same bytes as record by record";
-  const auto all = memory_->Ranges("data.mdb");
+  const auto all = memory_->Ranges(kRecordObjects);
   const std::vector<std::pair<uint64_t, uint64_t>> ranges(
       all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
   ASSERT_GT(ranges.size(), kFirstBatch);
@@ -262,9 +268,9 @@ TEST_F(FakeStoreTest, RecordByRecordTheGetsGoInTheOrderTheRecordsAreNeeded) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937(3));
   order.resize(std::min<size_t>(order.size(), 32));
-  const size_t before = memory_->Ranges("data.mdb").size();
+  const size_t before = memory_->Ranges(kRecordObjects).size();
   store->Prefetch(order);
-  const auto all = memory_->Ranges("data.mdb");
+  const auto all = memory_->Ranges(kRecordObjects);
   ASSERT_EQ(all.size() - before, order.size());
   for (size_t k = 0; k < order.size(); ++k) {
     const auto [offset, length] = all[before + k];
@@ -276,7 +282,7 @@ TEST_F(FakeStoreTest, RecordByRecordTheGetsGoInTheOrderTheRecordsAreNeeded) {
 
 TEST_F(FakeStoreTest, ADatasetLargerThanTheBudgetIsFetchedOnlyAsAsked) {
   RemoteOptions o;
-  o.max_request_bytes = 64 << 10;
+  o.max_request_bytes = 32 << 10;
   o.memory_bytes = 16 << 10;  // less than the dataset
   ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_, o));
   EXPECT_FALSE(store->fetches_whole_chunks());
@@ -325,10 +331,12 @@ TEST_F(FakeStoreTest, ARecordDamagedInTheStoreIsNamedAndTheRestOfItsChunkServed)
   ASSERT_EQ(std::sscanf(where.substr(where.rfind(" bytes ")).c_str(), " bytes %lu-%lu", &from, &to),
             2)
       << where;
-  ASSERT_OK_AND_ASSIGN(std::string object,
-                       client_->Get(bucket_, "train/data.mdb", uint64_t{1} << 30));
+  const std::string head = absl::StrCat("s3://", bucket_, "/");
+  const std::string key = where.substr(head.size(), where.rfind(" bytes ") - head.size());
+  ASSERT_THAT(key, ::testing::StartsWith("train/chunks/")) << where;
+  ASSERT_OK_AND_ASSIGN(std::string object, client_->Get(bucket_, key, uint64_t{1} << 30));
   object[(from + to) / 2] ^= 0x20;
-  ASSERT_OK(client_->Put(bucket_, "train/data.mdb", object));
+  ASSERT_OK(client_->Put(bucket_, key, object));
 
   ASSERT_OK_AND_ASSIGN(auto reader, OpenUrl(Url()));
   ASSERT_OK_AND_ASSIGN(ReadTxn txn, reader->BeginRead());
@@ -374,7 +382,7 @@ TEST_F(FakeStoreTest, ReadersSharingACacheFolderFetchEachChunkOnceBetweenThem) {
   // Two readers on one folder, as two ranks of a node: each has its own claims (its own open of
   // the claims file), as separate processes do.
   RemoteOptions o;
-  o.max_request_bytes = 64 << 10;
+  o.max_request_bytes = 32 << 10;
   o.cache_dir = dir_.Sub("cache");
   ASSERT_OK_AND_ASSIGN(auto first, RemoteDataset::Open(Url(), config_, o));
   ASSERT_OK_AND_ASSIGN(auto second, RemoteDataset::Open(Url(), config_, o));
@@ -392,7 +400,7 @@ TEST_F(FakeStoreTest, ReadersSharingACacheFolderFetchEachChunkOnceBetweenThem) {
 TEST_F(FakeStoreTest, AChunkAnotherReaderIsFetchingIsLeftToItAndReadFromTheFolder) {
   ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
   RemoteOptions o;
-  o.max_request_bytes = 64 << 10;
+  o.max_request_bytes = 32 << 10;
   o.cache_dir = dir_.Sub("cache");
   ASSERT_OK_AND_ASSIGN(auto reader, RemoteDataset::Open(Url(), config_, o));
   ASSERT_TRUE(reader->fetches_whole_chunks());
@@ -442,6 +450,58 @@ TEST_F(FakeStoreTest, AChunkAnotherReaderIsFetchingIsLeftToItAndReadFromTheFolde
   const uint64_t before_2 = memory_->requests("GET");
   reader->Prefetch(records_of(2));
   EXPECT_EQ(memory_->requests("GET"), before_2 + 1);
+}
+
+// Bytes of the records in the cache folder `dir` (its claims file aside).
+uint64_t FolderRecordBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().filename() != "claims") bytes += e.file_size();
+  }
+  return bytes;
+}
+
+// In an order keeping to a few chunks (the block order), with a cache folder the dataset does not
+// fit: a record leaves the folder once served, so a chunk leaves it with its last sample and the
+// folder holds about the chunks in use, not its budget's worth. Two readers on one folder (two
+// ranks of a node, each serving its own samples) leave it empty at the epoch's end, having
+// fetched each chunk once between them. A dataset that fits the folder stays in it.
+TEST_F(FakeStoreTest, InTheBlockOrderAChunkLeavesTheCacheFolderWithItsLastSample) {
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
+  uint64_t total = 0;
+  for (const std::string& b : expected) total += b.size();
+  RemoteOptions o;
+  o.max_request_bytes = 16 << 10;
+  o.memory_bytes = RemoteOptions::kMinChunksHeld * o.max_request_bytes;
+  o.chunk_order_records = 2 * (o.max_request_bytes / 550);  // ~2 chunks (records of ~550 bytes)
+  o.cache_dir = dir_.Sub("cache");
+  o.cache_bytes = total * 3 / 4;
+  ASSERT_OK_AND_ASSIGN(auto a, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_OK_AND_ASSIGN(auto b, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(a->fetches_whole_chunks());
+  ASSERT_GT(a->chunk_count(), 8u);
+  const std::vector<uint64_t> order = ChunkLocalOrder(*a, 5);
+  const uint64_t gets_before = memory_->requests("GET");
+  uint64_t most = 0;
+  for (size_t k = 0; k < order.size(); ++k) {  // a serves the even places, b the odd ones
+    ASSERT_OK_AND_ASSIGN(auto bytes, (k % 2 == 0 ? a : b)->Fetch(order[k]));
+    EXPECT_EQ(*bytes, expected[order[k]]) << order[k];
+    most = std::max(most, FolderRecordBytes(o.cache_dir));
+  }
+  EXPECT_EQ(FolderRecordBytes(o.cache_dir), 0u) << "served records were left in the folder";
+  EXPECT_LE(most, RemoteOptions::kMinChunksHeld * o.max_request_bytes)
+      << "the folder held more than the chunks in use (budget " << o.cache_bytes << ")";
+  EXPECT_EQ(a->counters().served_evicted + b->counters().served_evicted, a->size());
+  EXPECT_LE(memory_->requests("GET") - gets_before, a->chunk_count() + 2)
+      << "a chunk was fetched more than once between the two readers";
+
+  // A budget the dataset fits: what is served stays for the next epoch.
+  o.cache_dir = dir_.Sub("roomy");
+  o.cache_bytes = 2 * total;
+  ASSERT_OK_AND_ASSIGN(auto roomy, RemoteDataset::Open(Url(), config_, o));
+  EXPECT_EQ(EpochInOrder(*roomy, ChunkLocalOrder(*roomy, 5)), expected);
+  EXPECT_EQ(roomy->counters().served_evicted, 0u);
+  EXPECT_EQ(FolderRecordBytes(o.cache_dir), total);
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ std::string EncodeRemoteManifest(const RemoteManifest& m) {
                           {"records", f.records},
                           {"salt", f.salt},
                           {"bound", f.bound}});
+    if (m.version >= 3) j["files"].back()["key_first"] = f.key_first;
   }
   j["index"] = {
       {"object", kRecordIndexObject}, {"bytes", m.index_bytes}, {"crc32c", m.index_crc32c}};
@@ -165,6 +166,10 @@ absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
       return bad(absl::StrCat("file ", file.object, " lacks bytes, first, records, salt or bound"));
     }
     file.bound = f["bound"].get<bool>();
+    if (m.version >= 3 && f.contains("key_first") &&
+        !internal::GetU64(f, "key_first", &file.key_first)) {
+      return bad(absl::StrCat("file ", file.object, " has a key_first that is not a count"));
+    }
     if (file.first != next || file.records > kMaxRemoteRecords) {
       return bad(
           absl::StrCat("file ", file.object, " starts at record ", file.first, ", not ", next));

@@ -1,8 +1,9 @@
-// A dataset in an object store (docs/FORMAT.md, "In an object store"): the same LMDB file(s) as
-// on disk, stored as objects under a prefix, plus two objects that let a reader fetch whole
-// records by HTTP range GETs without walking LMDB's pages over the network:
+// A dataset in an object store (docs/FORMAT.md, "In an object store"): its records, stored as
+// objects under a prefix, plus two objects that let a reader fetch whole records by HTTP range
+// GETs without walking LMDB's pages over the network:
 //
-//   PREFIX/data.mdb                              the dataset's LMDB file (unsharded), or
+//   PREFIX/chunks/00/00000000 ...                chunk objects: whole records back to back, or
+//   PREFIX/data.mdb                              the LMDB file as it is (unsharded), or
 //   PREFIX/shard-00000-of-00004/data.mdb ...     one per shard (sharded)
 //   PREFIX/ddpio-index.bin                       where each record's bytes lie (RecordLocation)
 //   PREFIX/ddpio-remote.json                     the manifest, written last
@@ -31,8 +32,11 @@ inline constexpr char kRecordIndexObject[] = "ddpio-index.bin";
 // Version 1 wrote as the index's checksum the CRC32C of the whole index, trailing checksum
 // included: the CRC-32C residue, the same for every index (kCrc32cResidue), so it told nothing.
 // Version 2 writes the checksum the index ends with (of every byte before it) and the records'
-// digest. Version 1 manifests are still read; what they cannot prove is said where it matters.
-inline constexpr int kRemoteManifestVersion = 2;
+// digest. Version 3 (written only for a dataset stored in chunk objects, which older readers must
+// refuse) adds a file's `key_first`. Versions 1 and 2 are still read; what version 1 cannot prove
+// is said where it matters.
+inline constexpr int kRemoteManifestVersion = 3;
+inline constexpr int kRemoteManifestVersionOfFiles = 2;  // what an upload of LMDB files writes
 inline constexpr uint32_t kCrc32cResidue = 0x48674BC7;
 // A manifest larger than this is not one (it holds a header and a few lines per shard).
 inline constexpr uint64_t kMaxRemoteManifestBytes = uint64_t{64} << 20;
@@ -74,17 +78,22 @@ absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view b
                                                               absl::Span<const uint64_t> file_bytes,
                                                               const std::string& what);
 
+// An object holding records: an LMDB file ("data.mdb", "shard-00000-of-00004/data.mdb"), or a
+// chunk object ("chunks/00/00000012"): records' stored bytes back to back, whole records only.
 struct RemoteFile {
-  std::string object;  // relative to the prefix: "data.mdb", "shard-00000-of-00004/data.mdb"
+  std::string object;  // relative to the prefix
   uint64_t bytes = 0;
   uint64_t first = 0;    // the dataset index of the file's record 0
-  uint64_t records = 0;  // records in this file; record `first + k` has key k in it
+  uint64_t records = 0;  // records in this file; record `first + k` has key `key_first + k`
   uint64_t salt = 0;     // RecordBinding::salt of its records
   bool bound = false;    // its records are bound (format 3)
+  // The key its record 0 was written with in its LMDB file (version 3): 0 for an LMDB file, the
+  // place of the chunk's first record in its file (or shard) for a chunk object.
+  uint64_t key_first = 0;
 };
 
 struct RemoteManifest {
-  int version = kRemoteManifestVersion;
+  int version = kRemoteManifestVersionOfFiles;
   DatasetHeader header;
   DatasetCompletion completion;
   std::vector<RemoteFile> files;

@@ -139,6 +139,33 @@ TEST(RemoteManifest, VersionOneManifestsAreStillReadAndSayTheyCannotIdentifyReco
   EXPECT_CODE(DecodeRemoteManifest(bare, "m"), kDataLoss);
 }
 
+// Chunk objects (version 3): a file's key_first round-trips; version 2 manifests carry none (0,
+// what their LMDB files mean), and a version 2 manifest never gains one from a stray field.
+TEST(RemoteManifest, ChunkObjectsKeepTheKeyTheirFirstRecordWasWrittenWith) {
+  RemoteManifest chunked = SomeManifest();
+  chunked.version = 3;
+  chunked.files[0].object = "chunks/00/00000000";
+  chunked.files[1].object = "chunks/03/00000001";
+  chunked.files[1].key_first = 2;
+  const std::string text = EncodeRemoteManifest(chunked);
+  EXPECT_THAT(text, HasSubstr("\"key_first\": 2"));
+  ASSERT_OK_AND_ASSIGN(RemoteManifest back, DecodeRemoteManifest(text, "m"));
+  EXPECT_EQ(back.version, 3);
+  EXPECT_EQ(back.files[1].key_first, 2u);
+  EXPECT_EQ(back.files[1].object, "chunks/03/00000001");
+
+  RemoteManifest files = SomeManifest();
+  ASSERT_EQ(files.version, 2) << "an upload of LMDB files writes what older readers read";
+  EXPECT_THAT(EncodeRemoteManifest(files), ::testing::Not(HasSubstr("key_first")));
+  std::string stray = text;
+  stray.replace(stray.find("\"version\": 3"), 12, "\"version\": 2");
+  ASSERT_OK_AND_ASSIGN(RemoteManifest v2, DecodeRemoteManifest(stray, "m"));
+  EXPECT_EQ(v2.files[1].key_first, 0u);
+  std::string bad = text;
+  bad.replace(bad.find("\"key_first\": 2"), 14, "\"key_first\": \"x\"");
+  EXPECT_CODE(DecodeRemoteManifest(bad, "m"), kDataLoss);
+}
+
 TEST(RemoteManifest, ADeeplyNestedManifestIsDataLossNotACrash) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_CODE(DecodeRemoteManifest(deep, "m"), kDataLoss);

@@ -111,8 +111,11 @@ TEST_F(RemoteDatasetTest, AnUnfinishedUploadAndAnEmptyPrefixAreClearErrors) {
   EXPECT_CODE(OpenUrl(absl::StrCat("s3://ddpio-no-such-bucket-", ::getpid(), "/x")), kNotFound);
 }
 
+// In the LMDB layout (chunk objects: FakeStoreTest.ARecordDamagedInTheStore…).
 TEST_F(RemoteDatasetTest, ARecordDamagedInTheStoreIsNamedNeverServed) {
-  ASSERT_OK(Upload(local_, Url(), config_).status());
+  UploadOptions files;
+  files.chunk_bytes = 0;
+  ASSERT_OK(Upload(local_, Url(), config_, files).status());
   ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(local_));
   ASSERT_OK_AND_ASSIGN(ReadTxn lt, local->BeginRead());
   ASSERT_OK_AND_ASSIGN(RecordLocation where, lt.Locate(17));

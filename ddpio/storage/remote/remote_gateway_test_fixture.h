@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/environment.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/dataset_writer.h"
 #include "ddpio/storage/s3/object_store.h"
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
@@ -26,6 +27,25 @@
 #include "tests/support/temp_dir.h"
 
 namespace ddpio::storage::remote {
+
+// A format 2 dataset (records not bound to it, no id) of n records: record i is MakeRecord(i)
+// with its label shifted by `shift` and its payload bytes xor'ed with it — another dataset of
+// exactly the same layout for every shift.
+inline void WriteUnboundDataset(const std::string& path, uint64_t n, int shift) {
+  DatasetHeader header = testing::MakeHeader();
+  header.format_version = 2;
+  ASSERT_OK_AND_ASSIGN(auto writer, DatasetWriter::Create(path, header, {}));
+  for (uint64_t i = 0; i < n; ++i) {
+    Record r = testing::MakeRecord(i);
+    r.label = static_cast<int32_t>((r.label + shift) % 7);
+    for (uint8_t& b : r.payload) b ^= static_cast<uint8_t>(shift);
+    ASSERT_OK(writer->Append(r.view()));
+    if (writer->BatchFull()) {
+      ASSERT_OK(writer->Commit());
+    }
+  }
+  ASSERT_OK(writer->Finish(0));
+}
 
 class RemoteDatasetTest : public ::testing::Test {
  protected:

@@ -22,6 +22,11 @@ struct RemoteIndexBytes {
   std::string index;
 };
 
+// The block order's records per chunk by default (pipeline_options.h's block_chunk, defined here
+// so that the upload can lay chunk objects out for it): a chunk object holds a multiple of this
+// many records where it can (upload.h), so that none of the order's chunks spans two objects.
+inline constexpr uint64_t kDefaultBlockChunkRecords = 128;
+
 struct RemoteOptions {
   // Fetched records held in memory; also the most fetched ahead and not yet asked for.
   uint64_t memory_bytes = uint64_t{256} << 20;
@@ -45,7 +50,11 @@ struct RemoteOptions {
   // its whole chunk whatever the dataset's size — its chunk mates are asked for soon — provided
   // the budget that keeps records (the cache folder's, else memory's) holds at least
   // kMinChunksHeld of its largest chunks; a budget smaller than the records in use is logged
-  // (chunks would be fetched more than once).
+  // (chunks would be fetched more than once). With a cache folder whose budget the dataset
+  // exceeds, a record served is removed from the folder: the order needs it once an epoch (each
+  // rank of a node serves its own samples), so a chunk leaves the folder with its last sample and
+  // the folder holds about the chunks in use, not a budget's worth that a later epoch's order
+  // would evict before reading.
   uint64_t chunk_order_records = 0;
   // Not 0: the order's chunks are this many consecutive records (the block order's block_chunk):
   // no chunk fetched whole spans two of them, so that the order's chunk costs one GET.
@@ -95,6 +104,9 @@ struct RemoteCounters {
   // Chunks left to another process sharing the cache folder, which was fetching them (their
   // records were read from the folder: RecordCache's claims).
   uint64_t peer_chunks = 0;
+  // Records removed from the cache folder once served (RemoteOptions::chunk_order_records with a
+  // dataset larger than the folder's budget: a chunk leaves the folder with its last sample).
+  uint64_t served_evicted = 0;
   // Signs the store was overrun (503 SlowDown, 429, timed-out attempts), and the request rate the
   // reader's governor allows now (0: unlimited).
   uint64_t throttles = 0;

@@ -7,11 +7,16 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ddpio/common/coding.h"
+#include "ddpio/common/hash.h"
 #include "ddpio/common/regular_file.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
@@ -27,6 +32,9 @@ namespace {
 namespace fs = std::filesystem;
 
 using internal::UploadState;
+
+// Reads `length` bytes at `offset` of an object being sent.
+using ReadBytes = std::function<absl::StatusOr<std::string>(uint64_t offset, uint64_t length)>;
 
 std::string StatePath(const std::string& local_path) {
   std::error_code ec;
@@ -111,9 +119,10 @@ class Uploader {
     return absl::OkStatus();
   }
 
-  // Sends `bytes` bytes of the file at `path` as `object`.
-  absl::Status File(const std::string& path, uint64_t bytes, const std::string& object,
-                    uint64_t total) {
+  // Sends `bytes` bytes as `object`, read through what `open` gives (called only when the store
+  // does not hold the object from an earlier run already).
+  absl::Status Object(const std::string& object, uint64_t bytes,
+                      const std::function<absl::StatusOr<ReadBytes>()>& open, uint64_t total) {
     const std::string key = dest_.Key(object);
     if (auto done = state_.etags.find(object); done != state_.etags.end()) {
       // Sent by an earlier run: still there only if the store has it with the ETag it gave then.
@@ -124,14 +133,14 @@ class Uploader {
       }
       state_.etags.erase(done);
     }
-    DDPIO_ASSIGN_OR_RETURN(Fd fd, OpenRegularFile(path, "dataset file"));
+    DDPIO_ASSIGN_OR_RETURN(ReadBytes read, open());
     std::string etag;
     if (bytes <= options_.part_bytes) {
-      DDPIO_ASSIGN_OR_RETURN(std::string body, ReadRange(fd.get(), 0, bytes, path));
+      DDPIO_ASSIGN_OR_RETURN(std::string body, read(0, bytes));
       DDPIO_ASSIGN_OR_RETURN(etag, s3_.PutWithEtag(dest_.bucket, key, std::move(body)));
       result_.bytes_sent += bytes;
     } else {
-      DDPIO_ASSIGN_OR_RETURN(etag, Multipart(fd.get(), path, bytes, object, key, total));
+      DDPIO_ASSIGN_OR_RETURN(etag, Multipart(read, bytes, object, key, total));
     }
     state_.etags[object] = etag;
     state_.upload_ids.erase(object);
@@ -166,7 +175,7 @@ class Uploader {
   }
 
  private:
-  absl::StatusOr<std::string> Multipart(int fd, const std::string& path, uint64_t bytes,
+  absl::StatusOr<std::string> Multipart(const ReadBytes& read, uint64_t bytes,
                                         const std::string& object, const std::string& key,
                                         uint64_t total) {
     const uint64_t part_bytes = std::max<uint64_t>(options_.part_bytes, uint64_t{5} << 20);
@@ -198,7 +207,7 @@ class Uploader {
         result_.bytes_skipped += length;
         continue;
       }
-      DDPIO_ASSIGN_OR_RETURN(std::string body, ReadRange(fd, offset, length, path));
+      DDPIO_ASSIGN_OR_RETURN(std::string body, read(offset, length));
       DDPIO_ASSIGN_OR_RETURN(etags[part],
                              s3_.UploadPart(dest_.bucket, key, id, part, std::move(body)));
       result_.bytes_sent += length;
@@ -224,11 +233,90 @@ std::string ObjectOf(const DatasetReader& reader, size_t k) {
   return (file.parent_path().filename() / "data.mdb").string();
 }
 
+// The CRC32C a record's stored bytes begin with (docs/FORMAT.md), 0 for fewer than 4 bytes.
+uint32_t StoredChecksum(absl::Span<const uint8_t> stored) {
+  return stored.size() < 4 ? 0 : DecodeFixed32(reinterpret_cast<const char*>(stored.data()));
+}
+
+// Chunk `c`'s object name: under one of `spread` prefixes, chosen by a hash of its number.
+std::string ChunkObject(uint64_t c, int spread) {
+  const uint64_t prefix =
+      spread <= 1 ? 0 : Fnv1a64(absl::StrCat(c)) % static_cast<uint64_t>(spread);
+  return absl::StrFormat("chunks/%02x/%08d", prefix, c);
+}
+
+// Where chunk objects begin: a new one at each LMDB file (shard) and before a record that would
+// take the current one past chunk_bytes — moved back to the last multiple of
+// kDefaultBlockChunkRecords in it when the chunk keeps at least half of chunk_bytes and the rest
+// fits the next one, so that the block order's chunks (of that many records, or a divisor) lie in
+// one object each and cost one GET.
+std::vector<uint64_t> ChunkStarts(const UploadOptions& o,
+                                  const std::vector<RecordLocation>& index) {
+  std::vector<uint64_t> before(index.size() + 1, 0);  // bytes of the records before record i
+  for (uint64_t i = 0; i < index.size(); ++i) before[i + 1] = before[i] + index[i].length;
+  std::vector<uint64_t> starts;
+  uint64_t start = 0;
+  for (uint64_t i = 0; i < index.size(); ++i) {
+    if (i == 0 || index[i].file != index[start].file) {
+      start = i;
+    } else if (before[i + 1] - before[start] > o.chunk_bytes) {
+      const uint64_t aligned = i / kDefaultBlockChunkRecords * kDefaultBlockChunkRecords;
+      const bool align = aligned > start &&
+                         2 * (before[aligned] - before[start]) >= o.chunk_bytes &&
+                         before[i + 1] - before[aligned] <= o.chunk_bytes;
+      start = align ? aligned : i;
+    } else {
+      continue;
+    }
+    starts.push_back(start);
+  }
+  return starts;
+}
+
+// Turns the LMDB layout (m.files the LMDB files, `index` where records lie in them) into chunk
+// objects (ChunkStarts): m.files becomes the chunks and `index` where records lie in them.
+void LayOutChunks(const UploadOptions& o, std::vector<RecordLocation>& index, RemoteManifest& m) {
+  const std::vector<uint64_t> starts = ChunkStarts(o, index);
+  const std::vector<RemoteFile> lmdb = std::move(m.files);
+  m.files.clear();
+  m.version = kRemoteManifestVersion;  // key_first: readers before chunk objects must refuse it
+  for (size_t c = 0; c < starts.size(); ++c) {
+    const uint64_t first = starts[c], end = c + 1 < starts.size() ? starts[c + 1] : index.size();
+    const RemoteFile& from = lmdb[index[first].file];
+    RemoteFile chunk;
+    chunk.object = ChunkObject(c, o.spread_prefixes);
+    chunk.first = first;
+    chunk.records = end - first;
+    chunk.salt = from.salt;
+    chunk.bound = from.bound;
+    chunk.key_first = first - from.first;
+    for (uint64_t i = first; i < end; ++i) {
+      index[i] = RecordLocation{static_cast<uint32_t>(c), index[i].length, chunk.bytes};
+      chunk.bytes += index[i].length;
+    }
+    m.files.push_back(std::move(chunk));
+  }
+}
+
+absl::Status CheckLayoutOptions(const UploadOptions& o) {
+  if (o.spread_prefixes < 1 || o.spread_prefixes > UploadOptions::kMaxSpreadPrefixes) {
+    return absl::InvalidArgumentError(absl::StrCat("upload: spread over ", o.spread_prefixes,
+                                                   " prefixes: give 1 to ",
+                                                   UploadOptions::kMaxSpreadPrefixes));
+  }
+  if (o.chunk_bytes == 0 && o.spread_prefixes > 1) {
+    return absl::InvalidArgumentError(
+        "upload: spreading over prefixes needs chunk objects (a chunk size above 0)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::string& url,
                                     const s3::S3Config& config, const UploadOptions& options) {
   DDPIO_ASSIGN_OR_RETURN(s3::S3Url dest, s3::ParseS3Url(url));
+  DDPIO_RETURN_IF_ERROR(CheckLayoutOptions(options));
   if (s3::IsS3Url(local_path)) {
     return absl::InvalidArgumentError(
         absl::StrCat("upload: the source ", local_path, " is in an object store already"));
@@ -250,6 +338,9 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
   // The index and the records' digest, every record read and checked on the way.
   std::vector<RecordLocation> index(reader->size());
   RecordsDigest digest;
+  // With chunk objects, each record's checksum: a record whose bytes are not the same when its
+  // chunk is read to be sent (the dataset changed under the upload) is refused, not sent.
+  std::vector<uint32_t> checksums(options.chunk_bytes > 0 ? reader->size() : 0);
   {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
     for (uint64_t i = 0; i < reader->size(); ++i) {
@@ -257,6 +348,7 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
       absl::Span<const uint8_t> stored;
       DDPIO_ASSIGN_OR_RETURN(index[i], txn.Locate(i, &binding, &stored));
       digest.Add(stored);
+      if (!checksums.empty()) checksums[i] = StoredChecksum(stored);
       RemoteFile& f = m.files[index[i].file];
       if (f.records == 0) {
         f.first = i;
@@ -279,6 +371,7 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     if (f.records == 0) f.first = next;
     next = f.first + f.records;
   }
+  if (options.chunk_bytes > 0) LayOutChunks(options, index, m);
   const std::string index_bytes = EncodeRecordIndex(index);
   m.index_bytes = index_bytes.size();
   m.index_crc32c = RecordIndexChecksum(index_bytes);
@@ -305,6 +398,16 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
       return true;
     }
     if (!options.overwrite) {
+      const bool relaid = there.ok() && there->identifies_records() &&
+                          there->records_digest == m.records_digest &&
+                          there->header.id == m.header.id;
+      if (relaid) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            dest.ToString(), " holds this dataset already in another layout (", there->files.size(),
+            " objects, not ", m.files.size(),
+            ": another chunk size or spread); upload with the same layout, or replace it "
+            "(overwrite)"));
+      }
       return absl::FailedPreconditionError(
           absl::StrCat(dest.ToString(), " holds another dataset already",
                        there.ok() && !there->identifies_records()
@@ -337,8 +440,43 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     // The index first: a prefix holding it but no manifest is an upload under way or cut short,
     // which a reader then says.
     DDPIO_RETURN_IF_ERROR(up.Small(kRecordIndexObject, index_bytes));
-    for (size_t k = 0; k < files.size(); ++k) {
-      DDPIO_RETURN_IF_ERROR(up.File(files[k].path, files[k].bytes, m.files[k].object, total));
+    if (options.chunk_bytes == 0) {
+      for (size_t k = 0; k < files.size(); ++k) {
+        const std::string& path = files[k].path;
+        auto open = [&path]() -> absl::StatusOr<ReadBytes> {
+          DDPIO_ASSIGN_OR_RETURN(Fd fd, OpenRegularFile(path, "dataset file"));
+          auto shared = std::make_shared<Fd>(std::move(fd));
+          return ReadBytes([shared, &path](uint64_t offset, uint64_t length) {
+            return ReadRange(shared->get(), offset, length, path);
+          });
+        };
+        DDPIO_RETURN_IF_ERROR(up.Object(m.files[k].object, files[k].bytes, open, total));
+      }
+    }
+    for (size_t c = 0; options.chunk_bytes > 0 && c < m.files.size(); ++c) {
+      const RemoteFile& chunk = m.files[c];
+      auto open = [&]() -> absl::StatusOr<ReadBytes> {
+        auto body = std::make_shared<std::string>();
+        body->reserve(chunk.bytes);
+        DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
+        for (uint64_t i = chunk.first; i < chunk.first + chunk.records; ++i) {
+          RecordBinding binding;
+          absl::Span<const uint8_t> stored;
+          DDPIO_RETURN_IF_ERROR(txn.Locate(i, &binding, &stored).status());
+          if (stored.size() != index[i].length || StoredChecksum(stored) != checksums[i]) {
+            return absl::AbortedError(absl::StrCat(
+                local_path, ": record ", i, " changed while it was uploaded (", stored.size(),
+                " bytes, ", index[i].length,
+                " when indexed); nothing of it was sent: upload again once it stays put"));
+          }
+          body->append(reinterpret_cast<const char*>(stored.data()), stored.size());
+        }
+        DDPIO_RETURN_IF_ERROR(txn.CheckMapped());
+        return ReadBytes([body](uint64_t offset, uint64_t length) -> absl::StatusOr<std::string> {
+          return body->substr(offset, length);
+        });
+      };
+      DDPIO_RETURN_IF_ERROR(up.Object(chunk.object, chunk.bytes, open, total));
     }
     // Everything this upload wrote is still its own, and so is the lock: then the manifest, and
     // the same checks again, so that a writer that slipped in meanwhile (a store ignoring the

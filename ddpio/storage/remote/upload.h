@@ -1,8 +1,10 @@
 // Upload: puts a local dataset (a directory, a single LMDB file or a sharded folder) into an
-// object store as a remote dataset (remote_format.h): each LMDB file as an object (multipart
-// for large ones), then the record index, then the manifest — last, so a reader never opens a
-// half-uploaded dataset. Every record is read and checked (its CRC32C) while the index is built,
-// so a damaged local dataset is refused before anything is sent.
+// object store as a remote dataset (remote_format.h): its records in chunk objects of at most
+// UploadOptions::chunk_bytes (or each LMDB file as an object, multipart for large ones), then the
+// record index, then the manifest — last, so a reader never opens a half-uploaded dataset. Every
+// record is read and checked (its CRC32C) while the index is built, so a damaged local dataset is
+// refused before anything is sent; a record whose bytes differ when its chunk is sent (the
+// dataset changed under the upload) fails the upload, and no manifest is written.
 //
 // Resumable: the upload keeps its state (multipart upload ids, and the ETag of each object sent)
 // in a small file beside the dataset (DATASET.ddpio-upload, or DATASET/ddpio-upload.json for a
@@ -36,8 +38,19 @@ struct UploadProgress {
 };
 
 struct UploadOptions {
-  // Multipart part size for files larger than it (S3 requires at least 5 MiB but for the last).
+  // Multipart part size for objects larger than it (S3 requires at least 5 MiB but for the last).
   uint64_t part_bytes = uint64_t{32} << 20;
+  // The records go into chunk objects of at most this many bytes (a record larger than it is a
+  // chunk of its own): whole records, back to back, in dataset order, never two files' (shards')
+  // records in one (docs/FORMAT.md). 0: the LMDB file(s) as they are, one object each (the layout
+  // of ddpio before chunk objects, which any reader of version 2 manifests reads).
+  uint64_t chunk_bytes = kDefaultChunkBytes;
+  static constexpr uint64_t kDefaultChunkBytes = uint64_t{64} << 20;
+  // Chunk objects go under this many key prefixes (PREFIX/chunks/<2 hex digits>/…, chosen by a
+  // hash of the chunk's number), so that a store's per-prefix request limits (S3: ~5,500 GETs/s a
+  // partitioned prefix) multiply. 1 to kMaxSpreadPrefixes.
+  int spread_prefixes = 1;
+  static constexpr int kMaxSpreadPrefixes = 256;
   // Replace a different dataset already at the destination (its manifest is deleted first, so
   // nobody reads a mix). Without it, that is FailedPrecondition.
   bool overwrite = false;

@@ -28,25 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A format 2 dataset (records not bound to it, no id) of n records: record i is MakeRecord(i)
-// with its label shifted by `shift` and its payload bytes xor'ed with it — another dataset of
-// exactly the same layout for every shift.
-void WriteUnboundDataset(const std::string& path, uint64_t n, int shift) {
-  DatasetHeader header = testing::MakeHeader();
-  header.format_version = 2;
-  ASSERT_OK_AND_ASSIGN(auto writer, DatasetWriter::Create(path, header, {}));
-  for (uint64_t i = 0; i < n; ++i) {
-    Record r = testing::MakeRecord(i);
-    r.label = static_cast<int32_t>((r.label + shift) % 7);
-    for (uint8_t& b : r.payload) b ^= static_cast<uint8_t>(shift);
-    ASSERT_OK(writer->Append(r.view()));
-    if (writer->BatchFull()) {
-      ASSERT_OK(writer->Commit());
-    }
-  }
-  ASSERT_OK(writer->Finish(0));
-}
-
 class UploadTest : public RemoteDatasetTest {
  protected:
   void SetUp() override {
@@ -185,13 +166,18 @@ TEST_F(UploadTest, ALockLeftByADeadUploadHoldsUntilItsLeaseRunsOut) {
 TEST_F(UploadTest, AResumedUploadSendsAgainAnObjectAnotherUploadReplacedMeanwhile) {
   UploadOptions stop;
   stop.progress = [](const UploadProgress& p) { return p.stage != "uploading"; };
-  EXPECT_CODE(Upload(a_, Url(), config_, stop), kCancelled);  // after data.mdb
+  EXPECT_CODE(Upload(a_, Url(), config_, stop), kCancelled);  // after its one chunk object
   UploadOptions o;
   o.overwrite = true;
-  ASSERT_OK(Upload(b_, Url(), config_, o).status());  // B's data.mdb, of the same size
+  ASSERT_OK(Upload(b_, Url(), config_, o).status());  // B's, of the same size and name
   ASSERT_OK_AND_ASSIGN(UploadResult resumed, Upload(a_, Url(), config_, o));
-  EXPECT_GE(resumed.bytes_sent, std::filesystem::file_size(a_ + "/data.mdb"))
-      << "the resumed upload trusted a data.mdb that is B's";
+  ASSERT_OK_AND_ASSIGN(std::string text,
+                       client_->Get(bucket_, "train/ddpio-remote.json", kMaxRemoteManifestBytes));
+  ASSERT_OK_AND_ASSIGN(RemoteManifest m, DecodeRemoteManifest(text, "manifest"));
+  uint64_t record_objects = 0;
+  for (const RemoteFile& f : m.files) record_objects += f.bytes;
+  EXPECT_GE(resumed.bytes_sent, record_objects)
+      << "the resumed upload trusted a record object that is B's";
   ExpectRecordsOf(a_, Url());
 }
 
