@@ -88,8 +88,8 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS=$2 ;; --images) IMAGES=$2 ;; --db) DB=$2 ;; --workers) WORKERS=$2 ;;
         --s3-dir) S3DIR=$2 ;; --work) WORK=$2 ;;
         --skip)
-          case "$2" in remote|per-record|block|exact-bounded|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
-            *) usage_error "--skip takes remote, per-record, block, exact-bounded, cached, s3fs or boto3, not '$2'" ;; esac ;;
+          case "$2" in remote|per-record|block|block-lmdb|exact-bounded|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
+            *) usage_error "--skip takes remote, per-record, block, block-lmdb, exact-bounded, cached, s3fs or boto3, not '$2'" ;; esac ;;
       esac
       shift 2 ;;
     --keep) KEEP=1; shift ;;
