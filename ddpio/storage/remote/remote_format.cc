@@ -166,9 +166,19 @@ absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
       return bad(absl::StrCat("file ", file.object, " lacks bytes, first, records, salt or bound"));
     }
     file.bound = f["bound"].get<bool>();
-    if (m.version >= 3 && f.contains("key_first") &&
-        !internal::GetU64(f, "key_first", &file.key_first)) {
-      return bad(absl::StrCat("file ", file.object, " has a key_first that is not a count"));
+    if (m.version >= 3) {
+      // Chunk objects: each one's keys continue the previous one's, or start a new LMDB file (or
+      // shard) at 0 — so that an index and manifest cannot shift a record's key with its place.
+      if (!internal::GetU64(f, "key_first", &file.key_first)) {
+        return bad(absl::StrCat("file ", file.object, " has no key_first (a count)"));
+      }
+      const bool continues = !m.files.empty() &&
+                             file.key_first == m.files.back().key_first + m.files.back().records &&
+                             file.salt == m.files.back().salt;
+      if (file.key_first != 0 && !continues) {
+        return bad(absl::StrCat("file ", file.object, "'s records start at key ", file.key_first,
+                                ", which neither starts a file (0) nor continues the one before"));
+      }
     }
     if (file.first != next || file.records > kMaxRemoteRecords) {
       return bad(

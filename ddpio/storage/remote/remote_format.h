@@ -2,7 +2,7 @@
 // objects under a prefix, plus two objects that let a reader fetch whole records by HTTP range
 // GETs without walking LMDB's pages over the network:
 //
-//   PREFIX/chunks/00/00000000 ...                chunk objects: whole records back to back, or
+//   PREFIX/chunks/LLLLLLLL/00/00000000 ...       chunk objects: whole records back to back, or
 //   PREFIX/data.mdb                              the LMDB file as it is (unsharded), or
 //   PREFIX/shard-00000-of-00004/data.mdb ...     one per shard (sharded)
 //   PREFIX/ddpio-index.bin                       where each record's bytes lie (RecordLocation)
@@ -79,7 +79,8 @@ absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view b
                                                               const std::string& what);
 
 // An object holding records: an LMDB file ("data.mdb", "shard-00000-of-00004/data.mdb"), or a
-// chunk object ("chunks/00/00000012"): records' stored bytes back to back, whole records only.
+// chunk object ("chunks/5f3a9c01/00/00000012"): records' stored bytes back to back, whole records
+// only.
 struct RemoteFile {
   std::string object;  // relative to the prefix
   uint64_t bytes = 0;

@@ -146,6 +146,7 @@ TEST(RemoteManifest, ChunkObjectsKeepTheKeyTheirFirstRecordWasWrittenWith) {
   chunked.version = 3;
   chunked.files[0].object = "chunks/00/00000000";
   chunked.files[1].object = "chunks/03/00000001";
+  chunked.files[1].salt = chunked.files[0].salt;  // chunks of one LMDB file
   chunked.files[1].key_first = 2;
   const std::string text = EncodeRemoteManifest(chunked);
   EXPECT_THAT(text, HasSubstr("\"key_first\": 2"));
@@ -164,6 +165,21 @@ TEST(RemoteManifest, ChunkObjectsKeepTheKeyTheirFirstRecordWasWrittenWith) {
   std::string bad = text;
   bad.replace(bad.find("\"key_first\": 2"), 14, "\"key_first\": \"x\"");
   EXPECT_CODE(DecodeRemoteManifest(bad, "m"), kDataLoss);
+  // Keys that neither start a file at 0 nor continue the file before: a record's key would move
+  // with its place, and its checksum bind it to the wrong index.
+  RemoteManifest shifted = chunked;
+  shifted.files[1].key_first = 3;
+  auto refused = DecodeRemoteManifest(EncodeRemoteManifest(shifted), "m");
+  EXPECT_CODE(refused, kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("neither starts a file (0) nor continues"));
+  RemoteManifest restarted = chunked;  // a new LMDB file (a shard) starts at 0: fine
+  restarted.files[1].key_first = 0;
+  EXPECT_OK(DecodeRemoteManifest(EncodeRemoteManifest(restarted), "m").status());
+  std::string missing = text;  // the field and the comma before it
+  const size_t at = missing.find("\"key_first\": 2");
+  const size_t comma = missing.rfind(',', at);
+  missing.erase(comma, at + 14 - comma);
+  EXPECT_CODE(DecodeRemoteManifest(missing, "m"), kDataLoss);
 }
 
 TEST(RemoteManifest, ADeeplyNestedManifestIsDataLossNotACrash) {

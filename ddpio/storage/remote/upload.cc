@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -238,11 +239,13 @@ uint32_t StoredChecksum(absl::Span<const uint8_t> stored) {
   return stored.size() < 4 ? 0 : DecodeFixed32(reinterpret_cast<const char*>(stored.data()));
 }
 
-// Chunk `c`'s object name: under one of `spread` prefixes, chosen by a hash of its number.
-std::string ChunkObject(uint64_t c, int spread) {
+// Chunk `c`'s object name: named by its layout (the index's checksum), so that another layout of
+// the dataset (another chunk size) never writes over the objects a reader of this one reads, and
+// under one of `spread` prefixes, chosen by a hash of its number.
+std::string ChunkObject(uint64_t c, uint32_t layout, int spread) {
   const uint64_t prefix =
       spread <= 1 ? 0 : Fnv1a64(absl::StrCat(c)) % static_cast<uint64_t>(spread);
-  return absl::StrFormat("chunks/%02x/%08d", prefix, c);
+  return absl::StrFormat("chunks/%08x/%02x/%08d", layout, prefix, c);
 }
 
 // Where chunk objects begin: a new one at each LMDB file (shard) and before a record that would
@@ -283,8 +286,7 @@ void LayOutChunks(const UploadOptions& o, std::vector<RecordLocation>& index, Re
   for (size_t c = 0; c < starts.size(); ++c) {
     const uint64_t first = starts[c], end = c + 1 < starts.size() ? starts[c + 1] : index.size();
     const RemoteFile& from = lmdb[index[first].file];
-    RemoteFile chunk;
-    chunk.object = ChunkObject(c, o.spread_prefixes);
+    RemoteFile chunk;  // named once the index is written (ChunkObject)
     chunk.first = first;
     chunk.records = end - first;
     chunk.salt = from.salt;
@@ -296,6 +298,15 @@ void LayOutChunks(const UploadOptions& o, std::vector<RecordLocation>& index, Re
     }
     m.files.push_back(std::move(chunk));
   }
+}
+
+// Whether two manifests' files are the same objects (names and sizes): another spread over
+// prefixes is another layout, though its index is the same.
+bool SameObjects(const std::vector<RemoteFile>& a, const std::vector<RemoteFile>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const RemoteFile& x, const RemoteFile& y) {
+                      return x.object == y.object && x.bytes == y.bytes;
+                    });
 }
 
 absl::Status CheckLayoutOptions(const UploadOptions& o) {
@@ -340,7 +351,10 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
   RecordsDigest digest;
   // With chunk objects, each record's checksum: a record whose bytes are not the same when its
   // chunk is read to be sent (the dataset changed under the upload) is refused, not sent.
-  std::vector<uint32_t> checksums(options.chunk_bytes > 0 ? reader->size() : 0);
+  // Chunk objects, unless asked for the LMDB files as they are; a dataset of no records keeps its
+  // (empty) LMDB file, since a manifest names at least one file.
+  const bool chunked = options.chunk_bytes > 0 && reader->size() > 0;
+  std::vector<uint32_t> checksums(chunked ? reader->size() : 0);
   {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
     for (uint64_t i = 0; i < reader->size(); ++i) {
@@ -371,11 +385,21 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     if (f.records == 0) f.first = next;
     next = f.first + f.records;
   }
-  if (options.chunk_bytes > 0) LayOutChunks(options, index, m);
+  if (chunked) LayOutChunks(options, index, m);
   const std::string index_bytes = EncodeRecordIndex(index);
   m.index_bytes = index_bytes.size();
   m.index_crc32c = RecordIndexChecksum(index_bytes);
   m.records_digest = digest.value();
+  for (size_t c = 0; chunked && c < m.files.size(); ++c) {
+    m.files[c].object = ChunkObject(c, m.index_crc32c, options.spread_prefixes);
+  }
+  const std::string manifest_text = EncodeRemoteManifest(m);
+  if (manifest_text.size() > kMaxRemoteManifestBytes) {  // no reader would open it
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload: ", local_path, " in ", m.files.size(), " objects needs a manifest of ",
+        manifest_text.size() >> 20, " MiB, more than the ", kMaxRemoteManifestBytes >> 20,
+        " MiB a reader accepts: give a larger chunk size"));
+  }
 
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
@@ -383,7 +407,6 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
                          s3::OpenObjectStore(config, client_options));
   if (options.create_bucket) DDPIO_RETURN_IF_ERROR(s3->CreateBucket(dest.bucket));
   const std::string manifest_key = dest.Key(kRemoteManifestObject);
-  const std::string manifest_text = EncodeRemoteManifest(m);
   // What is at the destination: this dataset (nothing to do), nothing, or another dataset.
   auto existing_dataset = [&]() -> absl::StatusOr<bool> {
     absl::StatusOr<std::string> existing =
@@ -393,7 +416,8 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     absl::StatusOr<RemoteManifest> there = DecodeRemoteManifest(*existing, dest.ToString());
     if (there.ok() && there->identifies_records() && there->records_digest == m.records_digest &&
         there->index_crc32c == m.index_crc32c && there->header.id == m.header.id &&
-        there->completion.sample_count == m.completion.sample_count) {
+        there->completion.sample_count == m.completion.sample_count &&
+        SameObjects(there->files, m.files)) {
       result.already_there = true;
       return true;
     }
@@ -440,7 +464,7 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     // The index first: a prefix holding it but no manifest is an upload under way or cut short,
     // which a reader then says.
     DDPIO_RETURN_IF_ERROR(up.Small(kRecordIndexObject, index_bytes));
-    if (options.chunk_bytes == 0) {
+    if (!chunked) {
       for (size_t k = 0; k < files.size(); ++k) {
         const std::string& path = files[k].path;
         auto open = [&path]() -> absl::StatusOr<ReadBytes> {
@@ -453,7 +477,7 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
         DDPIO_RETURN_IF_ERROR(up.Object(m.files[k].object, files[k].bytes, open, total));
       }
     }
-    for (size_t c = 0; options.chunk_bytes > 0 && c < m.files.size(); ++c) {
+    for (size_t c = 0; chunked && c < m.files.size(); ++c) {
       const RemoteFile& chunk = m.files[c];
       auto open = [&]() -> absl::StatusOr<ReadBytes> {
         auto body = std::make_shared<std::string>();

@@ -2,7 +2,9 @@
 // in-memory store (ctest storage_memory_store):
 //  - an upload puts whole records, back to back, into chunk objects of at most the chunk size,
 //    spread over the prefixes asked for, and every record reads back as the local one (its
-//    checksum bound to the key it was written with, which a chunk's key_first keeps);
+//    checksum bound to the key it was written with, which a chunk's key_first keeps); another
+//    layout of the same dataset (chunk size or spread) is named as such, and replacing it writes
+//    new objects, never over the old ones;
 //  - large chunks end at a multiple of the block order's chunk, so its chunks lie in one object;
 //  - a sharded dataset's chunks never mix two shards' records (their keys and salts differ);
 //  - the LMDB files as they are (chunk size 0) are still written, as a version 2 manifest;
@@ -89,9 +91,22 @@ TEST_F(UploadChunksTest, ChunkObjectsHoldWholeRecordsSpreadOverPrefixesAndReadBa
   // The same upload again finds it there; another layout of it is named as such.
   ASSERT_OK_AND_ASSIGN(UploadResult again, Upload(local_, Url(), config_, Chunked(kChunk, 4)));
   EXPECT_TRUE(again.already_there);
-  auto relaid = Upload(local_, Url(), config_, Chunked(2 * kChunk, 4));
-  EXPECT_CODE(relaid, kFailedPrecondition);
-  EXPECT_THAT(relaid.status().message(), HasSubstr("holds this dataset already in another layout"));
+  for (const UploadOptions& other : {Chunked(2 * kChunk, 4), Chunked(kChunk, 2)}) {
+    auto relaid = Upload(local_, Url(), config_, other);
+    EXPECT_CODE(relaid, kFailedPrecondition);
+    EXPECT_THAT(relaid.status().message(),
+                HasSubstr("holds this dataset already in another layout"));
+  }
+  // Replaced by another chunk size: new objects, never written over the ones a reader of the
+  // first layout (its index, opened before) still reads.
+  UploadOptions bigger = Chunked(2 * kChunk, 4);
+  bigger.overwrite = true;
+  ASSERT_OK(Upload(local_, Url(), config_, bigger).status());
+  ASSERT_OK_AND_ASSIGN(RemoteManifest after, ManifestAt("train"));
+  for (const RemoteFile& f : after.files) {
+    for (const RemoteFile& before : m.files) EXPECT_NE(f.object, before.object);
+  }
+  ExpectSameRecords(Url());
 }
 
 // Chunk objects of more than kDefaultBlockChunkRecords records end at a multiple of it, so that
@@ -155,6 +170,17 @@ TEST_F(UploadChunksTest, TheLmdbFilesAsTheyAreAreStillWrittenAsAVersionTwoManife
   EXPECT_CODE(Upload(local_, Url("x"), config_, Chunked(0, 2)), kInvalidArgument);
   EXPECT_CODE(Upload(local_, Url("x"), config_, Chunked(1 << 20, 0)), kInvalidArgument);
   EXPECT_CODE(Upload(local_, Url("x"), config_, Chunked(1 << 20, 257)), kInvalidArgument);
+}
+
+// A dataset of no records has no chunk: its (empty) LMDB file goes up as it is, and reads back.
+TEST_F(UploadChunksTest, ADatasetOfNoRecordsIsUploadedAsItsLmdbFile) {
+  const std::string empty = dir_.Sub("empty.lmdb");
+  ASSERT_OK(testing::WriteDataset(empty, 0));
+  ASSERT_OK(Upload(empty, Url("empty"), config_, Chunked(8 << 10)).status());
+  ASSERT_OK_AND_ASSIGN(RemoteManifest m, ManifestAt("empty"));
+  EXPECT_EQ(m.version, 2);
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url("empty")));
+  EXPECT_EQ(remote->size(), 0u);
 }
 
 TEST_F(UploadChunksTest, AnInterruptedChunkedUploadSendsOnlyTheChunksTheStoreLacks) {

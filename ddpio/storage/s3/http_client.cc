@@ -268,9 +268,15 @@ struct HttpClient::Impl {
     return t.request.what.empty() ? t.request.url : t.request.what;
   }
 
-  void SetLimits(CURL* e) {
+  void SetLimits(CURL* e, const HttpRequest& r) {
     const RetryPolicy& p = options.retry;
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(p.attempt_timeout.count()));
+    int64_t timeout_ms = p.attempt_timeout.count();
+    const uint64_t moved = std::max<uint64_t>(r.transfer_bytes, r.body.size());
+    if (timeout_ms > 0 && moved > 0) {  // HttpRequest::transfer_bytes; capped at a day
+      timeout_ms += static_cast<int64_t>(
+          std::min<uint64_t>(moved / HttpRequest::kMinTransferBytesPerS * 1000, 86'400'000));
+    }
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms));
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(p.connect_timeout.count()));
     if (p.low_speed_bytes_per_s > 0) {
       curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT,
@@ -302,7 +308,7 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-    SetLimits(e);
+    SetLimits(e, t->request);
     if (!options.sigv4.empty()) {
       curl_easy_setopt(e, CURLOPT_AWS_SIGV4, options.sigv4.c_str());
       curl_easy_setopt(e, CURLOPT_USERPWD, options.user_password.c_str());

@@ -43,6 +43,12 @@ struct HttpRequest {
   // Content-Length within this limit sizes the buffer up front only up to 16 MiB.
   uint64_t max_response_bytes = uint64_t{64} << 20;
   std::string what;  // how errors name it: "GET s3://bucket/key bytes=0-99"
+  // The bytes the answer carries when known (a range GET's length; a PUT's body counts anyway):
+  // an attempt then has its attempt_timeout plus what they take at kMinTransferBytesPerS, so a
+  // large GET sharing a slow link with many others is not cut, and retried from its first byte
+  // again and again, while it moves (the low-speed limit still ends one that stalls).
+  uint64_t transfer_bytes = 0;
+  static constexpr uint64_t kMinTransferBytesPerS = 16 << 10;
 };
 
 struct HttpResponse {

@@ -25,7 +25,9 @@ struct RetryPolicy {
   int max_attempts = 8;                                          // in all, the first included
   std::chrono::milliseconds base_delay{50};                      // the first retry waits up to this
   std::chrono::milliseconds max_delay{std::chrono::seconds(5)};  // the cap of the exponential
-  // One attempt in all (connecting, sending, the whole answer). 0: no limit but the low-speed one.
+  // One attempt in all (connecting, sending, the whole answer), plus, for a request whose size is
+  // known (a range GET, a PUT), what its bytes take at 16 KiB/s (HttpRequest::transfer_bytes).
+  // 0: no limit but the low-speed one.
   std::chrono::milliseconds attempt_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
   // The low-speed limit: an attempt whose transfer (bytes sent and received, as libcurl averages

@@ -112,6 +112,7 @@ namespace {
 HttpRequest RangeRequest(HttpRequest r, uint64_t offset, uint64_t length) {
   r.headers.push_back(absl::StrCat("Range: bytes=", offset, "-", offset + length - 1));
   r.max_response_bytes = length;
+  r.transfer_bytes = length;
   return r;
 }
 
