@@ -22,6 +22,11 @@
 #   boto3    a torch Dataset doing one boto3 GET per sample of the photos stored one object each,
 #            PIL decode, RandomResizedCrop + flip, DataLoader(num_workers=WORKERS, batch_size=64)
 #            (scripts/bench_boto3_loader.py)
+#   bulk     the store's bulk rate: `ddpio bench storage --data s3://BUCKET/rp`'s "bulk" line, every
+#            record in GETs of the block order's chunks (128 records), as many in flight, nothing
+#            checked or decoded. The ceiling of a reader whose store shares the cores that decode is
+#            the local reader and the bulk fetch as two loads on the same cores, per round
+#            1 / (1/local + 1/bulk): the summary gives every row's ratio to it
 # Every ddpio run is a fresh process running one epoch and nothing before it (--epochs 1
 # --warmup-epochs 0: the first epoch is what is measured, and its first batch's wait is reported):
 # a remote reader holds up to 256 MiB of records in memory, so later epochs of the same process
@@ -35,6 +40,7 @@
 #
 # Usage: scripts/bench-object-store.sh [--rounds N] [--images DIR] [--db DB] [--workers N]
 #                                      [--s3-dir DIR] [--work DIR] [--keep] [--skip VARIANT]...
+#                                      [--first-byte-ms MS]
 #   --rounds N     rounds, each running every variant once in rotated order (default 5; >= 3)
 #   --images DIR   the ImageFolder of photos (default /tmp/rp300: 4,500 ~90 KB real photos, ~400 MB,
 #                  scripts/real-photos.py --out /tmp/rp300 --count 4500 --long-side 600,800 --quality 95;
@@ -47,7 +53,10 @@
 #   --work DIR     work folder (default: a new /tmp/ddpio-bench-os.XXXXXX, removed at the end)
 #   --keep         keep the work folder (run files: WORK/runs/*.json, WORK/results.jsonl)
 #   --skip V       leave out a variant: remote, per-record, block, block-lmdb, exact-bounded, cached,
-#                  s3fs, boto3
+#                  s3fs, boto3, bulk
+#   --first-byte-ms MS  every reader reaches the store through scripts/sim/delay_proxy.py, which holds
+#                  each response's first byte MS ms after its request (a real object store's 10-200
+#                  ms; default 0: no proxy). s3fs and boto3 go through it too
 #                  (local is always run: the ratios are to it)
 # Environment: DDPIO (default build/release/tools/ddpio), PYTHON (default: the first of python3,
 #   /usr/bin/python3 that imports torch, torchvision, PIL and boto3). With AWS_ENDPOINT_URL unset,
@@ -71,6 +80,7 @@ KEEP=0
 SKIP=" "
 DDPIO=${DDPIO:-build/release/tools/ddpio}
 SAMPLE_IMAGES=16
+FIRST_BYTE_MS=0
 BATCH=64
 SIZE=224
 
@@ -82,14 +92,14 @@ usage() { sed -n '3,/^set -/{/^#/s/^# \{0,1\}//p}' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --rounds|--images|--db|--workers|--s3-dir|--work|--skip)
+    --rounds|--images|--db|--workers|--s3-dir|--work|--skip|--first-byte-ms)
       [ $# -ge 2 ] || usage_error "$1 needs a value"
       case "$1" in
         --rounds) ROUNDS=$2 ;; --images) IMAGES=$2 ;; --db) DB=$2 ;; --workers) WORKERS=$2 ;;
-        --s3-dir) S3DIR=$2 ;; --work) WORK=$2 ;;
+        --s3-dir) S3DIR=$2 ;; --work) WORK=$2 ;; --first-byte-ms) FIRST_BYTE_MS=$2 ;;
         --skip)
-          case "$2" in remote|per-record|block|block-lmdb|exact-bounded|cached|s3fs|boto3) SKIP="$SKIP$2 " ;;
-            *) usage_error "--skip takes remote, per-record, block, block-lmdb, exact-bounded, cached, s3fs or boto3, not '$2'" ;; esac ;;
+          case "$2" in remote|per-record|block|block-lmdb|exact-bounded|cached|s3fs|boto3|bulk) SKIP="$SKIP$2 " ;;
+            *) usage_error "--skip takes remote, per-record, block, block-lmdb, exact-bounded, cached, s3fs, boto3 or bulk, not '$2'" ;; esac ;;
       esac
       shift 2 ;;
     --keep) KEEP=1; shift ;;
@@ -98,6 +108,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$ROUNDS" =~ ^[0-9]+$ ]] && [ "$ROUNDS" -ge 3 ] || usage_error "--rounds must be a number >= 3"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || usage_error "--workers must be a number >= 1"
+[[ "$FIRST_BYTE_MS" =~ ^[0-9]+$ ]] && [ "$FIRST_BYTE_MS" -le 10000 ] ||
+  usage_error "--first-byte-ms must be a number of milliseconds, 0-10000"
 [ -d "$IMAGES" ] || usage_error "--images $IMAGES is not a folder"
 [ -z "$DB" ] || [ -e "$DB" ] || usage_error "--db $DB does not exist"
 skipped() { [[ "$SKIP" == *" $1 "* ]]; }
@@ -133,9 +145,11 @@ URL=s3://$BUCKET/$PREFIX
 LMDB_PREFIX=rp-lmdb  # the same dataset as its LMDB file (--chunk-mb 0): for s3fs and block-lmdb
 URL_LMDB=s3://$BUCKET/$LMDB_PREFIX
 BUCKET_MADE=0
+PROXY_PID=""
 cleanup() {
   local rc=$?
   set +e
+  [ -z "$PROXY_PID" ] || kill "$PROXY_PID" 2>/dev/null
   if mountpoint -q "$MNT" 2>/dev/null; then
     fusermount -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT"
   fi
@@ -160,6 +174,20 @@ if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
 fi
 export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION="${AWS_REGION:-us-east-1}"
 ASOK=$S3DIR/run/client.rgw.ddpio.asok
+# Behind the delay proxy: every reader's requests (the uploads too) go through it.
+if [ "$FIRST_BYTE_MS" -gt 0 ]; then
+  upstream=${AWS_ENDPOINT_URL#http://}
+  upstream=${upstream%%/*}
+  [[ "$upstream" == *:* ]] || die "AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL: --first-byte-ms needs http://HOST:PORT"
+  python3 scripts/sim/delay_proxy.py --listen 127.0.0.1:0 --upstream "$upstream" \
+    --delay-ms "$FIRST_BYTE_MS" >"$WORK/proxy.out" 2>"$WORK/proxy.err" &
+  PROXY_PID=$!
+  for _ in $(seq 100); do grep -q '^listening' "$WORK/proxy.out" 2>/dev/null && break; sleep 0.1; done
+  listening=$(sed -n 's/^listening //p' "$WORK/proxy.out")
+  [ -n "$listening" ] || die "the delay proxy did not start: $(cat "$WORK/proxy.err")"
+  export AWS_ENDPOINT_URL=http://$listening
+  log "every request goes through the delay proxy at $AWS_ENDPOINT_URL: first byte $FIRST_BYTE_MS ms after the request"
+fi
 if [ ! -S "$ASOK" ] || ! command -v ceph >/dev/null; then
   log "no gateway admin socket at $ASOK: requests per run are not counted on the server side"
   ASOK=""
@@ -244,23 +272,29 @@ run() {
 import json, sys
 variant, rnd, load, before, after, path, time_path, cpu_before, cpu_after = sys.argv[1:]
 j = json.load(open(path))
-row = {"variant": variant, "round": int(rnd), "images_per_s": j["images_per_s"], "load1_before": float(load),
-       "time_to_first_batch_s": j.get("time_to_first_batch_s"), "records": j.get("records", j.get("images"))}
+bulk = "bulk_records_per_s" in j  # bench storage: the bulk line is the row; its other passes are not
+row = {"variant": variant, "round": int(rnd), "images_per_s": j["bulk_records_per_s"] if bulk else j["images_per_s"],
+       "load1_before": float(load), "time_to_first_batch_s": j.get("time_to_first_batch_s"),
+       "records": j.get("records", j.get("images"))}
 note = ""
+if bulk:
+    row["bulk_mb_per_s"] = j["bulk_mb_per_s"]
+    row["client_cpu_s"] = j["bulk_cpu_ms_per_record"] * j["records"] / 1e3
+    before = after = cpu_before = cpu_after = ""  # the command's other passes would count too
 if before and after:
     b, a = [int(x) for x in before.split()], [int(x) for x in after.split()]
     row["gateway"] = {"requests": a[0] - b[0], "gets": a[1] - b[1], "get_bytes": a[2] - b[2]}
     note = f"  {a[0] - b[0]:6d} requests {(a[2] - b[2]) / 1e6:7.1f} MB"
-if isinstance(j.get("store"), dict):
+if isinstance(j.get("store"), dict) and not bulk:
     row["store"] = j["store"]
 # The client's CPU (user + system of the command and the children it waited for: the benchmark's
 # own ceiling lines and warm-up included, the same for every row), and the store's processes'.
 user, system = (float(x) for x in open(time_path).read().split()[-2:])
-row["client_cpu_s"] = user + system
+row.setdefault("client_cpu_s", user + system)
 if cpu_before and cpu_after:
     row["store_cpu_s"] = float(cpu_after) - float(cpu_before)
 print(json.dumps(row))
-print(f"bench-object-store: round {rnd} {variant:10s} {j['images_per_s']:7.0f} images/s{note}  (load {load})",
+print(f"bench-object-store: round {rnd} {variant:10s} {row['images_per_s']:7.0f} images/s{note}  (load {load})",
       file=sys.stderr)
 PY
 }
@@ -282,13 +316,14 @@ variant() {  # variant NAME ROUND
       run cached "$2" DDPIO_S3_CACHE_DIR="$WORK/cache" -- "$DDPIO" bench loader --data "$URL" "${LOADER_FLAGS[@]}" 1 ;;
     s3fs) sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || log "could not drop the page cache (not root?)"
       run s3fs "$2" -- "$DDPIO" bench loader --data "$MNT/$LMDB_PREFIX" "${LOADER_FLAGS[@]}" 1 ;;
+    bulk) run bulk "$2" -- "$DDPIO" bench storage --data "$URL" --repeat 1 --threads "$WORKERS" --json ;;
     boto3) run boto3 "$2" -- "$PYTHON" scripts/bench_boto3_loader.py epoch --bucket "$BUCKET" --list "$WORK/photos.json" \
              --workers "$WORKERS" --batch-size "$BATCH" --image-size "$SIZE" --seed "$2" ;;
   esac
 }
 
 VARIANTS=(local)
-for v in remote per-record block block-lmdb exact-bounded cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
+for v in bulk remote per-record block block-lmdb exact-bounded cached s3fs boto3; do skipped "$v" || VARIANTS+=("$v"); done
 # The bounded variants' memory budget: a third of the dataset. The block order's window of 4 keeps
 # (4 + 2) chunks of 128 records and 8 batches read ahead in use: 1,280 records.
 DATA_MB=$(( $(du -sm "$DB" | cut -f1) ))
@@ -328,13 +363,14 @@ names = {"local": "(1) `bench loader`, local LMDB", "remote": "(2) `bench loader
          "cache-fill": "(3a) s3:// + cache folder, first epoch (fills it)",
          "cached": "(3) s3:// + cache folder, second process (reads it)",
          "s3fs": "(4) `bench loader` on the LMDB through s3fs (ro mount)",
-         "boto3": "(5) torch Dataset, one boto3 GET per sample, PIL, DataLoader"}
+         "boto3": "(5) torch Dataset, one boto3 GET per sample, PIL, DataLoader",
+         "bulk": "(0) the store's bulk rate: a GET a 128-record chunk, nothing decoded (records/s)"}
 summary = {"rounds": rounds, "workers": int(workers), "ddpio": ddpio, "url": url, "rows": {}}
 print(f"| reader | images/s, median (min–max) | / local, median of paired rounds (range) | "
       f"requests per epoch: gateway (ddpio's count) | MB per epoch (gateway GETs) | GETs per image (ddpio's) | "
       f"time to first batch, s | client CPU, ms/image | store CPU (radosgw + OSD), ms/image |")
 print("|---|---|---|---|---|---|---|---|---|")
-for v in ["local", "remote", "per-record", "block", "block-lmdb", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
+for v in ["local", "bulk", "remote", "per-record", "block", "block-lmdb", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
     if v not in by:
         continue
     rs = [by[v][k] for k in sorted(by[v]) if k >= 1]
@@ -365,6 +401,24 @@ for v in ["local", "remote", "per-record", "block", "block-lmdb", "exact-bounded
     print(f"| {names[v]} | {statistics.median(ips):,.0f} ({min(ips):,.0f}–{max(ips):,.0f}) | "
           f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) | {req_s} | {mb_s} | "
           f"{per_image_s} | {ttfb_s} | {client_s} | {store_s} |")
+if "bulk" in by:
+    # The ceiling when the store shares the cores that decode: the local reader and the bulk fetch as
+    # two loads on the same cores, per round; every row's paired ratio to it.
+    ceiling = {k: 1 / (1 / local[k]["images_per_s"] + 1 / by["bulk"][k]["images_per_s"])
+               for k in by["bulk"] if k in local and k >= 1}
+    summary["combined_ceiling"] = ceiling
+    print(f"\ncombined ceiling 1 / (1/local + 1/bulk): {statistics.median(ceiling.values()):,.0f} images/s "
+          f"({min(ceiling.values()):,.0f}–{max(ceiling.values()):,.0f}); bulk "
+          f"{statistics.median(r['bulk_mb_per_s'] for r in by['bulk'].values()):,.0f} MB/s\n")
+    print("| reader | / combined ceiling, median of paired rounds (range) |")
+    print("|---|---|")
+    for v in ["remote", "per-record", "block", "block-lmdb", "exact-bounded", "cache-fill", "cached", "s3fs", "boto3"]:
+        rs = [r for k, r in sorted(by.get(v, {}).items()) if k in ceiling]
+        if not rs:
+            continue
+        ratios = [r["images_per_s"] / ceiling[r["round"]] for r in rs]
+        summary["rows"][v]["ceiling_ratio"] = statistics.median(ratios)
+        print(f"| {names[v]} | **{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f}) |")
 extra = by.get("remote-3-epochs", {}).get(0)
 if extra:
     j = json.load(open(os.path.join(work, "runs", "remote-3-epochs-0.json")))

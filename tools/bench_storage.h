@@ -8,8 +8,9 @@
 // measures the software path, not the disk (see docs/PERFORMANCE.md for cold-cache notes).
 // A dataset in an object store (s3://): each round opens it afresh and reads every record, each
 // thread asking a window ahead; the ceiling is the store, measured in the same round — the same
-// records, one range GET each, as many in flight, nothing checked (RemoteDataset::FetchRaw) —
-// and the process's CPU a record is given for both.
+// records, one range GET each, as many in flight, nothing checked (RemoteDataset::FetchRaw); the
+// store's bulk rate, one GET a block-order chunk (RemoteDataset::FetchRawChunks); and the
+// process's CPU a record for each.
 #ifndef DDPIO_TOOLS_BENCH_STORAGE_H_
 #define DDPIO_TOOLS_BENCH_STORAGE_H_
 

@@ -31,7 +31,8 @@ def ddpio_launch(ddpio, nnodes, node_rank, nproc, master, port, cmd, address=Non
 def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=False, nodes=None,
            watch=None, stop_on_failure=True, launcher=ddpio_launch, token=None):
     """Runs `ddpio launch ... -- argv` on every node (or on `nodes`, a list of node indices: the
-    first serves rank 0); argv may hold {data} (the node's dataset path) and {node}. When one
+    first serves rank 0); argv and the values of `env` may hold {data} (the node's dataset path,
+    argv only) and {node}. When one
     node's launcher fails the others are stopped (SIGTERM: each stops its ranks) unless
     stop_on_failure is False. `launcher` builds each node's command (default `ddpio launch`;
     fault.py passes torchrun's elastic agent). `watch()`, when given, is called every poll (~0.2 s) while the job
@@ -46,8 +47,9 @@ def launch(cluster, ddpio, nproc, argv, timeout=900, port=29500, env=None, echo=
         cmd = [a.replace("{data}", cluster.data_path(i) or "").replace("{node}", str(i)) for a in argv]
         full = launcher(ddpio, len(nodes), node_rank, nproc, cluster.address(nodes[0]), port, cmd,
                         address=cluster.address(i))
+        node_env = dict(base_env, **{k: str(v).replace("{node}", str(i)) for k, v in (env or {}).items()})
         p = subprocess.Popen(cluster.node_command(i, full), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=base_env, start_new_session=True)
+                             text=True, env=node_env, start_new_session=True)
         r = NodeResult(i)
         procs.append(p)
         results.append(r)

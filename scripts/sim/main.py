@@ -96,6 +96,12 @@ def add_job_flags(p):
     p.add_argument("--readers", choices=["leader", "all"], default="leader",
                    help="leader: the group's leader reads for it; all: every member reads itself (the baseline)")
     p.add_argument("--layout", choices=["contiguous", "strided"], default="contiguous")
+    p.add_argument("--order", choices=["exact", "block"], default="exact",
+                   help="the sample order (block: --block-window 4, the order for many readers on a store)")
+    p.add_argument("--node-cache", action="store_true",
+                   help="--store s3: the ranks of a node share a cache folder (DDPIO_S3_CACHE_DIR, made "
+                        "empty before the run and removed after it), so a node fetches a chunk once; "
+                        "default: none, every epoch from the store")
     p.add_argument("--relay", choices=["chain", "star"], default="chain", help="replicate: how data reaches members")
     p.add_argument("--read-ahead", type=int, default=64, help="records a leader hints to storage ahead")
     p.add_argument("--job", choices=["feed", "train"], default="feed", help="ddpio bench feed or ddpio train")
@@ -116,7 +122,7 @@ def add_job_flags(p):
 def config_of(args):
     keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
             "mode", "payload", "readers", "layout", "relay", "read_ahead", "job", "epochs", "batch_size", "workers",
-            "image_size", "store", "store_link_mbit", "store_first_byte_ms",
+            "image_size", "store", "store_link_mbit", "store_first_byte_ms", "order", "node_cache",
             "timeout", "ddpio")
     return {k: getattr(args, k) for k in keys}
 

@@ -3,6 +3,7 @@ caches, run `ddpio bench feed` (or `ddpio train`) across the nodes, and read wha
 of the job, bytes read from the shared filesystem (blkio), bytes on every node's link (veth
 counters), each rank's stall."""
 import json
+import shutil
 import subprocess
 import time
 
@@ -19,6 +20,15 @@ def dataset_stats(ddpio, data):
     return j["records"], j["payload_bytes"] / max(1, j["records"])
 
 
+# A node's cache folder with --node-cache ({node}: the node's index), shared by its ranks.
+NODE_CACHE = "/dev/shm/ddpio-sim-cache/node-{node}"
+
+
+def remove_node_caches(nodes):
+    for i in range(nodes):
+        shutil.rmtree(NODE_CACHE.replace("{node}", str(i)), ignore_errors=True)
+
+
 def job_argv(cfg):
     """The per-rank command for a configuration ({data} is each node's copy of the dataset)."""
     common = ["--data", "{data}", "--group-size", str(cfg["group_size"]), "--layout", cfg["layout"],
@@ -26,6 +36,8 @@ def job_argv(cfg):
               "--epochs", str(cfg["epochs"]), "--batch-size", str(cfg["batch_size"]),
               "--workers", str(cfg["workers"]), "--image-size", str(cfg["image_size"]),
               "--relay", cfg.get("relay", "chain"), "--read-ahead", str(cfg.get("read_ahead", 64)), "--json"]
+    if cfg.get("order", "exact") == "block":
+        common += ["--order", "block", "--block-window", "4"]
     timeout = str(cfg.get("job_timeout", 300))  # seconds any one collective, send or receive may take
     if cfg["job"] == "train":
         return [cfg["ddpio"], "train", *common, "--timeout", timeout]
@@ -45,9 +57,18 @@ def run_config(cluster, cfg, params=None, echo=False):
         cluster.drop_caches()
     counters = (lambda: (cluster.store_bytes_sent(), 0)) if s3 else cluster.storage_counters
     s0, links0 = counters(), cluster.link_bytes()
+    env = cluster.job_env()
+    cache = NODE_CACHE if s3 and cfg.get("node_cache") else None
+    if cache is not None:
+        env["DDPIO_S3_CACHE_DIR"] = cache
+        remove_node_caches(cluster.nodes)
     t0 = time.monotonic()
-    results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], job_argv(cfg), timeout=cfg["timeout"],
-                          env=cluster.job_env(), echo=echo)
+    try:
+        results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], job_argv(cfg),
+                              timeout=cfg["timeout"], env=env, echo=echo)
+    finally:
+        if cache is not None:
+            remove_node_caches(cluster.nodes)
     wall = time.monotonic() - t0
     s1, links1 = counters(), cluster.link_bytes()
     if any(r.rc != 0 for r in results):
@@ -58,7 +79,7 @@ def run_config(cluster, cfg, params=None, echo=False):
         raise SimError(f"{len(ranks)} of {world} ranks printed a result")
     rec = {k: cfg.get(k) for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops",
                                    "node_mbps", "group_size", "mode", "payload", "readers", "layout", "relay",
-                                   "read_ahead", "job", "epochs", "batch_size")}
+                                   "read_ahead", "job", "epochs", "batch_size", "order", "node_cache")}
     rec.update(job_figures(ranks, cfg))
     rec["storage_bytes_read"] = s1[0] - s0[0]  # the store's link: response bytes, HTTP included
     rec["storage_ios"] = s1[1] - s0[1]

@@ -513,15 +513,45 @@ absl::StatusOr<std::shared_ptr<const std::string>> RemoteDataset::FetchNow(uint6
 }
 
 absl::StatusOr<uint64_t> RemoteDataset::FetchRaw(absl::Span<const uint64_t> indices) const {
-  for (uint64_t index : indices) DDPIO_RETURN_IF_ERROR(CheckIndex(index));
+  std::vector<RawRange> ranges;
+  ranges.reserve(indices.size());
+  for (uint64_t index : indices) {
+    DDPIO_RETURN_IF_ERROR(CheckIndex(index));
+    const RecordLocation& r = index_[index];
+    ranges.push_back({r.file, r.offset, r.length});
+  }
+  return GetRaw(ranges);
+}
+
+absl::StatusOr<uint64_t> RemoteDataset::FetchRawChunks(uint64_t records_per_get) const {
+  if (records_per_get == 0) {
+    return absl::InvalidArgumentError("FetchRawChunks: 0 records per GET");
+  }
+  std::vector<RawRange> ranges;
+  for (uint64_t i = 0; i < index_.size(); ++i) {
+    const RecordLocation& r = index_[i];
+    if (!ranges.empty() && i % records_per_get != 0 && ranges.back().file == r.file) {
+      RawRange& run = ranges.back();
+      const uint64_t lo = std::min(run.offset, r.offset);
+      const uint64_t hi = std::max(run.offset + run.length, r.offset + r.length);
+      if (hi - lo <= RemoteOptions::kMaxOrderChunkBytes) {
+        run = {r.file, lo, hi - lo};
+        continue;
+      }
+    }
+    ranges.push_back({r.file, r.offset, r.length});
+  }
+  return GetRaw(ranges);
+}
+
+absl::StatusOr<uint64_t> RemoteDataset::GetRaw(const std::vector<RawRange>& ranges) const {
   DDPIO_ASSIGN_OR_RETURN(auto client, MakeClient(client_->config(), options_));
   std::mutex mu;
   std::condition_variable done;
-  size_t left = indices.size();
+  size_t left = ranges.size();
   uint64_t bytes = 0;
   absl::Status first;
-  for (uint64_t index : indices) {
-    const RecordLocation& r = index_[index];
+  for (const RawRange& r : ranges) {
     client->GetRangeAsync(bucket_, keys_[r.file], r.offset, r.length,
                           [&](absl::StatusOr<std::string> got) {
                             std::lock_guard<std::mutex> lock(mu);
@@ -635,7 +665,9 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
   for (uint64_t i : first_batch) {
     if (std::find(again.begin(), again.end(), i) == again.end()) wanted.push_back(i);
   }
-  // Neighbours in a file joined into one GET: sorted by place in the file...
+  // Neighbours in a file joined into one GET: sorted by place in the file (records of one chunk
+  // whatever lies between them — records held already, in memory or in the folder — so a chunk
+  // partly held still costs one GET, not one per hole)...
   std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
     const RecordLocation &x = index_[a], &y = index_[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
@@ -652,8 +684,10 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
     size_t end = begin + 1;
     while (end < wanted.size()) {
       const RecordLocation& next = index_[wanted[end]];
+      const bool same_chunk =
+          !chunk_of_.empty() && chunk_of_[wanted[end]] == chunk_of_[wanted[end - 1]];
       if (next.file != first.file || next.offset < end_offset ||
-          next.offset - end_offset > options_.coalesce_gap ||
+          (!same_chunk && next.offset - end_offset > options_.coalesce_gap) ||
           next.offset + next.length - first.offset > request_limit_) {
         break;
       }

@@ -112,6 +112,11 @@ class RemoteDataset {
   // checked, held or counted. The bytes received; InvalidArgument past the end (before any GET);
   // the first error of the store otherwise.
   absl::StatusOr<uint64_t> FetchRaw(absl::Span<const uint64_t> indices) const;
+  // The same for whole chunks: every record, each GET a run of `records_per_get` consecutive
+  // records (a run starts at a multiple of it, as the block order's chunks do) of one file, at
+  // most RemoteOptions::kMaxOrderChunkBytes: the store's bulk rate for the GETs the block order
+  // sends, nothing decoded. InvalidArgument for 0.
+  absl::StatusOr<uint64_t> FetchRawChunks(uint64_t records_per_get) const;
 
  private:
   struct Slot {
@@ -174,6 +179,12 @@ class RemoteDataset {
   void Fetched(const std::vector<uint64_t>& group, uint64_t start,
                absl::StatusOr<std::string> bytes);
   static std::string S3ClientName(const std::string& bucket, const std::string& key);
+  struct RawRange {
+    uint32_t file;
+    uint64_t offset, length;
+  };
+  // FetchRaw's GETs: these ranges, by a client of their own.
+  absl::StatusOr<uint64_t> GetRaw(const std::vector<RawRange>& ranges) const;
 
   std::string url_;
   std::string bucket_;

@@ -452,6 +452,35 @@ TEST_F(FakeStoreTest, AChunkAnotherReaderIsFetchingIsLeftToItAndReadFromTheFolde
   EXPECT_EQ(memory_->requests("GET"), before_2 + 1);
 }
 
+// A chunk partly in the folder already (every second record, fetched one by one by another reader)
+// is fetched by one GET, the held records' bytes between included, not by a GET per hole.
+TEST_F(FakeStoreTest, AChunkPartlyInTheFolderCostsOneGet) {
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
+  RemoteOptions o;
+  o.max_request_bytes = 32 << 10;
+  o.coalesce_gap = 0;  // a GET planned record by record would stop at every record held
+  o.cache_dir = dir_.Sub("cache");
+  RemoteOptions one_by_one = o;
+  one_by_one.whole_chunks = false;
+  ASSERT_OK_AND_ASSIGN(auto other, RemoteDataset::Open(Url(), config_, one_by_one));
+  ASSERT_OK_AND_ASSIGN(auto probe, RemoteDataset::Open(Url(), config_, o));
+  ASSERT_TRUE(probe->fetches_whole_chunks());
+  ASSERT_GT(probe->chunk_count(), 2u);
+  const uint64_t begin = probe->chunk_begin(1), end = probe->chunk_begin(2);
+  ASSERT_GE(end - begin, 5u);
+  probe.reset();
+  for (uint64_t i = begin + 1; i < end; i += 2) ASSERT_OK(other->Fetch(i).status());
+  // Opened now, the reader finds those records in the folder.
+  ASSERT_OK_AND_ASSIGN(auto reader, RemoteDataset::Open(Url(), config_, o));
+  const uint64_t before = memory_->requests("GET");
+  for (uint64_t i = begin; i < end; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto got, reader->Fetch(i));
+    EXPECT_EQ(*got, expected[i]) << i;
+  }
+  EXPECT_EQ(memory_->requests("GET") - before, 1u) << "a GET per hole";
+  EXPECT_EQ(reader->counters().disk_hits, (end - begin) / 2) << "the held records from the folder";
+}
+
 // Bytes of the records in the cache folder `dir` (its claims file aside).
 uint64_t FolderRecordBytes(const std::string& dir) {
   uint64_t bytes = 0;
@@ -502,6 +531,24 @@ TEST_F(FakeStoreTest, InTheBlockOrderAChunkLeavesTheCacheFolderWithItsLastSample
   EXPECT_EQ(EpochInOrder(*roomy, ChunkLocalOrder(*roomy, 5)), expected);
   EXPECT_EQ(roomy->counters().served_evicted, 0u);
   EXPECT_EQ(FolderRecordBytes(o.cache_dir), total);
+}
+
+// The benchmarks' bulk rate (bench storage): every record's bytes, a GET a run of consecutive
+// records starting at a multiple of the run (chunk objects hold records back to back: the bytes
+// are exactly the records'), nothing counted by the reader.
+TEST_F(FakeStoreTest, RawChunksAreEveryRecordInAGetPerRunOfRecords) {
+  ASSERT_OK_AND_ASSIGN(auto store, RemoteDataset::Open(Url(), config_));
+  std::vector<uint64_t> all(store->size());
+  std::iota(all.begin(), all.end(), 0);
+  ASSERT_OK_AND_ASSIGN(const uint64_t record_bytes, store->FetchRaw(all));
+  for (const uint64_t run : {uint64_t{128}, uint64_t{7}, uint64_t{1000}}) {
+    const uint64_t gets_before = memory_->requests("GET");
+    ASSERT_OK_AND_ASSIGN(const uint64_t bytes, store->FetchRawChunks(run));
+    EXPECT_EQ(bytes, record_bytes) << run;
+    EXPECT_EQ(memory_->requests("GET") - gets_before, (kRecords + run - 1) / run) << run;
+  }
+  EXPECT_EQ(store->counters().records_fetched, 0u);
+  EXPECT_CODE(store->FetchRawChunks(0), kInvalidArgument);
 }
 
 }  // namespace
