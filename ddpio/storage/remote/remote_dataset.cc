@@ -7,6 +7,7 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
+#include "ddpio/storage/remote/get_plan.h"
 #include "ddpio/storage/s3/object_store.h"
 
 namespace ddpio::storage::remote {
@@ -98,32 +99,10 @@ void RemoteDataset::MakeChunks() {
   request_limit_ = options_.order_chunk_records > 0
                        ? std::max(options_.max_request_bytes, RemoteOptions::kMaxOrderChunkBytes)
                        : options_.max_request_bytes;
-  uint64_t total = 0;
-  chunk_begin_.clear();
-  // The current chunk's byte range in its file. A record joins it when it lies in the range or
-  // within coalesce_gap of it (records of a few KB share LMDB pages, in no order of offset within
-  // a page; larger ones follow each other) and the range stays within one GET.
-  uint64_t lo = 0, hi = 0, largest = 0;  // largest: the most bytes of one chunk's GET
-  for (uint64_t i = 0; i < index_.size(); ++i) {
-    const RecordLocation& r = index_[i];
-    total += r.length;
-    const uint64_t new_lo = std::min(lo, r.offset), new_hi = std::max(hi, r.offset + r.length);
-    const bool order_edge =
-        options_.order_chunk_records > 0 && i % options_.order_chunk_records == 0;
-    const bool joins = i > 0 && !order_edge && r.file == index_[i - 1].file &&
-                       (new_hi - new_lo) - (hi - lo) <= r.length + options_.coalesce_gap &&
-                       new_hi - new_lo <= request_limit_;
-    if (joins) {
-      lo = new_lo;
-      hi = new_hi;
-    } else {
-      chunk_begin_.push_back(i);
-      lo = r.offset;
-      hi = r.offset + r.length;
-    }
-    largest = std::max(largest, hi - lo);
-  }
-  chunk_begin_.push_back(index_.size());
+  ChunkTable table =
+      MakeChunkTable(index_, {options_.coalesce_gap, request_limit_}, options_.order_chunk_records);
+  chunk_begin_ = std::move(table.begin);
+  const uint64_t total = table.total_bytes, largest = table.largest_bytes;
   const uint64_t budget = options_.cache_dir.empty() ? options_.memory_bytes : options_.cache_bytes;
   const bool few_at_a_time =
       options_.chunk_order_records > 0 && budget >= RemoteOptions::kMinChunksHeld * largest;
@@ -655,62 +634,18 @@ uint64_t RemoteDataset::PrefetchImpl(absl::Span<const uint64_t> indices, bool ah
     admitted.insert(admitted.end(), mates.begin(), mates.end());
     wanted = std::move(admitted);
   }
-  // When each record is needed: its place in `wanted` (the order asked for; chunk mates last).
-  std::unordered_map<uint64_t, size_t> need;
-  need.reserve(wanted.size());
-  for (size_t k = 0; k < wanted.size(); ++k) need.try_emplace(wanted[k], k);
-  // The first batch's records are joined to their chunks' GETs too, as if asked for again, so that
-  // a chunk still comes in one GET (their bytes twice, once); they are taken from their own GETs
-  // (`again`: already in a chunk's GET on the way, they are in no new one).
+  // The first batch's records each by a GET of its own, and inside their chunks' GETs too, so
+  // that a chunk still comes in one GET (their bytes twice, once); not those already in a chunk's
+  // GET on the way (`again`).
+  std::vector<uint64_t> spanned;
   for (uint64_t i : first_batch) {
-    if (std::find(again.begin(), again.end(), i) == again.end()) wanted.push_back(i);
+    if (std::find(again.begin(), again.end(), i) == again.end()) spanned.push_back(i);
   }
-  // Neighbours in a file joined into one GET: sorted by place in the file (records of one chunk
-  // whatever lies between them — records held already, in memory or in the folder — so a chunk
-  // partly held still costs one GET, not one per hole)...
-  std::sort(wanted.begin(), wanted.end(), [&](uint64_t a, uint64_t b) {
-    const RecordLocation &x = index_[a], &y = index_[b];
-    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
-  });
-  struct Get {
-    size_t first_need;  // when its first record is needed
-    std::vector<uint64_t> group;
-  };
-  std::vector<Get> gets;
-  for (uint64_t i : first_batch) gets.push_back(Get{0, {i}});
-  for (size_t begin = 0; begin < wanted.size();) {
-    const RecordLocation& first = index_[wanted[begin]];
-    uint64_t end_offset = first.offset + first.length;
-    size_t end = begin + 1;
-    while (end < wanted.size()) {
-      const RecordLocation& next = index_[wanted[end]];
-      const bool same_chunk =
-          !chunk_of_.empty() && chunk_of_[wanted[end]] == chunk_of_[wanted[end - 1]];
-      if (next.file != first.file || next.offset < end_offset ||
-          (!same_chunk && next.offset - end_offset > options_.coalesce_gap) ||
-          next.offset + next.length - first.offset > request_limit_) {
-        break;
-      }
-      end_offset = next.offset + next.length;
-      ++end;
-    }
-    Get get{wanted.size(), {}};
-    for (size_t k = begin; k < end; ++k) {
-      auto it = need.find(wanted[k]);
-      if (it == need.end()) continue;  // a first batch's record: it has a GET of its own
-      get.group.push_back(wanted[k]);
-      get.first_need = std::min(get.first_need, it->second);
-    }
-    if (!get.group.empty()) gets.push_back(std::move(get));
-    begin = end;
-  }
-  // ...then sent in the order they are needed: the client keeps a few in flight and queues the
-  // rest, so in file order the first batch would wait for most of a read-ahead's GETs.
-  std::stable_sort(gets.begin(), gets.end(),
-                   [](const Get& a, const Get& b) { return a.first_need < b.first_need; });
+  std::vector<PlannedGet> gets = PlanGets(index_, wanted, first_batch, spanned, chunk_of_,
+                                          {options_.coalesce_gap, request_limit_});
   uint64_t asked = 0;
-  for (Get& get : gets) {
-    std::vector<uint64_t>& group = get.group;
+  for (PlannedGet& get : gets) {
+    std::vector<uint64_t>& group = get.records;
     const RecordLocation& first = index_[group.front()];
     const RecordLocation& last = index_[group.back()];
     const uint64_t start = first.offset, length = last.offset + last.length - first.offset;
