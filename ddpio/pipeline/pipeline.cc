@@ -32,7 +32,7 @@ absl::Status Closed() { return absl::FailedPreconditionError("the pipeline was c
 storage::ReaderOptions ReaderOptionsFor(const PipelineOptions& o, const comm::RankInfo& rank) {
   storage::ReaderOptions ro;
   ro.store_settings = o.store_settings;
-  ro.store_overrides = ReaderStoreOverrides(o, rank.world_size);
+  ro.store_overrides = ReaderStoreOverrides(o, rank.world_size, rank.local_world_size);
   if (rank.world_size > 1) ro.store_deadline = o.timeout;
   ro.cancel = o.cancel;
   return ro;

@@ -1,5 +1,6 @@
 #include "ddpio/pipeline/settings.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -195,8 +196,10 @@ std::vector<Setting> MakeTable() {
       Optional(Flag("whole_chunks",
                     "With an s3:// dataset that fits the cache (its folder's budget, else "
                     "memory's): fetch a whole chunk of records (up to 8 MiB) with any record of "
-                    "it, about one GET per chunk an epoch instead of one per record (not set: "
-                    "DDPIO_S3_WHOLE_CHUNKS, else on)",
+                    "it, about one GET per chunk an epoch instead of one per record; true: "
+                    "whatever share of each chunk a reader needs (not set: DDPIO_S3_WHOLE_CHUNKS, "
+                    "else on where the reader, or its node with a shared cache folder, needs at "
+                    "least half of each chunk an epoch)",
                     GetStore<&storage::StoreOverrides::whole_chunks>,
                     PutStore<&storage::StoreOverrides::whole_chunks>)),
       Numeric("store_max_requests_per_s", T::kNumber, 0, 1e9,
@@ -526,7 +529,8 @@ sampler::SamplerOptions SamplerOptionsOf(const PipelineOptions& options) {
   return internal::FeederOptionsFor(options).sampler;
 }
 
-storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& o, int world_size) {
+storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& o, int world_size,
+                                             int local_world_size) {
   storage::StoreOverrides x = o.store_overrides;
   const uint64_t world = static_cast<uint64_t>(std::max(1, world_size));
   const uint64_t group = static_cast<uint64_t>(std::max(1, o.group_size));
@@ -534,17 +538,27 @@ storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& o, int world
   const bool leaders_read = o.readers == broadcast::FeedReaders::kLeader;
   // A shard-mode leader reads its group's streams, each its own batches.
   const uint64_t streams_read = shard && leaders_read ? group : 1;
+  // The job's streams: each rank's in shard mode, each group's in replicate.
+  const uint64_t streams = shard ? world : std::max<uint64_t>(1, world / group);
   if (o.order == sampler::Order::kExact) {
     // In the exact order a first batch touches up to a batch of whole chunks (8 MiB each): its
     // records come alone first. Not in the block order, the order for many readers: there a
     // first batch waits for at most its window's chunks, and a batch of GETs per reader at a
     // job's start is what a store's per-prefix request limit feels most (docs/PERFORMANCE.md).
     x.first_batch_records = streams_read * std::max<uint64_t>(1, o.batch_size);
+    // The share of each chunk a reader needs an epoch: its streams of the job's; with a cache
+    // folder its node's ranks share, theirs (a group within the node reads one stream; a group
+    // spanning nodes, one a node).
+    const uint64_t node_ranks = std::clamp<uint64_t>(local_world_size, 1, world);
+    const uint64_t node_streams = shard ? node_ranks : std::max<uint64_t>(1, node_ranks / group);
+    auto share = [&](uint64_t of) {
+      return std::min(1.0, static_cast<double>(of) / static_cast<double>(streams));
+    };
+    x.chunk_share = storage::remote::ChunkShare{share(streams_read), share(node_streams)};
   }
   if (o.order == sampler::Order::kBlock) {
     // A stream reads lanes / streams lanes when a resumed job kept more lanes than it has
     // streams.
-    const uint64_t streams = shard ? world : std::max<uint64_t>(1, world / group);
     const uint64_t lanes_per_stream =
         o.block_lanes > streams ? (o.block_lanes + streams - 1) / streams : 1;
     x.chunk_order_records =

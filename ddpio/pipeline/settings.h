@@ -91,11 +91,14 @@ loader::LoaderOptions LoaderOptionsOf(const PipelineOptions& options);
 // The sampler's settings among `options` for one reader (num_replicas 1 and dataset_size 0: the
 // caller sets both).
 sampler::SamplerOptions SamplerOptionsOf(const PipelineOptions& options);
-// The object-store settings one reader of the pipeline uses in a job of `world_size` ranks: the
-// options' store_overrides and what the pipeline decides for each reader — with the block order,
-// the records it keeps in use (per lane it reads: the window's chunks and what it reads ahead) and
-// the order's chunk size; with store_max_requests_per_s, its equal share of the job's rate.
-storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& options, int world_size);
+// The object-store settings one reader of the pipeline uses in a job of `world_size` ranks,
+// `local_world_size` of them on its node: the options' store_overrides and what the pipeline
+// decides for each reader — with the block order, the records it keeps in use (per lane it reads:
+// the window's chunks and what it reads ahead) and the order's chunk size; with the exact order,
+// its first batch and the share of each chunk it (or its node) needs an epoch; with
+// store_max_requests_per_s, its equal share of the job's rate.
+storage::StoreOverrides ReaderStoreOverrides(const PipelineOptions& options, int world_size,
+                                             int local_world_size = 1);
 
 }  // namespace ddpio
 

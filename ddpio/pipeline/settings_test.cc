@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "ddpio/common/status_macros.h"
 #include "ddpio/pipeline/internal/feeder_options.h"
@@ -222,6 +223,32 @@ TEST(Settings, TheBlockOrdersRecordsInUseCountEveryLaneAReaderReads) {
   EXPECT_EQ(ReaderStoreOverrides(o, 4).chunk_order_records, 2 * one_lane);
   o.order = sampler::Order::kExact;
   EXPECT_FALSE(ReaderStoreOverrides(o, 4).chunk_order_records.has_value());
+}
+
+// In the exact order, the share of each chunk a reader needs an epoch: its streams of the job's
+// (a rank's own samples in shard mode, a group's stream in replicate); with a cache folder its
+// node's ranks share, the node's streams. None in the block order (its chunks are its own).
+TEST(Settings, InTheExactOrderAReaderNeedsItsStreamsShareOfEachChunk) {
+  PipelineOptions o;
+  auto shares = [&](int world, int local) {
+    const auto s = ReaderStoreOverrides(o, world, local).chunk_share;
+    EXPECT_TRUE(s.has_value());
+    return s.has_value() ? std::pair(s->alone, s->folder) : std::pair(-1.0, -1.0);
+  };
+  EXPECT_EQ(shares(1, 1), std::pair(1.0, 1.0));
+  EXPECT_EQ(shares(8, 2), std::pair(1.0 / 8, 2.0 / 8)) << "4 nodes of 2 ranks";
+  EXPECT_EQ(shares(8, 8), std::pair(1.0 / 8, 1.0)) << "one node: the folder holds every chunk";
+  EXPECT_EQ(shares(8, 1), std::pair(1.0 / 8, 1.0 / 8)) << "the node's size unknown";
+  EXPECT_EQ(shares(4, 16), std::pair(1.0 / 4, 1.0)) << "a node of more ranks than the job";
+  o.group_size = 2;  // shard mode: a leader reads its group's two streams
+  EXPECT_EQ(shares(8, 2), std::pair(2.0 / 8, 2.0 / 8));
+  o.mode = broadcast::FeedMode::kReplicate;  // 4 groups of 2: 4 streams, a node's one group one
+  EXPECT_EQ(shares(8, 2), std::pair(1.0 / 4, 1.0 / 4));
+  EXPECT_EQ(shares(8, 4), std::pair(1.0 / 4, 2.0 / 4));
+  o.group_size = 8;  // one group spanning the nodes: one stream
+  EXPECT_EQ(shares(8, 2), std::pair(1.0, 1.0));
+  o.order = sampler::Order::kBlock;
+  EXPECT_FALSE(ReaderStoreOverrides(o, 8, 2).chunk_share.has_value());
 }
 
 // In the exact order, the first batch a reader reads is fetched record by record ahead of its

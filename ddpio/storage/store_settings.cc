@@ -95,11 +95,15 @@ void ApplyStoreOverrides(const StoreOverrides& x, StoreSettings* settings) {
   if (x.coalesce_gap.has_value()) ro.coalesce_gap = *x.coalesce_gap;
   if (x.memory_bytes.has_value()) ro.memory_bytes = *x.memory_bytes;
   if (x.give_up_after.has_value()) ro.retry.give_up_after = *x.give_up_after;
-  if (x.whole_chunks.has_value()) ro.whole_chunks = *x.whole_chunks;
+  if (x.whole_chunks.has_value()) {
+    ro.whole_chunks = *x.whole_chunks;
+    if (*x.whole_chunks) ro.min_chunk_share = 0;  // asked for: whatever share of them is needed
+  }
   if (x.chunk_order_records.has_value()) ro.chunk_order_records = *x.chunk_order_records;
   if (x.order_chunk_records.has_value()) ro.order_chunk_records = *x.order_chunk_records;
   if (x.first_batch_records.has_value()) ro.first_batch_records = *x.first_batch_records;
   if (x.max_requests_per_s.has_value()) ro.max_requests_per_s = *x.max_requests_per_s;
+  if (x.chunk_share.has_value()) ro.chunk_share = *x.chunk_share;
   if (x.preloaded_index != nullptr) ro.preloaded = x.preloaded_index;
 }
 
@@ -118,6 +122,11 @@ absl::StatusOr<StoreSettings> ResolveStoreSettings(const Environment& env,
   DDPIO_RETURN_IF_ERROR(
       FromEnvironment(x.give_up_after, GiveUpAfterFrom, env, &ro.retry.give_up_after));
   DDPIO_RETURN_IF_ERROR(FromEnvironment(x.whole_chunks, WholeChunksFrom, env, &ro.whole_chunks));
+  // DDPIO_S3_WHOLE_CHUNKS=1 asks for whole chunks whatever share of them a reader needs
+  // (RemoteOptions::min_chunk_share); unset, only from that share on.
+  if (!x.whole_chunks.has_value() && EnvValue(env, "DDPIO_S3_WHOLE_CHUNKS") == "1") {
+    ro.min_chunk_share = 0;
+  }
   ApplyStoreOverrides(x, &s);
   return s;
 }

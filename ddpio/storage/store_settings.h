@@ -65,9 +65,10 @@ struct StoreOverrides {
   std::optional<bool> whole_chunks;                        // instead of DDPIO_S3_WHOLE_CHUNKS
   // RemoteOptions::chunk_order_records: set by the pipeline for the block order (no variable).
   std::optional<uint64_t> chunk_order_records;
-  std::optional<uint64_t> order_chunk_records;  // RemoteOptions::order_chunk_records, likewise
-  std::optional<uint64_t> first_batch_records;  // RemoteOptions::first_batch_records, likewise
-  std::optional<double> max_requests_per_s;     // RemoteOptions::max_requests_per_s (no variable)
+  std::optional<uint64_t> order_chunk_records;    // RemoteOptions::order_chunk_records, likewise
+  std::optional<uint64_t> first_batch_records;    // RemoteOptions::first_batch_records, likewise
+  std::optional<double> max_requests_per_s;       // RemoteOptions::max_requests_per_s (no variable)
+  std::optional<remote::ChunkShare> chunk_share;  // RemoteOptions::chunk_share, set by the pipeline
   // RemoteOptions::preloaded: the manifest and index another rank fetched (no variable).
   std::shared_ptr<const remote::RemoteIndexBytes> preloaded_index;
 };

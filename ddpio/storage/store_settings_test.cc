@@ -78,6 +78,30 @@ TEST(StoreSettings, EachVariableSetsItsFieldWhenNoExplicitValueIsGiven) {
   EXPECT_EQ(s.remote.retry.give_up_after, std::chrono::seconds(30));
 }
 
+// Whole chunks asked for — DDPIO_S3_WHOLE_CHUNKS=1, or explicitly — are fetched whatever share of
+// each chunk a reader needs; left to the default, from half on (RemoteOptions::min_chunk_share).
+TEST(StoreSettings, WholeChunksAskedForAreFetchedWhateverShareOfThemAReaderNeeds) {
+  ASSERT_OK_AND_ASSIGN(StoreSettings unset, ResolveStoreSettings(StoreOnly()));
+  EXPECT_TRUE(unset.remote.whole_chunks);
+  EXPECT_EQ(unset.remote.min_chunk_share, 0.5);
+  Environment env = StoreOnly();
+  env["DDPIO_S3_WHOLE_CHUNKS"] = "1";
+  ASSERT_OK_AND_ASSIGN(StoreSettings on, ResolveStoreSettings(env));
+  EXPECT_TRUE(on.remote.whole_chunks);
+  EXPECT_EQ(on.remote.min_chunk_share, 0);
+  env["DDPIO_S3_WHOLE_CHUNKS"] = "0";
+  ASSERT_OK_AND_ASSIGN(StoreSettings off, ResolveStoreSettings(env));
+  EXPECT_FALSE(off.remote.whole_chunks);
+  StoreOverrides asked;
+  asked.whole_chunks = true;  // wins over the variable's 0
+  asked.chunk_share = remote::ChunkShare{0.125, 0.25};
+  ASSERT_OK_AND_ASSIGN(StoreSettings explicit_on, ResolveStoreSettings(env, asked));
+  EXPECT_TRUE(explicit_on.remote.whole_chunks);
+  EXPECT_EQ(explicit_on.remote.min_chunk_share, 0);
+  EXPECT_EQ(explicit_on.remote.chunk_share.alone, 0.125);
+  EXPECT_EQ(explicit_on.remote.chunk_share.folder, 0.25);
+}
+
 // Each explicit value alone: it wins over its variable, and every other field still comes from
 // the environment.
 TEST(StoreSettings, EachExplicitValueWinsOverItsVariableAndOnlyItsOwn) {

@@ -232,9 +232,11 @@ class Loader:
       cache_dir, cache_gb: with an s3:// dataset, a local folder of fetched records that later
         epochs and runs read instead of the store, and its budget in GiB (None: the environment's
         DDPIO_S3_CACHE_DIR / DDPIO_S3_CACHE_GB). whole_chunks: a dataset that fits the cache is
-        fetched a whole chunk (up to 8 MiB) at a time, about one GET per chunk an epoch (None:
-        DDPIO_S3_WHOLE_CHUNKS, else on; False: only the records asked for). Ranks of a node
-        given the same cache_dir fetch each chunk once between them.
+        fetched a whole chunk (up to 8 MiB) at a time, about one GET per chunk an epoch, when the
+        reader (the node, with a shared cache_dir) needs at least half of each chunk an epoch
+        (None: DDPIO_S3_WHOLE_CHUNKS, else that rule; True: whatever share it needs; False: only
+        the records asked for). Ranks of a node given the same cache_dir fetch each chunk once
+        between them.
         store_max_requests_per_s: requests a second the whole job may send the store (0: no cap;
         each reading rank takes an equal share); a reader also slows down by itself when the
         store answers 503 SlowDown / 429, and speeds up again after.

@@ -26,9 +26,9 @@ std::vector<std::vector<uint64_t>> Records(const std::vector<PlannedGet>& gets) 
 
 TEST(ChunkTable, AChunkEndsAtAFileTheRequestLimitAGapOrTheOrdersChunk) {
   std::vector<RecordLocation> index;
-  Append(&index, 0, 7, 100);         // 0-6: back to back
-  Append(&index, 1, 3, 100);         // 7-9: another file
-  Append(&index, 1, 2, 100, 1000);   // 10-11: 700 bytes after record 9's end
+  Append(&index, 0, 7, 100);        // 0-6: back to back
+  Append(&index, 1, 3, 100);        // 7-9: another file
+  Append(&index, 1, 2, 100, 1000);  // 10-11: 700 bytes after record 9's end
   const ChunkTable t = MakeChunkTable(index, {/*coalesce_gap=*/50, /*request_limit=*/300}, 0);
   EXPECT_THAT(t.begin, ElementsAre(0, 3, 6, 7, 10, 12)) << "3 records a GET; a file; a gap";
   EXPECT_EQ(t.total_bytes, 1200u);

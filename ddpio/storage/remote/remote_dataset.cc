@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
@@ -120,8 +121,21 @@ void RemoteDataset::MakeChunks() {
                        << " holds: chunks will be fetched more than once; give a larger budget "
                        << "(or a cache folder) or a smaller block_window";
   }
-  whole_chunks_ =
-      options_.whole_chunks && (total <= budget || few_at_a_time) && chunk_count() < index_.size();
+  // In the exact order, whole chunks only when the reader needs enough of each (min_chunk_share).
+  const double share =
+      options_.cache_dir.empty() ? options_.chunk_share.alone : options_.chunk_share.folder;
+  const bool enough_of_each = few_at_a_time || share >= options_.min_chunk_share;
+  if (options_.whole_chunks && !enough_of_each && total <= budget) {
+    DDPIO_LOG(INFO) << url_ << ": fetching the records asked for, not whole chunks: this "
+                    << (options_.cache_dir.empty() ? "reader" : "node") << " needs "
+                    << absl::StrFormat("%.3g", share)
+                    << " of each chunk an epoch, and a whole chunk would bring "
+                    << absl::StrFormat("%.3g", 1 / std::max(share, 1e-9))
+                    << "x the bytes it needs (the order for many nodes is --order block; "
+                    << "DDPIO_S3_WHOLE_CHUNKS=1 fetches whole chunks all the same)";
+  }
+  whole_chunks_ = options_.whole_chunks && enough_of_each && (total <= budget || few_at_a_time) &&
+                  chunk_count() < index_.size();
   first_batch_left_ = whole_chunks_ ? options_.first_batch_records : 0;
   evict_served_ =
       whole_chunks_ && few_at_a_time && !options_.cache_dir.empty() && total > options_.cache_bytes;

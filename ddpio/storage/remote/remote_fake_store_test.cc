@@ -376,6 +376,49 @@ std::string DatasetFolderName(const std::string& dir) {
   return names.empty() ? "" : names[0];
 }
 
+// In the exact order a whole chunk brings 1/share the bytes a reader needs an epoch: below half, it
+// fetches the records asked for. The share is its node's with a cache folder (its ranks share
+// the chunks), its own without; whole chunks asked for come whatever the share; the block order,
+// whose chunks are a reader's own, keeps them.
+TEST_F(FakeStoreTest, AReaderNeedingLessThanHalfOfEachChunkFetchesTheRecordsAskedFor) {
+  RemoteOptions o;
+  o.max_request_bytes = 32 << 10;
+  o.chunk_share = {/*alone=*/0.25, /*folder=*/1};
+  ASSERT_OK_AND_ASSIGN(auto alone, RemoteDataset::Open(Url(), config_, o));
+  EXPECT_FALSE(alone->fetches_whole_chunks());
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
+  std::vector<uint64_t> quarter;  // the reader's quarter of the samples
+  for (uint64_t i = 0; i < alone->size(); i += 4) quarter.push_back(i);
+  const uint64_t before = memory_->requests("GET");
+  for (uint64_t i : quarter) {
+    ASSERT_OK_AND_ASSIGN(auto got, alone->Fetch(i));
+    EXPECT_EQ(*got, expected[i]) << i;
+  }
+  EXPECT_EQ(memory_->requests("GET") - before, quarter.size()) << "a GET a record asked for";
+  EXPECT_EQ(alone->counters().records_fetched, quarter.size()) << "no chunk mate";
+
+  RemoteOptions half = o;
+  half.chunk_share.alone = 0.5;
+  ASSERT_OK_AND_ASSIGN(auto at_half, RemoteDataset::Open(Url(), config_, half));
+  EXPECT_TRUE(at_half->fetches_whole_chunks());
+  RemoteOptions folder = o;
+  folder.cache_dir = dir_.Sub("cache");  // the node's ranks need every chunk between them
+  ASSERT_OK_AND_ASSIGN(auto node, RemoteDataset::Open(Url(), config_, folder));
+  EXPECT_TRUE(node->fetches_whole_chunks());
+  folder.chunk_share.folder = 0.25;
+  ASSERT_OK_AND_ASSIGN(auto node_of_four, RemoteDataset::Open(Url(), config_, folder));
+  EXPECT_FALSE(node_of_four->fetches_whole_chunks());
+  RemoteOptions asked = o;
+  asked.min_chunk_share = 0;
+  ASSERT_OK_AND_ASSIGN(auto forced, RemoteDataset::Open(Url(), config_, asked));
+  EXPECT_TRUE(forced->fetches_whole_chunks());
+  RemoteOptions block = o;
+  block.chunk_order_records = 64;
+  block.order_chunk_records = 16;
+  ASSERT_OK_AND_ASSIGN(auto block_order, RemoteDataset::Open(Url(), config_, block));
+  EXPECT_TRUE(block_order->fetches_whole_chunks());
+}
+
 TEST_F(FakeStoreTest, ReadersSharingACacheFolderFetchEachChunkOnceBetweenThem) {
   ASSERT_OK_AND_ASSIGN(const std::vector<std::string> expected, RecordsOneByOneOf(Url(), config_));
 

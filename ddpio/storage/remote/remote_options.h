@@ -27,6 +27,14 @@ struct RemoteIndexBytes {
 // many records where it can (upload.h), so that none of the order's chunks spans two objects.
 inline constexpr uint64_t kDefaultBlockChunkRecords = 128;
 
+// In the exact order, the share of each chunk's records a reader is asked for in an epoch: a rank's
+// samples are 1/world of them (a group's stream 1/groups in replicate), and a node's ranks sharing
+// a cache folder ask for their sum (RemoteOptions::chunk_share).
+struct ChunkShare {
+  double alone = 1;   // this process's, reading without a cache folder
+  double folder = 1;  // its node's ranks', sharing a cache folder
+};
+
 struct RemoteOptions {
   // Fetched records held in memory; also the most fetched ahead and not yet asked for.
   uint64_t memory_bytes = uint64_t{256} << 20;
@@ -42,8 +50,9 @@ struct RemoteOptions {
   // memory's) is fetched a whole chunk at a time: a record asked for brings the records of its
   // chunk — its neighbours in the file, as far as one GET reaches (max_request_bytes, no gap above
   // coalesce_gap) — in the same GET, so an epoch in any order costs about one GET per chunk
-  // instead of one per record, and a later epoch asks the store nothing. Default on; off: only
-  // the records asked for (and what coalescing joins).
+  // instead of one per record, and a later epoch asks the store nothing — in the exact order when
+  // the reader needs at least min_chunk_share of each chunk (below). Default on; off: only the
+  // records asked for (and what coalescing joins).
   bool whole_chunks = true;
   // Not 0: the sample order keeps each reader to about this many records at a time, a few chunks
   // (the block order, sampler/block_order.h). With whole_chunks, a record asked for then brings
@@ -70,6 +79,17 @@ struct RemoteOptions {
   // records of a chunk another process of the node has claimed (they come from the folder when
   // it has written them). 0: none.
   uint64_t first_batch_records = 0;
+  // In the exact order (chunk_order_records 0), the share of each chunk's records this reader is
+  // asked for in an epoch (the pipeline sets it from the job's layout; 1 when not known). A whole
+  // chunk brings 1/share times the bytes an epoch needs (the rest are later epochs' records,
+  // fetched early), so whole chunks are fetched only when the share — the folder's with a cache
+  // folder, else this process's — is at least min_chunk_share. In the simulator (4 nodes: a
+  // share of 1/4; docs/PERFORMANCE.md) whole chunks took 2.2x as long over two epochs behind
+  // 100 Mbit/s and 1.4x behind 1 Gbit/s as the records asked for, for 12x fewer requests; the block
+  // order, where each reader's chunks are its own, is the order for many nodes. 0: whole chunks
+  // whatever the share (whole chunks asked for explicitly, or DDPIO_S3_WHOLE_CHUNKS=1).
+  ChunkShare chunk_share;
+  double min_chunk_share = 0.5;
   static constexpr uint64_t kMinChunksHeld = 4;
   // Reads ride out a store that fails (a gateway restart, an outage, bursts of 503 SlowDown):
   // retried with capped backoff for up to 5 minutes from a request's first attempt, then the
