@@ -20,6 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ddpio/common/log.h"
+#include "ddpio/storage/s3/node_signal.h"
 #include "ddpio/storage/s3/rate_governor.h"
 #include "ddpio/storage/s3/s3_xml.h"
 
@@ -190,6 +192,21 @@ struct HttpClient::Impl {
   bool stop = false;                             // guarded by mu
   HttpCounters counts;                           // guarded by mu
   std::optional<RateGovernor> governor;          // guarded by mu; made by Create
+  // The node's other clients of this store (Options::node_signal_key; null: none), and the latest
+  // push-back of theirs already heard (guarded by mu).
+  std::unique_ptr<NodeSignal> node;
+  Clock::time_point node_heard{};
+
+  // With mu held: a push-back another client of the node raised since the last one heard slows
+  // this one down too.
+  void HearNodeLocked(Clock::time_point now) {
+    if (node == nullptr) return;
+    const std::optional<Clock::time_point> latest = node->Latest(now);
+    if (!latest.has_value() || *latest == node_heard) return;
+    node_heard = *latest;
+    governor->PeerThrottled(now);
+    counts.rate_limit_per_s = governor->rate_per_s();
+  }
 
   // The thread's own.
   std::vector<std::unique_ptr<Transfer>> waiting;  // retries not due yet
@@ -484,6 +501,10 @@ struct HttpClient::Impl {
       const Clock::time_point now = Clock::now();
       if (e.status == 503 || e.status == 429 || e.code == CURLE_OPERATION_TIMEDOUT) {
         governor->Throttled(now);
+        if (node != nullptr) {
+          node->Raise(now);
+          node_heard = now;  // its own: heard already
+        }
       } else if (answered_ok) {
         governor->Succeeded(now);
       }
@@ -546,6 +567,7 @@ struct HttpClient::Impl {
           starting.push_back(std::move(*it));
           it = waiting.erase(it);
         }
+        HearNodeLocked(now);
         const size_t room = static_cast<size_t>(options.max_in_flight);
         while (!stopping && !admit_at.has_value() && !queued.empty() &&
                running.size() + waiting.size() + starting.size() < room) {
@@ -620,6 +642,18 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   g.max_per_s = std::max(0.0, options.max_requests_per_s);
   impl->governor.emplace(g, Clock::now());
   impl->counts.rate_limit_per_s = impl->governor->rate_per_s();
+  if (!options.node_signal_key.empty()) {
+    absl::StatusOr<std::unique_ptr<NodeSignal>> node =
+        NodeSignal::Open(options.node_signal_key, options.node_signal_dir);
+    if (node.ok()) {
+      impl->node = *std::move(node);
+      // Push-backs before this client existed are not its to hear.
+      impl->node_heard = impl->node->Latest(Clock::now()).value_or(Clock::time_point{});
+    } else {
+      static std::once_flag warned;
+      std::call_once(warned, [&] { DDPIO_LOG(WARNING) << node.status().message(); });
+    }
+  }
   impl->multi = curl_multi_init();
   if (impl->multi == nullptr) return absl::InternalError("curl_multi_init failed");
   curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS,

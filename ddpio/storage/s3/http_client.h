@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/storage/s3/node_signal.h"
 #include "ddpio/storage/s3/retry_policy.h"
 
 namespace ddpio::storage::s3 {
@@ -79,6 +80,12 @@ class HttpClient {
     // Requests started a second at most (retries included), 0: no cap. Either way the rate falls
     // when the store says it is overrun and grows back after (RateGovernor).
     double max_requests_per_s = 0;
+    // Not empty: the clients of this node given the same key (the store's endpoint) back off
+    // together — a push-back one of them hears slows every one down (node_signal.h, a file in
+    // node_signal_dir). Without it, or when the file cannot be used (logged once), each client
+    // backs off on its own.
+    std::string node_signal_key;
+    std::string node_signal_dir = NodeSignal::kDefaultDir;
     std::string sigv4;          // CURLOPT_AWS_SIGV4, e.g. "aws:amz:us-east-1:s3"; "" signs nothing
     std::string user_password;  // "ACCESS_KEY:SECRET_KEY" for SigV4
     // Said after the error when the server refuses the credentials (see RefusesCredentials).

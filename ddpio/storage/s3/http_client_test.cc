@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/fake_http_server.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddpio::storage::s3 {
 namespace {
@@ -475,6 +476,37 @@ TEST(HttpClient, SlowDownsEngageTheGovernorAndNothingIsLost) {
   const HttpCounters c = http->counters();
   EXPECT_EQ(c.throttles, 12u);
   EXPECT_GT(c.rate_limit_per_s, 0.0) << "the governor limits the rate now";
+}
+
+// Clients of one node and store given the same key back off together: a push-back one of them
+// hears slows the other down, though the store said nothing to it; a client of another store (key)
+// goes on unlimited.
+TEST(HttpClient, APushBackOneClientOfTheNodeHearsSlowsTheOthersDown) {
+  testing::TempDir dir;
+  HttpClient::Options o = Quick();
+  o.retry.max_attempts = 20;
+  o.node_signal_key = "http://store:7480";
+  o.node_signal_dir = dir.path().string();
+  ASSERT_OK_AND_ASSIGN(auto pushed, HttpClient::Create(o));
+  ASSERT_OK_AND_ASSIGN(auto peer, HttpClient::Create(o));
+  HttpClient::Options elsewhere_options = o;
+  elsewhere_options.node_signal_key = "http://another-store:7480";
+  ASSERT_OK_AND_ASSIGN(auto elsewhere, HttpClient::Create(elsewhere_options));
+  FakeHttpServer ok({{200, "ok"}});
+  for (auto& f : SubmitMany(*peer, ok, 4)) ASSERT_OK(f.get().status());
+  EXPECT_EQ(peer->counters().rate_limit_per_s, 0.0) << "unlimited before any push-back";
+
+  std::vector<FakeAnswer> answers(3, FakeAnswer{503, "<Error><Code>SlowDown</Code></Error>"});
+  answers.push_back({200, "ok"});
+  FakeHttpServer slow(answers);
+  for (auto& f : SubmitMany(*pushed, slow, 1)) ASSERT_OK(f.get().status());
+  EXPECT_EQ(pushed->counters().throttles, 3u);
+
+  for (auto& f : SubmitMany(*peer, ok, 1)) ASSERT_OK(f.get().status());
+  for (auto& f : SubmitMany(*elsewhere, ok, 1)) ASSERT_OK(f.get().status());
+  EXPECT_GT(peer->counters().rate_limit_per_s, 0.0) << "the node's push-back slows it too";
+  EXPECT_EQ(peer->counters().throttles, 0u) << "not a push-back of its own";
+  EXPECT_EQ(elsewhere->counters().rate_limit_per_s, 0.0) << "another store's clients go on";
 }
 
 TEST(HttpClient, ARequestRateCapIsKept) {

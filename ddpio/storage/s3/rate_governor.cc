@@ -78,6 +78,12 @@ void RateGovernor::Succeeded(Clock::time_point now) {
 
 void RateGovernor::Throttled(Clock::time_point now) {
   ++throttles_;
+  Decrease(now);
+}
+
+void RateGovernor::PeerThrottled(Clock::time_point now) { Decrease(now); }
+
+void RateGovernor::Decrease(Clock::time_point now) {
   if (decreased_ && now - last_decrease_ < options_.reaction) return;  // the same burst
   if (limited_) {
     Refill(now);

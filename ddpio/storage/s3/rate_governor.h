@@ -46,6 +46,9 @@ class RateGovernor {
   void Charge(Clock::time_point now);
   void Succeeded(Clock::time_point now);
   void Throttled(Clock::time_point now);
+  // Another client of the node was pushed back (node_signal.h): the rate falls as for a sign of
+  // overload of its own (once per burst), not counted among throttles().
+  void PeerThrottled(Clock::time_point now);
 
   // The rate allowed now, requests a second; 0 while unlimited.
   double rate_per_s() const { return limited_ ? rate_ : 0; }
@@ -59,6 +62,8 @@ class RateGovernor {
   void Refill(Clock::time_point now);
   // One request started at `now`, for SentRate.
   void Count(Clock::time_point now);
+  // The multiplicative decrease of Throttled and PeerThrottled.
+  void Decrease(Clock::time_point now);
 
   Options options_;
   bool limited_ = false;  // a cap, or a sign of overload seen

@@ -80,6 +80,19 @@ TEST(RateGovernor, ABurstOfOverloadHalvesTheRateSentOnceThenItGrowsBack) {
   EXPECT_LT(g.rate_per_s(), 120.0);
 }
 
+// Another client of the node pushed back (node_signal.h): the rate halves as for its own sign of
+// overload, once a burst, and the sign is not counted as this client's.
+TEST(RateGovernor, APeersPushBackHalvesTheRateWithoutCountingAsItsOwn) {
+  Clock::time_point now{};
+  RateGovernor g({}, now);
+  EXPECT_EQ(SendEvery(g, &now, milliseconds(5), std::chrono::seconds(2)), 400u);
+  g.PeerThrottled(now);
+  g.PeerThrottled(now + milliseconds(10));
+  EXPECT_EQ(g.throttles(), 0u);
+  EXPECT_EQ(g.decreases(), 1u) << "one burst, one decrease";
+  EXPECT_NEAR(g.rate_per_s(), 100.0, 10.0);
+}
+
 TEST(RateGovernor, GrowthStopsAtTheCapAndOverloadNeverGoesBelowTheFloor) {
   Clock::time_point now{};
   RateGovernor g({.max_per_s = 50, .min_per_s = 2}, now);

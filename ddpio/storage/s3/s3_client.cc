@@ -53,6 +53,8 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   o.retry = options.retry;
   o.max_in_flight = options.max_in_flight;
   o.max_requests_per_s = options.max_requests_per_s;
+  // The node's clients of this store back off together (node_signal.h).
+  o.node_signal_key = config.endpoint;
   o.sigv4 = absl::StrCat("aws:amz:", config.region, ":s3");
   o.user_password = absl::StrCat(config.access_key, ":", config.secret_key);
   o.refused_hint = RefusedHint(config);

@@ -1,0 +1,83 @@
+#include "ddpio/storage/s3/node_signal.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ddpio::storage::s3 {
+
+// The file's one page: the latest push-back, in steady-clock nanoseconds (0: none yet).
+struct NodeSignal::Shared {
+  std::atomic<int64_t> latest_ns;
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free,
+              "a lock-free atomic is address-free: it works between processes");
+
+namespace {
+
+constexpr size_t kFileBytes = 4096;
+
+absl::Status Refused(const std::string& path, const std::string& why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("the node's store signal ", path, ": ", why,
+                   "; this process backs off on its own (remove the file to share it again)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& key,
+                                                             const std::string& dir) {
+  const std::string path =
+      absl::StrFormat("%s/ddpio-store-signal-%d-%016x", dir, static_cast<int>(::geteuid()),
+                      static_cast<uint64_t>(std::hash<std::string>{}(key)));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Refused(path, absl::StrCat("cannot open it: ", std::strerror(errno)));
+  struct stat st {};
+  absl::Status bad;
+  if (::fstat(fd, &st) != 0) {
+    bad = Refused(path, absl::StrCat("cannot stat it: ", std::strerror(errno)));
+  } else if (!S_ISREG(st.st_mode)) {
+    bad = Refused(path, "not a regular file");
+  } else if (st.st_uid != ::geteuid()) {
+    bad = Refused(path, absl::StrCat("owned by user ", st.st_uid, ", not this one"));
+  } else if (static_cast<size_t>(st.st_size) < kFileBytes &&
+             ::ftruncate(fd, static_cast<off_t>(kFileBytes)) != 0) {
+    // Made by this process or another at the same time: growing it to its size twice is the same.
+    bad = Refused(path, absl::StrCat("cannot size it: ", std::strerror(errno)));
+  }
+  if (!bad.ok()) {
+    ::close(fd);
+    return bad;
+  }
+  void* map = ::mmap(nullptr, kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return Refused(path, absl::StrCat("cannot map it: ", std::strerror(errno)));
+  return std::unique_ptr<NodeSignal>(new NodeSignal(path, static_cast<Shared*>(map)));
+}
+
+NodeSignal::~NodeSignal() { ::munmap(shared_, kFileBytes); }
+
+void NodeSignal::Raise(Clock::time_point now) {
+  shared_->latest_ns.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+      std::memory_order_relaxed);
+}
+
+std::optional<NodeSignal::Clock::time_point> NodeSignal::Latest(Clock::time_point now) const {
+  const int64_t ns = shared_->latest_ns.load(std::memory_order_relaxed);
+  if (ns <= 0) return std::nullopt;
+  const Clock::time_point at{std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns))};
+  if (at > now + std::chrono::seconds(1)) return std::nullopt;  // a damaged or foreign file
+  return at;
+}
+
+}  // namespace ddpio::storage::s3
