@@ -131,9 +131,9 @@ def cmd_run(args):
     cfg = config_of(args)
     params = None
     if args.cpu_rate > 0:
-        _, record_bytes = run.dataset_stats(args.ddpio, args.data)
+        records, record_bytes = run.dataset_stats(args.ddpio, args.data)
         params = sweep.model_params(cfg, record_bytes, args.cpu_rate, ios_per_record=1.0,
-                                    relay_rate=args.relay_rate or None)
+                                    relay_rate=args.relay_rate or None, records=records)
         params["store_rps"] = args.store_rps
     c = make_cluster(args)
     try:

@@ -68,6 +68,10 @@ their parameters are given):
 import math
 
 LINK_EFFICIENCY = 0.90
+# RemoteOptions::min_chunk_share: in the exact order whole chunks only from this share on.
+MIN_CHUNK_SHARE = 0.5
+# RemoteOptions::max_request_bytes: the exact order's whole chunk, one GET.
+EXACT_CHUNK_BYTES = 8 << 20
 # The remote reader's GETs in flight (storage/remote/remote_options.h, max_in_flight).
 DEFAULT_IN_FLIGHT = 16
 
@@ -115,14 +119,42 @@ def storage_reads(cfg):
     return reads
 
 
-def store_fetches(cfg):
-    """(records fetched from the object store per delivered image, ranks fetching)."""
+def exact_chunk_share(cfg):
+    """The share of each chunk a fetcher needs an epoch in the exact order, as the pipeline gives it
+    (ddpio/pipeline/settings.cc, ReaderStoreOverrides): its streams of the job's, or with a cache
+    folder its node's (--node-cache)."""
+    world = cfg["nodes"] * cfg["ranks_per_node"]
+    g = cfg["group_size"]
+    shard = cfg["mode"] == "shard"
+    streams = world if shard else max(1, world // g)
+    if cfg.get("node_cache"):
+        mine = cfg["ranks_per_node"] if shard else max(1, cfg["ranks_per_node"] // g)
+    else:
+        mine = g if shard and cfg["readers"] == "leader" else 1
+    return min(1.0, mine / streams)
+
+
+def fetches_whole_chunks(cfg, params):
+    """Whether a fetcher brings whole chunks: the block order's are its own; in the exact order
+    when the dataset fits its budget (params dataset_fits, default False: not known) and it needs
+    at least half of each chunk an epoch (RemoteOptions::min_chunk_share)."""
+    if cfg.get("order", "exact") == "block":
+        return True
+    return params.get("dataset_fits", False) and exact_chunk_share(cfg) >= MIN_CHUNK_SHARE
+
+
+def store_fetches(cfg, params=None):
+    """(records fetched from the object store per delivered image, ranks fetching). With whole
+    chunks in the exact order a fetcher fetches every chunk its samples fall in — all of them at
+    the shares it applies to — once over the run: 1/share its records in the first epoch, nothing
+    after (params None: as record by record)."""
     world = cfg["nodes"] * cfg["ranks_per_node"]
     g = cfg["group_size"]
     fetchers = world if cfg["readers"] == "all" else world // g
-    if cfg["mode"] == "replicate" and cfg["readers"] == "leader":
-        return 1.0 / g, fetchers
-    return 1.0, fetchers
+    f = 1.0 / g if cfg["mode"] == "replicate" and cfg["readers"] == "leader" else 1.0
+    if params is not None and cfg.get("order", "exact") == "exact" and fetches_whole_chunks(cfg, params):
+        f = f / exact_chunk_share(cfg) / max(1, cfg.get("epochs", 1))
+    return f, fetchers
 
 
 def store_node_fetches(cfg):
@@ -153,9 +185,13 @@ def store_request_rate(params):
 
 def store_bounds(cfg, params):
     """The object store's bounds on X (images/s), by name."""
-    f, fetchers = store_fetches(cfg)
+    f, fetchers = store_fetches(cfg, params)
     out = {}
-    p = params.get("records_per_request", 1.0)
+    # Records a GET brings: given, else a whole chunk's (up to 8 MiB) in the exact order's whole
+    # chunks, else one.
+    whole = cfg.get("order", "exact") == "exact" and fetches_whole_chunks(cfg, params)
+    p = params.get("records_per_request") or (
+        records_per_get(EXACT_CHUNK_BYTES, params["record_bytes"]) if whole else 1.0)
     if cfg.get("store_link_mbit", 0) > 0:
         out["store link"] = cfg["store_link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / (params["record_bytes"] * f)
     q = store_request_rate(params)

@@ -34,6 +34,28 @@ class ObjectStore(unittest.TestCase):
         strided = cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=2, readers="all")
         self.assertAlmostEqual(model.predict(strided, PARAMS)["bounds"]["store link"], 112.5)
 
+    def test_the_exact_order_fetches_whole_chunks_from_half_of_each_on(self):
+        # Replicate G=4 on 8 ranks: two streams, a member needs half of each chunk: whole chunks,
+        # each member fetching the whole dataset in epoch 1 (2x its records, half the store link).
+        fits = dict(PARAMS, dataset_fits=True)
+        every = cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=4, readers="all")
+        self.assertAlmostEqual(model.exact_chunk_share(every), 0.5)
+        self.assertTrue(model.fetches_whole_chunks(every, fits))
+        self.assertAlmostEqual(model.predict(every, fits)["bounds"]["store link"], 112.5 / 2)
+        self.assertAlmostEqual(model.predict(dict(every, epochs=2), fits)["bounds"]["store link"], 112.5)
+        # A GET brings a whole chunk: 83 records of 100 KB in 8 MiB.
+        latency = model.predict(dict(every, store_first_byte_ms=30), fits)["bounds"]["store latency"]
+        self.assertAlmostEqual(latency, 8 * 16 / 0.030 * 83 / 2)
+        # Shard on 8 ranks: an eighth; a node's folder: a quarter. Record by record either way.
+        shard = cfg(store="s3", store_link_mbit=100)
+        self.assertAlmostEqual(model.exact_chunk_share(shard), 1 / 8)
+        self.assertAlmostEqual(model.exact_chunk_share(dict(shard, node_cache=True)), 1 / 4)
+        self.assertFalse(model.fetches_whole_chunks(dict(shard, node_cache=True), fits))
+        self.assertAlmostEqual(model.predict(shard, fits)["bounds"]["store link"], 112.5)
+        # A dataset larger than the budget (or not known to fit), or the block order: no multiplier.
+        self.assertFalse(model.fetches_whole_chunks(every, PARAMS))
+        self.assertAlmostEqual(model.predict(dict(every, order="block"), fits)["bounds"]["store link"], 112.5)
+
     def test_request_rate_bound(self):
         params = dict(PARAMS, store_rps=1000)
         p = model.predict(cfg(store="s3", mode="replicate", group_size=4), params)

@@ -26,11 +26,13 @@ from sim import model, run
 from sim.cluster import SimError
 
 
-def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=None):
+def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=None, records=0):
     """The model's parameters. cpu_rate: images/s with nothing limited and one decode and one
     read per delivered image (replicate G=2R, every member reading); relay_rate: the same with
     the leader reading (one decode and 1/2R reads per image). Without relay_rate all CPU time is
-    charged to decoding."""
+    charged to decoding. records: the dataset's, when known: whether it fits a reader's memory
+    (256 MiB, RemoteOptions::memory_bytes; a node's cache folder, 16 GiB, with --node-cache), for
+    the exact order's whole chunks."""
     header = 8 + 4 + 1  # index, label, valid per sample in the message header
     g = 2 * cfg["ranks_per_node"]
     per_image = 1.0 / cpu_rate
@@ -39,7 +41,9 @@ def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=Non
         read_s = max(0.0, (per_image - 1.0 / relay_rate) / (1.0 - 1.0 / g))
     return {"record_bytes": record_bytes, "decoded_bytes": cfg["image_size"] ** 2 * 3 + header,
             "cpu_rate": cpu_rate, "relay_rate": relay_rate, "decode_s": per_image - read_s, "read_s": read_s,
-            "ios_per_record": ios_per_record}
+            "ios_per_record": ios_per_record,
+            "dataset_fits": records > 0 and records * record_bytes <= (
+                (16 << 30) if cfg.get("node_cache") else (256 << 20))}
 
 
 def add_flags(p, ddpio, workdir):
@@ -116,7 +120,7 @@ class Sweep:
             relays.append(rec["images_per_s"])
         cfg = self.cfg()
         self.params = model_params(cfg, self.record_bytes, statistics.median(rates), statistics.median(ios),
-                                   statistics.median(relays))
+                                   statistics.median(relays), records=self.records)
         self.params.update(cpu_rounds=rates, relay_rounds=relays)
         print(f"calibrated: {self.params['cpu_rate']:.0f} images/s with every member reading, "
               f"{self.params['relay_rate']:.0f} with the leader reading (G={g}): "
