@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
   }
   void* map = ::mmap(nullptr, kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) return Refused(path, absl::StrCat("cannot map it: ", std::strerror(errno)));
+  if (map == MAP_FAILED)
+    return Refused(path, absl::StrCat("cannot map it: ", std::strerror(errno)));
   return std::unique_ptr<NodeSignal>(new NodeSignal(path, static_cast<Shared*>(map)));
 }
 
@@ -75,7 +76,8 @@ void NodeSignal::Raise(Clock::time_point now) {
 std::optional<NodeSignal::Clock::time_point> NodeSignal::Latest(Clock::time_point now) const {
   const int64_t ns = shared_->latest_ns.load(std::memory_order_relaxed);
   if (ns <= 0) return std::nullopt;
-  const Clock::time_point at{std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns))};
+  const Clock::time_point at{
+      std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns))};
   if (at > now + std::chrono::seconds(1)) return std::nullopt;  // a damaged or foreign file
   return at;
 }

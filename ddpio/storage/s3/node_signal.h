@@ -1,8 +1,8 @@
 // NodeSignal: what the clients of one node that talk to one store tell each other — that the store
-// pushed back (503 SlowDown, 429, a timed-out attempt) and when — so that the node backs off as one:
-// every client's governor (rate_governor.h) halves its rate when any of them is pushed back, and
-// the node's rate, the sum of theirs, halves with it (one AIMD per node and endpoint, made of the
-// processes' own). A node's ranks are separate processes, so the signal lives in a small file
+// pushed back (503 SlowDown, 429, a timed-out attempt) and when — so that the node backs off as
+// one: every client's governor (rate_governor.h) halves its rate when any of them is pushed back,
+// and the node's rate, the sum of theirs, halves with it (one AIMD per node and endpoint, made of
+// the processes' own). A node's ranks are separate processes, so the signal lives in a small file
 // mapped into each (by default under /dev/shm, named by the user and the store's endpoint): the
 // steady clock's time of the latest push-back, an atomic every process reads and writes.
 //
