@@ -70,6 +70,8 @@ import math
 LINK_EFFICIENCY = 0.90
 # RemoteOptions::min_chunk_share: in the exact order whole chunks only from this share on.
 MIN_CHUNK_SHARE = 0.5
+# The block order's chunk (pipeline_options.h block_chunk).
+BLOCK_CHUNK_RECORDS = 128
 # RemoteOptions::max_request_bytes: the exact order's whole chunk, one GET.
 EXACT_CHUNK_BYTES = 8 << 20
 # The remote reader's GETs in flight (storage/remote/remote_options.h, max_in_flight).
@@ -154,6 +156,13 @@ def store_fetches(cfg, params=None):
     f = 1.0 / g if cfg["mode"] == "replicate" and cfg["readers"] == "leader" else 1.0
     if params is not None and cfg.get("order", "exact") == "exact" and fetches_whole_chunks(cfg, params):
         f = f / exact_chunk_share(cfg) / max(1, cfg.get("epochs", 1))
+    if params is not None and cfg.get("order") == "block" and params.get("records", 0) > 0:
+        # Each fetch unit — a lane's reader, or a node whose ranks' adjacent lanes share a cache
+        # folder — fetches the chunks its lanes touch: its records plus, at its edges, about one
+        # chunk shared with the next unit (fetched by both). Over the dataset: 1 + units * k / n.
+        world = cfg["nodes"] * cfg["ranks_per_node"]
+        units = cfg["nodes"] if cfg.get("node_cache") else world
+        f *= 1 + units * BLOCK_CHUNK_RECORDS / params["records"]
     return f, fetchers
 
 

@@ -56,6 +56,15 @@ class ObjectStore(unittest.TestCase):
         self.assertFalse(model.fetches_whole_chunks(every, PARAMS))
         self.assertAlmostEqual(model.predict(dict(every, order="block"), fits)["bounds"]["store link"], 112.5)
 
+    def test_the_block_orders_lanes_share_a_chunk_at_their_edges(self):
+        # 1,024 records in chunks of 128, 8 lanes of 128: each lane's reader touches ~2 chunks
+        # (f = 1 + 8 * 128 / 1024 = 2); a node's folder serves its two adjacent lanes (1 + 4/8).
+        p = dict(PARAMS, records=1024)
+        block = cfg(store="s3", store_link_mbit=100, order="block")
+        self.assertAlmostEqual(model.predict(block, p)["bounds"]["store link"], 112.5 / 2)
+        self.assertAlmostEqual(model.predict(dict(block, node_cache=True), p)["bounds"]["store link"], 112.5 / 1.5)
+        self.assertAlmostEqual(model.predict(block, PARAMS)["bounds"]["store link"], 112.5)  # size unknown
+
     def test_request_rate_bound(self):
         params = dict(PARAMS, store_rps=1000)
         p = model.predict(cfg(store="s3", mode="replicate", group_size=4), params)

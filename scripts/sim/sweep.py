@@ -41,7 +41,7 @@ def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=Non
         read_s = max(0.0, (per_image - 1.0 / relay_rate) / (1.0 - 1.0 / g))
     return {"record_bytes": record_bytes, "decoded_bytes": cfg["image_size"] ** 2 * 3 + header,
             "cpu_rate": cpu_rate, "relay_rate": relay_rate, "decode_s": per_image - read_s, "read_s": read_s,
-            "ios_per_record": ios_per_record,
+            "ios_per_record": ios_per_record, "records": records,
             "dataset_fits": records > 0 and records * record_bytes <= (
                 (16 << 30) if cfg.get("node_cache") else (256 << 20))}
 
