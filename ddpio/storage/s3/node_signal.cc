@@ -26,10 +26,11 @@ namespace {
 
 constexpr size_t kFileBytes = 4096;
 
-absl::Status Refused(const std::string& path, const std::string& why) {
+absl::Status Refused(const std::string& path, const std::string& why, bool remove_it = false) {
   return absl::FailedPreconditionError(
       absl::StrCat("the node's store signal ", path, ": ", why,
-                   "; this process backs off on its own (remove the file to share it again)"));
+                   "; this process backs off from the store on its own",
+                   remove_it ? " (remove it to share one again)" : ""));
 }
 
 }  // namespace
@@ -40,15 +41,18 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
       absl::StrFormat("%s/ddpio-store-signal-%d-%016x", dir, static_cast<int>(::geteuid()),
                       static_cast<uint64_t>(std::hash<std::string>{}(key)));
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Refused(path, absl::StrCat("cannot open it: ", std::strerror(errno)));
+  if (fd < 0) {
+    const int error = errno;  // ELOOP: a symlink there
+    return Refused(path, absl::StrCat("cannot open it: ", std::strerror(error)), error == ELOOP);
+  }
   struct stat st {};
   absl::Status bad;
   if (::fstat(fd, &st) != 0) {
     bad = Refused(path, absl::StrCat("cannot stat it: ", std::strerror(errno)));
   } else if (!S_ISREG(st.st_mode)) {
-    bad = Refused(path, "not a regular file");
+    bad = Refused(path, "not a regular file", /*remove_it=*/true);
   } else if (st.st_uid != ::geteuid()) {
-    bad = Refused(path, absl::StrCat("owned by user ", st.st_uid, ", not this one"));
+    bad = Refused(path, absl::StrCat("owned by user ", st.st_uid, ", not this one"), true);
   } else if (static_cast<size_t>(st.st_size) < kFileBytes &&
              ::ftruncate(fd, static_cast<off_t>(kFileBytes)) != 0) {
     // Made by this process or another at the same time: growing it to its size twice is the same.
