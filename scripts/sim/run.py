@@ -3,6 +3,7 @@ caches, run `ddpio bench feed` (or `ddpio train`) across the nodes, and read wha
 of the job, bytes read from the shared filesystem (blkio), bytes on every node's link (veth
 counters), each rank's stall."""
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -27,6 +28,10 @@ NODE_CACHE = "/dev/shm/ddpio-sim-cache/node-{node}"
 def remove_node_caches(nodes):
     for i in range(nodes):
         shutil.rmtree(NODE_CACHE.replace("{node}", str(i)), ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(NODE_CACHE))  # the folder of the nodes' folders, once empty
+    except OSError:
+        pass
 
 
 def job_argv(cfg):
