@@ -520,19 +520,22 @@ absl::StatusOr<uint64_t> RemoteDataset::FetchRawChunks(uint64_t records_per_get)
   if (records_per_get == 0) {
     return absl::InvalidArgumentError("FetchRawChunks: 0 records per GET");
   }
+  // The chunks the block order's reader would cut (MakeChunks with order_chunk_records), a GET
+  // each over its byte range.
+  const ChunkTable table =
+      MakeChunkTable(index_,
+                     {options_.coalesce_gap,
+                      std::max(options_.max_request_bytes, RemoteOptions::kMaxOrderChunkBytes)},
+                     records_per_get);
   std::vector<RawRange> ranges;
-  for (uint64_t i = 0; i < index_.size(); ++i) {
-    const RecordLocation& r = index_[i];
-    if (!ranges.empty() && i % records_per_get != 0 && ranges.back().file == r.file) {
-      RawRange& run = ranges.back();
-      const uint64_t lo = std::min(run.offset, r.offset);
-      const uint64_t hi = std::max(run.offset + run.length, r.offset + r.length);
-      if (hi - lo <= RemoteOptions::kMaxOrderChunkBytes) {
-        run = {r.file, lo, hi - lo};
-        continue;
-      }
+  for (size_t c = 0; c + 1 < table.begin.size(); ++c) {
+    const RecordLocation& first = index_[table.begin[c]];
+    uint64_t lo = first.offset, hi = first.offset + first.length;
+    for (uint64_t i = table.begin[c] + 1; i < table.begin[c + 1]; ++i) {
+      lo = std::min<uint64_t>(lo, index_[i].offset);
+      hi = std::max<uint64_t>(hi, index_[i].offset + index_[i].length);
     }
-    ranges.push_back({r.file, r.offset, r.length});
+    ranges.push_back({first.file, lo, hi - lo});
   }
   return GetRaw(ranges);
 }

@@ -112,10 +112,10 @@ class RemoteDataset {
   // checked, held or counted. The bytes received; InvalidArgument past the end (before any GET);
   // the first error of the store otherwise.
   absl::StatusOr<uint64_t> FetchRaw(absl::Span<const uint64_t> indices) const;
-  // The same for whole chunks: every record, each GET a run of `records_per_get` consecutive
-  // records (a run starts at a multiple of it, as the block order's chunks do) of one file, at
-  // most RemoteOptions::kMaxOrderChunkBytes: the store's bulk rate for the GETs the block order
-  // sends, nothing decoded. InvalidArgument for 0.
+  // The same for whole chunks: every record, a GET per chunk as the block order's reader cuts
+  // them with order chunks of `records_per_get` records (MakeChunkTable: never across a
+  // multiple of it or a file, at most RemoteOptions::kMaxOrderChunkBytes): the store's bulk rate
+  // for the GETs the block order sends, nothing decoded. InvalidArgument for 0.
   absl::StatusOr<uint64_t> FetchRawChunks(uint64_t records_per_get) const;
 
  private:
