@@ -25,7 +25,7 @@ void AddBenchStorage(CLI::App* bench, std::vector<Command>* commands) {
   auto* app = bench->add_subcommand(
       "storage",
       "Read records through the dataset reader vs a plain file copy (s3://: vs the store's own "
-      "range GETs)");
+      "range GETs, and its bulk rate a GET per block-order chunk)");
   app->footer(
       "Example: ddpio bench storage --data /data/train.lmdb --order random --threads 2\n"
       "         ddpio bench storage --data s3://bucket/train --order random --repeat 3");
