@@ -39,8 +39,17 @@ cache that two ranks of a node share):
   store requests  X <= Q * p / f_s             Q = GETs/s the gateway serves (measured, --store-rps),
                                                p = records per GET (1: sampled records are rarely
                                                neighbours, so coalescing seldom joins them)
-  CPU             as above, with t_r the CPU time of one fetch (client and gateway share this
-                  machine's cores), calibrated on the store
+  CPU             X <= 1 / (t_d * c + t_r * f_s + t_g * g + t_x * x): a record fetched, a GET
+                  (g per image: f_s / records per GET) and a byte relayed between ranks (x per
+                  image, every hop: here every hop costs CPU) priced apart, since a record costs
+                  the client, the gateway and the delaying proxy little in a whole chunk and much
+                  in a GET of its own; the four prices fitted (least squares, none below 0) to
+                  unshaped runs' counters (calibrate_cpu)
+  fetch, then decode
+                  with whole chunks that must all arrive before an epoch decodes (the exact
+                  order's; a block lane no longer than the window), fetching and decoding take
+                  turns: a flow shop's makespan over the epochs (fetch_then_decode)
+  start-up        a run's images/s count its time to the first batch (start_s, calibrated)
 
 A store far away, or many readers on one store (scripts/sim/project.py projects a whole job with
 these terms; a simulator run gets the latency bound from --store-first-byte-ms, the others when
@@ -139,9 +148,12 @@ def exact_chunk_share(cfg):
 def fetches_whole_chunks(cfg, params):
     """Whether a fetcher brings whole chunks: the block order's are its own; in the exact order
     when the dataset fits its budget (params dataset_fits, default False: not known) and it needs
-    at least half of each chunk an epoch (RemoteOptions::min_chunk_share)."""
-    if cfg.get("order", "exact") == "block":
+    at least half of each chunk an epoch (RemoteOptions::min_chunk_share), unless the run says
+    (cfg whole_chunks True or False: DDPIO_S3_WHOLE_CHUNKS=1 or 0)."""
+    if (cfg.get("order") or "exact") == "block":
         return True
+    if cfg.get("whole_chunks") is not None:
+        return params.get("dataset_fits", False) and bool(cfg["whole_chunks"])
     return params.get("dataset_fits", False) and exact_chunk_share(cfg) >= MIN_CHUNK_SHARE
 
 
@@ -154,9 +166,9 @@ def store_fetches(cfg, params=None):
     g = cfg["group_size"]
     fetchers = world if cfg["readers"] == "all" else world // g
     f = 1.0 / g if cfg["mode"] == "replicate" and cfg["readers"] == "leader" else 1.0
-    if params is not None and cfg.get("order", "exact") == "exact" and fetches_whole_chunks(cfg, params):
+    if params is not None and (cfg.get("order") or "exact") == "exact" and fetches_whole_chunks(cfg, params):
         f = f / exact_chunk_share(cfg) / max(1, cfg.get("epochs", 1))
-    if params is not None and cfg.get("order") == "block" and params.get("records", 0) > 0:
+    if params is not None and (cfg.get("order") or "exact") == "block" and params.get("records", 0) > 0:
         # Each fetch unit — a lane's reader, or a node whose ranks' adjacent lanes share a cache
         # folder — fetches the chunks its lanes touch: its records plus, at its edges, about one
         # chunk shared with the next unit (fetched by both). Over the dataset: 1 + units * k / n.
@@ -198,7 +210,7 @@ def store_bounds(cfg, params):
     out = {}
     # Records a GET brings: given, else a whole chunk's (up to 8 MiB) in the exact order's whole
     # chunks, else one.
-    whole = cfg.get("order", "exact") == "exact" and fetches_whole_chunks(cfg, params)
+    whole = (cfg.get("order") or "exact") == "exact" and fetches_whole_chunks(cfg, params)
     p = params.get("records_per_request") or (
         records_per_get(EXACT_CHUNK_BYTES, params["record_bytes"]) if whole else 1.0)
     if cfg.get("store_link_mbit", 0) > 0:
@@ -314,7 +326,6 @@ def predict(cfg, params):
     reads = storage_reads(cfg)
     f = sum(reads.values())
     if cfg.get("store") == "s3":
-        f = store_fetches(cfg)[0]
         bounds.update(store_bounds(cfg, params))
     elif cfg["storage_mbps"] > 0:
         bounds["storage"] = cfg["storage_mbps"] * 1e6 / (params["record_bytes"] * f)
@@ -327,11 +338,145 @@ def predict(cfg, params):
         worst = max(link_bytes_per_image(cfg, params))
         if worst > 0:
             bounds["network"] = cfg["link_mbit"] * 1e6 / 8 * LINK_EFFICIENCY / worst
+    bounds["cpu"] = 1.0 / cpu_seconds(cpu_work(cfg, params), params)
+    if cfg.get("store") == "s3" and front_loaded(cfg, params):
+        bounds["fetch, then decode"] = fetch_then_decode(cfg, params, bounds)
+    limit = min(bounds, key=bounds.get)
+    return {"images_per_s": with_start(cfg, params, bounds[limit]), "limit": limit, "bounds": bounds}
+
+
+def with_start(cfg, params, rate):
+    """A run's images/s over its whole span, its start-up included: params start_s (the time to the
+    first batch with nothing limited, calibrated; 0: none) before the run's images at `rate`. The
+    run's images: the dataset's records (params records) each epoch, delivered to every member of
+    a group in replicate mode."""
+    start = params.get("start_s", 0.0)
+    if start <= 0 or params.get("records", 0) <= 0 or rate <= 0:
+        return rate
+    images = params["records"] * max(1, cfg.get("epochs", 1) or 1) * (
+        cfg["group_size"] if cfg["mode"] == "replicate" else 1)
+    return images / (images / rate + start)
+
+
+# --- Whole chunks that must all arrive before an epoch decodes: fetching and decoding in turn ---
+# A batch of the exact order draws its records from all over the dataset, so with whole chunks a
+# fetcher decodes little of an epoch before it has (nearly) all the chunks it fetches in it (the
+# first batch alone is fetched record by record ahead of them). Fetching and decoding then take
+# turns, as two machines of a flow shop with an epoch as the job: an epoch's fetch F_e (its bytes
+# over the store's bounds) comes before its decode C_e (decodes and relays, CPU), and the next
+# epoch's fetch may run beside this one's decode:
+#   makespan = F_1 + sum_{e=2..E} max(F_e, C_{e-1}) + C_E
+# The exact order fetches all its chunks in the first epoch (F_e = 0 after). All the work's CPU
+# time is a floor beside it (fetching costs CPU too, on these shared cores). The block order
+# streams, even in a lane no longer than its window: a record's key is its place plus a spread of
+# at most the window (docs/SAMPLER.md), so its first records are in its first chunk and decoding
+# follows the chunks as they come; the smaller bound holds, as record by record.
+
+
+def front_loaded(cfg, params):
+    """Whether a fetcher's epoch waits for all its chunks before it decodes (see above): the
+    exact order's whole chunks."""
+    return (cfg.get("order") or "exact") == "exact" and fetches_whole_chunks(cfg, params)
+
+
+def fetch_then_decode(cfg, params, bounds):
+    """Images/s of a front-loaded configuration: the flow shop's makespan over the run's epochs, or
+    all of its CPU time if longer. bounds: the store's (their smallest prices the fetch)."""
+    epochs = max(1, cfg.get("epochs", 1) or 1)
+    store = min(v for k, v in bounds.items() if k in ("store link", "store requests", "store latency",
+                                                       "node link")) if any(
+        k in bounds for k in ("store link", "store requests", "store latency", "node link")) else math.inf
+    fetch_total = epochs / store  # seconds per image of an epoch, the whole run's fetch
+    fetch = [fetch_total] + [0.0] * (epochs - 1)
+    work = cpu_work(cfg, params)
+    decode = cpu_seconds(dict(work, records=0.0, gets=0.0), params)
+    span = fetch[0] + sum(max(fetch[e], decode) for e in range(1, epochs)) + decode
+    span = max(span, epochs * cpu_seconds(work, params))
+    return epochs / span
+
+
+# --- The CPU bound: the machine's CPU seconds per delivered image, by kind of work ---
+# Every rank, the gateway and the delaying proxy share this machine's cores, so CPU time per
+# delivered image is a sum over the work each image causes:
+#   decode_s x decodes + read_s x records read or fetched + get_s x GETs + relay_byte_s x bytes
+#   sent between ranks (every hop costs a send and a receive here, across a node's link or not).
+# With the shared filesystem only the first two are calibrated (get_s and relay_byte_s are 0:
+# shard G=4 moved 3/4 of its data over TCP and ran within noise of G=1). With an object store a
+# fetched record's CPU depends on how it came — one GET each, or ~90 to a whole chunk — and the
+# decoded relay's 150 KB samples cost what the encoded payload's 95 KB did not show, so all four
+# are calibrated (calibrate_cpu) from unshaped runs' counters.
+CPU_TERMS = (("decodes", "decode_s"), ("records", "read_s"), ("gets", "get_s"), ("relay_bytes", "relay_byte_s"))
+
+
+def cpu_work(cfg, params):
+    """{'decodes', 'records', 'gets', 'relay_bytes'} per delivered image of a configuration: what
+    the model expects its ranks to do (cpu_seconds prices it)."""
     decodes = 1.0 / cfg["group_size"] if (cfg["mode"] == "replicate" and cfg["payload"] == "decoded"
                                           and cfg["readers"] == "leader") else 1.0
-    bounds["cpu"] = 1.0 / (params["decode_s"] * decodes + params["read_s"] * f)
-    limit = min(bounds, key=bounds.get)
-    return {"images_per_s": bounds[limit], "limit": limit, "bounds": bounds}
+    gets = 0.0
+    if cfg.get("store") == "s3":
+        records = store_fetches(cfg, params)[0]
+        if (cfg.get("order") or "exact") == "block":
+            gets = records / BLOCK_CHUNK_RECORDS
+        elif fetches_whole_chunks(cfg, params):
+            gets = records / records_per_get(EXACT_CHUNK_BYTES, params["record_bytes"])
+        else:
+            gets = records * params.get("gets_per_record", 1.0)
+    else:
+        records = sum(storage_reads(cfg).values())
+    payload = params["record_bytes"] if cfg["payload"] == "encoded" else params.get("decoded_bytes", 0)
+    relay = sum(share for _, _, share in transfers(cfg)) * payload
+    return {"decodes": decodes, "records": records, "gets": gets, "relay_bytes": relay}
+
+
+def cpu_seconds(work, params):
+    """The machine's CPU seconds per delivered image for `work` (cpu_work's, or a run's counters)."""
+    return sum(params.get(key, 0.0) * work[name] for name, key in CPU_TERMS)
+
+
+def calibrate_cpu(runs, terms=None):
+    """{decode_s, read_s, get_s, relay_byte_s} from runs with nothing but the CPU limiting them:
+    [(work per delivered image as cpu_work gives it, measured images/s)]. Least squares of
+    sum(t_k x work_k) = 1 / rate over the runs, every t_k >= 0 (the best of the least-squares
+    fits on each subset of the terms whose solution is non-negative: four terms, 15 subsets).
+    terms: the names to fit (default all four); the others are 0."""
+    names = [n for n, _ in CPU_TERMS if terms is None or n in terms]
+    keys = dict(CPU_TERMS)
+    best = None
+    for mask in range(1, 1 << len(names)):
+        use = [n for i, n in enumerate(names) if mask >> i & 1]
+        t = _least_squares([[w[n] for n in use] for w, _ in runs], [1.0 / r for _, r in runs])
+        if t is None or min(t) < 0:
+            continue
+        resid = sum((sum(ti * w[n] for ti, n in zip(t, use)) - 1.0 / r) ** 2 for w, r in runs)
+        if best is None or resid < best[0] - 1e-18 or (abs(resid - best[0]) <= 1e-18 and len(use) > len(best[1])):
+            best = (resid, use, t)
+    out = {key: 0.0 for _, key in CPU_TERMS}
+    if best is not None:
+        out.update({keys[n]: ti for n, ti in zip(best[1], best[2])})
+    return out
+
+
+def _least_squares(a, b):
+    """x minimising |a x - b| by the normal equations (a few columns, well scaled by the caller
+    or not: solved by Gaussian elimination with partial pivoting); None when singular."""
+    n = len(a[0])
+    m = [[sum(row[i] * row[j] for row in a) for j in range(n)] + [sum(row[i] * bi for row, bi in zip(a, b))]
+         for i in range(n)]
+    scale = [max(abs(m[i][i]), 1e-300) for i in range(n)]
+    for i in range(n):  # equilibrate: columns differ by 10^5 (bytes against decodes)
+        for j in range(n + 1):
+            m[i][j] /= scale[i]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[piv][col]) < 1e-12:
+            return None
+        m[col], m[piv] = m[piv], m[col]
+        for r in range(n):
+            if r != col:
+                k = m[r][col] / m[col][col]
+                m[r] = [x - k * y for x, y in zip(m[r], m[col])]
+    return [m[i][n] / m[i][i] for i in range(n)]
 
 
 def link_bytes_per_image(cfg, params):

@@ -264,6 +264,88 @@ class Cpu(unittest.TestCase):
         rep = model.predict(cfg(mode="replicate", group_size=4, layout="strided"), params)
         self.assertAlmostEqual(rep["bounds"]["cpu"], 1.0 / (1e-3 + 1e-3 / 4))
 
+    def test_cpu_work_counts_gets_by_how_records_come(self):
+        params = dict(PARAMS, records=1000, dataset_fits=True, gets_per_record=0.8)
+        store = dict(store="s3", mode="replicate", group_size=4, layout="strided")
+        # A member needs half of each chunk: whole chunks, 83 records of 100 KB to a GET of 8 MiB.
+        every = model.cpu_work(cfg(readers="all", **store), params)
+        self.assertAlmostEqual(every["records"], 2.0)
+        self.assertAlmostEqual(every["gets"], 2.0 / 83)
+        one = model.cpu_work(cfg(readers="all", whole_chunks=False, **store), params)
+        self.assertAlmostEqual(one["records"], 1.0)
+        self.assertAlmostEqual(one["gets"], 0.8)
+        block = model.cpu_work(cfg(store="s3", order="block"), params)
+        self.assertAlmostEqual(block["gets"], block["records"] / 128)
+
+    def test_cpu_work_counts_every_hop_of_the_relay(self):
+        enc = model.cpu_work(cfg(mode="replicate", group_size=4, layout="strided"), PARAMS)
+        dec = model.cpu_work(cfg(mode="replicate", group_size=4, layout="strided", payload="decoded"), PARAMS)
+        # The chain's three hops per group, each carrying 1/8 of the delivered images.
+        self.assertAlmostEqual(enc["relay_bytes"], 0.75 * 100e3)
+        self.assertAlmostEqual(dec["relay_bytes"], 0.75 * 150e3)
+        self.assertAlmostEqual(dec["decodes"], 0.25)
+        self.assertAlmostEqual(model.cpu_work(cfg(), PARAMS)["relay_bytes"], 0.0)
+
+    def test_calibration_recovers_the_prices_of_the_work(self):
+        truth = {"decode_s": 6e-4, "read_s": 3e-4, "get_s": 4e-4, "relay_byte_s": 2e-9}
+        work = [dict(decodes=1, records=2, gets=0.07, relay_bytes=0),
+                dict(decodes=1, records=0.5, gets=0.02, relay_bytes=72e3),
+                dict(decodes=0.25, records=0.5, gets=0.02, relay_bytes=112e3),
+                dict(decodes=1, records=1, gets=0.9, relay_bytes=0)]
+        got = model.calibrate_cpu([(w, 1.0 / model.cpu_seconds(w, truth)) for w in work])
+        for key, value in truth.items():
+            self.assertAlmostEqual(got[key] / value, 1.0, places=6)
+
+    def test_calibration_never_prices_work_below_zero(self):
+        # The relayed runs ran faster than decoding alone allows: the relay's price would be
+        # negative, so it is 0 and the rest fit without it.
+        work = [dict(decodes=1, records=1, gets=1, relay_bytes=0),
+                dict(decodes=1, records=0.25, gets=0.25, relay_bytes=75e3),
+                dict(decodes=1, records=0.5, gets=0.5, relay_bytes=50e3)]
+        rates = [500.0, 1100.0, 900.0]
+        got = model.calibrate_cpu(list(zip(work, rates)))
+        self.assertTrue(all(v >= 0 for v in got.values()))
+        self.assertEqual(got["relay_byte_s"], 0.0)
+        fit = [1.0 / model.cpu_seconds(w, got) for w in work]
+        for f, r in zip(fit, rates):
+            self.assertLess(abs(f / r - 1), 0.1)
+
+    def test_whole_chunks_of_the_exact_order_fetch_then_decode(self):
+        # Every member needs half of each chunk: whole chunks, the dataset (1,000 records of 100 KB)
+        # twice over per member's share in epoch 1: 11.25 MB/s gives 56.25 images/s of fetching,
+        # then each image's 1 ms decode; epoch 2 fetches nothing and decodes after epoch 1's.
+        params = dict(PARAMS, records=1000, dataset_fits=True)
+        c = cfg(store="s3", store_link_mbit=100, mode="replicate", group_size=4, layout="strided", readers="all")
+        one = model.predict(c, params)
+        self.assertEqual(one["limit"], "fetch, then decode")
+        self.assertAlmostEqual(one["images_per_s"], 1.0 / (1 / 56.25 + 1e-3))
+        two = model.predict(dict(c, epochs=2), params)
+        self.assertAlmostEqual(two["images_per_s"], 2.0 / (1 / 56.25 + 2e-3))
+        # Record by record the fetch streams beside the decode: the smaller bound.
+        self.assertEqual(model.predict(dict(c, whole_chunks=False), params)["limit"], "store link")
+
+    def test_the_block_order_streams_its_chunks(self):
+        params = dict(PARAMS, records=1000, dataset_fits=True)
+        c = cfg(store="s3", store_link_mbit=100, order="block", node_cache=True, epochs=2)
+        self.assertFalse(model.front_loaded(c, params))
+        p = model.predict(c, params)
+        self.assertEqual(p["limit"], "store link")
+        self.assertNotIn("fetch, then decode", p["bounds"])
+
+    def test_all_the_cpu_time_is_a_floor_under_fetch_then_decode(self):
+        params = dict(PARAMS, records=1000, dataset_fits=True, read_s=2e-3)
+        c = cfg(store="s3", mode="replicate", group_size=4, layout="strided", readers="all")
+        p = model.predict(c, params)  # no store link: nothing but the CPU, 1 + 2 x 2 ms an image
+        self.assertAlmostEqual(p["bounds"]["fetch, then decode"], 200.0)
+
+    def test_the_start_up_comes_before_the_runs_images(self):
+        params = dict(PARAMS, records=1000, start_s=0.5)
+        p = model.predict(cfg(), params)  # CPU: 1,000 images/s; 1,000 images in 1 s after 0.5 s
+        self.assertAlmostEqual(p["bounds"]["cpu"], 1000.0)
+        self.assertAlmostEqual(p["images_per_s"], 1000.0 / 1.5)
+        rep = model.predict(cfg(mode="replicate", group_size=4, layout="strided", epochs=2), params)
+        self.assertAlmostEqual(rep["images_per_s"], 8000.0 / (8.0 + 0.5))
+
     def test_the_smallest_bound_wins(self):
         p = model.predict(cfg(storage_mbps=25, link_mbit=1000, group_size=4), PARAMS)
         self.assertEqual(p["limit"], "storage")

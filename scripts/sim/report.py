@@ -24,6 +24,24 @@ def rebuild(out):
     from sim import sweep
     results = load(out)
     calib = [r for r in results if r["section"] == "calibrate"]
+    if calib and calib[0].get("store") == "s3":
+        # The model is priced again from the calibration runs and every run predicted anew (the
+        # model may have changed since the sweep ran; the measurements have not).
+        first = calib[0]
+        record_bytes = first["ddpio_bytes_read"] / max(1, first["records_read"])
+        cfg = {"ranks_per_node": first["ranks_per_node"], "image_size": 224, "group_size": first["group_size"]}
+        leaders = [r for r in calib if r["readers"] == "leader"]
+        records = leaders[0]["records_read"] // max(1, leaders[0].get("epochs") or 1) if leaders else 0
+        runs = [(dict(r, whole_chunks=r.get("whole_chunks")), r) for r in calib]
+        params = sweep.store_params(cfg, record_bytes, runs, records=records)
+        from sim import model
+        for r in results:
+            if r["section"] != "calibrate":
+                p = model.predict(dict(r, store="s3"), params)
+                r.update(predicted_images_per_s=round(p["images_per_s"], 1), predicted_limit=p["limit"],
+                         measured_vs_model=round(r["images_per_s"] / p["images_per_s"], 3))
+        write(out, results, params, record_bytes, sum(r.get("wall_s", 0) for r in results))
+        return
     every = [r["images_per_s"] for r in calib if r["readers"] == "all"]
     leader = [r["images_per_s"] for r in calib if r["readers"] == "leader"]
     if not every or not leader:
@@ -46,7 +64,15 @@ def write(out, results, params, record_bytes, seconds):
         lines += [f"{r0['nodes']} nodes x {r0['ranks_per_node']} ranks on one {os.cpu_count()}-core machine "
                   f"({platform.node()}); batch {r0['batch_size']}, 1 decoding worker per rank; "
                   f"{record_bytes / 1e3:.1f} KB per stored record. Every run starts from cold page caches.", ""]
-    if params:
+    if params and "get_s" in params:
+        lines += [f"Calibration, nothing limited (the runs marked calibrate below, least squares of CPU time "
+                  f"per image over them): {params['decode_s'] * 1e3:.3f} ms of CPU per decode, "
+                  f"{params['read_s'] * 1e3:.3f} ms per record fetched, {params['get_s'] * 1e3:.3f} ms per GET, "
+                  f"{params['relay_byte_s'] * 1e9:.3f} ms per MB relayed between ranks; "
+                  f"{params.get('gets_per_record', 1):.2f} GETs per record record by record; "
+                  f"{params.get('start_s', 0):.2f} s to the first batch. The model: "
+                  "scripts/sim/model.py (docs/PERFORMANCE.md, \"Many hosts\").", ""]
+    elif params:
         rounds = lambda k: ", ".join("%.0f" % x for x in params.get(k) or [])
         lines += [f"Calibration, nothing limited, replicate G=2R: every member reading {params['cpu_rate']:.0f} "
                   f"images/s (rounds {rounds('cpu_rounds')}), the leader reading {params['relay_rate'] or 0:.0f} "
@@ -57,7 +83,8 @@ def write(out, results, params, record_bytes, seconds):
     sections = defaultdict(list)
     for r in results:
         sections[r["section"]].append(r)
-    for name, title in (("grid", "Grid: storage x link x group size"),
+    for name, title in (("calibrate", "Calibration: nothing limited"),
+                        ("grid", "Grid: storage x link x group size"),
                         ("headline", "Replicate against every member reading (medians of interleaved rounds)"),
                         ("shard", "Shard under an IOPS limit, a per-node client cap and a throughput limit"),
                         ("relay", "Replicate relay: chain against star (bytes per node link)"),
@@ -89,6 +116,14 @@ def label(r):
     s = ("train " if r.get("job") == "train" else "") + f"{r['mode']}/{r['payload']} G={r['group_size']}"
     if r["readers"] == "all":
         s += " every member reads"
+    if r.get("order"):
+        s += f", {r['order']} order"
+    if r.get("node_cache"):
+        s += ", a node's cache folder"
+    if r.get("whole_chunks") is not None:
+        s += ", whole chunks" if r["whole_chunks"] else ", record by record"
+    if (r.get("epochs") or 1) > 1:
+        s += f", {r['epochs']} epochs"
     return s
 
 
@@ -264,7 +299,10 @@ def store_plot(plots, store):
     name = "store"
     groups = defaultdict(list)
     for r in store:
-        who = "every member fetching" if r["readers"] == "all" else f"leader fetching, {r['payload']}"
+        if r.get("order"):
+            who = f"shard, {r['order']} order" + (", a node's folder" if r.get("node_cache") else "")
+        else:
+            who = "every member fetching" if r["readers"] == "all" else f"leader fetching, {r['payload']}"
         groups[(r["store_link_mbit"], who)].append(r)
     rows = []
     for (mbit, who), rs in sorted(groups.items()):
@@ -274,7 +312,7 @@ def store_plot(plots, store):
         f.write("\n".join(f"\"{a}\" {b:.1f} {c:.0f}" for a, b, c in rows))
     return [gnuplot(plots, name, f"""set terminal svg size 820,460 dynamic font 'sans,11'
 set output '{name}.svg'
-set title 'Object store, replicate G = 2 x ranks per node: images/s of the job and GETs to the store'
+set title 'Object store: images/s of the job and GETs to the store (replicate G = 2 x ranks per node, or shard)'
 set style data histogram
 set style histogram cluster gap 1
 set style fill solid 0.8

@@ -67,6 +67,8 @@ def run_config(cluster, cfg, params=None, echo=False):
     if cache is not None:
         env["DDPIO_S3_CACHE_DIR"] = cache
         remove_node_caches(cluster.nodes)
+    if s3 and cfg.get("whole_chunks") is not None:
+        env["DDPIO_S3_WHOLE_CHUNKS"] = "1" if cfg["whole_chunks"] else "0"
     t0 = time.monotonic()
     try:
         results = jobs.launch(cluster, cfg["ddpio"], cfg["ranks_per_node"], job_argv(cfg),
@@ -84,7 +86,8 @@ def run_config(cluster, cfg, params=None, echo=False):
         raise SimError(f"{len(ranks)} of {world} ranks printed a result")
     rec = {k: cfg.get(k) for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops",
                                    "node_mbps", "group_size", "mode", "payload", "readers", "layout", "relay",
-                                   "read_ahead", "job", "epochs", "batch_size", "order", "node_cache")}
+                                   "read_ahead", "job", "epochs", "batch_size", "order", "node_cache",
+                                   "whole_chunks", "store_first_byte_ms")}
     rec.update(job_figures(ranks, cfg))
     rec["storage_bytes_read"] = s1[0] - s0[0]  # the store's link: response bytes, HTTP included
     rec["storage_ios"] = s1[1] - s0[1]
@@ -140,5 +143,7 @@ def job_figures(ranks, cfg):
         "ddpio_bytes_read": sum(j["bytes_read"] for j in ordered),
         "ddpio_bytes_sent": sum(j["bytes_sent"] for j in ordered),
         "stall": stall,
+        # The slowest rank's wait for its first batch: with whole chunks, what fills the pipe.
+        "time_to_first_batch_s": round(max(j.get("time_to_first_batch_s", 0.0) for j in ordered), 3),
         **report,
     }

@@ -3,7 +3,9 @@
 One cluster (N nodes x R ranks) is made once; every configuration runs on it with its own link
 rate and storage limits, from cold page caches. Sections:
   calibrate  nothing limited, 3 interleaved rounds: CPU time per decode and per record read (the
-             model's CPU bound) and IOs per record
+             model's CPU bound) and IOs per record; with --store s3, four runs whose counters
+             price a decode, a record fetched, a GET and a byte relayed (model.calibrate_cpu) and
+             the time to the first batch
   grid       storage MB/s x link Mbit/s x (shard/encoded G in 1, R, 2R; replicate/encoded and
              replicate/decoded, G in R, 2R, strided groups, with each replicate baseline where
              every member reads for itself)
@@ -44,6 +46,54 @@ def model_params(cfg, record_bytes, cpu_rate, ios_per_record=1.0, relay_rate=Non
             "ios_per_record": ios_per_record, "records": records,
             "dataset_fits": records > 0 and records * record_bytes <= (
                 (16 << 30) if cfg.get("node_cache") else (256 << 20))}
+
+
+def store_work(rec, cfg):
+    """What a store run did per delivered image, from its counters (model.cpu_work's keys)."""
+    images = max(1, rec["images"] or 0)
+    decodes = 1.0 / cfg["group_size"] if (cfg["mode"] == "replicate" and cfg["payload"] == "decoded"
+                                          and cfg["readers"] == "leader") else 1.0
+    return {"decodes": decodes, "records": rec["store_records_fetched"] / images,
+            "gets": rec["store_requests"] / images, "relay_bytes": rec["ddpio_bytes_sent"] / images}
+
+
+def store_calibration_cfgs(base_cfg, ranks_per_node):
+    """The unshaped runs that price the CPU's four kinds of work with an object store: replicate
+    G=2R with every member fetching (whole chunks: a member needs half of each), and record by
+    record; the leader fetching with the encoded and with the decoded relay."""
+    base = dict(base_cfg, link_mbit=0, mode="replicate", layout="strided", group_size=2 * ranks_per_node)
+    return [dict(base, readers="all"), dict(base), dict(base, payload="decoded"),
+            dict(base, readers="all", whole_chunks=False)]
+
+
+def steady_rate(rec):
+    """A run's images/s after its first batch: its span less its time to the first batch (the
+    start-up, priced apart as the model's start_s), when both are known."""
+    images, rate = rec.get("images") or 0, rec["images_per_s"]
+    start = rec.get("time_to_first_batch_s") or 0.0
+    if images <= 0 or rate <= 0 or start <= 0 or images / rate <= start:
+        return rate
+    return images / (images / rate - start)
+
+
+def store_params(cfg, record_bytes, calib, records):
+    """model_params for an object store, the CPU priced from the calibration runs' counters
+    (model.calibrate_cpu): [(cfg, record)]. cpu_rate / relay_rate are the first two runs' medians,
+    as in the filesystem's calibration, for the report."""
+    def median_of(match):
+        rates = [r["images_per_s"] for c, r in calib if match(c)]
+        return statistics.median(rates) if rates else None
+    every = median_of(lambda c: c["readers"] == "all" and c.get("whole_chunks") is None)
+    leader = median_of(lambda c: c["readers"] == "leader" and c["payload"] == "encoded")
+    params = model_params(cfg, record_bytes, every, 1.0, leader, records=records)
+    params.update(model.calibrate_cpu([(store_work(r, c), steady_rate(r)) for c, r in calib]))
+    starts = [r["time_to_first_batch_s"] for _, r in calib if r.get("time_to_first_batch_s")]
+    params["start_s"] = statistics.median(starts) if starts else 0.0
+    single = [r for c, r in calib if c.get("whole_chunks") is False]
+    if single:
+        params["gets_per_record"] = statistics.median(
+            r["store_requests"] / max(1, r["store_records_fetched"]) for r in single)
+    return params
 
 
 def add_flags(p, ddpio, workdir):
@@ -110,6 +160,8 @@ class Sweep:
         weigh the same in both (a shard G=1 run is 2R times shorter and was 10-30 % slower per
         image for that alone)."""
         g = 2 * self.args.ranks_per_node
+        if self.args.store == "s3":
+            return self.calibrate_store()
         rates, relays, ios = [], [], []
         base = dict(link_mbit=0, mode="replicate", layout="strided", group_size=g)
         for _ in range(1 if self.args.quick else 3):
@@ -126,6 +178,21 @@ class Sweep:
               f"{self.params['relay_rate']:.0f} with the leader reading (G={g}): "
               f"{self.params['decode_s'] * 1e3:.3f} ms of CPU per decode, {self.params['read_s'] * 1e3:.3f} ms "
               f"per record read; {self.params['ios_per_record']:.2f} IOs per record, "
+              f"{self.record_bytes / 1e3:.1f} KB per record", flush=True)
+
+    def calibrate_store(self):
+        """The object store's calibration (store_calibration_cfgs): interleaved rounds, every run
+        a point of the least-squares fit."""
+        calib = []
+        for _ in range(1 if self.args.quick else 3):
+            for c in store_calibration_cfgs(self.cfg(), self.args.ranks_per_node):
+                calib.append((c, self.measure("calibrate", c)))
+        self.params = store_params(self.cfg(), self.record_bytes, calib, self.records)
+        p = self.params
+        print(f"calibrated: CPU per decode {p['decode_s'] * 1e3:.3f} ms, per record fetched "
+              f"{p['read_s'] * 1e3:.3f} ms, per GET {p['get_s'] * 1e3:.3f} ms, per MB relayed "
+              f"{p['relay_byte_s'] * 1e9:.3f} ms; {p['gets_per_record']:.2f} GETs per record record by record; "
+              f"{p['start_s']:.2f} s to the first batch; "
               f"{self.record_bytes / 1e3:.1f} KB per record", flush=True)
 
     def replicate_cfgs(self, **over):
@@ -188,7 +255,8 @@ class Sweep:
     def store(self):
         """The object store behind 100 Mbit/s and 1 Gbit/s (with the default 4 nodes x 2
         ranks): replicate G=2R with every member fetching against the leader fetching, the
-        payload decoded and encoded; interleaved rounds, medians."""
+        payload decoded and encoded; shard mode over two epochs in the exact and the block order,
+        a node's ranks sharing a cache folder; interleaved rounds, medians."""
         g = 2 * self.args.ranks_per_node
         base = dict(mode="replicate", layout="strided", group_size=g)
         cfgs = []
@@ -196,6 +264,11 @@ class Sweep:
             cfgs.append(self.cfg(readers="all", store_link_mbit=mbit, **base))
             cfgs.append(self.cfg(payload="decoded", store_link_mbit=mbit, **base))
             cfgs.append(self.cfg(store_link_mbit=mbit, **base))
+            # Both orders over two epochs, shard mode, a node's ranks sharing a cache folder: the
+            # exact order under the chunk-share rule (a node needs 1/4 of each chunk: the records
+            # asked for) and the block order (whole chunks of its own).
+            for order in ("exact", "block"):
+                cfgs.append(self.cfg(order=order, node_cache=True, epochs=2, store_link_mbit=mbit))
         for _ in range(1 if self.args.quick else 3):
             for c in cfgs:
                 self.measure("store", c)
