@@ -2,14 +2,13 @@
 // files, as `ddpio convert --val-labels/--synsets` reads them): the input is written to a file and
 // read as labels with a fixed map_clsloc.txt, then as the synset file of a fixed ground truth.
 // Whatever is accepted must hold labels that index its sorted, unique classes.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "ddpio/convert/imagenet_labels.h"
+#include "tests/fuzz/scratch.h"
 
 namespace {
 
@@ -36,9 +35,9 @@ void CheckLabels(const absl::StatusOr<ddpio::convert::ValLabels>& labels) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string prefix = "/dev/shm/ddpio-fuzz-imagenet-" + std::to_string(getpid());
-  static const std::string input = prefix + "-input", synsets = prefix + "-synsets",
-                           ground_truth = prefix + "-gt";
+  static const ddpio::fuzz::Scratch scratch("imagenet");
+  static const std::string input = scratch.Path("input"), synsets = scratch.Path("synsets"),
+                           ground_truth = scratch.Path("gt");
   static const bool fixed_files_written = [] {
     const std::string map = "n02119789 1 kit_fox\nn02100735 2 English_setter\nn01440764 3 tench\n";
     const std::string gt = "3\n1\n2\n";

@@ -1,14 +1,14 @@
 // Caffe-style list files ("relative/path label" per line), as `ddpio convert --list` reads them.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "ddpio/convert/convert_sources.h"
+#include "tests/fuzz/scratch.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/dev/shm/ddpio-fuzz-list-" + std::to_string(getpid()) + ".txt";
+  static const ddpio::fuzz::Scratch scratch("list");
+  static const std::string path = scratch.Path("list.txt");
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

@@ -1,6 +1,7 @@
 #include "ddpio/storage/s3/node_signal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,37 @@ namespace {
 
 constexpr size_t kFileBytes = 4096;
 
+// Whether `fd` is the file at `path` now (not one removed since it was opened).
+bool StillThere(int fd, const std::string& path) {
+  struct stat open_st {
+  }, path_st{};
+  return ::fstat(fd, &open_st) == 0 && ::lstat(path.c_str(), &path_st) == 0 &&
+         open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
+}
+
+// Opens the file at `path` (made when missing) holding a shared lock on it, so that no other
+// client removes it while this one uses it; a file removed between the open and the lock (its
+// last user closing) is let go and the new one opened. -errno on failure.
+int OpenLocked(const std::string& path) {
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    int locked;
+    do {
+      locked = ::flock(fd, LOCK_SH);  // waits only while a last user checks and removes
+    } while (locked != 0 && errno == EINTR);
+    if (locked != 0) {
+      const int error = errno;
+      ::close(fd);
+      return -error;
+    }
+    // Removed meanwhile: its last user held it exclusively. Not a loop without end: each round
+    // needs another client to have closed the file in between; after 8 use what is open.
+    if (attempt >= 8 || StillThere(fd, path)) return fd;
+    ::close(fd);
+  }
+}
+
 absl::Status Refused(const std::string& path, const std::string& why, bool remove_it = false) {
   return absl::FailedPreconditionError(
       absl::StrCat("the node's store signal ", path, ": ", why,
@@ -40,9 +72,9 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
   const std::string path =
       absl::StrFormat("%s/ddpio-store-signal-%d-%016x", dir, static_cast<int>(::geteuid()),
                       static_cast<uint64_t>(std::hash<std::string>{}(key)));
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int fd = OpenLocked(path);
   if (fd < 0) {
-    const int error = errno;  // ELOOP: a symlink there
+    const int error = -fd;  // ELOOP: a symlink there
     return Refused(path, absl::StrCat("cannot open it: ", std::strerror(error)), error == ELOOP);
   }
   struct stat st {};
@@ -63,13 +95,20 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
     return bad;
   }
   void* map = ::mmap(nullptr, kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED)
-    return Refused(path, absl::StrCat("cannot map it: ", std::strerror(errno)));
-  return std::unique_ptr<NodeSignal>(new NodeSignal(path, static_cast<Shared*>(map)));
+  if (map == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    return Refused(path, absl::StrCat("cannot map it: ", std::strerror(error)));
+  }
+  return std::unique_ptr<NodeSignal>(new NodeSignal(path, fd, static_cast<Shared*>(map)));
 }
 
-NodeSignal::~NodeSignal() { ::munmap(shared_, kFileBytes); }
+NodeSignal::~NodeSignal() {
+  ::munmap(shared_, kFileBytes);
+  // The last user: no other holds the shared lock. Remove the file unless it was replaced.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0 && StillThere(fd_, path_)) ::unlink(path_.c_str());
+  ::close(fd_);  // lets go of the lock
+}
 
 void NodeSignal::Raise(Clock::time_point now) {
   shared_->latest_ns.store(

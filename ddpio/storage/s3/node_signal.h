@@ -6,6 +6,11 @@
 // mapped into each (by default under /dev/shm, named by the user and the store's endpoint): the
 // steady clock's time of the latest push-back, an atomic every process reads and writes.
 //
+// The file lives as long as a client uses it: each holds a shared lock (flock) on it, and the last
+// to close it — the one that can take the lock exclusively — removes it, so nothing is left in
+// /dev/shm after a job (a file left by a killed process goes when the next job's last client
+// closes). A client that opened a file being removed opens the new one instead.
+//
 // Nothing in the file is trusted beyond that one time: a time in the future (a damaged or foreign
 // file) is ignored and overwritten by the next push-back. A file that is not a regular file of
 // this user (a symlink, a directory, another user's) is refused: Open's error names it, and a
@@ -46,9 +51,11 @@ class NodeSignal {
 
  private:
   struct Shared;
-  NodeSignal(std::string path, Shared* shared) : path_(std::move(path)), shared_(shared) {}
+  NodeSignal(std::string path, int fd, Shared* shared)
+      : path_(std::move(path)), fd_(fd), shared_(shared) {}
 
   std::string path_;
+  int fd_;          // open, holding the shared lock, until the destructor
   Shared* shared_;  // the file's mapping
 };
 

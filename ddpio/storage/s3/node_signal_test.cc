@@ -90,5 +90,49 @@ TEST(NodeSignal, AFileThatIsNotThisUsersPlainFileIsRefusedNamingIt) {
   EXPECT_CODE(NodeSignal::Open("k", dir.Sub("missing")), kFailedPrecondition);
 }
 
+TEST(NodeSignal, TheLastClientToCloseRemovesTheFile) {
+  testing::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto a, NodeSignal::Open("http://store:7480", dir.path().string()));
+  ASSERT_OK_AND_ASSIGN(auto b, NodeSignal::Open("http://store:7480", dir.path().string()));
+  const std::string path = a->path();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  a.reset();
+  EXPECT_TRUE(std::filesystem::exists(path)) << "b still uses it";
+  b->Raise(Clock::now());
+  b.reset();
+  EXPECT_FALSE(std::filesystem::exists(path)) << "left behind by its last client";
+}
+
+TEST(NodeSignal, AFileAKilledClientLeftGoesWithTheNextLastClient) {
+  testing::TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // opens the signal and dies without closing it
+    auto mine = NodeSignal::Open("k", dir.path().string());
+    ::_exit(mine.ok() ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_OK_AND_ASSIGN(auto next, NodeSignal::Open("k", dir.path().string()));
+  const std::string path = next->path();
+  ASSERT_TRUE(std::filesystem::exists(path)) << "the killed client's file, reused";
+  next.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(NodeSignal, AClientWhoseFileWasReplacedLeavesTheNewOneToItsUsers) {
+  testing::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto old_user, NodeSignal::Open("k", dir.path().string()));
+  const std::string path = old_user->path();
+  std::filesystem::remove(path);  // as its last user would have, had the lock not been held
+  ASSERT_OK_AND_ASSIGN(auto new_user, NodeSignal::Open("k", dir.path().string()));
+  old_user.reset();
+  EXPECT_TRUE(std::filesystem::exists(path)) << "the new file, removed by a client not using it";
+  new_user->Raise(Clock::now());
+  new_user.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 }  // namespace
 }  // namespace ddpio::storage::s3
