@@ -147,7 +147,8 @@ nlohmann::json StoreCountersJson(const storage::remote::RemoteCounters& c) {
           {"peer_chunks", c.peer_chunks},
           {"served_evicted", c.served_evicted},
           {"throttles", c.throttles},
-          {"rate_limit_per_s", c.rate_limit_per_s}};
+          {"rate_limit_per_s", c.rate_limit_per_s},
+          {"in_flight_window_max", c.in_flight_window_max}};
 }
 
 std::string StoreCountersText(const storage::remote::RemoteCounters& c) {

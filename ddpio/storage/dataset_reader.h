@@ -90,8 +90,8 @@ struct ReaderOptions {
   // default): Open and Peek of an s3:// path resolve them once per call, from the process
   // environment, as ResolveStoreSettings(CurrentEnvironment(), store_overrides) — the AWS tools'
   // variables and files, DDPIO_S3_CACHE_DIR, DDPIO_S3_CACHE_GB, DDPIO_S3_MEMORY_MB,
-  // DDPIO_S3_COALESCE_KB, DDPIO_S3_OUTAGE_SECONDS — so that every program reads them the same
-  // way without code of its own.
+  // DDPIO_S3_COALESCE_KB, DDPIO_S3_OUTAGE_SECONDS, DDPIO_S3_MAX_IN_FLIGHT — so that every program
+  // reads them the same way without code of its own.
   std::optional<StoreSettings> store_settings;
   // Explicit values: each one given wins over its variable, and over store_settings' value when
   // those are given too (an empty StoreOverrides, the default, leaves everything to the

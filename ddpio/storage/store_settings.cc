@@ -64,6 +64,18 @@ absl::StatusOr<std::optional<std::chrono::milliseconds>> GiveUpAfterFrom(const E
   return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
 }
 
+absl::StatusOr<std::optional<int>> InFlightLimitFrom(const Environment& env) {
+  const std::string s = EnvValue(env, "DDPIO_S3_MAX_IN_FLIGHT");
+  if (s.empty()) return std::nullopt;
+  int v = 0;
+  if (!absl::SimpleAtoi(s, &v) || v < 1 || v > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DDPIO_S3_MAX_IN_FLIGHT=", s,
+                     " is not a number of GETs from 1 to 1024: the most a reader keeps in flight"));
+  }
+  return v;
+}
+
 absl::StatusOr<std::optional<bool>> WholeChunksFrom(const Environment& env) {
   const std::string v = EnvValue(env, "DDPIO_S3_WHOLE_CHUNKS");
   if (v.empty()) return std::nullopt;
@@ -95,6 +107,7 @@ void ApplyStoreOverrides(const StoreOverrides& x, StoreSettings* settings) {
   if (x.coalesce_gap.has_value()) ro.coalesce_gap = *x.coalesce_gap;
   if (x.memory_bytes.has_value()) ro.memory_bytes = *x.memory_bytes;
   if (x.give_up_after.has_value()) ro.retry.give_up_after = *x.give_up_after;
+  if (x.in_flight_limit.has_value()) ro.in_flight_limit = *x.in_flight_limit;
   if (x.whole_chunks.has_value()) {
     ro.whole_chunks = *x.whole_chunks;
     if (*x.whole_chunks) ro.min_chunk_share = 0;  // asked for: whatever share of them is needed
@@ -122,6 +135,8 @@ absl::StatusOr<StoreSettings> ResolveStoreSettings(const Environment& env,
   DDPIO_RETURN_IF_ERROR(
       FromEnvironment(x.give_up_after, GiveUpAfterFrom, env, &ro.retry.give_up_after));
   DDPIO_RETURN_IF_ERROR(FromEnvironment(x.whole_chunks, WholeChunksFrom, env, &ro.whole_chunks));
+  DDPIO_RETURN_IF_ERROR(
+      FromEnvironment(x.in_flight_limit, InFlightLimitFrom, env, &ro.in_flight_limit));
   // DDPIO_S3_WHOLE_CHUNKS=1 asks for whole chunks whatever share of them a reader needs
   // (RemoteOptions::min_chunk_share); unset, only from that share on.
   if (!x.whole_chunks.has_value() && EnvValue(env, "DDPIO_S3_WHOLE_CHUNKS") == "1") {

@@ -24,6 +24,8 @@
 //   DDPIO_S3_MEMORY_MB        memory_bytes, in MiB (>= 1; default 256)
 //   DDPIO_S3_COALESCE_KB      coalesce_gap, in KiB (default 64)
 //   DDPIO_S3_OUTAGE_SECONDS   retry.give_up_after, in seconds (> 0, at most a week; default 300)
+//   DDPIO_S3_MAX_IN_FLIGHT    in_flight_limit: the most GETs a reader's window opens to (1-1024;
+//                             default 128; at or below max_in_flight, 16: a fixed 16)
 // Pure functions (the AWS shared files excepted, read when no s3 override is given); thread-safe.
 #ifndef DDPIO_STORAGE_STORE_SETTINGS_H_
 #define DDPIO_STORAGE_STORE_SETTINGS_H_
@@ -63,6 +65,7 @@ struct StoreOverrides {
   std::optional<uint64_t> coalesce_gap;                    // instead of DDPIO_S3_COALESCE_KB
   std::optional<std::chrono::milliseconds> give_up_after;  // instead of DDPIO_S3_OUTAGE_SECONDS
   std::optional<bool> whole_chunks;                        // instead of DDPIO_S3_WHOLE_CHUNKS
+  std::optional<int> in_flight_limit;                      // instead of DDPIO_S3_MAX_IN_FLIGHT
   // RemoteOptions::chunk_order_records: set by the pipeline for the block order (no variable).
   std::optional<uint64_t> chunk_order_records;
   std::optional<uint64_t> order_chunk_records;    // RemoteOptions::order_chunk_records, likewise

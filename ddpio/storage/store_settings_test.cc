@@ -40,6 +40,7 @@ Environment Everything() {
   env["DDPIO_S3_MEMORY_MB"] = "100";
   env["DDPIO_S3_COALESCE_KB"] = "8";
   env["DDPIO_S3_OUTAGE_SECONDS"] = "30";
+  env["DDPIO_S3_MAX_IN_FLIGHT"] = "40";
   return env;
 }
 
@@ -65,6 +66,7 @@ TEST(StoreSettings, WithNoVariableAndNoExplicitValueTheDefaultsHold) {
   // What no variable names keeps RemoteOptions' defaults.
   EXPECT_EQ(s.remote.max_request_bytes, defaults.max_request_bytes);
   EXPECT_EQ(s.remote.max_in_flight, defaults.max_in_flight);
+  EXPECT_EQ(s.remote.in_flight_limit, 128);
   EXPECT_EQ(s.remote.retry.base_delay, defaults.retry.base_delay);
 }
 
@@ -76,6 +78,7 @@ TEST(StoreSettings, EachVariableSetsItsFieldWhenNoExplicitValueIsGiven) {
   EXPECT_EQ(s.remote.memory_bytes, 100 * kMiB);
   EXPECT_EQ(s.remote.coalesce_gap, 8 * kKiB);
   EXPECT_EQ(s.remote.retry.give_up_after, std::chrono::seconds(30));
+  EXPECT_EQ(s.remote.in_flight_limit, 40);
 }
 
 // Whole chunks asked for — DDPIO_S3_WHOLE_CHUNKS=1, or explicitly — are fetched whatever share of
@@ -127,6 +130,8 @@ TEST(StoreSettings, EachExplicitValueWinsOverItsVariableAndOnlyItsOwn) {
        [](StoreSettings* s) { s->remote.coalesce_gap = 0; }},
       {"give_up_after", [](StoreOverrides* x) { x->give_up_after = std::chrono::seconds(2); },
        [](StoreSettings* s) { s->remote.retry.give_up_after = std::chrono::seconds(2); }},
+      {"in_flight_limit", [](StoreOverrides* x) { x->in_flight_limit = 16; },
+       [](StoreSettings* s) { s->remote.in_flight_limit = 16; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.field);
@@ -143,6 +148,7 @@ TEST(StoreSettings, EachExplicitValueWinsOverItsVariableAndOnlyItsOwn) {
     EXPECT_EQ(s.remote.memory_bytes, want.remote.memory_bytes);
     EXPECT_EQ(s.remote.coalesce_gap, want.remote.coalesce_gap);
     EXPECT_EQ(s.remote.retry.give_up_after, want.remote.retry.give_up_after);
+    EXPECT_EQ(s.remote.in_flight_limit, want.remote.in_flight_limit);
   }
 }
 
@@ -191,6 +197,8 @@ TEST(StoreSettings, EachBadVariableIsRefusedNamingItAndItsValue) {
       {"DDPIO_S3_COALESCE_KB", "1048577"}, {"DDPIO_S3_COALESCE_KB", "big"},
       {"DDPIO_S3_OUTAGE_SECONDS", "0"},    {"DDPIO_S3_OUTAGE_SECONDS", "soon"},
       {"DDPIO_S3_OUTAGE_SECONDS", "-1"},   {"DDPIO_S3_OUTAGE_SECONDS", "9999999999"},
+      {"DDPIO_S3_MAX_IN_FLIGHT", "0"},     {"DDPIO_S3_MAX_IN_FLIGHT", "1025"},
+      {"DDPIO_S3_MAX_IN_FLIGHT", "many"},
   };
   for (const auto& [name, value] : bad) {
     Environment env = StoreOnly();

@@ -83,8 +83,12 @@ MIN_CHUNK_SHARE = 0.5
 BLOCK_CHUNK_RECORDS = 128
 # RemoteOptions::max_request_bytes: the exact order's whole chunk, one GET.
 EXACT_CHUNK_BYTES = 8 << 20
-# The remote reader's GETs in flight (storage/remote/remote_options.h, max_in_flight).
+# The remote reader's GETs in flight: at least max_in_flight (storage/remote/remote_options.h),
+# opening up to in_flight_limit while its responses' mean size times the window stays within 64 MiB
+# (storage/s3/in_flight_window.h).
 DEFAULT_IN_FLIGHT = 16
+IN_FLIGHT_LIMIT = 128
+IN_FLIGHT_BYTES = 64 << 20
 
 
 def groups(world, g, layout):
@@ -221,8 +225,8 @@ def store_bounds(cfg, params):
     if cfg.get("store_first_byte_ms", 0) > 0:
         transfer = p * params["record_bytes"] / params["store_get_bytes_per_s"] \
             if params.get("store_get_bytes_per_s", 0) > 0 else 0.0
-        rho = little_rate(params.get("store_in_flight", DEFAULT_IN_FLIGHT), cfg["store_first_byte_ms"] / 1e3,
-                          transfer) * p
+        in_flight = params.get("store_in_flight") or in_flight_window(p * params["record_bytes"])
+        rho = little_rate(in_flight, cfg["store_first_byte_ms"] / 1e3, transfer) * p
         out["store latency"] = fetchers * rho / f
     if cfg.get("store_node_mbit", 0) > 0:
         worst = max(store_node_fetches(cfg).values())
@@ -237,6 +241,13 @@ def little_rate(in_flight, first_byte_s, transfer_s=0.0):
     """Requests a second a reader completes with `in_flight` outstanding, each held for the first
     byte's latency plus its transfer (Little's law, L = lambda * W, solved for lambda)."""
     return in_flight / (first_byte_s + transfer_s)
+
+
+def in_flight_window(get_bytes, floor=DEFAULT_IN_FLIGHT, limit=IN_FLIGHT_LIMIT, max_bytes=IN_FLIGHT_BYTES):
+    """The most GETs of get_bytes a reader's window opens to: the limit, or what max_bytes holds of
+    them, never below the floor (the window opens only as far as the rate needs: this is its most)."""
+    by_bytes = int(max_bytes // get_bytes) if get_bytes > 0 else limit
+    return max(floor, min(limit, by_bytes))
 
 
 def in_flight_needed(requests_per_s, first_byte_s, transfer_s=0.0):

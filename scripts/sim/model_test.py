@@ -83,6 +83,12 @@ class StoreAtScale(unittest.TestCase):
         self.assertAlmostEqual(model.little_rate(16, 0.030, 0.010), 400.0)  # the transfer holds it too
         self.assertAlmostEqual(model.little_rate(32, 0.030), 2 * model.little_rate(16, 0.030))
 
+    def test_the_in_flight_window_opens_for_small_gets_only(self):
+        self.assertEqual(model.in_flight_window(100e3), 128)  # records: the limit
+        self.assertEqual(model.in_flight_window(1 << 20), 64)  # 64 MiB of 1 MiB
+        self.assertEqual(model.in_flight_window(8 << 20), 16)  # whole chunks: the floor
+        self.assertEqual(model.in_flight_window(100e3, limit=16), 16)  # DDPIO_S3_MAX_IN_FLIGHT=16
+
     def test_in_flight_needed_inverts_the_bound(self):
         self.assertEqual(model.in_flight_needed(2000, 0.030), 60)  # 2,000/s x 30 ms
         self.assertEqual(model.in_flight_needed(2000, 0.030, 0.0005), 61)  # exactly 61 in flight suffice
@@ -141,10 +147,10 @@ class StoreBounds(unittest.TestCase):
 
     def test_little_bound_scales_with_fetchers_and_records_per_get(self):
         every = model.predict(cfg(**self.S3, store_first_byte_ms=30), PARAMS)["bounds"]["store latency"]
-        self.assertAlmostEqual(every, 8 * 16 / 0.030)  # 8 ranks each fetching its own
+        self.assertAlmostEqual(every, 8 * 128 / 0.030)  # 8 ranks each fetching its own, window open
         lead = model.predict(cfg(**self.S3, store_first_byte_ms=30, mode="replicate", group_size=4),
                              PARAMS)["bounds"]["store latency"]
-        self.assertAlmostEqual(lead, 2 * 16 / 0.030 * 4)  # 2 leaders, each GET worth 4 images
+        self.assertAlmostEqual(lead, 2 * 128 / 0.030 * 4)  # 2 leaders, each GET worth 4 images
         chunks = model.predict(cfg(**self.S3, store_first_byte_ms=30),
                                dict(PARAMS, records_per_request=128, store_get_bytes_per_s=128 * 100e3 / 0.010,
                                     store_in_flight=4))["bounds"]["store latency"]

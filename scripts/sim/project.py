@@ -85,7 +85,10 @@ def parse_args(argv):
                             "plan one request per 85-90 MB/s; 0: only the node's link shared among its GETs)")
     reader = p.add_argument_group("ddpio's reader")
     reader.add_argument("--in-flight", type=int, default=model.DEFAULT_IN_FLIGHT,
-                        help="GETs in flight per reader (default 16, max_in_flight)")
+                        help="GETs in flight per reader at least (default 16, max_in_flight; the window starts there)")
+    reader.add_argument("--in-flight-limit", type=int, default=model.IN_FLIGHT_LIMIT,
+                        help="GETs in flight per reader at most (default 128, DDPIO_S3_MAX_IN_FLIGHT): the window "
+                             "opens to it for GETs small enough that 64 MiB holds that many")
     reader.add_argument("--whole-chunk-mib", type=float, default=8,
                         help="chunked exact: most one whole-chunk GET reaches, MiB (default 8, max_request_bytes)")
     reader.add_argument("--block-chunk", type=int, default=128, help="block order: records a chunk (default 128)")
@@ -117,6 +120,7 @@ def job_of(args):
         "records": args.records, "record_bytes": record_bytes, "dataset_bytes": args.records * record_bytes,
         "images_per_s": rate, "epoch_s": args.records / rate, "reader_rate": args.images_per_s_per_gpu,
         "node_bytes_per_s": node_bps, "first_byte_s": args.first_byte_ms / 1e3, "in_flight": args.in_flight,
+        "in_flight_limit": max(args.in_flight, args.in_flight_limit), "get_cap_bytes_per_s": args.get_mb_s * 1e6,
         # One GET's share of the node's link when every reader of the node keeps its GETs in flight.
         "get_bytes_per_s": model.get_bandwidth(node_bps, args.gpus_per_node * args.in_flight, args.get_mb_s * 1e6),
         "store_rps": args.gets_per_s_per_prefix * args.prefixes, "per_prefix": args.gets_per_s_per_prefix,
@@ -197,8 +201,11 @@ def chunked_block(args, job):
 def reader_terms(job, row):
     """A reader's Little bound in records/s, whether it covers its GPU, and the GETs in flight
     that would."""
-    transfer = row["get_bytes"] / job["get_bytes_per_s"]
-    gets_per_s = model.little_rate(job["in_flight"], job["first_byte_s"], transfer)
+    row["in_flight"] = model.in_flight_window(row["get_bytes"], job["in_flight"], job["in_flight_limit"])
+    get_bytes_per_s = model.get_bandwidth(job["node_bytes_per_s"], job["per_node"] * row["in_flight"],
+                                          job["get_cap_bytes_per_s"])
+    transfer = row["get_bytes"] / get_bytes_per_s
+    gets_per_s = model.little_rate(row["in_flight"], job["first_byte_s"], transfer)
     needed_gets = job["reader_rate"] / row["records_per_get"]
     row["transfer_s"] = transfer
     row["little_records_per_s"] = gets_per_s * row["records_per_get"]
@@ -270,7 +277,8 @@ def markdown(args, job, rows):
         f"{job['nodes']} nodes x {job['per_node']} GPUs at {job['reader_rate']:,.0f} images/s each = "
         f"{job['images_per_s']:,.0f} images/s; {job['records']:,} records of {size(job['record_bytes'])} "
         f"({size(job['dataset_bytes'])}): an epoch every {job['epoch_s']:.2f} s. First byte "
-        f"{args.first_byte_ms:g} ms, {job['in_flight']} GETs in flight a reader, {args.node_gbit:g} Gbit/s a "
+        f"{args.first_byte_ms:g} ms, {job['in_flight']}–{job['in_flight_limit']} GETs in flight a reader (its "
+        f"window), {args.node_gbit:g} Gbit/s a "
         f"node (one GET: {job['get_bytes_per_s'] / 1e6:.0f} MB/s), {args.prefixes} "
         f"prefix{'es' if args.prefixes != 1 else ''} at {prefix}.",
         "",
@@ -288,13 +296,14 @@ def markdown(args, job, rows):
                 f"epoch {e}: {g:,.0f}" for e, g in r["gets_by_epoch"].items()) + "."]
     lines += [
         "",
-        f"| strategy | a reader needs, records/s | its Little bound ({job['in_flight']} in flight, "
+        f"| strategy | a reader needs, records/s | its Little bound (its window's most in flight, "
         f"{args.first_byte_ms:g} ms) | covered? (in flight needed) | node link needed, epoch 1 "
         f"| epoch 1 takes (binds) | time to first batch |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['strategy']} | {job['reader_rate']:,.0f} | {r['little_records_per_s']:,.0f} "
+                     f"({r['in_flight']}) "
                      f"| {'yes' if r['little_covers'] else 'no'} ({r['in_flight_needed']:,}) "
                      f"| {r['node_gbit_needed']:,.1f} Gbit/s | {r['epoch1_s']:,.2f} s ({r['epoch1_bound']}) "
                      f"| {r['ttfb_s']:.2f} s |")
@@ -314,16 +323,24 @@ def checks():
     """[(what, measured, model, why)]: each a figure measured on this machine and the model's
     prediction from the terms above, with nothing fitted to that figure."""
     out = []
-    # The delaying proxy's table: one reader, 16 in flight, 30 ms to the first byte. The exact
-    # order fetches record by record: Little's bound 533 records/s against the same reader
-    # without the delay (545 images/s, its CPU bound with the gateway on the same cores).
+    # The delaying proxy's table: one reader, 16 in flight (measured before the window opened
+    # beyond them), 30 ms to the first byte. The exact order fetches record by record: Little's
+    # bound 533 records/s against the same reader without the delay (545 images/s, its CPU bound
+    # with the gateway on the same cores).
     cfg = {"nodes": 1, "ranks_per_node": 1, "link_mbit": 0, "storage_mbps": 0, "storage_iops": 0,
            "node_mbps": 0, "group_size": 1, "mode": "shard", "payload": "encoded", "readers": "all",
            "layout": "contiguous", "store": "s3", "store_first_byte_ms": 30}
-    params = {"record_bytes": 93e3, "decoded_bytes": 0, "decode_s": 1 / 545, "read_s": 0.0, "ios_per_record": 1.0}
+    params = {"record_bytes": 93e3, "decoded_bytes": 0, "decode_s": 1 / 545, "read_s": 0.0, "ios_per_record": 1.0,
+              "store_in_flight": 16}
     p = model.predict(cfg, params)
     out.append(("exact order, 30 ms first byte, images/s", 433, p["images_per_s"],
                 f"bound: {p['limit']} (Little 16 / 0.030 s = 533; CPU 545 without the delay)"))
+    # The same with the window held at 16 (DDPIO_S3_MAX_IN_FLIGHT=16), 4,500 records, against the
+    # local reader's 1,632 images/s in the same rounds: Little binds.
+    params = dict(params, record_bytes=95e3, decode_s=1 / 1632)
+    p = model.predict(cfg, params)
+    out.append(("exact order, 30 ms, window held at 16, images/s (4,500 records)", 513, p["images_per_s"],
+                f"bound: {p['limit']} (Little 16 / 0.030 s = 533; the local reader 1,632)"))
     # The block order behind the same proxy: Little allows 16 x 128 records per (30 ms + a chunk's
     # transfer), far above; the machine's CPU binds: the local reader's 1,410 images/s plus the
     # proxy's own 2.0 CPU-seconds an epoch of 4,500 images on the same 2 cores.

@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<s3::ObjectStore>> RemoteDataset::MakeClient(
   s3::S3ClientOptions client_options;
   client_options.retry = options.retry;
   client_options.max_in_flight = std::max(1, options.max_in_flight);
+  client_options.in_flight_limit = options.in_flight_limit;
   client_options.max_requests_per_s = options.max_requests_per_s;
   return s3::OpenObjectStore(config, client_options);
 }
@@ -318,6 +319,7 @@ RemoteCounters RemoteDataset::counters() const {
   c.bytes = http.bytes_received;
   c.throttles = http.throttles;
   c.rate_limit_per_s = http.rate_limit_per_s;
+  c.in_flight_window_max = http.in_flight_window_max;
   return c;
 }
 

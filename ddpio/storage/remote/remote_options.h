@@ -42,7 +42,11 @@ struct RemoteOptions {
   // dropped), up to max_request_bytes a GET.
   uint64_t coalesce_gap = uint64_t{64} << 10;
   uint64_t max_request_bytes = uint64_t{8} << 20;
-  int max_in_flight = 16;  // GETs at once
+  int max_in_flight = 16;  // GETs at once, at least
+  // GETs at once at most: the client opens its window up to this many when the store's latency
+  // needs more in flight for the rate it is asked for (Little's law: a reader 30 ms from its store
+  // gets 16 / 0.03 s = 533 records a second with 16; s3/in_flight_window.h).
+  int in_flight_limit = 128;
   // Requests a second this reader may send (0: no cap); either way its rate falls when the store
   // says it is overrun and grows back after (s3/rate_governor.h).
   double max_requests_per_s = 0;
@@ -131,6 +135,8 @@ struct RemoteCounters {
   // reader's governor allows now (0: unlimited).
   uint64_t throttles = 0;
   double rate_limit_per_s = 0;
+  // The most GETs in flight the client's window allowed (RemoteOptions::in_flight_limit).
+  int in_flight_window_max = 0;
 };
 
 }  // namespace ddpio::storage::remote

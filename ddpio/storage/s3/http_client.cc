@@ -162,7 +162,8 @@ struct HttpClient::Impl {
     std::string endpoint;             // "host:port", for messages
     bool sent_session_token = false;  // for RefusesCredentials
     int attempts = 0;
-    Clock::time_point first_start;  // of the first attempt: the retry budget counts from here
+    Clock::time_point first_start;    // of the first attempt: the retry budget counts from here
+    Clock::time_point attempt_start;  // of this attempt: the in-flight window's time taken
     Clock::time_point not_before;
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
@@ -192,6 +193,7 @@ struct HttpClient::Impl {
   bool stop = false;                             // guarded by mu
   HttpCounters counts;                           // guarded by mu
   std::optional<RateGovernor> governor;          // guarded by mu; made by Create
+  std::optional<InFlightWindow> window;          // guarded by mu; made by Create
   // The node's other clients of this store (Options::node_signal_key; null: none), and the latest
   // push-back of theirs already heard (guarded by mu).
   std::unique_ptr<NodeSignal> node;
@@ -313,7 +315,8 @@ struct HttpClient::Impl {
     t->out_of_memory = false;
     t->error_body_cut = false;
     t->error[0] = '\0';
-    if (t->attempts++ == 0) t->first_start = Clock::now();
+    t->attempt_start = Clock::now();
+    if (t->attempts++ == 0) t->first_start = t->attempt_start;
     CURL* e = curl_easy_init();
     t->easy = e;
     curl_easy_setopt(e, CURLOPT_URL, t->request.url.c_str());
@@ -507,6 +510,9 @@ struct HttpClient::Impl {
         }
       } else if (answered_ok) {
         governor->Succeeded(now);
+        window->Completed(t->attempt_start, now,
+                          static_cast<uint64_t>(std::max<int64_t>(0, e.received)));
+        counts.in_flight_window_max = std::max(counts.in_flight_window_max, window->size(now));
       }
       counts.throttles = governor->throttles();
       counts.rate_limit_per_s = governor->rate_per_s();
@@ -568,7 +574,7 @@ struct HttpClient::Impl {
           it = waiting.erase(it);
         }
         HearNodeLocked(now);
-        const size_t room = static_cast<size_t>(options.max_in_flight);
+        const size_t room = static_cast<size_t>(window->size(now));
         while (!stopping && !admit_at.has_value() && !queued.empty() &&
                running.size() + waiting.size() + starting.size() < room) {
           if ((admit_at = governor->Admit(now))) break;
@@ -642,6 +648,11 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   g.max_per_s = std::max(0.0, options.max_requests_per_s);
   impl->governor.emplace(g, Clock::now());
   impl->counts.rate_limit_per_s = impl->governor->rate_per_s();
+  InFlightWindow::Options w;
+  w.min = impl->options.max_in_flight;
+  w.max = std::max(w.min, options.in_flight_limit);
+  impl->window.emplace(w, Clock::now());
+  impl->counts.in_flight_window_max = w.min;
   if (!options.node_signal_key.empty()) {
     absl::StatusOr<std::unique_ptr<NodeSignal>> node =
         NodeSignal::Open(options.node_signal_key, options.node_signal_dir);
@@ -656,8 +667,7 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   }
   impl->multi = curl_multi_init();
   if (impl->multi == nullptr) return absl::InternalError("curl_multi_init failed");
-  curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-                    static_cast<long>(impl->options.max_in_flight));
+  curl_multi_setopt(impl->multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(w.max));
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Loop(); });
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/storage/s3/in_flight_window.h"
 #include "ddpio/storage/s3/node_signal.h"
 #include "ddpio/storage/s3/retry_policy.h"
 
@@ -70,13 +71,19 @@ struct HttpCounters {
   // governor allows now, requests a second (0: unlimited; rate_governor.h).
   uint64_t throttles = 0;
   double rate_limit_per_s = 0;
+  // The most requests the client's in-flight window held at once (in_flight_window.h).
+  int in_flight_window_max = 0;
 };
 
 class HttpClient {
  public:
   struct Options {
     RetryPolicy retry;
-    int max_in_flight = 32;  // transfers at once; more wait in order
+    int max_in_flight =
+        32;  // transfers at once (at least, with in_flight_limit); more wait in order
+    // Above max_in_flight: the window opens up to this many transfers when Little's law says the
+    // store's latency needs them for the rate requests complete at (in_flight_window.h). 0: fixed.
+    int in_flight_limit = 0;
     // Requests started a second at most (retries included), 0: no cap. Either way the rate falls
     // when the store says it is overrun and grows back after (RateGovernor).
     double max_requests_per_s = 0;

@@ -35,6 +35,7 @@ namespace ddpio::storage::s3 {
 struct S3ClientOptions {
   RetryPolicy retry;
   int max_in_flight = 32;
+  int in_flight_limit = 0;        // 0: max_in_flight, fixed (HttpClient::Options)
   double max_requests_per_s = 0;  // 0: no cap (HttpClient::Options)
 };
 

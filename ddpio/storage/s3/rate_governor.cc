@@ -6,13 +6,12 @@ namespace ddpio::storage::s3 {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
-constexpr std::chrono::seconds kWindow(1);
 constexpr std::chrono::seconds kEpisode(10);
 
 }  // namespace
 
 RateGovernor::RateGovernor(const Options& options, Clock::time_point now)
-    : options_(options), refilled_(now), grown_(now), last_decrease_(now), window_start_(now) {
+    : options_(options), refilled_(now), grown_(now), last_decrease_(now), sent_(now) {
   options_.min_per_s = std::max(options_.min_per_s, 1e-3);
   if (options_.max_per_s > 0) {
     // A cap below the floor is kept: the floor gives way (a job's cap shared by many readers).
@@ -22,12 +21,6 @@ RateGovernor::RateGovernor(const Options& options, Clock::time_point now)
   }
 }
 
-double RateGovernor::SentRate(Clock::time_point now) const {
-  // The last whole window and the current part one, over their length.
-  const double current = std::min(Seconds(now - window_start_).count(), 2.0 * kWindow.count());
-  return static_cast<double>(last_window_ + in_window_) / (kWindow.count() + current);
-}
-
 void RateGovernor::Refill(Clock::time_point now) {
   // A short burst allowed: a twentieth of a second's worth, at least one request.
   const double burst = std::max(1.0, rate_ / 20);
@@ -35,17 +28,8 @@ void RateGovernor::Refill(Clock::time_point now) {
   refilled_ = now;
 }
 
-void RateGovernor::Count(Clock::time_point now) {
-  if (now - window_start_ >= kWindow) {
-    last_window_ = now - window_start_ >= 2 * kWindow ? 0 : in_window_;
-    in_window_ = 0;
-    window_start_ = now;
-  }
-  ++in_window_;
-}
-
 void RateGovernor::Charge(Clock::time_point now) {
-  Count(now);
+  sent_.Add(now);
   if (!limited_) return;
   Refill(now);
   tokens_ = std::max(tokens_ - 1, -rate_);
@@ -59,7 +43,7 @@ std::optional<RateGovernor::Clock::time_point> RateGovernor::Admit(Clock::time_p
     }
     tokens_ -= 1;
   }
-  Count(now);
+  sent_.Add(now);
   return std::nullopt;
 }
 
@@ -90,7 +74,7 @@ void RateGovernor::Decrease(Clock::time_point now) {
   } else {
     refilled_ = now;
   }
-  const double sent = SentRate(now);
+  const double sent = sent_.per_s(now);
   double from = limited_ ? rate_ : sent;
   if (sent > 0) from = std::min(from, sent);
   if (from <= 0) from = options_.min_per_s;

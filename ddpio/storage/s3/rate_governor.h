@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "ddpio/storage/s3/recent_rate.h"
+
 namespace ddpio::storage::s3 {
 
 class RateGovernor {
@@ -57,11 +59,7 @@ class RateGovernor {
   uint64_t decreases() const { return decreases_; }
 
  private:
-  // The rate sent over about the last second.
-  double SentRate(Clock::time_point now) const;
   void Refill(Clock::time_point now);
-  // One request started at `now`, for SentRate.
-  void Count(Clock::time_point now);
   // The multiplicative decrease of Throttled and PeerThrottled.
   void Decrease(Clock::time_point now);
 
@@ -72,9 +70,7 @@ class RateGovernor {
   double tokens_ = 1;
   Clock::time_point refilled_, grown_, last_decrease_;
   bool decreased_ = false;
-  // The requests admitted in the current second and the one before (SentRate).
-  Clock::time_point window_start_;
-  uint64_t in_window_ = 0, last_window_ = 0;
+  RecentRate sent_;  // the requests started
   uint64_t throttles_ = 0, decreases_ = 0;
 };
 

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<S3Client>> S3Client::Create(const S3Config& confi
   HttpClient::Options o;
   o.retry = options.retry;
   o.max_in_flight = options.max_in_flight;
+  o.in_flight_limit = options.in_flight_limit;
   o.max_requests_per_s = options.max_requests_per_s;
   // The node's clients of this store back off together (node_signal.h).
   o.node_signal_key = config.endpoint;
