@@ -68,10 +68,11 @@ absl::StatusOr<std::optional<int>> InFlightLimitFrom(const Environment& env) {
   const std::string s = EnvValue(env, "DDPIO_S3_MAX_IN_FLIGHT");
   if (s.empty()) return std::nullopt;
   int v = 0;
-  if (!absl::SimpleAtoi(s, &v) || v < 1 || v > 1024) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DDPIO_S3_MAX_IN_FLIGHT=", s,
-                     " is not a number of GETs from 1 to 1024: the most a reader keeps in flight"));
+  if (!absl::SimpleAtoi(s, &v) || v < 1 || v > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DDPIO_S3_MAX_IN_FLIGHT=", s,
+        " is not a number of GETs from 1 to 256: the most a reader keeps in flight (a connection "
+        "each)"));
   }
   return v;
 }

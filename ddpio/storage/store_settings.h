@@ -24,8 +24,9 @@
 //   DDPIO_S3_MEMORY_MB        memory_bytes, in MiB (>= 1; default 256)
 //   DDPIO_S3_COALESCE_KB      coalesce_gap, in KiB (default 64)
 //   DDPIO_S3_OUTAGE_SECONDS   retry.give_up_after, in seconds (> 0, at most a week; default 300)
-//   DDPIO_S3_MAX_IN_FLIGHT    in_flight_limit: the most GETs a reader's window opens to (1-1024;
-//                             default 128; at or below max_in_flight, 16: a fixed 16)
+//   DDPIO_S3_MAX_IN_FLIGHT    in_flight_limit: the most GETs a reader keeps in flight, a
+//                             connection each (1-256; default 128: its window opens from 16 to
+//                             it; 16 or less: that many, fixed)
 // Pure functions (the AWS shared files excepted, read when no s3 override is given); thread-safe.
 #ifndef DDPIO_STORAGE_STORE_SETTINGS_H_
 #define DDPIO_STORAGE_STORE_SETTINGS_H_

@@ -197,7 +197,7 @@ TEST(StoreSettings, EachBadVariableIsRefusedNamingItAndItsValue) {
       {"DDPIO_S3_COALESCE_KB", "1048577"}, {"DDPIO_S3_COALESCE_KB", "big"},
       {"DDPIO_S3_OUTAGE_SECONDS", "0"},    {"DDPIO_S3_OUTAGE_SECONDS", "soon"},
       {"DDPIO_S3_OUTAGE_SECONDS", "-1"},   {"DDPIO_S3_OUTAGE_SECONDS", "9999999999"},
-      {"DDPIO_S3_MAX_IN_FLIGHT", "0"},     {"DDPIO_S3_MAX_IN_FLIGHT", "1025"},
+      {"DDPIO_S3_MAX_IN_FLIGHT", "0"},     {"DDPIO_S3_MAX_IN_FLIGHT", "257"},
       {"DDPIO_S3_MAX_IN_FLIGHT", "many"},
   };
   for (const auto& [name, value] : bad) {

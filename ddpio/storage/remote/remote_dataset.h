@@ -108,7 +108,8 @@ class RemoteDataset {
   RemoteCounters counters() const;
 
   // What the store itself allows, for benchmarks: these records fetched by one range GET each,
-  // as many in flight as this dataset keeps (max_in_flight), by a client of their own; nothing
+  // as many in flight as this dataset's client keeps (its window: max_in_flight up to
+  // in_flight_limit), by a client of their own; nothing
   // checked, held or counted. The bytes received; InvalidArgument past the end (before any GET);
   // the first error of the store otherwise.
   absl::StatusOr<uint64_t> FetchRaw(absl::Span<const uint64_t> indices) const;

@@ -45,7 +45,8 @@ struct RemoteOptions {
   int max_in_flight = 16;  // GETs at once, at least
   // GETs at once at most: the client opens its window up to this many when the store's latency
   // needs more in flight for the rate it is asked for (Little's law: a reader 30 ms from its store
-  // gets 16 / 0.03 s = 533 records a second with 16; s3/in_flight_window.h).
+  // gets 16 / 0.03 s = 533 records a second with 16; s3/in_flight_window.h). Below
+  // max_in_flight: this many, fixed.
   int in_flight_limit = 128;
   // Requests a second this reader may send (0: no cap); either way its rate falls when the store
   // says it is overrun and grows back after (s3/rate_governor.h).

@@ -648,9 +648,11 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(const Options& op
   g.max_per_s = std::max(0.0, options.max_requests_per_s);
   impl->governor.emplace(g, Clock::now());
   impl->counts.rate_limit_per_s = impl->governor->rate_per_s();
+  // The window opens from max_in_flight up to in_flight_limit; a limit below max_in_flight holds
+  // it there (fewer GETs at once, for a fragile store).
   InFlightWindow::Options w;
-  w.min = impl->options.max_in_flight;
-  w.max = std::max(w.min, options.in_flight_limit);
+  w.max = options.in_flight_limit > 0 ? options.in_flight_limit : impl->options.max_in_flight;
+  w.min = std::min(impl->options.max_in_flight, w.max);
   impl->window.emplace(w, Clock::now());
   impl->counts.in_flight_window_max = w.min;
   if (!options.node_signal_key.empty()) {

@@ -71,7 +71,8 @@ struct HttpCounters {
   // governor allows now, requests a second (0: unlimited; rate_governor.h).
   uint64_t throttles = 0;
   double rate_limit_per_s = 0;
-  // The most requests the client's in-flight window held at once (in_flight_window.h).
+  // The largest in-flight window the client allowed (in_flight_window.h; sized as requests
+  // succeed): how many it would keep at once when that many were asked for.
   int in_flight_window_max = 0;
 };
 
@@ -79,10 +80,11 @@ class HttpClient {
  public:
   struct Options {
     RetryPolicy retry;
-    int max_in_flight =
-        32;  // transfers at once (at least, with in_flight_limit); more wait in order
-    // Above max_in_flight: the window opens up to this many transfers when Little's law says the
-    // store's latency needs them for the rate requests complete at (in_flight_window.h). 0: fixed.
+    // Transfers at once (at least, with in_flight_limit); more wait in order.
+    int max_in_flight = 32;
+    // Not 0: the most transfers at once. Above max_in_flight the window opens up to it when
+    // Little's law says the store's latency needs them for the rate requests complete at
+    // (in_flight_window.h); below, it holds the client at this many. 0: max_in_flight, fixed.
     int in_flight_limit = 0;
     // Requests started a second at most (retries included), 0: no cap. Either way the rate falls
     // when the store says it is overrun and grows back after (RateGovernor).

@@ -1,27 +1,28 @@
 // InFlightWindow: how many requests one client keeps in flight — as many as Little's law says the
-// rate it completes them at needs, given how long one takes when nothing queues:
-//   window = headroom x rate x shortest
+// rate it completes them at needs, given how long they take:
+//   window = headroom x rate x mean time
 //   - rate: requests completed a second over about the last second;
-//   - shortest: the shortest time a request took, start to end, over about the last 10 s — the
-//     store's first-byte latency plus one transfer, without queueing (as BBR takes the minimum
-//     round trip: a window too large for the link makes requests wait, not the minimum grow);
-//   - headroom 2: while the window is what limits the rate (rate = window / time taken), the
-//     window doubles each second, until the store, the link or the reader's demand limits the
-//     rate instead; then it holds at twice what the rate needs.
-// Never below `min` (the client's max_in_flight: what it kept before) nor above `max`, and
-// above `min` only while the responses' mean size times the window stays within `max_bytes`. So a
-// reader of small records 30 ms from its store (16 in flight: 533 records a second, however fast
-// it decodes) opens up to what its decoding asks for, while whole-chunk GETs of 8 MiB stay at
-// `min`: the window holds responses in memory, and one large GET fills a link alone.
-// The minimum time does not see queueing it causes itself: behind a saturated link the window may
-// open to `max` (requests wait longer; the rate is the link's either way, and the request-rate
-// governor, not this, keeps a store from being overrun).
+//   - mean time: how long those requests took, start to end;
+//   - rate x mean time is the requests actually in flight on average (Little's law), so the
+//     window is `headroom` (2) times what was in use. While the window is full — it is what
+//     limits the rate — it doubles each second; when the reader asks for less (its decoding is
+//     the bound), it settles at twice what that rate needs at the store's latency.
+// Never below `min` (the client's max_in_flight) nor above `max`, and above `min` only while the
+// responses' mean size times the window stays within `max_bytes`. So a reader of small records
+// 30 ms from its store (16 in flight: 533 records a second, however fast it decodes) opens up to
+// what its decoding asks for, while whole-chunk GETs of 8 MiB stay at `min`: the window holds
+// responses in memory, and one large GET fills a link alone.
+// A mean, not a minimum, so that a store whose latency varies (10-50 ms) opens it as one at a
+// steady 30 ms does. The price: behind a saturated link requests queue, the window is full and
+// it opens to `max` (requests wait longer; the rate is the link's either way, and the request-rate
+// governor, not this, keeps a store from being overrun). Without completions (a storm of
+// failures) it holds where the last ones left it.
 // Times are the caller's (tests drive it with their own clock). Not thread-safe: the HTTP client
 // calls it from its one thread.
 //
 //   InFlightWindow w({.min = 16, .max = 128}, now);
-//   w.Completed(started, now);      // a request that succeeded
-//   if (running < w.size(now)) ...  // start another
+//   w.Completed(started, now, bytes);  // a request that succeeded
+//   if (running < w.size(now)) ...     // start another
 #ifndef DDPIO_STORAGE_S3_IN_FLIGHT_WINDOW_H_
 #define DDPIO_STORAGE_S3_IN_FLIGHT_WINDOW_H_
 
@@ -51,9 +52,7 @@ class InFlightWindow {
  private:
   Options options_;
   RecentRate completed_;  // the requests completed, with their bytes
-  // The shortest request of the current 10 s and of the 10 s before (the minimum's age).
-  Clock::time_point span_start_;
-  Clock::duration shortest_ = Clock::duration::max(), last_shortest_ = Clock::duration::max();
+  RecentRate held_;       // the same, with the nanoseconds each took
 };
 
 }  // namespace ddpio::storage::s3

@@ -52,9 +52,11 @@ int OpenLocked(const std::string& path) {
       return -error;
     }
     // Removed meanwhile: its last user held it exclusively. Not a loop without end: each round
-    // needs another client to have closed the file in between; after 8 use what is open.
-    if (attempt >= 8 || StillThere(fd, path)) return fd;
+    // needs another client to have closed the file in between; after 8 the caller goes on alone
+    // (a removed file would split it from the node's other clients without saying so).
+    if (StillThere(fd, path)) return fd;
     ::close(fd);
+    if (attempt >= 8) return -EAGAIN;
   }
 }
 
@@ -75,6 +77,7 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
   const int fd = OpenLocked(path);
   if (fd < 0) {
     const int error = -fd;  // ELOOP: a symlink there
+    if (error == EAGAIN) return Refused(path, "removed by its last client each time it was opened");
     return Refused(path, absl::StrCat("cannot open it: ", std::strerror(error)), error == ELOOP);
   }
   struct stat st {};
@@ -100,14 +103,20 @@ absl::StatusOr<std::unique_ptr<NodeSignal>> NodeSignal::Open(const std::string& 
     ::close(fd);
     return Refused(path, absl::StrCat("cannot map it: ", std::strerror(error)));
   }
-  return std::unique_ptr<NodeSignal>(new NodeSignal(path, fd, static_cast<Shared*>(map)));
+  return std::unique_ptr<NodeSignal>(
+      new NodeSignal(path, fd, ::getpid(), static_cast<Shared*>(map)));
 }
 
 NodeSignal::~NodeSignal() {
   ::munmap(shared_, kFileBytes);
-  // The last user: no other holds the shared lock. Remove the file unless it was replaced.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0 && StillThere(fd_, path_)) ::unlink(path_.c_str());
-  ::close(fd_);  // lets go of the lock
+  // The last user: no other holds the shared lock. Remove the file unless it was replaced. Not in
+  // a forked child: the lock belongs to the open file it shares with its parent, so taking it
+  // exclusively would succeed while the parent still uses the file.
+  if (::getpid() == opener_ && ::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    if (StillThere(fd_, path_)) ::unlink(path_.c_str());
+    ::flock(fd_, LOCK_UN);  // a child that inherited the descriptor keeps it open, not locked
+  }
+  ::close(fd_);
 }
 
 void NodeSignal::Raise(Clock::time_point now) {

@@ -18,6 +18,8 @@
 #ifndef DDPIO_STORAGE_S3_NODE_SIGNAL_H_
 #define DDPIO_STORAGE_S3_NODE_SIGNAL_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -51,11 +53,12 @@ class NodeSignal {
 
  private:
   struct Shared;
-  NodeSignal(std::string path, int fd, Shared* shared)
-      : path_(std::move(path)), fd_(fd), shared_(shared) {}
+  NodeSignal(std::string path, int fd, pid_t opener, Shared* shared)
+      : path_(std::move(path)), fd_(fd), opener_(opener), shared_(shared) {}
 
   std::string path_;
   int fd_;          // open, holding the shared lock, until the destructor
+  pid_t opener_;    // the process that opened it (a forked child never removes the file)
   Shared* shared_;  // the file's mapping
 };
 

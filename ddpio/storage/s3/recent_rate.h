@@ -1,6 +1,7 @@
 // RecentRate: how many events a second there were lately — those of the last whole second and of
-// the current part one, over their length — and the sum of a value each carries (bytes, say). A
-// second with nothing counts as nothing: after two quiet seconds the rate is 0. Times are the
+// the current part one, over their length — and the sum of a value each carries (bytes, say).
+// Seconds roll over as events come: an event after a quiet second starts afresh, while without
+// events the rate stays what the last ones left, over at most three seconds. Times are the
 // caller's. Not thread-safe. Used by the request-rate governor (the rate sent) and the in-flight
 // window (the rate completed, and the responses' mean size).
 #ifndef DDPIO_STORAGE_S3_RECENT_RATE_H_
