@@ -24,9 +24,11 @@ def rebuild(out):
     from sim import sweep
     results = load(out)
     calib = [r for r in results if r["section"] == "calibrate"]
-    if calib and calib[0].get("store") == "s3":
+    if calib and calib[0].get("store") == "s3" and "time_to_first_batch_s" in calib[0]:
         # The model is priced again from the calibration runs and every run predicted anew (the
-        # model may have changed since the sweep ran; the measurements have not).
+        # model may have changed since the sweep ran; the measurements have not). Sweeps from
+        # before runs recorded their first batch ran an older reader (record by record where
+        # this one fetches whole chunks): their own predictions stand, as below.
         first = calib[0]
         record_bytes = first["ddpio_bytes_read"] / max(1, first["records_read"])
         cfg = {"ranks_per_node": first["ranks_per_node"], "image_size": 224, "group_size": first["group_size"]}

@@ -86,7 +86,13 @@ def store_params(cfg, record_bytes, calib, records):
     every = median_of(lambda c: c["readers"] == "all" and c.get("whole_chunks") is None)
     leader = median_of(lambda c: c["readers"] == "leader" and c["payload"] == "encoded")
     params = model_params(cfg, record_bytes, every, 1.0, leader, records=records)
-    params.update(model.calibrate_cpu([(store_work(r, c), steady_rate(r)) for c, r in calib]))
+    # The four prices need runs that tell them apart: record by record (GETs) and the decoded relay
+    # (bytes relayed, fewer decodes). A sweep without them (before they were added) prices decodes
+    # and records alone, as the model did then.
+    full = any(c.get("whole_chunks") is False for c, _ in calib) and any(
+        c["payload"] == "decoded" for c, _ in calib)
+    terms = None if full else ("decodes", "records")
+    params.update(model.calibrate_cpu([(store_work(r, c), steady_rate(r)) for c, r in calib], terms))
     starts = [r["time_to_first_batch_s"] for _, r in calib if r.get("time_to_first_batch_s")]
     params["start_s"] = statistics.median(starts) if starts else 0.0
     single = [r for c, r in calib if c.get("whole_chunks") is False]
