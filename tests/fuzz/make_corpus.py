@@ -155,7 +155,24 @@ def main():
     put("list_file_fuzz", "list", "a/b.jpg 0\nc d.jpg 1\n# comment\n\ne.jpg 2\r\n")
     put("list_file_fuzz", "bad", "a.jpg\nb.jpg -1\nc.jpg 99999999999\n")
     caffe_datums()
+    megatron_indexes()
     print(f"corpus written to {os.path.join(HERE, 'corpus')}")
+
+
+def megatron_indexes():
+    """Megatron-LM MMIDIDX indexes as its _IndexWriter lays them out (megatron/core/datasets/
+    indexed_dataset.py), each after the .bin's size (u64) the fuzz target reads first."""
+    def index(code, lengths, documents, element_bytes):
+        b = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, code, len(lengths), len(documents))
+        b += struct.pack(f"<{len(lengths)}i", *lengths)
+        pointers, at = [], 0
+        for n in lengths:
+            pointers.append(at)
+            at += n * element_bytes
+        b += struct.pack(f"<{len(pointers)}q", *pointers) + struct.pack(f"<{len(documents)}q", *documents)
+        return struct.pack("<Q", at) + b
+    put("megatron_index_fuzz", "uint16-three-documents", index(8, [3, 0, 5], [0, 2, 3], 2))
+    put("megatron_index_fuzz", "int32-one-document", index(4, [7], [0, 1], 4))
 
 
 if __name__ == "__main__":
