@@ -521,5 +521,33 @@ TEST(HttpClient, ARequestRateCapIsKept) {
   EXPECT_EQ(http->counters().rate_limit_per_s, 40.0);
 }
 
+// An in-flight limit below max_in_flight holds the client at that many (DDPIO_S3_MAX_IN_FLIGHT=4):
+// 8 requests to a server that never answers, each ending at its attempt timeout, go out in two
+// waves of 4, so the last ends no sooner than two timeouts after the first starts (with 8 at once,
+// after one). Without a limit the window starts at max_in_flight.
+TEST(HttpClient, AnInFlightLimitBelowTheFloorHoldsTheClientThere) {
+  FakeAnswer hang;
+  hang.hang = true;
+  FakeHttpServer server({hang});
+  HttpClient::Options o = Quick(/*attempts=*/1);
+  o.retry.attempt_timeout = std::chrono::milliseconds(400);
+  o.max_in_flight = 16;
+  o.in_flight_limit = 4;
+  ASSERT_OK_AND_ASSIGN(auto http, HttpClient::Create(o));
+  EXPECT_EQ(http->counters().in_flight_window_max, 4);
+  const auto start = Clock::now();
+  for (auto& f : SubmitMany(*http, server, 8)) EXPECT_FALSE(f.get().ok()) << "never answered";
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(790)) << "two waves of 4";
+  EXPECT_EQ(server.requests().size(), 8u);
+  HttpClient::Options floor = Quick();
+  floor.max_in_flight = 16;
+  ASSERT_OK_AND_ASSIGN(auto fixed, HttpClient::Create(floor));
+  EXPECT_EQ(fixed->counters().in_flight_window_max, 16);
+  floor.in_flight_limit = 128;
+  ASSERT_OK_AND_ASSIGN(auto open, HttpClient::Create(floor));
+  EXPECT_EQ(open->counters().in_flight_window_max, 16)
+      << "it opens from the floor as requests succeed";
+}
+
 }  // namespace
 }  // namespace ddpio::storage::s3
