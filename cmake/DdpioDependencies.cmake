@@ -6,6 +6,8 @@ find_package(libjpeg-turbo CONFIG REQUIRED)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 # ddpio convert: PNG, WebP, BMP, TIFF, PPM/PGM decoding (convert/image_decode.h)
 pkg_check_modules(GraphicsMagick REQUIRED IMPORTED_TARGET GraphicsMagick)
+# ddpio convert --from jsonl: text tokenized with SentencePiece (convert/token_sources.h)
+pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 # Object stores (storage/s3/): libcurl signs S3 requests itself (CURLOPT_AWS_SIGV4, >= 7.75).
 find_package(CURL 7.75 REQUIRED)

@@ -13,6 +13,7 @@ PROGRAM_PACKAGES=(
   libabsl-dev                     # Status, Mutex, strings
   libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG decode/encode (libjpeg-turbo: TurboJPEG and libjpeg APIs)
   libgraphicsmagick1-dev          # convert: PNG, WebP, BMP, TIFF, PPM/PGM sources (one library, fuzzed upstream)
+  libsentencepiece-dev            # convert --from jsonl: text tokenized with SentencePiece
   libisal-dev                     # CRC32C record checksums (Intel ISA-L)
   nlohmann-json3-dev              # metadata and --json output
   libcurl4-openssl-dev            # object stores: S3 over HTTP, SigV4 signed by libcurl
@@ -27,6 +28,7 @@ TEST_PACKAGES=(
   python3-torch                   # tests: the sampler against PyTorch, torchrun and its TCPStore
   python3-dev pybind11-dev python3-numpy  # the Python package (python/)
   python3-pytest python3-torchvision python3-pil  # its tests: parity with torch's sampler and torchvision
+  sentencepiece python3-sentencepiece  # tests: token ids against SentencePiece's own spm_train / encode
   iproute2 util-linux mount e2fsprogs  # scripts/sim-cluster.sh and the multihost tests: namespaces,
                                        # tc, loop devices, nsenter, mkfs.ext4
   gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots

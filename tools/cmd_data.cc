@@ -75,6 +75,7 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
   }
   const double rate =
       summary.seconds > 0 ? (summary.entries - summary.resumed_from) / summary.seconds : 0;
+  const bool tokens = summary.token_dataset;
   if (json) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& s : summary.skipped)
@@ -87,14 +88,18 @@ void PrintConvertSummary(const convert::ConvertSummary& summary, bool json) {
                    {"skipped_files", skipped},
                    {"resumed_from", summary.resumed_from},
                    {"seconds", summary.seconds},
-                   {"images_per_s", rate},
+                   {tokens ? "documents_per_s" : "images_per_s", rate},
+                   {"tokens", tokens ? nlohmann::json(summary.tokens) : nlohmann::json()},
                    {"stored_as", summary.stored_as}});
     return;
   }
+  const std::string what =
+      tokens ? absl::StrFormat("%d documents, %d tokens", summary.records, summary.tokens)
+             : absl::StrFormat("%d records in %d classes", summary.records, summary.classes);
   std::cout << absl::StrFormat(
-      "converted %s -> %s: %d records in %d classes, %s payload, %.1f s (%.0f images/s)%s\n",
-      summary.source, summary.out, summary.records, summary.classes,
-      HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds, rate,
+      "converted %s -> %s: %s, %s payload, %.1f s (%.0f %s/s)%s\n", summary.source, summary.out,
+      what, HumanBytes(static_cast<double>(summary.payload_bytes)), summary.seconds, rate,
+      tokens ? "documents" : "images",
       summary.resumed_from > 0 ? absl::StrFormat(", resumed after %d entries", summary.resumed_from)
                                : "");
   for (const auto& [how, count] : summary.stored_as)
@@ -187,6 +192,10 @@ constexpr char kConvertFooter[] =
     "  ddpio convert --from caffe-lmdb --src /data/caffe_train_lmdb --out /data/train.lmdb\n"
     "  ddpio convert --from dataset --src /data/train.lmdb   # upgrade an older dataset in place "
     "(restart markers)\n"
+    "Token datasets for language models (one record per document of token ids):\n"
+    "  ddpio convert --from jsonl --src /data/web.jsonl --tokenizer spm.model --out /data/web.tok\n"
+    "  ddpio convert --from megatron --src /data/wiki_text_document --out /data/wiki.tok\n"
+    "  ddpio convert --from tokens --src train.bin --dtype uint16 --eos 50256 --out /data/owt.tok\n"
     "  ddpio convert --src DIR --out DB --resume     # continue after a crash or Ctrl-C\n"
     "  ddpio convert --src DIR --out s3://BUCKET/train --create-bucket   # into an object "
     "store:\n"
@@ -215,6 +224,18 @@ int RunConvert(ConvertFlags flags) {
   if (flags.from == "dataset" && (flags.src.empty() || !o->val_labels.empty())) {
     return ReportUsageError("convert",
                             "--from dataset needs --src DATASET (and no --list or --val-labels)");
+  }
+  const bool tokens = flags.from == "jsonl" || flags.from == "megatron" || flags.from == "tokens";
+  if (tokens && (flags.src.empty() || !o->val_labels.empty())) {
+    return ReportUsageError(
+        "convert",
+        absl::StrCat("--from ", flags.from, " needs --src ",
+                     flags.from == "megatron" ? "PREFIX (of PREFIX.bin and PREFIX.idx)" : "FILE",
+                     " (and no --list or --val-labels)"));
+  }
+  if (flags.from == "jsonl" && o->tokens.tokenizer.empty()) {
+    return ReportUsageError("convert",
+                            "--from jsonl needs --tokenizer MODEL.model (a SentencePiece model)");
   }
   std::optional<UploadTarget> target;
   if (absl::StartsWith(o->out, "s3://")) {
@@ -257,7 +278,8 @@ int RunConvert(ConvertFlags flags) {
 void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto* app = root.add_subcommand("convert",
                                   "Convert an ImageFolder, a list file, an ImageNet validation "
-                                  "folder or a Caffe LMDB into a ddpio dataset");
+                                  "folder or a Caffe LMDB into a ddpio dataset; JSON lines, a "
+                                  "Megatron dataset or a token file into a token dataset");
   app->footer(kConvertFooter);
   auto f = std::make_shared<ConvertFlags>();
   convert::ConvertOptions* o = &f->o;
@@ -266,14 +288,33 @@ void AddConvert(CLI::App& root, std::vector<Command>* commands) {
   auto* src_opt = app->add_option(
       "--src", f->src,
       "ImageFolder root (one sub-folder per class), a flat validation folder "
-      "with --val-labels, the LMDB with --from caffe-lmdb, or a ddpio dataset with --from dataset");
+      "with --val-labels, the LMDB with --from caffe-lmdb, a ddpio dataset with --from dataset; "
+      "a JSON lines file or folder (--from jsonl), a Megatron PREFIX (--from megatron) or a token "
+      "file (--from tokens)");
   app->add_option(
          "--from", f->from,
          "What --src is: imagefolder, caffe-lmdb (Caffe/DALI Datum LMDB), or dataset (a ddpio "
-         "dataset, "
-         "rewritten with this run's options: into --out, or in place without --out, resumable)")
+         "dataset, rewritten with this run's options: into --out, or in place without --out, "
+         "resumable); for a token dataset (language models): jsonl (JSON lines, tokenized with "
+         "--tokenizer), megatron (Megatron-LM's PREFIX.bin/.idx, taken as is, one record per "
+         "sequence) or tokens (a flat file of ids, raw with --dtype or a .npy, split at --eos)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset"}));
+      ->check(
+          CLI::IsMember({"imagefolder", "caffe-lmdb", "dataset", "jsonl", "megatron", "tokens"}));
+  app->add_option("--tokenizer", o->tokens.tokenizer,
+                  "With --from jsonl: the SentencePiece model (.model) to tokenize the text with");
+  app->add_option("--text-field", o->tokens.text_field,
+                  "With --from jsonl: the field of each JSON line holding the document's text")
+      ->capture_default_str();
+  app->add_option("--eos", o->tokens.eos_id,
+                  "The end-of-document id. jsonl: appended to every document (default: the "
+                  "model's EOS; -1: none); tokens: where the file is split into documents "
+                  "(default none: documents of 65536 ids, no boundaries); megatron: recorded")
+      ->check(CLI::Range(int64_t{-1}, int64_t{UINT32_MAX}));
+  app->add_option("--dtype", o->tokens.dtype,
+                  "With --from tokens and a raw file: its ids, uint16 (nanoGPT's train.bin) or "
+                  "uint32 (a .npy says its own)")
+      ->check(CLI::IsMember({"uint16", "uint32"}));
   auto* labels_opt = app->add_option(
       "--val-labels", o->val_labels,
       "ImageNet validation labels for the flat folder --src: LOC_val_solution.csv, or "
@@ -399,6 +440,12 @@ void AddInspect(CLI::App& root, std::vector<Command>* commands) {
                             {"type", storage::ContentTypeName(record->type)},
                             {"original_width", record->original_width},
                             {"original_height", record->original_height}});
+           } else if (const int width = storage::TokenWidth(record->type); width != 0) {
+             std::cout << absl::StrFormat(
+                 "record %d: source %s, %s, %d ids -> %s (little-endian: "
+                 "numpy.fromfile(path, '<u%d'))\n",
+                 *get, record->source_name, storage::ContentTypeName(record->type),
+                 record->payload.size() / width, *out, width);
            } else {
              std::cout << absl::StrFormat(
                  "record %d: label %d, source %s, %s %dx%dx%d%s, %d bytes -> %s%s\n", *get,

@@ -31,7 +31,30 @@ struct Scanned {
   uint32_t width = 0, height = 0;
   uint32_t digest = 0;  // CRC32C of this record's fields and payload
   bool jpeg = false, segmented = false, shrunk = false;
+  uint64_t tokens = 0;  // a token record's ids
 };
+
+// A token dataset's record: of the dataset's id width, and with verify every id in the vocabulary
+// (when the dataset knows it).
+absl::Status CheckTokenRecord(const storage::RecordView& view, const storage::TokenInfo& tokens,
+                              bool verify) {
+  const int width = storage::TokenWidth(view.type);
+  if (width != tokens.width) {
+    return absl::DataLossError(absl::StrCat("a ", storage::ContentTypeName(view.type),
+                                            " record in a token dataset of ", 8 * tokens.width,
+                                            "-bit ids"));
+  }
+  if (!verify || tokens.vocab_size == 0) return absl::OkStatus();
+  const size_t count = view.payload.size() / static_cast<size_t>(width);
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t id = storage::TokenAt(view.payload, width, k);
+    if (id >= tokens.vocab_size) {
+      return absl::DataLossError(absl::StrCat("id ", k, " of the document is ", id,
+                                              ", past the vocabulary of ", tokens.vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
 
 uint32_t RecordDigest(const storage::RecordView& v) {
   uint8_t fields[16];
@@ -75,7 +98,8 @@ absl::Status CheckSegmentOffsets(const storage::RecordView& view) {
   return absl::OkStatus();
 }
 
-Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool verify, bool decode,
+Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes,
+                const storage::TokenInfo& tokens, bool verify, bool decode,
                 loader::SampleProcessor* processor, std::vector<uint8_t>* pixels) {
   Scanned s;
   auto view = txn.Get(index);
@@ -88,6 +112,17 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes, bool veri
   s.width = view->width;
   s.height = view->height;
   s.digest = RecordDigest(*view);
+  if (tokens.width != 0) {
+    s.status = CheckTokenRecord(*view, tokens, verify || decode);
+    s.tokens = view->payload.size() / static_cast<size_t>(tokens.width);
+    if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) s.status = mapped;
+    return s;
+  }
+  if (storage::TokenWidth(view->type) != 0) {
+    s.status = absl::DataLossError(
+        absl::StrCat("a ", storage::ContentTypeName(view->type), " record in an image dataset"));
+    return s;
+  }
   if (view->label < 0 || static_cast<size_t>(view->label) >= classes) {
     s.status =
         absl::DataLossError(absl::StrCat("label ", view->label, " outside [0, ", classes, ")"));
@@ -162,11 +197,11 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   const size_t classes = r.header.classes.size();
   uint32_t digest = 0;
   {
-    OrderedParallelMap<Scanned> map(0, reader->size(), threads, 64 * static_cast<uint64_t>(threads),
-                                    [&](uint64_t i, int w) {
-                                      return ScanOne(*txns[w], i, classes, ro.verify_checksums,
-                                                     o.decode, decoders[w].get(), &pixels[w]);
-                                    });
+    OrderedParallelMap<Scanned> map(
+        0, reader->size(), threads, 64 * static_cast<uint64_t>(threads), [&](uint64_t i, int w) {
+          return ScanOne(*txns[w], i, classes, r.header.tokens, ro.verify_checksums, o.decode,
+                         decoders[w].get(), &pixels[w]);
+        });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
     // In an object store every record is a request: ask for the next ones while these are
     // scanned, so that they come coalesced, many in flight (a local dataset has readahead).
@@ -188,6 +223,11 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
         r.bad.push_back({i, storage::IndexKeyHex(i), std::string(s->status.message())});
         continue;
       }
+      if (storage::IsTokenDataset(r.header)) {
+        r.document_tokens.Add(s->tokens);
+        progress.Update(i + 1);
+        continue;
+      }
       ++r.class_counts[static_cast<size_t>(s->label)];
       r.payload.Add(s->payload);
       r.width.Add(s->width);
@@ -205,6 +245,10 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   return r;
 }
 
+uint64_t TokenCount(const InspectReport& r) {
+  return r.header.tokens.width == 0 ? 0 : r.completion.payload_bytes / r.header.tokens.width;
+}
+
 nlohmann::json InspectJson(const InspectReport& r) {
   nlohmann::json classes = nlohmann::json::array();
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
@@ -215,7 +259,22 @@ nlohmann::json InspectJson(const InspectReport& r) {
   nlohmann::json bad = nlohmann::json::array();
   for (const auto& b : r.bad)
     bad.push_back({{"index", b.index}, {"key", b.key}, {"reason", b.reason}});
+  const bool token = storage::IsTokenDataset(r.header);
+  nlohmann::json vocabulary;  // null for images
+  if (token) {
+    vocabulary = {{"dtype", r.header.tokens.width == 2 ? "uint16" : "uint32"},
+                  {"vocab_size", r.header.tokens.vocab_size},
+                  {"eos_id", r.header.tokens.eos_id},
+                  {"tokenizer", r.header.tokens.tokenizer},
+                  {"document_tokens_min",
+                   r.records_read ? nlohmann::json(r.document_tokens.min) : nlohmann::json()},
+                  {"document_tokens_max",
+                   r.records_read ? nlohmann::json(r.document_tokens.max) : nlohmann::json()}};
+  }
   return {{"path", r.path},
+          {"documents", token ? nlohmann::json(r.completion.sample_count) : nlohmann::json()},
+          {"tokens", token ? nlohmann::json(TokenCount(r)) : nlohmann::json()},
+          {"token_vocabulary", vocabulary},
           {"format_version", r.header.format_version},
           {"record_protection", storage::RecordProtection(r.header)},
           {"records_bound", storage::RecordsBound(r.header)},
@@ -264,6 +323,22 @@ std::string InspectText(const InspectReport& r) {
                           "reads and checks every record, and gives the counts per class, the "
                           "sizes and the digest)\n");
   }
+  if (storage::IsTokenDataset(r.header)) {
+    const storage::TokenInfo& t = r.header.tokens;
+    absl::StrAppendFormat(&out, "documents     %d, %d tokens\n", r.completion.sample_count,
+                          TokenCount(r));
+    absl::StrAppendFormat(
+        &out, "vocabulary    %s ids, %s, EOS %s%s\n", t.width == 2 ? "uint16" : "uint32",
+        t.vocab_size > 0 ? absl::StrCat(t.vocab_size, " pieces") : "size not recorded",
+        t.eos_id >= 0 ? absl::StrCat(t.eos_id) : "none (no document boundaries in the source)",
+        t.tokenizer.empty() ? "" : absl::StrCat(", tokenizer ", t.tokenizer));
+    if (r.document_tokens.count > 0) {
+      absl::StrAppendFormat(&out, "document      min %d, mean %.1f, max %d tokens\n",
+                            r.document_tokens.min,
+                            static_cast<double>(r.document_tokens.sum) / r.document_tokens.count,
+                            r.document_tokens.max);
+    }
+  }
   if (r.payload.count > 0) {
     absl::StrAppendFormat(&out, "payload       min %s, mean %s, max %s\n",
                           HumanBytes(static_cast<double>(r.payload.min)),
@@ -272,7 +347,8 @@ std::string InspectText(const InspectReport& r) {
     absl::StrAppendFormat(&out, "image size    width %d-%d, height %d-%d\n", r.width.min,
                           r.width.max, r.height.min, r.height.max);
   }
-  if (r.records_read) {
+  const bool images = !storage::IsTokenDataset(r.header);
+  if (r.records_read && images) {
     absl::StrAppendFormat(
         &out,
         "stored        %d JPEG (%d segment-decodable: the loader reads only a crop's restart "
@@ -282,7 +358,7 @@ std::string InspectText(const InspectReport& r) {
   }
   if (r.store.has_value())
     absl::StrAppendFormat(&out, "object store  %s\n", StoreCountersText(*r.store));
-  absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
+  if (images) absl::StrAppendFormat(&out, "classes       %d\n", r.header.classes.size());
   for (size_t c = 0; c < r.header.classes.size(); ++c) {
     if (r.records_read) {
       absl::StrAppendFormat(&out, "  %5d  %-24s %d\n", c, r.header.classes[c], r.class_counts[c]);
@@ -294,8 +370,9 @@ std::string InspectText(const InspectReport& r) {
   if (r.verified) {
     absl::StrAppendFormat(&out, "verify        %s: %d bad record(s) of %d%s\n",
                           r.bad.empty() ? "OK" : "FAILED", r.bad.size(), r.completion.sample_count,
-                          r.decoded ? " (checksums, segment offsets and the loader's full decode)"
-                                    : " (checksums and segment offsets)");
+                          !images     ? " (checksums, and every id within the vocabulary)"
+                          : r.decoded ? " (checksums, segment offsets and the loader's full decode)"
+                                      : " (checksums and segment offsets)");
   }
   for (const auto& b : r.bad) {
     absl::StrAppendFormat(&out, "  bad record %d (key %s): %s\n", b.index, b.key, b.reason);
@@ -316,7 +393,13 @@ absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t 
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
     // Raw pixels become a binary PPM, so every record comes out as an image file any tool opens.
-    DDPIO_ASSIGN_OR_RETURN(std::string bytes, storage::ImageFileBytes(record.view()));
+    // A token record comes out as its ids, little-endian (numpy.fromfile(path, '<u2' or '<u4')).
+    std::string bytes;
+    if (storage::TokenWidth(record.type) != 0) {
+      bytes.assign(record.payload.begin(), record.payload.end());
+    } else {
+      DDPIO_ASSIGN_OR_RETURN(bytes, storage::ImageFileBytes(record.view()));
+    }
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     f.close();
     if (!f) st = ErrnoToStatus(errno, absl::StrCat("writing ", tmp));

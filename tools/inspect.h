@@ -56,6 +56,7 @@ struct InspectReport {
   uint64_t jpeg_records = 0, raw_records = 0;
   uint64_t segmented = 0;  // JPEGs the loader decodes from a crop's restart segments alone
   uint64_t shrunk = 0;     // records stored smaller by convert --max-side
+  MinMax document_tokens;  // a token dataset: ids per document (records read)
   size_t shards = 1;
   std::vector<BadRecord> bad;
   bool verified = false;
@@ -77,8 +78,8 @@ nlohmann::json InspectJson(const InspectReport& report);
 std::string InspectText(const InspectReport& report);
 
 // Writes record `index`'s payload to `out_file` (a JPEG record: byte-identical to the source
-// file; raw pixels: as a binary PPM; written to a temporary name and renamed) and returns it.
-// `store`: as InspectOptions::store.
+// file; raw pixels: as a binary PPM; a token record: its ids, little-endian; written to a temporary
+// name and renamed) and returns it. `store`: as InspectOptions::store.
 absl::StatusOr<storage::Record> ExtractRecord(const std::string& path, uint64_t index,
                                               const std::string& out_file,
                                               const storage::StoreOverrides& store = {});

@@ -1,6 +1,8 @@
 // Conversion into a ddpio dataset: an ImageFolder, a list file, an ImageNet validation folder, a
-// Caffe LMDB or an existing ddpio dataset (source_kind.h). The `ddpio convert` command and Python's
-// `ddpio.convert` are thin layers over Convert(options, progress).
+// Caffe LMDB or an existing ddpio dataset (source_kind.h); or, into a token dataset for language
+// models, JSON lines tokenized with SentencePiece, a Megatron-LM indexed dataset or a flat token
+// file (token_sources.h: one record per document, ConvertTokens). The `ddpio convert` command and
+// Python's `ddpio.convert` are thin layers over Convert(options, progress).
 //
 // JPEGs are stored as their original bytes; PNG, WebP, BMP, TIFF, PPM and PGM images are decoded
 // to Pillow's RGB and stored raw (ddpio/convert/image_decode.h). N threads read and validate
@@ -60,6 +62,16 @@ struct ConvertCounters {
   std::atomic<uint64_t> source_bytes{0};  // bytes read from the source in this run
 };
 
+// The settings of a token conversion (source kinds jsonl, megatron, tokens; token_sources.h).
+struct TokenConvertOptions {
+  std::string tokenizer;            // jsonl: the SentencePiece model (.model)
+  std::string text_field = "text";  // jsonl: the field holding each document's text
+  // jsonl: the id appended to every document; the others: the id that ends one (tokens: where the
+  // file is split). -2: jsonl the model's EOS, the others none; -1: none.
+  int64_t eos_id = -2;
+  std::string dtype;  // tokens: a raw file's ids, "uint16" or "uint32" (a .npy says its own)
+};
+
 struct ConvertOptions {
   // What to read (Convert(options); Convert(listing, options) ignores these four). `source` is
   // the folder, list file, LMDB or dataset; `source_kind` says which (default: an ImageFolder).
@@ -91,6 +103,7 @@ struct ConvertOptions {
   // (storage/shards.h). Reads as one dataset in the same order as an unsharded conversion.
   int shards = 1;
   storage::WriterOptions writer;
+  TokenConvertOptions tokens;  // jsonl, megatron and tokens sources only
   // Not owned; may be null. Once it reads true the conversion stops as a cancelling progress
   // callback stops it (Convert's contract). Checked after every source entry.
   std::atomic<bool>* cancel = nullptr;
@@ -145,6 +158,8 @@ struct ConvertSummary {
   uint64_t records = 0;
   uint64_t classes = 0;
   uint64_t payload_bytes = 0;
+  bool token_dataset = false;      // ConvertTokens: the records are documents of token ids
+  uint64_t tokens = 0;             // a token dataset's ids in all
   uint64_t source_bytes_read = 0;  // bytes read from source files in this run
   std::vector<SkippedFile> skipped;
   std::map<std::string, uint64_t> stored_as;  // records of this run by how they were stored
@@ -172,6 +187,14 @@ absl::StatusOr<ConvertSummary> Convert(const SourceListing& listing, const Conve
 
 // What a resumed conversion must match: the listing and the options that change the records.
 std::string ConvertFingerprint(const SourceListing& listing, const ConvertOptions& options);
+
+// A token conversion (IsTokenSource(options.source_kind); Convert calls it): one record per
+// document (record.h, kTokensUint16 / kTokensUint32), in source order, threads tokenizing JSON
+// lines in parallel; resumable and cancellable as Convert. The dataset is format version 4 with the
+// vocabulary in its header (dataset_info.h, TokenInfo). Errors as Convert, and InvalidArgument /
+// DataLoss / NotFound from opening the source (token_sources.h).
+absl::StatusOr<ConvertSummary> ConvertTokens(const ConvertOptions& options,
+                                             const ProgressCallback& progress = nullptr);
 
 // Convert with options.shards > 1 (Convert calls it).
 absl::StatusOr<ConvertSummary> ConvertSharded(const SourceListing& listing,

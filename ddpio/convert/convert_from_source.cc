@@ -54,6 +54,30 @@ absl::Status ValidateConvertOptions(const ConvertOptions& o) {
     return Bad("list_root",
                absl::StrCat("list_root is for a 'list' source, not a '", kind, "' source"));
   }
+  const bool tokens = IsTokenSource(o.source_kind);
+  if (!o.tokens.tokenizer.empty() && o.source_kind != SourceKind::kJsonl) {
+    return Bad("tokenizer", absl::StrCat("a tokenizer tokenizes JSON lines (source kind 'jsonl'), "
+                                         "not a '",
+                                         kind, "' source"));
+  }
+  if (!o.tokens.dtype.empty() && o.source_kind != SourceKind::kTokens) {
+    return Bad("dtype", absl::StrCat("dtype says how a flat token file (source kind 'tokens') "
+                                     "stores its ids, not a '",
+                                     kind, "' source"));
+  }
+  if (o.tokens.eos_id != -2 && !tokens) {
+    return Bad("eos_id", absl::StrCat("eos_id goes with token sources (jsonl, megatron, tokens), "
+                                      "not a '",
+                                      kind, "' source"));
+  }
+  if (o.tokens.eos_id < -2 || o.tokens.eos_id > int64_t{UINT32_MAX}) {
+    return Bad("eos_id", absl::StrCat("eos_id ", o.tokens.eos_id, " is not a token id (0 to ",
+                                      UINT32_MAX, ") nor -1 (none)"));
+  }
+  if (!o.tokens.dtype.empty() && o.tokens.dtype != "uint16" && o.tokens.dtype != "uint32") {
+    return Bad("dtype", absl::StrCat("dtype '", o.tokens.dtype, "' is neither uint16 nor uint32"));
+  }
+  if (tokens && o.out.empty()) return Bad("out", "out is empty: name the dataset to create");
   DDPIO_RETURN_IF_ERROR(InRange("threads", o.threads, 0, 1 << 16));
   DDPIO_RETURN_IF_ERROR(InRange("shards", o.shards, 1, static_cast<int64_t>(storage::kMaxShards)));
   DDPIO_RETURN_IF_ERROR(InRange("restart_interval", o.restart_interval, 0, 64));
@@ -75,6 +99,7 @@ absl::StatusOr<ConvertSummary> Convert(const ConvertOptions& options,
                                        const ProgressCallback& progress) {
   DDPIO_RETURN_IF_ERROR(ValidateConvertOptions(options));
   ConvertOptions o = options;
+  if (IsTokenSource(o.source_kind)) return ConvertTokens(o, progress);
   switch (o.source_kind) {
     case SourceKind::kList: {
       DDPIO_ASSIGN_OR_RETURN(SourceListing listing, ReadListFile(o.source, o.list_root));
@@ -101,6 +126,9 @@ absl::StatusOr<ConvertSummary> Convert(const ConvertOptions& options,
       return Convert(listing, o, progress);
     }
     case SourceKind::kImageFolder:
+    case SourceKind::kJsonl:
+    case SourceKind::kMegatron:
+    case SourceKind::kTokens:
       break;
   }
   if (!o.val_labels.empty()) {

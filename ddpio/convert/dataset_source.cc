@@ -70,6 +70,12 @@ absl::StatusOr<SourceListing> ListDataset(const storage::DatasetReader& dataset)
   listing.kind = "ddpio-dataset";
   listing.root = dataset.path();
   const storage::DatasetHeader& h = dataset.header();
+  if (storage::IsTokenDataset(h)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dataset.path(),
+                     " is a token dataset: rewriting a dataset upgrades images (restart "
+                     "markers, binding); a token dataset has nothing to upgrade"));
+  }
   listing.described = absl::StrCat(
       dataset.path(),
       h.source_kind.empty() ? "" : absl::StrCat(" (from ", h.source_kind, " ", h.source_path, ")"));

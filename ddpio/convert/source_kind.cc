@@ -13,6 +13,9 @@ constexpr std::pair<SourceKind, std::string_view> kNames[] = {
     {SourceKind::kList, "list"},
     {SourceKind::kCaffeLmdb, "caffe-lmdb"},
     {SourceKind::kDataset, "dataset"},
+    {SourceKind::kJsonl, "jsonl"},
+    {SourceKind::kMegatron, "megatron"},
+    {SourceKind::kTokens, "tokens"},
 };
 
 }  // namespace

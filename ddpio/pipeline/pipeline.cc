@@ -19,6 +19,15 @@
 namespace ddpio {
 namespace {
 
+// The pipeline makes image batches; a token dataset (documents of token ids) says so up front
+// rather than failing record by record.
+absl::Status TokenDatasetRefused(const std::string& data) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(data,
+                   " is a token dataset (documents of token ids for a language model), and this "
+                   "pipeline makes image batches: it cannot read it"));
+}
+
 bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) {
   return layout.is_leader(rank) || o.readers == broadcast::FeedReaders::kAll;
 }
@@ -154,7 +163,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   } else if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
         storage::DatasetReader::Open(options.data, ro);
-    if (reader.ok()) {
+    if (reader.ok() && storage::IsTokenDataset((*reader)->header())) {
+      opened = TokenDatasetRefused(options.data);
+    } else if (reader.ok()) {
       p.reader = *std::move(reader);
       feeder.dataset.identity =
           storage::DatasetIdentity(p.reader->header(), p.reader->completion());
@@ -165,7 +176,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
     // Fed by another: which dataset it names is all it needs (from an object store, one GET).
     absl::StatusOr<storage::DatasetReader::Summary> peek =
         storage::DatasetReader::Peek(options.data, ro);
-    if (peek.ok()) {
+    if (peek.ok() && storage::IsTokenDataset(peek->header)) {
+      opened = TokenDatasetRefused(options.data);
+    } else if (peek.ok()) {
       feeder.dataset.identity = storage::DatasetIdentity(peek->header, peek->completion);
       p.peeked_store = peek->store;
     } else {

@@ -47,6 +47,25 @@ absl::StatusOr<std::vector<std::string>> DecodeClasses(const json& classes) {
   return names;
 }
 
+absl::Status DecodeTokens(const json& t, DatasetHeader* h) {
+  const auto bad = [](const char* what) {
+    return absl::DataLossError(absl::StrCat("dataset metadata: the tokens block's ", what));
+  };
+  if (!t.is_object()) return bad("is not an object");
+  const std::string dtype = t.at("dtype").get<std::string>();
+  if (dtype != "uint16" && dtype != "uint32") return bad("dtype is neither uint16 nor uint32");
+  h->tokens.width = dtype == "uint16" ? 2 : 4;
+  int64_t eos = 0;
+  if (!t.at("eos_id").is_number_integer() || (eos = t.at("eos_id").get<int64_t>()) < -1 ||
+      eos > int64_t{UINT32_MAX}) {
+    return bad("eos_id is not an id or -1");
+  }
+  h->tokens.eos_id = eos;
+  if (!internal::GetU64(t, "vocab_size", &h->tokens.vocab_size)) return bad("vocab_size");
+  h->tokens.tokenizer = t.at("tokenizer").get<std::string>();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string EncodeHeader(const DatasetHeader& h) {
@@ -64,6 +83,12 @@ std::string EncodeHeader(const DatasetHeader& h) {
     j["shard"] = {{"index", h.shard_index},
                   {"count", h.shard_count},
                   {"dataset_fingerprint", h.dataset_fingerprint}};
+  }
+  if (IsTokenDataset(h)) {
+    j["tokens"] = {{"dtype", h.tokens.width == 2 ? "uint16" : "uint32"},
+                   {"eos_id", h.tokens.eos_id},
+                   {"vocab_size", h.tokens.vocab_size},
+                   {"tokenizer", h.tokens.tokenizer}};
   }
   return j.dump(-1, ' ', false,
                 nlohmann::json::error_handler_t::replace);  // names are bytes: never throw
@@ -105,6 +130,13 @@ absl::StatusOr<DatasetHeader> DecodeHeader(std::string_view text) {
             "dataset metadata: the shard's index and count are not a place in a dataset");
       }
       h.dataset_fingerprint = sh.at("dataset_fingerprint").get<std::string>();
+    }
+    if (j.contains("tokens")) DDPIO_RETURN_IF_ERROR(DecodeTokens(j.at("tokens"), &h));
+    if ((h.format_version >= kTokensFormatVersion) != IsTokenDataset(h)) {
+      return absl::DataLossError(
+          absl::StrCat("dataset metadata: format version ", h.format_version,
+                       IsTokenDataset(h) ? " with a tokens block (a token dataset is version 4)"
+                                         : " without the tokens block a token dataset has"));
     }
     return h;
   } catch (const json::exception& e) {
@@ -185,7 +217,10 @@ std::string NewDatasetId() {
 }
 
 std::string RecordProtection(const DatasetHeader& header) {
-  if (RecordsBound(header)) return "CRC32C per record, bound to its key and its dataset (format 3)";
+  if (RecordsBound(header)) {
+    return absl::StrCat("CRC32C per record, bound to its key and its dataset (format ",
+                        header.format_version, ")");
+  }
   return absl::StrCat("CRC32C per record, not bound to its key (format ", header.format_version,
                       "): a record moved, swapped or copied from another dataset passes; "
                       "`ddpio convert --from dataset --src DB` upgrades it");

@@ -25,9 +25,13 @@ inline constexpr char kFormatName[] = "ddpio-lmdb";
 // by `convert --max-side`), so a build that reads only version 1 refuses the dataset up front.
 // Version 3 (written by every conversion since): every record in layout 3, its checksum bound to
 // its key and to the dataset (RecordSalt), and a shard's header names its place in its dataset.
+// Version 4: a token dataset (records of a token content type, the header's `tokens` block), so a
+// build that knows only images refuses it up front rather than record by record. Image datasets
+// are still written as version 3.
 inline constexpr int kFormatVersion = 1;
 inline constexpr int kBoundRecordsFormatVersion = 3;
-inline constexpr int kMaxFormatVersion = 3;
+inline constexpr int kTokensFormatVersion = 4;
+inline constexpr int kMaxFormatVersion = 4;
 
 // LMDB names.
 inline constexpr char kSamplesDb[] = "samples";
@@ -46,6 +50,15 @@ inline constexpr size_t kMaxClasses = 1'000'000;
 inline constexpr size_t kMaxClassNameBytes = 4096;
 inline constexpr size_t kMaxHeaderBytes = size_t{16} << 20;
 
+// A token dataset's vocabulary (the header's `tokens` block; format version 4): one record per
+// document, its ids `width` bytes each (record.h, kTokensUint16 / kTokensUint32).
+struct TokenInfo {
+  int width = 0;            // 2 or 4; 0: not a token dataset (images)
+  int64_t eos_id = -1;      // the id ending every document; -1: documents have no end marker
+  uint64_t vocab_size = 0;  // ids are below it; 0: not known (a Megatron or flat token file)
+  std::string tokenizer;    // the SentencePiece model the text was tokenized with, or empty
+};
+
 // Written at creation.
 struct DatasetHeader {
   int format_version = kBoundRecordsFormatVersion;
@@ -63,7 +76,10 @@ struct DatasetHeader {
   uint64_t shard_index = 0;
   uint64_t shard_count = 0;
   std::string dataset_fingerprint;
+  TokenInfo tokens;  // a token dataset (format version 4); width 0 for images
 };
+
+inline bool IsTokenDataset(const DatasetHeader& header) { return header.tokens.width != 0; }
 
 // Whether records of a dataset with this header are bound to their keys (version 3).
 inline bool RecordsBound(const DatasetHeader& header) {

@@ -36,6 +36,46 @@ TEST(DatasetInfo, UnknownVersionAndForeignFormatAreRejected) {
   EXPECT_CODE(DecodeHeader(R"({"format":"ddpio-lmdb","format_version":1})"), kDataLoss);
 }
 
+TEST(DatasetInfo, ATokenHeaderRoundTripsAndIsVersionFour) {
+  DatasetHeader h = testing::MakeHeader(0);
+  h.format_version = kTokensFormatVersion;
+  h.tokens = {2, 1, 32000, "spm.model"};
+  ASSERT_OK_AND_ASSIGN(DatasetHeader back, DecodeHeader(EncodeHeader(h)));
+  EXPECT_TRUE(IsTokenDataset(back));
+  EXPECT_EQ(back.tokens.width, 2);
+  EXPECT_EQ(back.tokens.eos_id, 1);
+  EXPECT_EQ(back.tokens.vocab_size, 32000u);
+  EXPECT_EQ(back.tokens.tokenizer, "spm.model");
+  EXPECT_EQ(EncodeHeader(back), EncodeHeader(h));
+  // No end marker is -1, kept.
+  h.tokens.eos_id = -1;
+  h.tokens.width = 4;
+  ASSERT_OK_AND_ASSIGN(back, DecodeHeader(EncodeHeader(h)));
+  EXPECT_EQ(back.tokens.eos_id, -1);
+  EXPECT_EQ(back.tokens.width, 4);
+  // A tokens block in a version-3 header, or version 4 without one, is not a dataset ddpio wrote.
+  DatasetHeader v3 = h;
+  v3.format_version = kBoundRecordsFormatVersion;
+  EXPECT_CODE(DecodeHeader(EncodeHeader(v3)), kDataLoss);
+  DatasetHeader images = testing::MakeHeader(2);
+  EXPECT_FALSE(IsTokenDataset(images));
+  images.format_version = kTokensFormatVersion;
+  EXPECT_CODE(DecodeHeader(EncodeHeader(images)), kDataLoss);
+  // A forged tokens block is DataLoss, never an exception.
+  std::string text = EncodeHeader(h);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"uint32\"", "\"float32\""},
+           {"\"eos_id\":-1", "\"eos_id\":-2"},
+           {"\"eos_id\":-1", "\"eos_id\":\"x\""},
+           {"\"vocab_size\":32000", "\"vocab_size\":-5"}}) {
+    std::string forged = text;
+    const size_t at = forged.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << text;
+    forged.replace(at, from.size(), to);
+    EXPECT_CODE(DecodeHeader(forged), kDataLoss) << forged;
+  }
+}
+
 TEST(DatasetInfo, CompletionRoundTrip) {
   DatasetCompletion c{123, 456789, 2};
   ASSERT_OK_AND_ASSIGN(DatasetCompletion back, DecodeCompletion(EncodeCompletion(c)));

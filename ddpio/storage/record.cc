@@ -45,8 +45,8 @@ void PutExtensions(const RecordView& r, uint8_t* p) {
 }
 
 bool KnownType(uint8_t t) {
-  return t == static_cast<uint8_t>(ContentType::kJpeg) ||
-         t == static_cast<uint8_t>(ContentType::kRawUint8);
+  return t >= static_cast<uint8_t>(ContentType::kJpeg) &&
+         t <= static_cast<uint8_t>(ContentType::kTokensUint32);
 }
 
 absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
@@ -83,7 +83,9 @@ absl::Status DecodeExtensions(absl::Span<const uint8_t> ext, RecordView* out) {
 }  // namespace
 
 constexpr EnumName<ContentType> kContentTypes[] = {{ContentType::kJpeg, "jpeg"},
-                                                   {ContentType::kRawUint8, "raw_uint8"}};
+                                                   {ContentType::kRawUint8, "raw_uint8"},
+                                                   {ContentType::kTokensUint16, "tokens_uint16"},
+                                                   {ContentType::kTokensUint32, "tokens_uint32"}};
 
 std::string ContentTypeName(ContentType type) { return NameOf(kContentTypes, type); }
 
@@ -167,6 +169,11 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out,
     return absl::InvalidArgumentError(
         absl::StrCat("payload of ", record.payload.size(), " bytes is 4 GiB or more"));
   }
+  if (const int width = TokenWidth(record.type); width > 0 && record.payload.size() % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("token payload of ", record.payload.size(),
+                                                   " bytes is not a whole number of ", width,
+                                                   "-byte ids"));
+  }
   const bool bound = binding != nullptr;
   out->resize(EncodedRecordSize(record, bound));
   auto* p = reinterpret_cast<uint8_t*>(out->data());
@@ -235,6 +242,12 @@ absl::Status DecodeRecord(absl::Span<const uint8_t> bytes, bool verify_checksum,
     return absl::DataLossError(absl::StrCat(
         bytes.size() < expected ? "truncated record: " : "record with trailing bytes: ",
         bytes.size(), " bytes stored, header says ", expected));
+  }
+  if (const int width = TokenWidth(static_cast<ContentType>(p[kOffType]));
+      width > 0 && payload_len % width != 0) {
+    return absl::DataLossError(absl::StrCat("token record of ", payload_len,
+                                            " payload bytes, not a whole number of ", width,
+                                            "-byte ids"));
   }
   if (verify_checksum) {
     if (bound && binding == nullptr) {

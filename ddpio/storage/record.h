@@ -4,7 +4,9 @@
 // conversion, so a loader can plan buffers without decoding), the source file's relative name
 // and the payload (the original JPEG bytes, never re-encoded). A CRC32C covers every byte after
 // the checksum field, header and name included, so a flipped label is caught like a flipped
-// pixel. Layout: docs/FORMAT.md. Pure functions, no IO, thread-safe.
+// pixel. A token record (a language-model dataset) holds one document's token ids instead: its
+// label, channels and geometry are 0 and its payload is the ids, little-endian. Layout:
+// docs/FORMAT.md. Pure functions, no IO, thread-safe.
 #ifndef DDPIO_STORAGE_RECORD_H_
 #define DDPIO_STORAGE_RECORD_H_
 
@@ -20,12 +22,30 @@
 namespace ddpio::storage {
 
 enum class ContentType : uint8_t {
-  kJpeg = 1,      // payload: a JPEG file
-  kRawUint8 = 2,  // payload: height * width * channels bytes, HWC order
+  kJpeg = 1,          // payload: a JPEG file
+  kRawUint8 = 2,      // payload: height * width * channels bytes, HWC order
+  kTokensUint16 = 3,  // payload: one document's token ids, 2 bytes each, little-endian
+  kTokensUint32 = 4,  // payload: one document's token ids, 4 bytes each, little-endian
 };
 
-// Returns "jpeg", "raw_uint8" or "unknown(N)".
+// Returns "jpeg", "raw_uint8", "tokens_uint16", "tokens_uint32" or "unknown(N)".
 std::string ContentTypeName(ContentType type);
+
+// Bytes per token id of a token record's type (2 or 4); 0 for an image type.
+inline int TokenWidth(ContentType type) {
+  return type == ContentType::kTokensUint16 ? 2 : type == ContentType::kTokensUint32 ? 4 : 0;
+}
+// The token type whose ids are `width` bytes (2: kTokensUint16, else kTokensUint32).
+inline ContentType TokenType(int width) {
+  return width == 2 ? ContentType::kTokensUint16 : ContentType::kTokensUint32;
+}
+// Token id `i` of a token record's payload (i < payload.size() / TokenWidth(type)).
+inline uint32_t TokenAt(absl::Span<const uint8_t> payload, int width, size_t i) {
+  const uint8_t* p = payload.data() + i * static_cast<size_t>(width);
+  return width == 2
+             ? uint32_t{p[0]} | uint32_t{p[1]} << 8
+             : uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
 
 // A non-owning view of one record. Who owns the bytes behind `source_name` and `payload` is
 // said by whoever returns the view (for DatasetReader: the read transaction).

@@ -151,5 +151,48 @@ TEST(RecordCodec, MalformedExtensionsAreDataLossAndUnknownOnesAreSkipped) {
   EXPECT_CODE(DecodeRecord(Bytes(area), false, &v), kDataLoss);
 }
 
+TEST(RecordCodec, TokenRecordsKeepTheirIdsAndTheirWidth) {
+  for (const int width : {2, 4}) {
+    Record r;
+    r.type = TokenType(width);
+    r.source_name = "wiki.jsonl:7";
+    const std::vector<uint32_t> ids = {0, 1, 65535, width == 4 ? 4000000000u : 12345u, 2};
+    for (uint32_t id : ids) {
+      for (int b = 0; b < width; ++b) r.payload.push_back(static_cast<uint8_t>(id >> (8 * b)));
+    }
+    std::string encoded;
+    const RecordBinding binding{0x1234, 7, true};
+    ASSERT_OK(EncodeRecord(r.view(), &encoded, &binding));
+    RecordView v;
+    ASSERT_OK(DecodeRecord(Bytes(encoded), true, &v, &binding));
+    EXPECT_EQ(TokenWidth(v.type), width);
+    EXPECT_EQ(ContentTypeName(v.type), width == 2 ? "tokens_uint16" : "tokens_uint32");
+    ASSERT_EQ(v.payload.size(), ids.size() * width);
+    for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(TokenAt(v.payload, width, i), ids[i]) << i;
+    // Bound as image records are: at another key the checksum fails.
+    const RecordBinding elsewhere{0x1234, 8, true};
+    EXPECT_CODE(DecodeRecord(Bytes(encoded), true, &v, &elsewhere), kDataLoss);
+  }
+  EXPECT_EQ(TokenWidth(ContentType::kJpeg), 0);
+  EXPECT_EQ(TokenWidth(ContentType::kRawUint8), 0);
+}
+
+TEST(RecordCodec, ATokenPayloadOfPartIdsIsRefusedBothWays) {
+  Record r;
+  r.type = ContentType::kTokensUint32;
+  r.payload = {1, 0, 0, 0, 2, 0};  // one id and a half
+  std::string encoded;
+  EXPECT_CODE(EncodeRecord(r.view(), &encoded), kInvalidArgument);
+  // A stored record whose payload length was damaged into a half id is DataLoss on read.
+  r.payload.resize(8);
+  ASSERT_OK(EncodeRecord(r.view(), &encoded));
+  encoded.resize(encoded.size() - 2);
+  encoded[24] = 6;  // payload length field, low byte
+  RecordView v;
+  absl::Status s = DecodeRecord(Bytes(encoded), false, &v);
+  EXPECT_CODE(s, kDataLoss);
+  EXPECT_NE(s.message().find("whole number of 4-byte ids"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace ddpio::storage

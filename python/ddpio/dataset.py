@@ -1,6 +1,8 @@
 """ddpio.Dataset: a converted dataset as a map-style dataset, for torch's DataLoader or by hand."""
+import array
 import operator
 import os
+import sys
 
 from ddpio import _ddpio
 
@@ -19,8 +21,9 @@ def dataset_location(path):
 class Dataset:
     """The records of a dataset written by `ddpio convert`.
 
-    len(ds) is the number of records; ds[i] is (image_bytes, label) of record i (negative i counts
-    from the end): a JPEG file's bytes as converted, or for images stored as pixels (PNG, WebP, ...
+    len(ds) is the number of records; for a token dataset (ds.is_tokens) ds[i] is document i's
+    token ids as an array.array (uint16 'H' or uint32 'I'); otherwise ds[i] is (image_bytes, label)
+    of record i (negative i counts from the end): a JPEG file's bytes as converted, or for images stored as pixels (PNG, WebP, ...
     sources) a binary PPM — either opens with PIL.Image.open(io.BytesIO(image_bytes));
     ds.source(i) the file it was converted from; ds.classes the class names (label i is classes[i]); ds.info() what the dataset
     says about itself. Records are checksummed on every read: a damaged one raises
@@ -52,8 +55,22 @@ class Dataset:
             raise IndexError(f"index {index} is outside the dataset's {size} records ({self._path})")
         return index + size if index < 0 else index
 
+    @property
+    def is_tokens(self):
+        """True for a token dataset (documents of token ids, for language models)."""
+        return self._core.token_width != 0
+
     def __getitem__(self, index):
-        return self._core.get(self._index(index))
+        data, label_or_width = self._core.get(self._index(index))
+        if self._core.token_width == 0:
+            return data, label_or_width
+        # A document: its ids as an array.array ('H': uint16, 'I': uint32), which numpy and torch
+        # take as they are (numpy.asarray, torch.frombuffer).
+        ids = array.array("H" if label_or_width == 2 else "I")
+        ids.frombytes(data)
+        if sys.byteorder != "little":
+            ids.byteswap()
+        return ids
 
     def source(self, index):
         """The source file (relative to the converted folder) or key record `index` came from."""
@@ -63,6 +80,8 @@ class Dataset:
         return self._core.info()
 
     def __repr__(self):
+        if self.is_tokens:
+            return f"ddpio.Dataset({self._path!r}, {len(self)} documents, {self.info()['tokens']} tokens)"
         return f"ddpio.Dataset({self._path!r}, {len(self)} records, {len(self._core.classes)} classes)"
 
     def __reduce__(self):

@@ -54,6 +54,7 @@ py::dict SummaryDict(const convert::ConvertSummary& s) {
   d["records"] = s.records;
   d["classes"] = s.classes;
   d["bytes"] = s.payload_bytes;
+  d["tokens"] = s.token_dataset ? py::object(py::int_(s.tokens)) : py::object(py::none());
   d["source_bytes_read"] = s.source_bytes_read;
   d["skipped"] = skipped;
   d["stored_as"] = stored_as;
@@ -74,6 +75,9 @@ absl::Status Annotated(absl::Status status) {
       {"synsets", "synsets"},
       {"val_labels", "val_labels"},
       {"max_decode_bytes", "max_decode_bytes"},
+      {"tokenizer", "tokenizer"},
+      {"eos_id", "eos"},
+      {"dtype", "dtype"},
   };
   std::vector<std::string> hints;
   for (const std::string& setting : SettingsOf(status)) {
@@ -95,7 +99,9 @@ py::dict Convert(const py::object& src, const py::object& out,
                  bool skip_invalid, bool full_decode, int max_side, int quality,
                  int restart_interval, uint64_t max_decode_bytes, bool single_file,
                  uint64_t batch_records, const py::object& list_root, const py::object& val_labels,
-                 const py::object& synsets, const py::object& progress) {
+                 const py::object& synsets, const py::object& tokenizer,
+                 const std::string& text_field, std::optional<int64_t> eos,
+                 const std::optional<std::string>& dtype, const py::object& progress) {
   convert::ConvertOptions o;
   o.source = FsPath(src);
   if (!out.is_none()) o.out = FsPath(out);
@@ -103,6 +109,10 @@ py::dict Convert(const py::object& src, const py::object& out,
   if (!list_root.is_none()) o.list_root = FsPath(list_root);
   if (!val_labels.is_none()) o.val_labels = FsPath(val_labels);
   if (!synsets.is_none()) o.synsets = FsPath(synsets);
+  if (!tokenizer.is_none()) o.tokens.tokenizer = FsPath(tokenizer);
+  o.tokens.text_field = text_field;
+  if (eos.has_value()) o.tokens.eos_id = *eos < 0 ? -1 : *eos;
+  if (dtype.has_value()) o.tokens.dtype = *dtype;
   o.shards = shards;
   o.threads = threads;
   o.resume = resume;
@@ -164,23 +174,30 @@ void BindConvert(py::module_& m) {
                ", final=" + (p.final ? "True" : "False") + ")";
       });
   const convert::ConvertOptions d;
-  m.def("convert", &Convert, py::arg("src"), py::arg("out") = py::none(), py::kw_only(),
-        py::arg("source") = py::none(), py::arg("shards") = d.shards,
-        py::arg("threads") = d.threads, py::arg("resume") = d.resume,
-        py::arg("skip_invalid") = d.skip_invalid, py::arg("full_decode") = d.full_decode,
-        py::arg("max_side") = d.shrink.max_side, py::arg("quality") = d.shrink.quality,
-        py::arg("restart_interval") = d.restart_interval,
-        py::arg("max_decode_bytes") = d.max_decode_bytes,
-        py::arg("single_file") = d.writer.single_file,
-        py::arg("batch_records") = d.writer.batch_records, py::arg("list_root") = py::none(),
-        py::arg("val_labels") = py::none(), py::arg("synsets") = py::none(),
-        py::arg("progress") = py::none(),
-        R"(Converts `src` into the ddpio dataset `out`; returns a dict summing it up.
+  m.def(
+      "convert", &Convert, py::arg("src"), py::arg("out") = py::none(), py::kw_only(),
+      py::arg("source") = py::none(), py::arg("shards") = d.shards, py::arg("threads") = d.threads,
+      py::arg("resume") = d.resume, py::arg("skip_invalid") = d.skip_invalid,
+      py::arg("full_decode") = d.full_decode, py::arg("max_side") = d.shrink.max_side,
+      py::arg("quality") = d.shrink.quality, py::arg("restart_interval") = d.restart_interval,
+      py::arg("max_decode_bytes") = d.max_decode_bytes,
+      py::arg("single_file") = d.writer.single_file,
+      py::arg("batch_records") = d.writer.batch_records, py::arg("list_root") = py::none(),
+      py::arg("val_labels") = py::none(), py::arg("synsets") = py::none(),
+      py::arg("tokenizer") = py::none(), py::arg("text_field") = d.tokens.text_field,
+      py::arg("eos") = py::none(), py::arg("dtype") = py::none(), py::arg("progress") = py::none(),
+      R"(Converts `src` into the ddpio dataset `out`; returns a dict summing it up.
 
 `source` says what `src` is: "imagefolder" (the default; with `val_labels`, a flat folder of
 ImageNet validation images), "list" (a file of "relative/path label" lines, relative to
 `list_root` or the file's folder), "caffe-lmdb" or "dataset" (a ddpio dataset, rewritten in
-place when `out` is None). `progress(p)`, if given, is called with a ddpio.ConvertProgress at
+place when `out` is None). For a token dataset (language models; one record per document):
+"jsonl" (JSON lines, a file or folder, each line's `text_field` tokenized with the SentencePiece
+model `tokenizer`, then its EOS id), "megatron" (`src` is Megatron-LM's PREFIX of PREFIX.bin /
+PREFIX.idx, one record per sequence) or "tokens" (a flat file of ids, raw with `dtype` "uint16"
+or "uint32", or a .npy, split into documents after every `eos` id). `eos`: jsonl, the id
+appended (default the model's; -1 none); tokens, where documents end (default none: documents
+of 65536 ids); megatron, recorded. The summary's `tokens` counts the ids (None for images). `progress(p)`, if given, is called with a ddpio.ConvertProgress at
 most 10 times a second and once at the end; returning False or raising stops the conversion,
 leaving `out` incomplete: `resume=True` continues it. Errors are ddpio.Error subclasses
 (ValueError for bad settings).)");

@@ -59,6 +59,11 @@ class Dataset {
 
   py::tuple Get(int64_t index) {
     storage::Record rec = Read(index);
+    if (storage::TokenWidth(rec.type) != 0) {  // a document: its ids' bytes and their width
+      return py::make_tuple(
+          py::bytes(reinterpret_cast<const char*>(rec.payload.data()), rec.payload.size()),
+          storage::TokenWidth(rec.type));
+    }
     std::string file = ValueOrThrow(storage::ImageFileBytes(rec.view()));
     return py::make_tuple(py::bytes(file), rec.label);
   }
@@ -78,6 +83,15 @@ class Dataset {
     d["source_kind"] = r.header().source_kind;
     d["source_path"] = FsStr(r.header().source_path);
     d["tool_version"] = r.header().tool_version;
+    if (storage::IsTokenDataset(r.header())) {
+      const storage::TokenInfo& t = r.header().tokens;
+      d["documents"] = r.size();
+      d["tokens"] = r.completion().payload_bytes / static_cast<uint64_t>(t.width);
+      d["dtype"] = t.width == 2 ? "uint16" : "uint32";
+      d["vocab_size"] = t.vocab_size;
+      d["eos_id"] = t.eos_id;
+      d["tokenizer"] = FsStr(t.tokenizer);
+    }
     return d;
   }
 
@@ -114,7 +128,10 @@ void BindDataset(py::module_& m) {
                                  names.append(FsStr(c));
                                return names;
                              })
-      .def("info", &Dataset::Info);
+      .def("info", &Dataset::Info)
+      .def_property_readonly("token_width", [](Dataset& d) {
+        return d.reader().header().tokens.width;  // 0: images
+      });
 }
 
 }  // namespace ddpio::python

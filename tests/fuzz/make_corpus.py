@@ -156,6 +156,7 @@ def main():
     put("list_file_fuzz", "bad", "a.jpg\nb.jpg -1\nc.jpg 99999999999\n")
     caffe_datums()
     megatron_indexes()
+    npy_headers()
     print(f"corpus written to {os.path.join(HERE, 'corpus')}")
 
 
@@ -173,6 +174,29 @@ def megatron_indexes():
         return struct.pack("<Q", at) + b
     put("megatron_index_fuzz", "uint16-three-documents", index(8, [3, 0, 5], [0, 2, 3], 2))
     put("megatron_index_fuzz", "int32-one-document", index(4, [7], [0, 1], 4))
+
+
+def npy_headers():
+    """.npy files written by numpy itself (numpy.lib.format, versions 1.0, 2.0 and 3.0), each after
+    the file's size (u64) the fuzz target reads first; the dtypes and layouts ddpio refuses too."""
+    import io
+    import numpy as np
+
+    def npy(a, version=None):
+        f = io.BytesIO()
+        np.lib.format.write_array(f, a, version=version, allow_pickle=True)
+        b = f.getvalue()
+        return struct.pack("<Q", len(b)) + b[:65536 + 12]
+    put("npy_header_fuzz", "uint16-vector", npy(np.arange(5, dtype=np.uint16)))
+    put("npy_header_fuzz", "int32-matrix", npy(np.arange(6, dtype=np.int32).reshape(2, 3)))
+    put("npy_header_fuzz", "float32-v2", npy(np.array([1.5, -2.0], dtype=np.float32), (2, 0)))
+    put("npy_header_fuzz", "uint8-v3", npy(np.arange(3, dtype=np.uint8), (3, 0)))
+    put("npy_header_fuzz", "float64-scalar", npy(np.float64(3.0)))
+    put("npy_header_fuzz", "int16-empty", npy(np.zeros((0, 4), dtype=np.int16)))
+    put("npy_header_fuzz", "big-endian", npy(np.arange(4, dtype=">u2")))
+    put("npy_header_fuzz", "fortran", npy(np.asfortranarray(np.arange(6, dtype=np.uint8).reshape(2, 3))))
+    put("npy_header_fuzz", "structured", npy(np.zeros(2, dtype=[("a", "<i4"), ("b", "<f4")])))
+    put("npy_header_fuzz", "object", npy(np.array([None, 1], dtype=object)))
 
 
 if __name__ == "__main__":
