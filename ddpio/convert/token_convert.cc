@@ -89,6 +89,19 @@ absl::StatusOr<ConvertSummary> ConvertTokens(const ConvertOptions& o,
     return out;
   };
   entries.name = [&](uint64_t i) { return source->Name(i); };
+  // The document lengths, committed with their records (dataset_info.h, TokenLengthsKey).
+  std::string lengths;
+  entries.appended = [&](const storage::Record& r) {
+    const uint32_t n = static_cast<uint32_t>(r.payload.size() / source->width());
+    for (int b = 0; b < 4; ++b) lengths.push_back(static_cast<char>(n >> (8 * b)));
+  };
+  entries.before_commit = [&](storage::DatasetWriter& writer) -> absl::Status {
+    if (lengths.empty()) return absl::OkStatus();
+    DDPIO_RETURN_IF_ERROR(
+        writer.PutMeta(storage::TokenLengthsKey(writer.committed_count()), std::move(lengths)));
+    lengths.clear();
+    return absl::OkStatus();
+  };
   ConvertSummary summary;
   summary.source = source->described();
   summary.out = o.out;

@@ -14,6 +14,7 @@
 #include "ddpio/convert/spm_train_for_tests.h"
 #include "ddpio/convert/token_sources.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/dataset_writer.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -57,6 +58,10 @@ ReadBack ReadDataset(const std::string& path) {
     out.docs.push_back(ids);
     out.names.push_back(r->source_name);
   }
+  // The lengths the conversion recorded beside the records are theirs, every one.
+  std::vector<uint32_t> lengths;
+  for (const auto& d : out.docs) lengths.push_back(static_cast<uint32_t>(d.size()));
+  EXPECT_EQ((*reader)->recorded_document_lengths(), lengths) << path;
   return out;
 }
 
@@ -380,6 +385,32 @@ TEST_F(JsonlTest, SettingsThatDoNotFitAreRefusedBeforeAnyWork) {
   o.source = dir_->Sub("missing.jsonl");
   EXPECT_CODE(Convert(o), kNotFound);
   EXPECT_FALSE(std::filesystem::exists(dir_->Sub("x")));
+}
+
+TEST(TokenConvert, DocumentLengthsThatDoNotAddUpAreDataLossAtOpen) {
+  ddpio::testing::TempDir dir;
+  for (const std::string& lie : {std::string("\x03\0\0\0\x05\0\0\0", 8),  // 3 + 5, not 3 + 4
+                                 std::string("\x03\0\0\0", 4)}) {         // one of two
+    storage::DatasetHeader h;
+    h.format_version = storage::kTokensFormatVersion;
+    h.tokens = {2, -1, 0, ""};
+    h.source_kind = "api";
+    const std::string path = dir.Sub(absl::StrCat("lie", lie.size()));
+    ASSERT_OK_AND_ASSIGN(auto writer, storage::DatasetWriter::Create(path, h, {}));
+    for (int n : {3, 4}) {
+      storage::Record r;
+      r.type = storage::ContentType::kTokensUint16;
+      r.payload.assign(2 * n, 1);
+      ASSERT_OK(writer->Append(r.view()));
+    }
+    ASSERT_OK(writer->PutMeta(storage::TokenLengthsKey(0), lie));
+    ASSERT_OK(writer->Finish(0));
+    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
+        storage::DatasetReader::Open(path);
+    EXPECT_CODE(reader, kDataLoss);
+    EXPECT_NE(reader.status().message().find("document lengths"), std::string::npos)
+        << reader.status();
+  }
 }
 
 }  // namespace

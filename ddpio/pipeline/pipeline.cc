@@ -25,7 +25,8 @@ absl::Status TokenDatasetRefused(const std::string& data) {
   return absl::InvalidArgumentError(
       absl::StrCat(data,
                    " is a token dataset (documents of token ids for a language model), and this "
-                   "pipeline makes image batches: it cannot read it"));
+                   "pipeline makes image batches: it cannot read it (Python's ddpio.Loader with "
+                   "seq_len makes token batches of it)"));
 }
 
 bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) {

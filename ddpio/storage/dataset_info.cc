@@ -168,6 +168,10 @@ absl::StatusOr<DatasetCompletion> DecodeCompletion(std::string_view text) {
   }
 }
 
+std::string TokenLengthsKey(uint64_t first) {
+  return absl::StrCat(kTokenLengthsKeyPrefix, absl::Hex(first, absl::kZeroPad16));
+}
+
 IndexKey EncodeIndexKey(uint64_t index) {
   IndexKey key;
   EncodeBigEndian64(key.data(), index);

@@ -81,6 +81,13 @@ struct DatasetHeader {
 
 inline bool IsTokenDataset(const DatasetHeader& header) { return header.tokens.width != 0; }
 
+// A token dataset's document lengths (ids per record), written by its conversion with every
+// commit: under TokenLengthsKey(first) the lengths of records first, first + 1, ... committed
+// together, 4 bytes little-endian each; the next entry's key is first + their count. So a
+// reader finds every document's length in a few metadata reads, without touching a record.
+inline constexpr char kTokenLengthsKeyPrefix[] = "token_lengths/";
+std::string TokenLengthsKey(uint64_t first);
+
 // Whether records of a dataset with this header are bound to their keys (version 3).
 inline bool RecordsBound(const DatasetHeader& header) {
   return header.format_version >= kBoundRecordsFormatVersion;

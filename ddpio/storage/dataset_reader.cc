@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<DatasetReader>> DatasetReader::Open(const std::st
   reader->path_ = opened.store->path();
   reader->header_ = std::move(opened.header);
   reader->completion_ = opened.completion;
+  reader->document_lengths_ = std::move(opened.document_lengths);
   reader->file_bytes_ = opened.store->file_bytes();
   reader->verify_checksums_ = options.verify_checksums || opened.store->fetches_copies();
   reader->store_ = std::move(opened.store);
@@ -143,6 +144,25 @@ absl::StatusOr<Record> DatasetReader::ReadCopy(uint64_t index) const {
   absl::Status mapped = txn.CheckMapped();
   if (!mapped.ok()) return Annotate(mapped, RecordName(index, path_));
   return copy;
+}
+
+absl::StatusOr<std::vector<uint32_t>> DocumentLengths(const DatasetReader& reader) {
+  const int width = reader.header().tokens.width;
+  if (width == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(reader.path(), " is an image dataset: it has no documents of token ids"));
+  }
+  if (!reader.recorded_document_lengths().empty() || reader.size() == 0)
+    return reader.recorded_document_lengths();
+  std::vector<uint32_t> lengths;
+  lengths.reserve(reader.size());
+  DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader.BeginRead());
+  for (uint64_t i = 0; i < reader.size(); ++i) {
+    DDPIO_ASSIGN_OR_RETURN(RecordView view, txn.Get(i));
+    lengths.push_back(static_cast<uint32_t>(view.payload.size() / static_cast<size_t>(width)));
+    txn.Reset();
+  }
+  return lengths;
 }
 
 }  // namespace ddpio::storage

@@ -199,6 +199,10 @@ class DatasetReader {
   const DatasetHeader& header() const { return header_; }
   const DatasetCompletion& completion() const { return completion_; }
   uint64_t size() const { return completion_.sample_count; }
+  // A token dataset's ids per document, as its conversion recorded them (read at open: a few
+  // metadata reads, no record touched); empty when not recorded (a dataset in an object store, or
+  // images). DocumentLengths (below) falls back to reading every record.
+  const std::vector<uint32_t>& recorded_document_lengths() const { return document_lengths_; }
   const std::string& path() const { return path_; }
   // Whether the environment was opened without LMDB's lock (kNoLock or the kAuto fallback).
   bool no_lock() const;
@@ -231,12 +235,18 @@ class DatasetReader {
   std::string path_;
   DatasetHeader header_;
   DatasetCompletion completion_;
+  std::vector<uint32_t> document_lengths_;
   uint64_t file_bytes_ = 0;
   // Whether Get checks each record's CRC32C: ReaderOptions::verify_checksums, or always for a
   // store whose records are fetched copies.
   bool verify_checksums_ = true;
   std::unique_ptr<internal::RecordStore> store_;
 };
+
+// A token dataset's ids per document: as recorded at conversion, else (a dataset in an object
+// store, one converted before lengths were recorded) read from every record's payload size.
+// FailedPrecondition for an image dataset; the record errors of ReadTxn::Get.
+absl::StatusOr<std::vector<uint32_t>> DocumentLengths(const DatasetReader& reader);
 
 }  // namespace ddpio::storage
 

@@ -248,10 +248,21 @@ class Loader:
       pin_memory, persistent_workers: accepted for torch's sake (slots are always page-locked;
         the workers always persist).
       arrays: "torch" (default) or "numpy" (torch is then never imported).
+      seq_len: for a token dataset (language models): batches of its documents packed into
+        sequences of seq_len tokens, as dicts of tensors (ddpio.tokens.TokenLoader; takes
+        batch_size, shuffle, seed, drop_last, padding, arrays).
     Under torch.distributed (any init method) or a launcher (torchrun, Slurm, Open MPI) the loader
     joins the job; every rank must create its loaders in the same order. Not for torch DataLoader
     workers (it decodes in its own threads): iterate it directly.
     """
+
+    def __new__(cls, path=None, batch_size=1, shuffle=None, *, seq_len=None, **kwargs):
+        if seq_len is not None:
+            from ddpio.tokens import TokenLoader
+            if shuffle is None:
+                shuffle = True
+            return TokenLoader(path, batch_size, shuffle, seq_len=seq_len, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, path, batch_size=1, shuffle=None, *, num_workers=None, workers=None, image_size=None,
                  train=None, augment=None, decode=_D["decode"], output=_D["output"], normalize=None,
@@ -264,7 +275,7 @@ class Loader:
                  whole_chunks=_D["whole_chunks"], order=_D["order"], block_chunk=_D["block_chunk"],
                  block_window=_D["block_window"], block_lanes=_D["block_lanes"],
                  store_max_requests_per_s=_D["store_max_requests_per_s"],
-                 arrays="torch", pin_memory=True, persistent_workers=False):
+                 arrays="torch", pin_memory=True, persistent_workers=False, seq_len=None):
         self._pipe = None
         self._pid = os.getpid()
         if arrays not in _ARRAYS:

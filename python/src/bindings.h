@@ -12,6 +12,7 @@ void BindComm(pybind11::module_& m);
 void BindPipeline(pybind11::module_& m);
 void BindLog(pybind11::module_& m);
 void BindConvert(pybind11::module_& m);
+void BindTokens(pybind11::module_& m);
 
 }  // namespace ddpio::python
 

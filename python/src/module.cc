@@ -13,4 +13,5 @@ PYBIND11_MODULE(_ddpio, m) {
   ddpio::python::BindPipeline(m);
   ddpio::python::BindLog(m);
   ddpio::python::BindConvert(m);
+  ddpio::python::BindTokens(m);
 }

@@ -168,6 +168,7 @@ absl::Status CopyEntries(const EntrySource& source, const ConvertOptions& o, uin
                          ProgressReporter& progress) {
   uint64_t commits = 0;
   auto commit = [&](uint64_t next) -> absl::Status {
+    if (source.before_commit) DDPIO_RETURN_IF_ERROR(source.before_commit(writer));
     DDPIO_RETURN_IF_ERROR(writer.PutMeta(kProgressKey, ProgressJson(next, summary->skipped)));
     DDPIO_RETURN_IF_ERROR(writer.Commit());
     if (o.observer != nullptr) o.observer->Committed(++commits);
@@ -202,6 +203,7 @@ absl::Status CopyEntries(const EntrySource& source, const ConvertOptions& o, uin
       DDPIO_LOG(WARNING) << "skipping " << bad.message();
     } else {
       DDPIO_RETURN_IF_ERROR(writer.Append(loaded->record->view()));
+      if (source.appended) source.appended(*loaded->record);
       if (!loaded->stored_as.empty()) ++summary->stored_as[loaded->stored_as];
     }
     if (writer.BatchFull()) DDPIO_RETURN_IF_ERROR(commit(i + 1));
@@ -233,6 +235,7 @@ absl::StatusOr<ConvertSummary> RunConversion(const storage::DatasetHeader& heade
     return summary;
   }
   DDPIO_RETURN_IF_ERROR(CopyEntries(source, o, next_source, *writer, &summary, progress));
+  if (source.before_commit) DDPIO_RETURN_IF_ERROR(source.before_commit(*writer));
   DDPIO_RETURN_IF_ERROR(writer->PutMeta(kProgressKey, ProgressJson(source.count, summary.skipped)));
   DDPIO_RETURN_IF_ERROR(writer->Finish(summary.skipped.size()));
   summary.records = writer->record_count();

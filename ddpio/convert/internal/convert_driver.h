@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "ddpio/convert/convert.h"
 #include "ddpio/storage/dataset_info.h"
+#include "ddpio/storage/dataset_writer.h"
 #include "ddpio/storage/record.h"
 
 namespace ddpio::convert::internal {
@@ -33,6 +34,11 @@ struct EntrySource {
   std::function<LoadedEntry(uint64_t index, int worker)> load;
   // How the skipped list names entry `index`.
   std::function<std::string(uint64_t index)> name;
+  // Optional: called on the converting thread with every record appended, in order; and before
+  // every commit (the final one included) with the writer, to put metadata describing the records
+  // appended since the last commit into the same transaction.
+  std::function<void(const storage::Record& record)> appended;
+  std::function<absl::Status(storage::DatasetWriter& writer)> before_commit;
 };
 
 // Converts `source` into o.out (created, or resumed when o.resume and it exists), with `header`.

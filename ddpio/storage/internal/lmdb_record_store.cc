@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ddpio/common/coding.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/internal/lmdb_env.h"
 #include "ddpio/storage/internal/record_store.h"
@@ -178,6 +180,39 @@ absl::StatusOr<remote::RecordLocation> LmdbStoreTxn::Locate(uint64_t index,
   return where;
 }
 
+// A token dataset's document lengths from its metadata (dataset_info.h, TokenLengthsKey): empty
+// when the first entry is missing (not recorded); DataLoss when the entries do not cover every
+// record exactly or do not add up to the payload the completion marker counts.
+absl::StatusOr<std::vector<uint32_t>> ReadTokenLengths(const SharedEnv& env, MDB_txn* txn,
+                                                       const std::string& path,
+                                                       const OpenedStore& opened) {
+  std::vector<uint32_t> lengths;
+  const uint64_t n = opened.completion.sample_count;
+  uint64_t ids = 0;
+  while (lengths.size() < n) {
+    const std::string key = TokenLengthsKey(lengths.size());
+    DDPIO_ASSIGN_OR_RETURN(std::optional<std::string> entry, GetMeta(env, txn, key.c_str()));
+    if (!entry.has_value() && lengths.empty()) return lengths;  // not recorded
+    if (!entry.has_value() || entry->empty() || entry->size() % 4 != 0 ||
+        entry->size() / 4 > n - lengths.size()) {
+      return absl::DataLossError(absl::StrCat(
+          "dataset ", path, ": the document lengths stop at record ", lengths.size(), " of ", n,
+          entry.has_value() ? " (a malformed entry)" : " (an entry is missing)"));
+    }
+    const auto* p = reinterpret_cast<const uint8_t*>(entry->data());
+    for (size_t k = 0; k < entry->size(); k += 4) {
+      lengths.push_back(DecodeFixed32(p + k));
+      ids += lengths.back();
+    }
+  }
+  if (ids * static_cast<uint64_t>(opened.header.tokens.width) != opened.completion.payload_bytes) {
+    return absl::DataLossError(absl::StrCat(
+        "dataset ", path, ": the document lengths add up to ", ids, " ids, but the records hold ",
+        opened.completion.payload_bytes, " bytes of ", opened.header.tokens.width, "-byte ids"));
+  }
+  return lengths;
+}
+
 // The dataset's header and completion marker from the file's metadata, checked against its
 // record count.
 absl::Status ReadMetadata(const SharedEnv& env, const std::string& path, OpenedStore* opened) {
@@ -210,6 +245,10 @@ absl::Status ReadMetadata(const SharedEnv& env, const std::string& path, OpenedS
     return absl::DataLossError(absl::StrCat("dataset ", path, " holds ", ms.ms_entries,
                                             " records but its completion marker says ",
                                             opened->completion.sample_count));
+  }
+  if (IsTokenDataset(opened->header)) {
+    DDPIO_ASSIGN_OR_RETURN(opened->document_lengths,
+                           ReadTokenLengths(env, txn.get(), path, *opened));
   }
   return absl::OkStatus();
 }

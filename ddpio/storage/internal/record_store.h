@@ -128,6 +128,8 @@ struct OpenedStore {
   std::unique_ptr<RecordStore> store;
   DatasetHeader header;
   DatasetCompletion completion;
+  // A token dataset's document lengths when its file records them (TokenLengthsKey), else empty.
+  std::vector<uint32_t> document_lengths;
 };
 
 // Opens the storage at `path` as DatasetReader::Open describes (errors as its): an s3:// URL in

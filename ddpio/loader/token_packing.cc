@@ -1,0 +1,132 @@
+#include "ddpio/loader/token_packing.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/sampler/permutation.h"
+
+namespace ddpio::loader {
+
+inline constexpr uint64_t kMaxSeqLen = uint64_t{1} << 24;
+
+absl::StatusOr<TokenPacking> TokenPacking::Make(
+    std::shared_ptr<const std::vector<uint32_t>> lengths, uint64_t seq_len, uint64_t seed,
+    uint64_t epoch, bool shuffle) {
+  if (seq_len == 0 || seq_len > kMaxSeqLen) {
+    return WithSetting(absl::InvalidArgumentError(absl::StrCat("seq_len must be from 1 to ",
+                                                               kMaxSeqLen, ", not ", seq_len)),
+                       "seq_len");
+  }
+  TokenPacking p;
+  p.lengths_ = std::move(lengths);
+  p.seq_len_ = seq_len;
+  const uint64_t d = p.lengths_->size();
+  if (d > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(d, " documents: packing takes at most 2^32 - 1 documents"));
+  }
+  p.order_.resize(d);
+  if (shuffle) {
+    sampler::TorchRandperm<uint32_t>(d, seed + epoch, /*legacy=*/false, p.order_.data());
+  } else {
+    for (uint64_t i = 0; i < d; ++i) p.order_[i] = static_cast<uint32_t>(i);
+  }
+  p.prefix_.resize(d + 1);
+  p.prefix_[0] = 0;
+  for (uint64_t i = 0; i < d; ++i) p.prefix_[i + 1] = p.prefix_[i] + (*p.lengths_)[p.order_[i]];
+  const uint64_t total = p.prefix_.back();
+  p.sequences_ = total > 0 ? (total - 1) / seq_len : 0;
+  return p;
+}
+
+void TokenPacking::Spans(uint64_t k, std::vector<Span>* out) const {
+  out->clear();
+  uint64_t at = k * seq_len_;
+  const uint64_t end = at + seq_len_ + 1;
+  // The stream position whose document holds id `at`: the last p with prefix_[p] <= at (the
+  // documents of no ids before it are passed over).
+  uint64_t p = static_cast<uint64_t>(std::upper_bound(prefix_.begin(), prefix_.end(), at) -
+                                     prefix_.begin()) -
+               1;
+  while (at < end) {
+    const uint64_t doc_begin = prefix_[p], doc_end = prefix_[p + 1];
+    if (doc_end > at) {
+      const uint64_t stop = std::min(doc_end, end);
+      out->push_back({order_[p], static_cast<uint32_t>(at - doc_begin),
+                      static_cast<uint32_t>(stop - doc_begin)});
+      at = stop;
+    }
+    ++p;
+  }
+}
+
+TokenBatchFiller::TokenBatchFiller(const storage::DatasetReader* reader, const TokenPacking* plan)
+    : reader_(reader), plan_(plan) {}
+
+absl::Status TokenBatchFiller::Fill(absl::Span<const uint64_t> sequences,
+                                    absl::Span<const bool> valid, TokenBatchView* out) {
+  const uint64_t s = plan_->seq_len(), rows = sequences.size(), cells = rows * s;
+  if (valid.size() != rows || out->tokens.size() != cells || out->labels.size() != cells ||
+      out->position_ids.size() != cells || out->document_ids.size() != cells ||
+      out->loss_mask.size() != cells || out->cu_seqlens.size() < cells + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token batch arrays not sized for ", rows, " sequences of ", s, " ids"));
+  }
+  if (cells > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", rows, " sequences of ", s,
+                     " ids is over 2^31 tokens (cu_seqlens are int32)"));
+  }
+  const int width = reader_->header().tokens.width;
+  DDPIO_ASSIGN_OR_RETURN(storage::ReadTxn txn, reader_->BeginRead());
+  uint64_t cu = 0;
+  out->cu_seqlens[cu++] = 0;
+  out->max_seqlen = 0;
+  for (uint64_t r = 0; r < rows; ++r) {
+    if (sequences[r] >= plan_->size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", sequences[r], " of an epoch of ", plan_->size()));
+    }
+    plan_->Spans(sequences[r], &spans_);
+    uint64_t col = 0;  // position in the window, 0 .. s
+    int64_t doc = 0;
+    for (const TokenPacking::Span& span : spans_) {
+      DDPIO_ASSIGN_OR_RETURN(storage::RecordView view, txn.Get(span.document));
+      const uint64_t ids = view.payload.size() / static_cast<size_t>(width);
+      if (storage::TokenWidth(view.type) != width || ids != plan_->lengths()[span.document]) {
+        return absl::DataLossError(
+            absl::StrCat("document ", span.document, " of ", reader_->path(), " holds ", ids,
+                         " ids of ", storage::ContentTypeName(view.type),
+                         " but the dataset's lengths say ", plan_->lengths()[span.document]));
+      }
+      for (uint32_t i = span.begin; i < span.end; ++i, ++col) {
+        const int64_t id = storage::TokenAt(view.payload, width, i);
+        if (col < s) {
+          const uint64_t cell = r * s + col;
+          out->tokens[cell] = id;
+          // A piece that starts mid-document (the sequence's first) counts from the sequence's
+          // start; every document start counts from 0.
+          out->position_ids[cell] = static_cast<int64_t>(i - span.begin);
+          out->document_ids[cell] = doc;
+          out->loss_mask[cell] = valid[r] ? 1.0f : 0.0f;
+        }
+        if (col > 0) out->labels[r * s + col - 1] = id;
+      }
+      // The piece's tokens within the first s of the window: a boundary for varlen attention.
+      const uint64_t piece_end = std::min<uint64_t>(col, s);
+      const uint64_t boundary = r * s + piece_end;
+      if (boundary > static_cast<uint64_t>(out->cu_seqlens[cu - 1])) {
+        out->max_seqlen = std::max<int32_t>(
+            out->max_seqlen, static_cast<int32_t>(boundary - out->cu_seqlens[cu - 1]));
+        out->cu_seqlens[cu++] = static_cast<int32_t>(boundary);
+      }
+      ++doc;
+      txn.Reset();
+    }
+  }
+  out->cu_count = cu;
+  return absl::OkStatus();
+}
+
+}  // namespace ddpio::loader

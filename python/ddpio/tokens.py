@@ -1,0 +1,169 @@
+"""Token batches for language models: ddpio.Loader(path, batch_size, seq_len=S) over a token dataset.
+
+The dataset's documents, in an order drawn per epoch as torch.randperm(documents) seeded with
+seed + epoch (or as stored with shuffle=False), are concatenated into one stream and cut into
+sequences of S + 1 ids (Megatron-LM's GPTDataset convention): `tokens` are a sequence's first S,
+`labels` its last S. A sequence's content depends on (dataset, seq_len, seed, epoch, shuffle)
+only, so the sequences are dealt to ranks like any samples by ddpio.DistributedSampler: exactly
+once per epoch (padding="mask" flags the duplicates that even out ranks: their loss_mask is 0),
+and resumable mid-epoch with another world size (state_dict / load_state_dict).
+
+A batch is a dict of torch tensors (numpy arrays with arrays="numpy"), shared with the arrays the
+core filled (torch.from_numpy: no copy):
+  tokens, labels          int64 [B, S]
+  position_ids            int64 [B, S]: 0 at each sequence's start and at each document start
+  document_ids            int64 [B, S]: 0, 1, ... per document piece of a sequence
+  loss_mask               float32 [B, S]: 1, and 0 on a padding sequence
+  cu_seqlens              int32 [pieces + 1]: the pieces' boundaries over the batch's B * S
+                          tokens flattened, as flash attention's variable-length kernels take them
+  max_seqlen              int: the longest piece
+  indices                 int64 [B]: which sequences of the epoch
+"""
+import os
+import queue
+import threading
+
+from ddpio import _ddpio
+from ddpio.dataset import dataset_location
+from ddpio.sampler import DistributedSampler
+
+_STATE_VERSION = 1
+_DONE = object()
+
+
+class TokenLoader:
+    """Batches of packed sequences of a token dataset (see the module's docstring). Made by
+    ddpio.Loader(path, batch_size, seq_len=S, ...), or directly."""
+
+    def __init__(self, path, batch_size=1, shuffle=True, *, seq_len, seed=0, drop_last=False, padding=None,
+                 num_replicas=None, rank=None, prefetch=2, arrays="torch"):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
+        if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
+            raise ValueError(f"seq_len must be a positive int, not {seq_len!r}")
+        if arrays not in ("torch", "numpy"):
+            raise ValueError(f"arrays must be 'torch' or 'numpy', not {arrays!r}")
+        if not isinstance(prefetch, int) or prefetch < 1:
+            raise ValueError(f"prefetch must be a positive int, not {prefetch!r}")
+        if padding is None:
+            padding = "drop" if drop_last else "mask"
+        self.path = dataset_location(path)
+        self.batch_size = batch_size
+        self.seq_len = seq_len
+        self.shuffle = bool(shuffle)
+        self.seed = seed
+        self.drop_last = bool(drop_last)
+        self._arrays = arrays
+        self._prefetch = prefetch
+        self._sequences = _ddpio.TokenSequences(os.fsdecode(self.path), seq_len, seed % (1 << 64), self.shuffle)
+        # The sequences are already in the epoch's shuffled order: the sampler deals them out.
+        self.sampler = DistributedSampler(len(self._sequences), num_replicas=num_replicas, rank=rank,
+                                          shuffle=False, seed=0, padding=padding)
+        self._batches_seen = 0
+        self._sequences_seen = 0
+        self._tokens_seen = 0
+
+    @property
+    def epoch(self):
+        return self.sampler.epoch
+
+    def set_epoch(self, epoch):
+        self.sampler.set_epoch(epoch)
+        self._sequences.set_epoch(self.sampler.epoch)
+        self._batches_seen = 0
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def counters(self):
+        """What this loader has handed out, and the dataset's size."""
+        return {"documents": self._sequences.documents, "dataset_tokens": self._sequences.tokens,
+                "sequences_per_epoch": len(self._sequences), "batches": self._batches_seen,
+                "sequences": self._sequences_seen, "tokens": self._tokens_seen}
+
+    def _fill(self, indices, padding):
+        import numpy as np
+        b, s = len(indices), self.seq_len
+        out = {
+            "tokens": np.empty((b, s), np.int64), "labels": np.empty((b, s), np.int64),
+            "position_ids": np.empty((b, s), np.int64), "document_ids": np.empty((b, s), np.int64),
+            "loss_mask": np.empty((b, s), np.float32),
+        }
+        cu = np.empty(b * s + 1, np.int32)
+        idx = np.ascontiguousarray(indices, dtype=np.uint64)
+        valid = np.ascontiguousarray(~padding, dtype=np.bool_)
+        count, longest = self._sequences.fill(idx, valid, out["tokens"], out["labels"], out["position_ids"],
+                                              out["document_ids"], out["loss_mask"], cu)
+        out["cu_seqlens"] = cu[:count]
+        out["max_seqlen"] = int(longest)
+        out["indices"] = idx.astype(np.int64)
+        return out
+
+    def _convert(self, batch):
+        if self._arrays == "numpy":
+            return batch
+        import torch
+        return {k: (torch.from_numpy(v) if not isinstance(v, int) else v) for k, v in batch.items()}
+
+    def __iter__(self):
+        indices, padding = self.sampler.stream()
+        cut = len(indices) - len(indices) % self.batch_size if self.drop_last else len(indices)
+        starts = list(range(0, cut, self.batch_size))
+        results = queue.Queue(maxsize=self._prefetch)
+        stop = threading.Event()
+
+        def produce():
+            try:
+                for at in starts:
+                    if stop.is_set():
+                        return
+                    end = min(at + self.batch_size, cut)
+                    results.put(self._fill(indices[at:end], padding[at:end]))
+                results.put(_DONE)
+            except BaseException as e:  # raised again in the consumer
+                results.put(e)
+
+        worker = threading.Thread(target=produce, name="ddpio-tokens", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = results.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                self._batches_seen += 1
+                self._sequences_seen += len(item["indices"])
+                self._tokens_seen += int(item["loss_mask"].sum())
+                yield self._convert(item)
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    results.get_nowait()
+                except queue.Empty:
+                    worker.join(0.05)
+
+    def state_dict(self):
+        """Where to resume: the epoch and the sequences this rank has trained on in it."""
+        seen = min(self._batches_seen * self.batch_size, len(self.sampler))
+        return {"version": _STATE_VERSION, "seq_len": self.seq_len, "seed": self.seed,
+                "shuffle": self.shuffle, "sampler": self.sampler.state_dict(samples_seen=seen)}
+
+    def load_state_dict(self, state):
+        """Resumes mid-epoch, also with another number of ranks: the epoch's remaining sequences
+        are dealt to this loader's ranks once each."""
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unknown token loader state version {state.get('version')!r}")
+        for key in ("seq_len", "seed", "shuffle"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"the saved state has {key}={state[key]!r}, this loader {getattr(self, key)!r}: "
+                                 "its sequences are other ones")
+        self.sampler.load_state_dict(state["sampler"])
+        self._sequences.set_epoch(self.sampler.epoch)
+        self._batches_seen = 0
+
+    def __repr__(self):
+        return (f"ddpio.TokenLoader({self.path!r}, batch_size={self.batch_size}, seq_len={self.seq_len}, "
+                f"{len(self._sequences)} sequences of {self._sequences.documents} documents)")

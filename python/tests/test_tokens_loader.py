@@ -1,0 +1,128 @@
+"""ddpio.Loader(path, seq_len=S) over a token dataset: packing as Megatron's GPTDataset packs
+(windows of S + 1 ids over the epoch's documents concatenated), documents shuffled as
+torch.randperm(seed + epoch), the same sequences on every world size, each exactly once per epoch
+across ranks, and a resume mid-epoch on another world size that completes the epoch exactly."""
+import numpy as np
+import pytest
+
+import ddpio
+
+EOS = 0
+
+
+@pytest.fixture(scope="module")
+def docs():
+    """Documents whose ids say where they are: document d's i-th id is d * 1000 + i + 1 (never the
+    EOS, 0, which ends each)."""
+    rng = np.random.default_rng(3)
+    return [[d * 1000 + i + 1 for i in range(int(rng.integers(0, 60)))] + [EOS] for d in range(150)]
+
+
+@pytest.fixture(scope="module")
+def token_dataset(docs, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tokens")
+    np.array([i for doc in docs for i in doc], dtype=np.uint32).tofile(d / "flat.bin")
+    ddpio.convert(d / "flat.bin", d / "ds", source="tokens", dtype="uint32", eos=EOS)
+    return d / "ds"
+
+
+def sequences(loader):
+    """{sequence index: (tokens, labels, loss_mask)} of one pass, numpy."""
+    out = {}
+    for b in loader:
+        for r, k in enumerate(b["indices"].tolist()):
+            if b["loss_mask"][r].sum() > 0:
+                assert k not in out, f"sequence {k} twice"
+                out[k] = (b["tokens"][r].copy(), b["labels"][r].copy())
+    return out
+
+
+def test_unshuffled_one_rank_is_the_documents_in_order(token_dataset, docs):
+    stream = np.array([i for d in docs for i in d])
+    loader = ddpio.Loader(token_dataset, batch_size=5, seq_len=17, shuffle=False, arrays="numpy")
+    got = sequences(loader)
+    n = (len(stream) - 1) // 17
+    assert sorted(got) == list(range(n))
+    for k, (tokens, labels) in got.items():
+        assert tokens.tolist() == stream[k * 17:(k + 1) * 17].tolist()
+        assert labels.tolist() == stream[k * 17 + 1:(k + 1) * 17 + 1].tolist()
+
+
+def test_documents_are_shuffled_as_torch_randperm_of_seed_plus_epoch(token_dataset, docs):
+    torch = pytest.importorskip("torch")
+    loader = ddpio.Loader(token_dataset, batch_size=8, seq_len=32, seed=11)
+    loader.set_epoch(2)
+    order = []
+    for b in loader:
+        for row in b["tokens"].tolist():
+            for t in row:
+                if t != EOS and (not order or order[-1] != (t - 1) // 1000):
+                    order.append((t - 1) // 1000)
+    perm = torch.randperm(len(docs), generator=torch.Generator().manual_seed(13)).tolist()
+    expected = [d for d in perm if len(docs[d]) > 1][:len(order)]
+    assert order == expected
+
+
+def test_every_world_size_sees_the_same_sequences_each_once(token_dataset):
+    one = sequences(ddpio.Loader(token_dataset, batch_size=4, seq_len=20, seed=5, num_replicas=1, rank=0,
+                                 arrays="numpy"))
+    for world in (2, 3):
+        seen = {}
+        for rank in range(world):
+            part = sequences(ddpio.Loader(token_dataset, batch_size=4, seq_len=20, seed=5, num_replicas=world,
+                                          rank=rank, arrays="numpy"))
+            assert not set(part) & set(seen), "a sequence on two ranks"
+            seen.update(part)
+        assert sorted(seen) == sorted(one)
+        for k in one:
+            assert np.array_equal(seen[k][0], one[k][0]) and np.array_equal(seen[k][1], one[k][1])
+
+
+def test_a_resume_on_another_world_size_finishes_the_epoch_exactly(token_dataset):
+    full = sequences(ddpio.Loader(token_dataset, batch_size=3, seq_len=16, seed=2, num_replicas=1, rank=0,
+                                  arrays="numpy"))
+    done, states = {}, []
+    for rank in range(2):
+        loader = ddpio.Loader(token_dataset, batch_size=3, seq_len=16, seed=2, num_replicas=2, rank=rank,
+                              arrays="numpy")
+        it = iter(loader)
+        for _ in range(4):  # four steps on every rank, then the job stops
+            b = next(it)
+            for r, k in enumerate(b["indices"].tolist()):
+                done[k] = b["tokens"][r].copy()
+        states.append(loader.state_dict())
+        it.close()
+    assert states[0]["sampler"] == states[1]["sampler"]
+    rest = {}
+    for rank in range(3):
+        loader = ddpio.Loader(token_dataset, batch_size=3, seq_len=16, seed=2, num_replicas=3, rank=rank,
+                              arrays="numpy")
+        loader.load_state_dict(states[0])
+        part = sequences(loader)
+        assert not set(part) & set(rest)
+        rest.update(part)
+    assert not set(done) & set(rest), "a sequence trained twice"
+    assert sorted(set(done) | set(rest)) == sorted(full), "a sequence skipped"
+    for k, (tokens, _) in rest.items():
+        assert np.array_equal(tokens, full[k][0])
+
+
+def test_positions_restart_at_each_document_and_cu_seqlens_follow(token_dataset):
+    for b in ddpio.Loader(token_dataset, batch_size=4, seq_len=24, arrays="numpy"):
+        tokens, pos, doc = b["tokens"], b["position_ids"], b["document_ids"]
+        bounds = [0]
+        for r in range(tokens.shape[0]):
+            for c in range(1, 24):
+                new_doc = tokens[r, c - 1] == EOS  # the id after an EOS starts a document
+                assert pos[r, c] == (0 if new_doc else pos[r, c - 1] + 1)
+                assert doc[r, c] == doc[r, c - 1] + (1 if new_doc else 0)
+                if new_doc:
+                    bounds.append(r * 24 + c)
+            bounds.append((r + 1) * 24)
+        assert b["cu_seqlens"].tolist() == bounds
+        assert b["max_seqlen"] == max(np.diff(bounds))
+
+
+def test_seq_len_on_an_image_dataset_is_refused(dataset):
+    with pytest.raises(ValueError, match="image dataset"):
+        ddpio.Loader(dataset, batch_size=2, seq_len=8)
