@@ -66,8 +66,20 @@ TokenBatchFiller::TokenBatchFiller(const storage::DatasetReader* reader, const T
 
 absl::Status TokenBatchFiller::Fill(absl::Span<const uint64_t> sequences,
                                     absl::Span<const bool> valid, TokenBatchView* out) {
-  const uint64_t s = plan_->seq_len(), rows = sequences.size(), cells = rows * s;
-  if (valid.size() != rows || out->tokens.size() != cells || out->labels.size() != cells ||
+  if (valid.size() != sequences.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(sequences.size(), " sequences but ", valid.size(), " valid flags"));
+  }
+  rows_.clear();
+  for (size_t r = 0; r < sequences.size(); ++r)
+    rows_.push_back({reader_, plan_, sequences[r], valid[r]});
+  return FillTokenBatch(rows_, plan_->seq_len(), out, &spans_);
+}
+
+absl::Status FillTokenBatch(absl::Span<const TokenRow> rows_in, uint64_t s, TokenBatchView* out,
+                            std::vector<TokenPacking::Span>* spans) {
+  const uint64_t rows = rows_in.size(), cells = rows * s;
+  if (out->tokens.size() != cells || out->labels.size() != cells ||
       out->position_ids.size() != cells || out->document_ids.size() != cells ||
       out->loss_mask.size() != cells || out->cu_seqlens.size() < cells + 1) {
     return absl::InvalidArgumentError(
@@ -78,27 +90,30 @@ absl::Status TokenBatchFiller::Fill(absl::Span<const uint64_t> sequences,
         absl::StrCat("a batch of ", rows, " sequences of ", s,
                      " ids is over 2^31 tokens (cu_seqlens are int32)"));
   }
-  const int width = reader_->header().tokens.width;
-  DDPIO_ASSIGN_OR_RETURN(storage::ReadTxn txn, reader_->BeginRead());
   uint64_t cu = 0;
   out->cu_seqlens[cu++] = 0;
   out->max_seqlen = 0;
   for (uint64_t r = 0; r < rows; ++r) {
-    if (sequences[r] >= plan_->size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence ", sequences[r], " of an epoch of ", plan_->size()));
+    const TokenRow& row = rows_in[r];
+    const TokenPacking& plan = *row.plan;
+    if (plan.seq_len() != s || row.sequence >= plan.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", row.sequence, " of an epoch of ",
+                                                     plan.size(), " sequences of ",
+                                                     plan.seq_len()));
     }
-    plan_->Spans(sequences[r], &spans_);
+    const int width = row.reader->header().tokens.width;
+    DDPIO_ASSIGN_OR_RETURN(storage::ReadTxn txn, row.reader->BeginRead());
+    plan.Spans(row.sequence, spans);
     uint64_t col = 0;  // position in the window, 0 .. s
     int64_t doc = 0;
-    for (const TokenPacking::Span& span : spans_) {
+    for (const TokenPacking::Span& span : *spans) {
       DDPIO_ASSIGN_OR_RETURN(storage::RecordView view, txn.Get(span.document));
       const uint64_t ids = view.payload.size() / static_cast<size_t>(width);
-      if (storage::TokenWidth(view.type) != width || ids != plan_->lengths()[span.document]) {
+      if (storage::TokenWidth(view.type) != width || ids != plan.lengths()[span.document]) {
         return absl::DataLossError(
-            absl::StrCat("document ", span.document, " of ", reader_->path(), " holds ", ids,
+            absl::StrCat("document ", span.document, " of ", row.reader->path(), " holds ", ids,
                          " ids of ", storage::ContentTypeName(view.type),
-                         " but the dataset's lengths say ", plan_->lengths()[span.document]));
+                         " but the dataset's lengths say ", plan.lengths()[span.document]));
       }
       for (uint32_t i = span.begin; i < span.end; ++i, ++col) {
         const int64_t id = storage::TokenAt(view.payload, width, i);
@@ -109,13 +124,12 @@ absl::Status TokenBatchFiller::Fill(absl::Span<const uint64_t> sequences,
           // start; every document start counts from 0.
           out->position_ids[cell] = static_cast<int64_t>(i - span.begin);
           out->document_ids[cell] = doc;
-          out->loss_mask[cell] = valid[r] ? 1.0f : 0.0f;
+          out->loss_mask[cell] = row.valid ? 1.0f : 0.0f;
         }
         if (col > 0) out->labels[r * s + col - 1] = id;
       }
       // The piece's tokens within the first s of the window: a boundary for varlen attention.
-      const uint64_t piece_end = std::min<uint64_t>(col, s);
-      const uint64_t boundary = r * s + piece_end;
+      const uint64_t boundary = r * s + std::min<uint64_t>(col, s);
       if (boundary > static_cast<uint64_t>(out->cu_seqlens[cu - 1])) {
         out->max_seqlen = std::max<int32_t>(
             out->max_seqlen, static_cast<int32_t>(boundary - out->cu_seqlens[cu - 1]));

@@ -76,6 +76,21 @@ struct TokenBatchView {
   int32_t max_seqlen = 0;  // the longest piece
 };
 
+// One row of a batch: sequence `sequence` of `plan` over `reader`'s documents.
+struct TokenRow {
+  const storage::DatasetReader* reader = nullptr;
+  const TokenPacking* plan = nullptr;
+  uint64_t sequence = 0;
+  bool valid = true;  // false: its loss_mask row 0 (a padding sample)
+};
+
+// Fills row r of `out` with rows[r] (every plan of seq_len S). Every span's record is read and
+// checksummed; a record whose length is not the plan's is DataLoss naming it (the recorded
+// lengths lie). InvalidArgument when `out`'s spans are not sized for rows.size() rows of S, or a
+// sequence is past its plan's. `spans` is scratch.
+absl::Status FillTokenBatch(absl::Span<const TokenRow> rows, uint64_t seq_len, TokenBatchView* out,
+                            std::vector<TokenPacking::Span>* spans);
+
 class TokenBatchFiller {
  public:
   // `reader` must outlive the filler and be a token dataset's; `plan` its documents' packing.
@@ -92,6 +107,7 @@ class TokenBatchFiller {
   const storage::DatasetReader* reader_;
   const TokenPacking* plan_;
   std::vector<TokenPacking::Span> spans_;
+  std::vector<TokenRow> rows_;
 };
 
 }  // namespace ddpio::loader

@@ -18,6 +18,13 @@ core filled (torch.from_numpy: no copy):
                           tokens flattened, as flash attention's variable-length kernels take them
   max_seqlen              int: the longest piece
   indices                 int64 [B]: which sequences of the epoch
+  source                  int64 [B]: which dataset each sequence is from
+
+Several datasets mix by weight: ddpio.Loader([a, b], weights=[0.7, 0.3], seq_len=S). Position n of
+an epoch takes the dataset whose share lags its weight most (Megatron's blending rule), so every
+prefix of the stream holds each within a sequence or two of its weight; a dataset asked for more
+than it holds starts another shuffled pass of itself (loader/token_mixture.h). An epoch has the
+datasets' sequences added up (sequences_per_epoch= to choose).
 """
 import os
 import queue
@@ -35,8 +42,9 @@ class TokenLoader:
     """Batches of packed sequences of a token dataset (see the module's docstring). Made by
     ddpio.Loader(path, batch_size, seq_len=S, ...), or directly."""
 
-    def __init__(self, path, batch_size=1, shuffle=True, *, seq_len, seed=0, drop_last=False, padding=None,
-                 num_replicas=None, rank=None, prefetch=2, arrays="torch"):
+    def __init__(self, path, batch_size=1, shuffle=True, *, seq_len, weights=None, seed=0, drop_last=False,
+                 padding=None, num_replicas=None, rank=None, prefetch=2, arrays="torch",
+                 sequences_per_epoch=0):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
         if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
@@ -47,7 +55,17 @@ class TokenLoader:
             raise ValueError(f"prefetch must be a positive int, not {prefetch!r}")
         if padding is None:
             padding = "drop" if drop_last else "mask"
-        self.path = dataset_location(path)
+        paths = list(path) if isinstance(path, (list, tuple)) else [path]
+        if not paths:
+            raise ValueError("no dataset given")
+        if weights is None:
+            weights = [1.0] * len(paths)
+        weights = [float(w) for w in weights]
+        if len(weights) != len(paths):
+            raise ValueError(f"{len(paths)} datasets but {len(weights)} weights")
+        self.paths = [dataset_location(p) for p in paths]
+        self.path = self.paths[0] if len(self.paths) == 1 else self.paths
+        self.weights = weights
         self.batch_size = batch_size
         self.seq_len = seq_len
         self.shuffle = bool(shuffle)
@@ -55,13 +73,15 @@ class TokenLoader:
         self.drop_last = bool(drop_last)
         self._arrays = arrays
         self._prefetch = prefetch
-        self._sequences = _ddpio.TokenSequences(os.fsdecode(self.path), seq_len, seed % (1 << 64), self.shuffle)
+        self._sequences = _ddpio.TokenSequences([os.fsdecode(p) for p in self.paths], weights, seq_len,
+                                                seed % (1 << 64), self.shuffle, sequences_per_epoch)
         # The sequences are already in the epoch's shuffled order: the sampler deals them out.
         self.sampler = DistributedSampler(len(self._sequences), num_replicas=num_replicas, rank=rank,
                                           shuffle=False, seed=0, padding=padding)
         self._batches_seen = 0
         self._sequences_seen = 0
         self._tokens_seen = 0
+        self._per_source = [0] * self._sequences.sources
 
     @property
     def epoch(self):
@@ -78,9 +98,13 @@ class TokenLoader:
 
     def counters(self):
         """What this loader has handed out, and the dataset's size."""
-        return {"documents": self._sequences.documents, "dataset_tokens": self._sequences.tokens,
-                "sequences_per_epoch": len(self._sequences), "batches": self._batches_seen,
-                "sequences": self._sequences_seen, "tokens": self._tokens_seen}
+        s = self._sequences
+        return {"sequences_per_epoch": len(s), "batches": self._batches_seen,
+                "sequences": self._sequences_seen, "tokens": self._tokens_seen,
+                "sources": [{"path": p, "weight": w, "documents": s.source_documents(d),
+                             "tokens": s.source_tokens(d), "sequences_per_pass": s.source_sequences(d),
+                             "sequences": self._per_source[d]}
+                            for d, (p, w) in enumerate(zip(self.paths, self.weights))]}
 
     def _fill(self, indices, padding):
         import numpy as np
@@ -91,13 +115,15 @@ class TokenLoader:
             "loss_mask": np.empty((b, s), np.float32),
         }
         cu = np.empty(b * s + 1, np.int32)
+        source = np.empty(b, np.int64)
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         valid = np.ascontiguousarray(~padding, dtype=np.bool_)
         count, longest = self._sequences.fill(idx, valid, out["tokens"], out["labels"], out["position_ids"],
-                                              out["document_ids"], out["loss_mask"], cu)
+                                              out["document_ids"], out["loss_mask"], cu, source)
         out["cu_seqlens"] = cu[:count]
         out["max_seqlen"] = int(longest)
         out["indices"] = idx.astype(np.int64)
+        out["source"] = source
         return out
 
     def _convert(self, batch):
@@ -136,6 +162,8 @@ class TokenLoader:
                 self._batches_seen += 1
                 self._sequences_seen += len(item["indices"])
                 self._tokens_seen += int(item["loss_mask"].sum())
+                for d in item["source"].tolist():
+                    self._per_source[d] += 1
                 yield self._convert(item)
         finally:
             stop.set()
@@ -149,14 +177,15 @@ class TokenLoader:
         """Where to resume: the epoch and the sequences this rank has trained on in it."""
         seen = min(self._batches_seen * self.batch_size, len(self.sampler))
         return {"version": _STATE_VERSION, "seq_len": self.seq_len, "seed": self.seed,
-                "shuffle": self.shuffle, "sampler": self.sampler.state_dict(samples_seen=seen)}
+                "shuffle": self.shuffle, "weights": self.weights,
+                "sampler": self.sampler.state_dict(samples_seen=seen)}
 
     def load_state_dict(self, state):
         """Resumes mid-epoch, also with another number of ranks: the epoch's remaining sequences
         are dealt to this loader's ranks once each."""
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown token loader state version {state.get('version')!r}")
-        for key in ("seq_len", "seed", "shuffle"):
+        for key in ("seq_len", "seed", "shuffle", "weights"):
             if state[key] != getattr(self, key):
                 raise ValueError(f"the saved state has {key}={state[key]!r}, this loader {getattr(self, key)!r}: "
                                  "its sequences are other ones")
@@ -166,4 +195,4 @@ class TokenLoader:
 
     def __repr__(self):
         return (f"ddpio.TokenLoader({self.path!r}, batch_size={self.batch_size}, seq_len={self.seq_len}, "
-                f"{len(self._sequences)} sequences of {self._sequences.documents} documents)")
+                f"{len(self._sequences)} sequences an epoch)")

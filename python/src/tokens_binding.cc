@@ -1,16 +1,19 @@
-// ddpio._ddpio.TokenSequences: a token dataset packed into fixed-length sequences
-// (loader/token_packing.h), for ddpio.Loader(..., seq_len=S) (python/ddpio/tokens.py). Batches
-// are filled into the caller's numpy arrays (which torch.from_numpy then shares) without the GIL.
-// Not shared across fork: a forked child opens its own.
+// ddpio._ddpio.TokenSequences: token datasets packed into fixed-length sequences and mixed by
+// weight (loader/token_packing.h, token_mixture.h), for ddpio.Loader(..., seq_len=S)
+// (python/ddpio/tokens.py). Batches are filled into the caller's numpy arrays (which
+// torch.from_numpy then shares) without the GIL. Not shared across fork: a forked child opens its
+// own.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
-#include "ddpio/loader/token_packing.h"
+#include "ddpio/common/status_macros.h"
+#include "ddpio/loader/token_mixture.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "status.h"
 
@@ -22,49 +25,32 @@ namespace {
 
 class TokenSequences {
  public:
-  TokenSequences(const std::string& path, uint64_t seq_len, uint64_t seed, bool shuffle)
-      : seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
-    absl::StatusOr<std::unique_ptr<storage::DatasetReader>> opened =
-        absl::UnknownError("not opened");
+  TokenSequences(const std::vector<std::string>& paths, const std::vector<double>& weights,
+                 uint64_t seq_len, uint64_t seed, bool shuffle, uint64_t sequences_per_epoch) {
+    if (paths.size() != weights.size()) {
+      throw py::value_error(std::to_string(paths.size()) + " datasets but " +
+                            std::to_string(weights.size()) + " weights");
+    }
+    absl::StatusOr<std::unique_ptr<loader::TokenMixture>> made = absl::UnknownError("not made");
     {
       py::gil_scoped_release release;
-      opened = storage::DatasetReader::Open(path);
+      made = Open(paths, weights, seq_len, seed, shuffle, sequences_per_epoch);
     }
-    reader_ = ValueOrThrow(std::move(opened));
-    if (!storage::IsTokenDataset(reader_->header())) {
-      throw py::value_error(path +
-                            " is an image dataset: seq_len packs a token dataset's "
-                            "documents (convert one with source='jsonl', 'megatron' or "
-                            "'tokens')");
-    }
-    absl::StatusOr<std::vector<uint32_t>> lengths;
-    {
-      py::gil_scoped_release release;
-      lengths = storage::DocumentLengths(*reader_);
-    }
-    lengths_ = std::make_shared<const std::vector<uint32_t>>(ValueOrThrow(std::move(lengths)));
-    SetEpoch(0);
+    mixture_ = ValueOrThrow(std::move(made));
   }
 
-  void SetEpoch(uint64_t epoch) {
-    plan_ = std::make_unique<loader::TokenPacking>(
-        ValueOrThrow(loader::TokenPacking::Make(lengths_, seq_len_, seed_, epoch, shuffle_)));
-    filler_ = std::make_unique<loader::TokenBatchFiller>(reader_.get(), plan_.get());
-  }
+  loader::TokenMixture& mixture() { return *mixture_; }
 
-  uint64_t size() const { return plan_->size(); }
-  uint64_t tokens() const { return plan_->tokens(); }
-  uint64_t documents() const { return lengths_->size(); }
-
-  // Rows of `indices` into the arrays; returns (cu_seqlens entries written, max_seqlen).
-  py::tuple Fill(py::array_t<uint64_t, py::array::c_style> indices,
+  // Rows of `positions` into the arrays; returns (cu_seqlens entries written, max_seqlen).
+  py::tuple Fill(py::array_t<uint64_t, py::array::c_style> positions,
                  py::array_t<bool, py::array::c_style> valid,
                  py::array_t<int64_t, py::array::c_style> tokens,
                  py::array_t<int64_t, py::array::c_style> labels,
                  py::array_t<int64_t, py::array::c_style> position_ids,
                  py::array_t<int64_t, py::array::c_style> document_ids,
                  py::array_t<float, py::array::c_style> loss_mask,
-                 py::array_t<int32_t, py::array::c_style> cu_seqlens) {
+                 py::array_t<int32_t, py::array::c_style> cu_seqlens,
+                 py::array_t<int64_t, py::array::c_style> source) {
     loader::TokenBatchView view{
         absl::MakeSpan(tokens.mutable_data(), static_cast<size_t>(tokens.size())),
         absl::MakeSpan(labels.mutable_data(), static_cast<size_t>(labels.size())),
@@ -75,34 +61,56 @@ class TokenSequences {
     absl::Status filled;
     {
       py::gil_scoped_release release;
-      filled = filler_->Fill(
-          absl::MakeConstSpan(indices.data(), static_cast<size_t>(indices.size())),
-          absl::MakeConstSpan(valid.data(), static_cast<size_t>(valid.size())), &view);
+      filled = mixture_->Fill(
+          absl::MakeConstSpan(positions.data(), static_cast<size_t>(positions.size())),
+          absl::MakeConstSpan(valid.data(), static_cast<size_t>(valid.size())), &view,
+          absl::MakeSpan(source.mutable_data(), static_cast<size_t>(source.size())));
     }
     ThrowIfError(filled);
     return py::make_tuple(view.cu_count, view.max_seqlen);
   }
 
  private:
-  const uint64_t seq_len_, seed_;
-  const bool shuffle_;
-  std::unique_ptr<storage::DatasetReader> reader_;
-  std::shared_ptr<const std::vector<uint32_t>> lengths_;
-  std::unique_ptr<loader::TokenPacking> plan_;
-  std::unique_ptr<loader::TokenBatchFiller> filler_;
+  static absl::StatusOr<std::unique_ptr<loader::TokenMixture>> Open(
+      const std::vector<std::string>& paths, const std::vector<double>& weights, uint64_t seq_len,
+      uint64_t seed, bool shuffle, uint64_t sequences_per_epoch) {
+    std::vector<loader::TokenMixture::Source> sources;
+    for (size_t d = 0; d < paths.size(); ++d) {
+      DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(paths[d]));
+      if (!storage::IsTokenDataset(reader->header())) {
+        return absl::InvalidArgumentError(
+            paths[d] +
+            " is an image dataset: seq_len packs a token dataset's documents (convert "
+            "one with source='jsonl', 'megatron' or 'tokens')");
+      }
+      sources.push_back({std::move(reader), weights[d]});
+    }
+    return loader::TokenMixture::Make(std::move(sources), seq_len, seed, shuffle,
+                                      sequences_per_epoch);
+  }
+
+  std::unique_ptr<loader::TokenMixture> mixture_;
 };
 
 }  // namespace
 
 void BindTokens(py::module_& m) {
-  py::class_<TokenSequences>(m, "TokenSequences",
-                             "A token dataset packed into sequences of seq_len (+1) ids.")
-      .def(py::init<const std::string&, uint64_t, uint64_t, bool>(), py::arg("path"),
-           py::arg("seq_len"), py::arg("seed"), py::arg("shuffle"))
-      .def("set_epoch", &TokenSequences::SetEpoch, py::arg("epoch"))
-      .def("__len__", &TokenSequences::size)
-      .def_property_readonly("tokens", &TokenSequences::tokens)
-      .def_property_readonly("documents", &TokenSequences::documents)
+  py::class_<TokenSequences>(
+      m, "TokenSequences",
+      "Token datasets packed into sequences of seq_len (+1) ids and mixed by weight.")
+      .def(py::init<const std::vector<std::string>&, const std::vector<double>&, uint64_t, uint64_t,
+                    bool, uint64_t>(),
+           py::arg("paths"), py::arg("weights"), py::arg("seq_len"), py::arg("seed"),
+           py::arg("shuffle"), py::arg("sequences_per_epoch") = 0)
+      .def("set_epoch", [](TokenSequences& t, uint64_t epoch) { t.mixture().SetEpoch(epoch); })
+      .def("__len__", [](TokenSequences& t) { return t.mixture().size(); })
+      .def_property_readonly("sources", [](TokenSequences& t) { return t.mixture().sources(); })
+      .def("source_tokens",
+           [](TokenSequences& t, size_t d) { return t.mixture().source_tokens(d); })
+      .def("source_documents",
+           [](TokenSequences& t, size_t d) { return t.mixture().source_documents(d); })
+      .def("source_sequences",
+           [](TokenSequences& t, size_t d) { return t.mixture().source_sequences(d); })
       .def("fill", &TokenSequences::Fill);
 }
 

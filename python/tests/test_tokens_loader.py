@@ -126,3 +126,83 @@ def test_positions_restart_at_each_document_and_cu_seqlens_follow(token_dataset)
 def test_seq_len_on_an_image_dataset_is_refused(dataset):
     with pytest.raises(ValueError, match="image dataset"):
         ddpio.Loader(dataset, batch_size=2, seq_len=8)
+
+
+@pytest.fixture(scope="module")
+def second_dataset(tmp_path_factory):
+    """Another token dataset: ids 500000 and up, so a sequence says which dataset it is from."""
+    d = tmp_path_factory.mktemp("tokens2")
+    rng = np.random.default_rng(9)
+    docs = [[500000 + k * 100 + i for i in range(int(rng.integers(1, 30)))] + [EOS] for k in range(60)]
+    np.array([i for doc in docs for i in doc], dtype=np.uint32).tofile(d / "flat.bin")
+    ddpio.convert(d / "flat.bin", d / "ds", source="tokens", dtype="uint32", eos=EOS)
+    return d / "ds"
+
+
+def mixed(paths, weights, **kw):
+    """{position: (source, tokens)} of one epoch over all ranks given in kw (default one)."""
+    out = {}
+    world = kw.pop("world", 1)
+    for rank in range(world):
+        for b in ddpio.Loader(paths, batch_size=4, seq_len=12, weights=weights, seed=4, num_replicas=world,
+                              rank=rank, arrays="numpy", **kw):
+            for r, k in enumerate(b["indices"].tolist()):
+                if b["loss_mask"][r].sum() > 0:
+                    assert k not in out
+                    out[k] = (int(b["source"][r]), b["tokens"][r].copy())
+    return out
+
+
+def test_mixing_keeps_every_prefix_within_two_sequences_of_the_weights(token_dataset, second_dataset):
+    got = mixed([token_dataset, second_dataset], [0.7, 0.3])
+    counts = [0, 0]
+    for n in sorted(got):
+        source, tokens = got[n]
+        counts[source] += 1
+        # The sequence really is from the dataset it says: ids below 500000 are the first's.
+        assert all((t >= 500000) == (source == 1) for t in tokens.tolist() if t != EOS)
+        assert abs(counts[0] - 0.7 * (n + 1)) <= 2 and abs(counts[1] - 0.3 * (n + 1)) <= 2
+    loader = ddpio.Loader([token_dataset, second_dataset], batch_size=4, seq_len=12, weights=[0.7, 0.3])
+    for _ in loader:
+        pass
+    c = loader.counters()
+    assert [s["sequences"] for s in c["sources"]] == counts
+    assert c["sequences"] == sum(counts) == c["sequences_per_epoch"]
+
+
+def test_a_mixture_is_the_same_on_every_world_size_and_resumes(token_dataset, second_dataset):
+    paths, weights = [token_dataset, second_dataset], [0.5, 0.5]
+    one = mixed(paths, weights)
+    three = mixed(paths, weights, world=3)
+    assert sorted(one) == sorted(three)
+    assert all(one[k][0] == three[k][0] and np.array_equal(one[k][1], three[k][1]) for k in one)
+    # The second dataset is smaller than half the epoch: it is read again, in another shuffle.
+    per_pass = ddpio.Loader(paths, batch_size=4, seq_len=12, weights=weights).counters()["sources"][1]
+    second = [tuple(t.tolist()) for s, t in (one[k] for k in sorted(one)) if s == 1]
+    assert len(second) > per_pass["sequences_per_pass"]
+    assert second[:per_pass["sequences_per_pass"]] != second[per_pass["sequences_per_pass"]:][:per_pass["sequences_per_pass"]]
+    loader = ddpio.Loader(paths, batch_size=4, seq_len=12, weights=weights, seed=4, num_replicas=2, rank=0,
+                          arrays="numpy")
+    it = iter(loader)
+    seen = {int(k) for _ in range(3) for k in next(it)["indices"]}
+    state = loader.state_dict()
+    it.close()
+    other = ddpio.Loader(paths, batch_size=4, seq_len=12, weights=weights, seed=4, num_replicas=2, rank=1,
+                         arrays="numpy")
+    it = iter(other)
+    seen |= {int(k) for _ in range(3) for k in next(it)["indices"]}
+    it.close()
+    rest = {}
+    for rank in range(1):
+        resumed = ddpio.Loader(paths, batch_size=4, seq_len=12, weights=weights, seed=4, num_replicas=1,
+                               rank=rank, arrays="numpy")
+        resumed.load_state_dict(state)
+        for b in resumed:
+            for r, k in enumerate(b["indices"].tolist()):
+                rest[k] = (int(b["source"][r]), b["tokens"][r].copy())
+    assert not seen & set(rest) and sorted(seen | set(rest)) == sorted(one)
+    assert all(rest[k][0] == one[k][0] and np.array_equal(rest[k][1], one[k][1]) for k in rest)
+    with pytest.raises(ValueError, match="weights"):
+        ddpio.Loader(paths, batch_size=4, seq_len=12, weights=[1.0])
+    with pytest.raises(ValueError, match="positive and finite"):
+        ddpio.Loader(paths, batch_size=4, seq_len=12, weights=[1.0, -1.0])
