@@ -83,9 +83,9 @@ absl::StatusOr<std::unique_ptr<TokenMixture>> TokenMixture::Make(std::vector<Sou
   }
   m->per_epoch_ = sequences_per_epoch > 0 ? sequences_per_epoch : all;
   if (m->per_epoch_ > kMaxSequencesPerEpoch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        m->per_epoch_, " sequences an epoch: more than ", kMaxSequencesPerEpoch,
-        " (give sequences_per_epoch, or a longer seq_len)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(m->per_epoch_, " sequences an epoch: more than ", kMaxSequencesPerEpoch,
+                     " (give sequences_per_epoch, or a longer seq_len)"));
   }
   m->source_of_ = BlendSources(weights, m->per_epoch_);
   m->ordinal_of_.resize(m->per_epoch_);

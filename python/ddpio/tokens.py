@@ -20,6 +20,11 @@ core filled (torch.from_numpy: no copy):
   indices                 int64 [B]: which sequences of the epoch
   source                  int64 [B]: which dataset each sequence is from
 
+Tensor- (or context-) parallel groups, whose ranks must all train on the same batch: tp_size=T
+(groups of T consecutive ranks of torch.distributed's world) or device_mesh=a DeviceMesh with "dp"
+and "tp" dimensions. Each group's first rank reads and broadcasts every batch to the others (Gloo,
+or the mesh's NCCL group on GPUs); the data-parallel ranks (groups) get disjoint sequences.
+
 Several datasets mix by weight: ddpio.Loader([a, b], weights=[0.7, 0.3], seq_len=S). Position n of
 an epoch takes the dataset whose share lags its weight most (Megatron's blending rule), so every
 prefix of the stream holds each within a sequence or two of its weight; a dataset asked for more
@@ -44,7 +49,7 @@ class TokenLoader:
 
     def __init__(self, path, batch_size=1, shuffle=True, *, seq_len, weights=None, seed=0, drop_last=False,
                  padding=None, num_replicas=None, rank=None, prefetch=2, arrays="torch",
-                 sequences_per_epoch=0):
+                 sequences_per_epoch=0, tp_size=None, device_mesh=None):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
         if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
@@ -75,13 +80,24 @@ class TokenLoader:
         self._prefetch = prefetch
         self._sequences = _ddpio.TokenSequences([os.fsdecode(p) for p in self.paths], weights, seq_len,
                                                 seed % (1 << 64), self.shuffle, sequences_per_epoch)
-        # The sequences are already in the epoch's shuffled order: the sampler deals them out.
+        self._tp = _TensorParallel.make(tp_size, device_mesh, num_replicas, rank)
+        if self._tp is not None:
+            if arrays != "torch":
+                raise ValueError("tensor-parallel groups send torch tensors: arrays='torch'")
+            num_replicas, rank = self._tp.dp_size, self._tp.dp_rank
+        # The sequences are already in the epoch's shuffled order: the sampler deals them out (to
+        # data-parallel ranks: a tensor-parallel group's members get the same).
         self.sampler = DistributedSampler(len(self._sequences), num_replicas=num_replicas, rank=rank,
                                           shuffle=False, seed=0, padding=padding)
         self._batches_seen = 0
         self._sequences_seen = 0
         self._tokens_seen = 0
         self._per_source = [0] * self._sequences.sources
+
+    @property
+    def is_reader(self):
+        """Whether this rank reads the dataset (not a tensor-parallel peer fed by its group's)."""
+        return self._tp is None or self._tp.is_leader
 
     @property
     def epoch(self):
@@ -132,7 +148,28 @@ class TokenLoader:
         import torch
         return {k: (torch.from_numpy(v) if not isinstance(v, int) else v) for k, v in batch.items()}
 
+    def _count(self, item):
+        self._batches_seen += 1
+        self._sequences_seen += len(item["indices"])
+        self._tokens_seen += int(item["loss_mask"].sum())
+        for d in item["source"].tolist():
+            self._per_source[d] += 1
+
     def __iter__(self):
+        if self._tp is not None and not self._tp.is_leader:
+            for item in self._tp.receive():
+                self._count(item)
+                yield item
+            return
+        for item in self._read():
+            if self._tp is not None:
+                self._tp.send(item)
+            self._count(item)
+            yield self._convert(item)
+        if self._tp is not None:
+            self._tp.finish()
+
+    def _read(self):
         indices, padding = self.sampler.stream()
         cut = len(indices) - len(indices) % self.batch_size if self.drop_last else len(indices)
         starts = list(range(0, cut, self.batch_size))
@@ -158,13 +195,10 @@ class TokenLoader:
                 if item is _DONE:
                     return
                 if isinstance(item, BaseException):
+                    if self._tp is not None:
+                        self._tp.fail()
                     raise item
-                self._batches_seen += 1
-                self._sequences_seen += len(item["indices"])
-                self._tokens_seen += int(item["loss_mask"].sum())
-                for d in item["source"].tolist():
-                    self._per_source[d] += 1
-                yield self._convert(item)
+                yield item
         finally:
             stop.set()
             while worker.is_alive():  # unblock a producer waiting on a full queue
@@ -196,3 +230,97 @@ class TokenLoader:
     def __repr__(self):
         return (f"ddpio.TokenLoader({self.path!r}, batch_size={self.batch_size}, seq_len={self.seq_len}, "
                 f"{len(self._sequences)} sequences an epoch)")
+
+
+_INT_FIELDS = ("tokens", "labels", "position_ids", "document_ids", "loss_mask")
+
+
+class _TensorParallel:
+    """A tensor-parallel group: its first rank reads, the others receive each batch from it over a
+    Gloo process group of the group's ranks (torch.distributed.broadcast), so every member trains on
+    the same batch and the storage is read once per group."""
+
+    @staticmethod
+    def make(tp_size, device_mesh, num_replicas, rank):
+        if tp_size is None and device_mesh is None:
+            return None
+        import torch.distributed as dist
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError("tensor-parallel groups (tp_size, device_mesh) need torch.distributed initialised")
+        if num_replicas is not None or rank is not None:
+            raise ValueError("give tp_size or device_mesh, or num_replicas and rank, not both")
+        world, me = dist.get_world_size(), dist.get_rank()
+        if device_mesh is not None:
+            # A torch DeviceMesh (torch >= 2.2), or anything shaped like one, with dimensions named
+            # "dp" and "tp": its "tp" process group carries the batches (on the GPU when NCCL's).
+            group = device_mesh.get_group("tp")
+            get_global_rank = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank
+            leader = get_global_rank(group, 0)
+            return _TensorParallel(group, leader, me == leader, device_mesh.size("tp"), device_mesh.size("dp"),
+                                   device_mesh.get_local_rank("dp"))
+        if not isinstance(tp_size, int) or isinstance(tp_size, bool) or tp_size < 1 or world % tp_size:
+            raise ValueError(f"tp_size must divide the world size {world}, not {tp_size!r}")
+        mine = None
+        for first in range(0, world, tp_size):  # every rank makes every group, in the same order
+            group = dist.new_group(ranks=list(range(first, first + tp_size)), backend="gloo")
+            if first <= me < first + tp_size:
+                mine = (group, first)
+        group, leader = mine
+        return _TensorParallel(group, leader, me == leader, tp_size, world // tp_size, me // tp_size)
+
+    def __init__(self, group, leader, is_leader, tp_size, dp_size, dp_rank):
+        import torch
+        import torch.distributed as dist
+        self.group, self.leader, self.is_leader = group, leader, is_leader
+        self.tp_size, self.dp_size, self.dp_rank = tp_size, dp_size, dp_rank
+        # NCCL sends device memory: the batches then travel (and peers get them) on this GPU.
+        self.device = (torch.device("cuda", torch.cuda.current_device())
+                       if dist.get_backend(group) == "nccl" else None)
+
+    def _broadcast(self, tensor):
+        import torch.distributed as dist
+        if self.device is not None:
+            tensor = tensor.to(self.device)
+        dist.broadcast(tensor, src=self.leader, group=self.group)
+        return tensor
+
+    def _header(self, state, b=0, s=0, cu=0, longest=0):
+        import torch
+        return self._broadcast(torch.tensor([state, b, s, cu, longest], dtype=torch.int64)).tolist()
+
+    def send(self, item):
+        import numpy as np
+        import torch
+        b, s = item["tokens"].shape
+        cu = len(item["cu_seqlens"])
+        self._header(1, b, s, cu, item["max_seqlen"])
+        flat = np.concatenate([item[k].astype(np.int64).ravel() for k in _INT_FIELDS] +
+                              [item["cu_seqlens"].astype(np.int64), item["indices"], item["source"]])
+        self._broadcast(torch.from_numpy(flat))
+
+    def finish(self):
+        self._header(0)
+
+    def fail(self):
+        self._header(-1)
+
+    def receive(self):
+        import torch
+        while True:
+            state, b, s, cu, longest = self._broadcast(torch.zeros(5, dtype=torch.int64)).tolist()
+            if state == 0:
+                return
+            if state < 0:
+                raise RuntimeError("the reader of this tensor-parallel group failed (its error is in its log)")
+            flat = self._broadcast(torch.empty(5 * b * s + cu + 2 * b, dtype=torch.int64))
+            item, at = {}, 0
+            for k in _INT_FIELDS:
+                item[k] = flat[at:at + b * s].view(b, s)
+                at += b * s
+            item["loss_mask"] = item["loss_mask"].to(torch.float32)
+            item["cu_seqlens"] = flat[at:at + cu].to(torch.int32)
+            at += cu
+            item["indices"] = flat[at:at + b]
+            item["source"] = flat[at + b:at + 2 * b]
+            item["max_seqlen"] = int(longest)
+            yield item
