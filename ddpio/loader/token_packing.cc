@@ -1,6 +1,7 @@
 #include "ddpio/loader/token_packing.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "ddpio/common/status_macros.h"
@@ -61,6 +62,23 @@ void TokenPacking::Spans(uint64_t k, std::vector<Span>* out) const {
   }
 }
 
+namespace {
+
+// `n` ids of `width` bytes (little-endian, as stored) into int64s.
+void CopyIds(const uint8_t* in, uint64_t n, int width, int64_t* out) {
+  if (width == 2) {
+    for (uint64_t i = 0; i < n; ++i) out[i] = uint16_t(in[2 * i] | in[2 * i + 1] << 8);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t v;
+      std::memcpy(&v, in + 4 * i, 4);  // little-endian host (x86-64, aarch64 as run)
+      out[i] = v;
+    }
+  }
+}
+
+}  // namespace
+
 TokenBatchFiller::TokenBatchFiller(const storage::DatasetReader* reader, const TokenPacking* plan)
     : reader_(reader), plan_(plan) {}
 
@@ -115,19 +133,25 @@ absl::Status FillTokenBatch(absl::Span<const TokenRow> rows_in, uint64_t s, Toke
                          " ids of ", storage::ContentTypeName(view.type),
                          " but the dataset's lengths say ", plan.lengths()[span.document]));
       }
-      for (uint32_t i = span.begin; i < span.end; ++i, ++col) {
-        const int64_t id = storage::TokenAt(view.payload, width, i);
-        if (col < s) {
-          const uint64_t cell = r * s + col;
-          out->tokens[cell] = id;
-          // A piece that starts mid-document (the sequence's first) counts from the sequence's
-          // start; every document start counts from 0.
-          out->position_ids[cell] = static_cast<int64_t>(i - span.begin);
-          out->document_ids[cell] = doc;
-          out->loss_mask[cell] = row.valid ? 1.0f : 0.0f;
-        }
-        if (col > 0) out->labels[r * s + col - 1] = id;
+      // The span is window positions [col, col + n): tokens take those below s, labels those
+      // from 1 on (label c is position c + 1).
+      const uint64_t n = span.end - span.begin;
+      const uint8_t* first = view.payload.data() + uint64_t{span.begin} * width;
+      if (col < s) {
+        const uint64_t k = std::min(n, s - col), cell = r * s + col;
+        CopyIds(first, k, width, &out->tokens[cell]);
+        // A piece that starts mid-document (the sequence's first) counts from the sequence's
+        // start; every document start counts from 0.
+        for (uint64_t i = 0; i < k; ++i) out->position_ids[cell + i] = static_cast<int64_t>(i);
+        std::fill_n(&out->document_ids[cell], k, doc);
+        std::fill_n(&out->loss_mask[cell], k, row.valid ? 1.0f : 0.0f);
       }
+      const uint64_t first_label = std::max<uint64_t>(col, 1);
+      if (col + n > first_label) {
+        CopyIds(first + (first_label - col) * width, col + n - first_label, width,
+                &out->labels[r * s + first_label - 1]);
+      }
+      col += n;
       // The piece's tokens within the first s of the window: a boundary for varlen attention.
       const uint64_t boundary = r * s + std::min<uint64_t>(col, s);
       if (boundary > static_cast<uint64_t>(out->cu_seqlens[cu - 1])) {

@@ -31,16 +31,15 @@ prefix of the stream holds each within a sequence or two of its weight; a datase
 than it holds starts another shuffled pass of itself (loader/token_mixture.h). An epoch has the
 datasets' sequences added up (sequences_per_epoch= to choose).
 """
+import collections
+import concurrent.futures
 import os
-import queue
-import threading
 
 from ddpio import _ddpio
 from ddpio.dataset import dataset_location
 from ddpio.sampler import DistributedSampler
 
 _STATE_VERSION = 1
-_DONE = object()
 
 
 class TokenLoader:
@@ -172,40 +171,34 @@ class TokenLoader:
     def _read(self):
         indices, padding = self.sampler.stream()
         cut = len(indices) - len(indices) % self.batch_size if self.drop_last else len(indices)
-        starts = list(range(0, cut, self.batch_size))
-        results = queue.Queue(maxsize=self._prefetch)
-        stop = threading.Event()
+        starts = iter(range(0, cut, self.batch_size))
+        # One filling thread, prefetch batches ahead. An executor's thread is joined when the
+        # interpreter exits (after at most the fill it is in), so a loop that stops early never
+        # leaves a thread inside the core at shutdown.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddpio-tokens") as pool:
+            pending = collections.deque()
 
-        def produce():
-            try:
-                for at in starts:
-                    if stop.is_set():
-                        return
+            def submit_next():
+                at = next(starts, None)
+                if at is not None:
                     end = min(at + self.batch_size, cut)
-                    results.put(self._fill(indices[at:end], padding[at:end]))
-                results.put(_DONE)
-            except BaseException as e:  # raised again in the consumer
-                results.put(e)
+                    pending.append(pool.submit(self._fill, indices[at:end], padding[at:end]))
 
-        worker = threading.Thread(target=produce, name="ddpio-tokens", daemon=True)
-        worker.start()
-        try:
-            while True:
-                item = results.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    if self._tp is not None:
-                        self._tp.fail()
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            while worker.is_alive():  # unblock a producer waiting on a full queue
-                try:
-                    results.get_nowait()
-                except queue.Empty:
-                    worker.join(0.05)
+            for _ in range(self._prefetch):
+                submit_next()
+            try:
+                while pending:
+                    try:
+                        item = pending.popleft().result()
+                    except BaseException:
+                        if self._tp is not None:
+                            self._tp.fail()
+                        raise
+                    submit_next()
+                    yield item
+            finally:
+                for future in pending:
+                    future.cancel()
 
     def state_dict(self):
         """Where to resume: the epoch and the sequences this rank has trained on in it."""
