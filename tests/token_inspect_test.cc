@@ -110,5 +110,26 @@ TEST(TokenInspect, RewritingATokenDatasetIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(o.out));
 }
 
+TEST(TokenInspect, VerifyHoldsEveryRecordToItsRecordedLength) {
+  testing::TempDir dir;
+  storage::DatasetHeader h = testing::MakeHeader(0);
+  h.format_version = storage::kTokensFormatVersion;
+  h.tokens = {2, 1, 100, ""};
+  const std::string path = dir.Sub("lie");
+  auto writer = storage::DatasetWriter::Create(path, h, {});
+  ASSERT_OK(writer);
+  ASSERT_OK((*writer)->Append(Tokens({5, 6, 1}).view()));
+  ASSERT_OK((*writer)->Append(Tokens({7, 1}).view()));
+  // 2 + 3 ids, where the records hold 3 + 2: the same total, each one wrong.
+  ASSERT_OK(
+      (*writer)->PutMeta(storage::TokenLengthsKey(0), std::string("\x02\0\0\0\x03\0\0\0", 8)));
+  ASSERT_OK((*writer)->Finish(0));
+  const tools::InspectReport r = InspectIt(path, true);
+  ASSERT_EQ(r.bad.size(), 2u);
+  EXPECT_NE(r.bad[0].reason.find("holds 3 ids, but the dataset's recorded lengths say 2"),
+            std::string::npos)
+      << r.bad[0].reason;
+}
+
 }  // namespace
 }  // namespace ddpio

@@ -99,8 +99,8 @@ absl::Status CheckSegmentOffsets(const storage::RecordView& view) {
 }
 
 Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes,
-                const storage::TokenInfo& tokens, bool verify, bool decode,
-                loader::SampleProcessor* processor, std::vector<uint8_t>* pixels) {
+                const storage::TokenInfo& tokens, const std::vector<uint32_t>& lengths, bool verify,
+                bool decode, loader::SampleProcessor* processor, std::vector<uint8_t>* pixels) {
   Scanned s;
   auto view = txn.Get(index);
   if (!view.ok()) {
@@ -115,6 +115,12 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes,
   if (tokens.width != 0) {
     s.status = CheckTokenRecord(*view, tokens, verify || decode);
     s.tokens = view->payload.size() / static_cast<size_t>(tokens.width);
+    // The lengths the conversion recorded are what packing plans with: a record must hold its.
+    if (s.status.ok() && (verify || decode) && !lengths.empty() && s.tokens != lengths[index]) {
+      s.status = absl::DataLossError(absl::StrCat("the document holds ", s.tokens,
+                                                  " ids, but the dataset's recorded lengths say ",
+                                                  lengths[index]));
+    }
     if (absl::Status mapped = txn.CheckMapped(); !mapped.ok()) s.status = mapped;
     return s;
   }
@@ -199,8 +205,8 @@ absl::StatusOr<InspectReport> Inspect(const InspectOptions& o) {
   {
     OrderedParallelMap<Scanned> map(
         0, reader->size(), threads, 64 * static_cast<uint64_t>(threads), [&](uint64_t i, int w) {
-          return ScanOne(*txns[w], i, classes, r.header.tokens, ro.verify_checksums, o.decode,
-                         decoders[w].get(), &pixels[w]);
+          return ScanOne(*txns[w], i, classes, r.header.tokens, reader->recorded_document_lengths(),
+                         ro.verify_checksums, o.decode, decoders[w].get(), &pixels[w]);
         });
     Progress progress(o.decode ? "inspect --decode" : "inspect", reader->size(), o.progress);
     // In an object store every record is a request: ask for the next ones while these are

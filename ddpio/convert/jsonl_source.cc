@@ -63,8 +63,10 @@ absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return std::vector<std::string>{path};
   std::vector<std::string> files;
+  // Symlinked folders are not followed: a link to a parent or a sibling would convert the same
+  // documents again (a link to a file is read as the file).
   for (auto it = std::filesystem::recursive_directory_iterator(
-           path, std::filesystem::directory_options::follow_directory_symlink, ec);
+           path, std::filesystem::directory_options::none, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (it->is_regular_file(ec) &&

@@ -194,9 +194,10 @@ TEST(TokenConvert, AFlatFileIsSplitAfterEveryEosAndItsTailIsALastDocument) {
 }
 
 // A .npy as numpy.save writes it: magic, version 1.0, the dict padded to 64 bytes, the data.
-std::string Npy(const std::string& descr, const std::string& data, size_t count) {
-  std::string dict =
-      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", count, ",), }");
+std::string Npy(const std::string& descr, const std::string& data, size_t count,
+                const std::string& shape = "") {
+  std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
+                                  shape.empty() ? absl::StrCat("(", count, ",)") : shape, ", }");
   while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
   dict += '\n';
   std::string out = "\x93NUMPY";
@@ -411,6 +412,58 @@ TEST(TokenConvert, DocumentLengthsThatDoNotAddUpAreDataLossAtOpen) {
     EXPECT_NE(reader.status().message().find("document lengths"), std::string::npos)
         << reader.status();
   }
+}
+
+TEST(TokenConvert, AMegatronSequenceTooLongOrAnEosTooWideIsRefusedBeforeItIsRead) {
+  ddpio::testing::TempDir dir;
+  // A sequence of 2^28 + 1 uint16 ids in a sparse .bin: refused by its length, nothing read.
+  const uint64_t n = kMaxDocumentTokens + 1;
+  {
+    std::ofstream bin(dir.Sub("big.bin"), std::ios::binary);
+    bin.seekp(static_cast<std::streamoff>(2 * n - 1));
+    bin.put('\0');
+  }
+  std::vector<int32_t> lengths = {static_cast<int32_t>(n)};
+  std::vector<int64_t> doc_index = {0, 1};
+  std::vector<uint8_t> idx = WriteMegatronIndex(MegatronDType::kUint16, lengths, doc_index);
+  WriteFile(dir.Sub("big.idx"), std::string(idx.begin(), idx.end()));
+  absl::StatusOr<ConvertSummary> s =
+      Convert(Options(SourceKind::kMegatron, dir.Sub("big"), dir.Sub("a")));
+  EXPECT_CODE(s, kDataLoss);
+  EXPECT_NE(s.status().message().find("big.bin#0: a sequence of 268435457 ids"), std::string::npos)
+      << s.status();
+  // An EOS id wider than the ids.
+  WriteMegatron<uint16_t>(dir.Sub("m"), RandomDocs(3, 100, 5), MegatronDType::kUint16);
+  ConvertOptions o = Options(SourceKind::kMegatron, dir.Sub("m"), dir.Sub("b"));
+  o.tokens.eos_id = 70000;
+  EXPECT_CODE(Convert(o), kInvalidArgument);
+}
+
+TEST(TokenConvert, ANpyOfTwoDimensionsIsRefused) {
+  ddpio::testing::TempDir dir;
+  std::vector<uint16_t> ids = {1, 2, 3, 4};
+  WriteFile(dir.Sub("m.npy"), Npy("<u2", Bytes(ids), 4, "(2, 2)"));
+  absl::StatusOr<ConvertSummary> s =
+      Convert(Options(SourceKind::kTokens, dir.Sub("m.npy"), dir.Sub("a")));
+  EXPECT_CODE(s, kInvalidArgument);
+  EXPECT_NE(s.status().message().find("2 dimensions"), std::string::npos) << s.status();
+}
+
+TEST_F(JsonlTest, AFolderIsReadOnceWhateverItsSymlinksPointAt) {
+  const std::string folder = dir_->Sub("folder");
+  std::filesystem::create_directories(folder + "/sub");
+  std::ofstream(folder + "/sub/a.jsonl") << R"({"text": "one"})"
+                                         << "\n"
+                                         << R"({"text": "two"})"
+                                         << "\n";
+  std::filesystem::create_directory_symlink("..", folder + "/sub/loop");
+  std::filesystem::create_directory_symlink("sub", folder + "/again");
+  ConvertOptions o = JsonlOptions("folder-out");
+  o.source = folder;
+  ASSERT_OK_AND_ASSIGN(ConvertSummary s, Convert(o));
+  EXPECT_EQ(s.records, 2u);
+  ReadBack back = ReadDataset(dir_->Sub("folder-out"));
+  EXPECT_EQ(back.names, (std::vector<std::string>{"sub/a.jsonl:1", "sub/a.jsonl:2"}));
 }
 
 }  // namespace

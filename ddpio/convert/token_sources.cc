@@ -20,8 +20,6 @@ using internal::TokenFile;
 
 // The largest .idx read: 16 GiB is an index of about a billion sequences.
 constexpr uint64_t kMaxIndexBytes = uint64_t{16} << 30;
-// The longest document a flat file may hold (a longer one means the EOS id is wrong): 256 Mi ids.
-constexpr uint64_t kMaxDocumentTokens = uint64_t{1} << 28;
 // Bytes read at a time when scanning a flat file for EOS.
 constexpr uint64_t kScanBytes = uint64_t{16} << 20;
 
@@ -56,6 +54,10 @@ class MegatronSource : public DocumentSource {
   std::string Name(uint64_t i) const override { return absl::StrCat(name_, i); }
 
   absl::Status Read(uint64_t i, int /*worker*/, std::vector<uint8_t>* payload) const override {
+    if (static_cast<uint64_t>(index_.lengths[i]) > kMaxDocumentTokens) {
+      return absl::DataLossError(absl::StrCat(Name(i), ": a sequence of ", index_.lengths[i],
+                                              " ids; a document is at most ", kMaxDocumentTokens));
+    }
     std::vector<uint8_t> raw;
     DDPIO_RETURN_IF_ERROR(bin_.Read(static_cast<uint64_t>(index_.pointers[i]),
                                     uint64_t(index_.lengths[i]) * index_.element_bytes, &raw));
@@ -175,6 +177,11 @@ absl::StatusOr<std::unique_ptr<DocumentSource>> OpenMegatronSource(const std::st
     return absl::InvalidArgumentError(absl::StrCat(
         idx_path, " holds ", MegatronDTypeName(index.dtype), " values, not token ids"));
   }
+  const int width = index.element_bytes <= 2 ? 2 : 4;
+  if (eos_id > (width == 2 ? int64_t{0xFFFF} : int64_t{UINT32_MAX})) {
+    return absl::InvalidArgumentError(absl::StrCat("the EOS id ", eos_id, " does not fit ",
+                                                   idx_path, "'s ", 8 * width, "-bit ids"));
+  }
   std::string idx_identity = idx.identity();
   return std::make_unique<MegatronSource>(prefix, std::move(bin), std::move(index),
                                           std::move(idx_identity), eos_id);
@@ -195,6 +202,11 @@ absl::StatusOr<std::unique_ptr<DocumentSource>> OpenTokenFileSource(const std::s
     if (info.is_float) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, " holds ", info.descr, " floats, not token ids"));
+    }
+    if (info.shape.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is a .npy of ", info.shape.size(),
+                       " dimensions: a token file is one dimension of ids (numpy: a.ravel())"));
     }
     type = IdType{info.item_bytes, info.is_signed};
     const std::string own = absl::StrCat(info.is_signed ? "int" : "uint", 8 * info.item_bytes);

@@ -34,6 +34,9 @@ namespace ddpio::convert {
 
 // A flat file without EOS is cut into documents of this many ids.
 inline constexpr uint64_t kUnmarkedDocumentTokens = 65536;
+// The longest document a conversion takes: 256 Mi ids (a longer one in a flat file means a wrong
+// EOS id; in a Megatron index, a damaged one). A longer one is refused before it is read.
+inline constexpr uint64_t kMaxDocumentTokens = uint64_t{1} << 28;
 // The longest JSON line read: a longer one is DataLoss (skippable), not read into memory.
 inline constexpr uint64_t kMaxJsonLineBytes = uint64_t{64} << 20;
 

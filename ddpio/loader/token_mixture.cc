@@ -1,5 +1,6 @@
 #include "ddpio/loader/token_mixture.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -11,14 +12,16 @@ namespace {
 // Passes of one source kept planned between batches: the next batch mostly needs the latest.
 constexpr size_t kPassesKept = 3;
 constexpr uint64_t kSourceSeedStride = 1000003;
-// The plan of an epoch is 12 bytes a position: 2^32 positions are 48 GiB.
-constexpr uint64_t kMaxSequencesPerEpoch = uint64_t{1} << 32;
+// The plan of an epoch is 12 bytes a position: 2^30 positions are 12 GiB (of 8 Ki-token sequences,
+// 8.8 T tokens an epoch).
+constexpr uint64_t kMaxSequencesPerEpoch = uint64_t{1} << 30;
 
 }  // namespace
 
 std::vector<uint32_t> BlendSources(absl::Span<const double> weights, uint64_t n) {
-  double total = 0;
-  for (double w : weights) total += w;
+  double largest = 0, total = 0;
+  for (double w : weights) largest = std::max(largest, w);
+  for (double w : weights) total += w / largest;
   std::vector<uint64_t> taken(weights.size(), 0);
   std::vector<uint32_t> out(n);
   for (uint64_t i = 0; i < n; ++i) {
@@ -26,7 +29,7 @@ std::vector<uint32_t> BlendSources(absl::Span<const double> weights, uint64_t n)
     double best_error = -INFINITY;
     for (size_t d = 0; d < weights.size(); ++d) {
       const double error =
-          weights[d] / total * static_cast<double>(i + 1) - static_cast<double>(taken[d]);
+          weights[d] / largest / total * static_cast<double>(i + 1) - static_cast<double>(taken[d]);
       if (error > best_error) {
         best_error = error;
         best = d;
@@ -113,8 +116,9 @@ absl::StatusOr<const TokenPacking*> TokenMixture::Pass(size_t d, uint64_t pass) 
   return made.first->second.get();
 }
 
-absl::Status TokenMixture::Fill(absl::Span<const uint64_t> positions, absl::Span<const bool> valid,
-                                TokenBatchView* out, absl::Span<int64_t> source) {
+absl::Status TokenMixture::Fill(uint64_t epoch, absl::Span<const uint64_t> positions,
+                                absl::Span<const bool> valid, TokenBatchView* out,
+                                absl::Span<int64_t> source) {
   if (valid.size() != positions.size() || source.size() != positions.size()) {
     return absl::InvalidArgumentError(absl::StrCat(positions.size(), " positions, ", valid.size(),
                                                    " valid flags, ", source.size(), " sources"));
@@ -128,12 +132,12 @@ absl::Status TokenMixture::Fill(absl::Span<const uint64_t> positions, absl::Span
     }
     const size_t d = source_of_[n];
     const SourceState& st = sources_[d];
-    const uint64_t j = epoch_ * st.taken_per_epoch + ordinal_of_[n];
+    const uint64_t j = epoch * st.taken_per_epoch + ordinal_of_[n];
     DDPIO_ASSIGN_OR_RETURN(const TokenPacking* plan, Pass(d, j / st.sequences));
     rows_.push_back({st.reader.get(), plan, j % st.sequences, valid[r]});
     source[r] = static_cast<int64_t>(d);
   }
-  absl::Status filled = FillTokenBatch(rows_, seq_len_, out, &spans_);
+  absl::Status filled = FillTokenBatch(rows_, seq_len_, out, &spans_, &checked_);
   // The rows are filled: keep each source's latest passes planned (a small source weighted far
   // above its size may have used many in one batch).
   for (SourceState& st : sources_) {

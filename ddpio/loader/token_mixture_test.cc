@@ -30,5 +30,15 @@ TEST(BlendSources, EveryPrefixKeepsEachSourceWithinTwoOfItsShare) {
   }
 }
 
+TEST(BlendSources, WeightsWhoseSumOverflowsStillMixByTheirRatio) {
+  // 1e308 + 1e308 is infinite: divided by the largest first, they are 1 : 1 : 1e-317.
+  const std::vector<uint32_t> src = BlendSources({1e308, 1e308, 1e-9}, 3000);
+  std::vector<int> taken(3, 0);
+  for (uint32_t d : src) ++taken[d];
+  EXPECT_EQ(taken[0], 1500);
+  EXPECT_EQ(taken[1], 1500);
+  EXPECT_EQ(taken[2], 0);
+}
+
 }  // namespace
 }  // namespace ddpio::loader

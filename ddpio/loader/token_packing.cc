@@ -91,11 +91,27 @@ absl::Status TokenBatchFiller::Fill(absl::Span<const uint64_t> sequences,
   rows_.clear();
   for (size_t r = 0; r < sequences.size(); ++r)
     rows_.push_back({reader_, plan_, sequences[r], valid[r]});
-  return FillTokenBatch(rows_, plan_->seq_len(), out, &spans_);
+  return FillTokenBatch(rows_, plan_->seq_len(), out, &spans_, &checked_);
+}
+
+bool CheckedDocuments::Contains(const storage::DatasetReader* reader, uint64_t document) const {
+  for (const auto& [r, d] : kept_) {
+    if (d == document && r == reader) return true;
+  }
+  return false;
+}
+
+void CheckedDocuments::Add(const storage::DatasetReader* reader, uint64_t document) {
+  if (kept_.size() < kKept) {
+    kept_.emplace_back(reader, document);
+  } else {
+    kept_[next_] = {reader, document};
+    next_ = (next_ + 1) % kKept;
+  }
 }
 
 absl::Status FillTokenBatch(absl::Span<const TokenRow> rows_in, uint64_t s, TokenBatchView* out,
-                            std::vector<TokenPacking::Span>* spans) {
+                            std::vector<TokenPacking::Span>* spans, CheckedDocuments* checked) {
   const uint64_t rows = rows_in.size(), cells = rows * s;
   if (out->tokens.size() != cells || out->labels.size() != cells ||
       out->position_ids.size() != cells || out->document_ids.size() != cells ||
@@ -125,7 +141,17 @@ absl::Status FillTokenBatch(absl::Span<const TokenRow> rows_in, uint64_t s, Toke
     uint64_t col = 0;  // position in the window, 0 .. s
     int64_t doc = 0;
     for (const TokenPacking::Span& span : *spans) {
-      DDPIO_ASSIGN_OR_RETURN(storage::RecordView view, txn.Get(span.document));
+      absl::Span<const uint8_t> stored;
+      storage::RecordBinding binding;
+      DDPIO_ASSIGN_OR_RETURN(storage::RecordView view, txn.Get(span.document, &stored, &binding));
+      if (!checked->Contains(row.reader, span.document)) {
+        storage::RecordView again;
+        if (absl::Status crc = storage::DecodeRecord(stored, true, &again, &binding); !crc.ok()) {
+          return Annotate(crc,
+                          absl::StrCat("document ", span.document, " of ", row.reader->path()));
+        }
+        checked->Add(row.reader, span.document);
+      }
       const uint64_t ids = view.payload.size() / static_cast<size_t>(width);
       if (storage::TokenWidth(view.type) != width || ids != plan.lengths()[span.document]) {
         return absl::DataLossError(

@@ -84,12 +84,26 @@ struct TokenRow {
   bool valid = true;  // false: its loss_mask row 0 (a padding sample)
 };
 
-// Fills row r of `out` with rows[r] (every plan of seq_len S). Every span's record is read and
-// checksummed; a record whose length is not the plan's is DataLoss naming it (the recorded
-// lengths lie). InvalidArgument when `out`'s spans are not sized for rows.size() rows of S, or a
-// sequence is past its plan's. `spans` is scratch.
+// The documents whose checksums a filler checked last: a long document spans many sequences, and
+// is checked once for them, not once for each (its CRC covers the whole record).
+class CheckedDocuments {
+ public:
+  bool Contains(const storage::DatasetReader* reader, uint64_t document) const;
+  void Add(const storage::DatasetReader* reader, uint64_t document);
+
+ private:
+  static constexpr size_t kKept = 64;
+  std::vector<std::pair<const storage::DatasetReader*, uint64_t>> kept_;
+  size_t next_ = 0;
+};
+
+// Fills row r of `out` with rows[r] (every plan of seq_len S). Every span's record is read, and
+// checksummed (with its binding) unless `checked` holds it — so readers may be opened without
+// verify_checksums; a record whose length is not the plan's, or whose type is not its dataset's,
+// is DataLoss naming it. InvalidArgument when `out`'s spans are not sized for rows.size() rows of
+// S, or a sequence is past its plan's. `spans` is scratch.
 absl::Status FillTokenBatch(absl::Span<const TokenRow> rows, uint64_t seq_len, TokenBatchView* out,
-                            std::vector<TokenPacking::Span>* spans);
+                            std::vector<TokenPacking::Span>* spans, CheckedDocuments* checked);
 
 class TokenBatchFiller {
  public:
@@ -108,6 +122,7 @@ class TokenBatchFiller {
   const TokenPacking* plan_;
   std::vector<TokenPacking::Span> spans_;
   std::vector<TokenRow> rows_;
+  CheckedDocuments checked_;
 };
 
 }  // namespace ddpio::loader

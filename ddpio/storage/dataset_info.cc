@@ -60,6 +60,8 @@ absl::Status DecodeTokens(const json& t, DatasetHeader* h) {
       eos > int64_t{UINT32_MAX}) {
     return bad("eos_id is not an id or -1");
   }
+  if (eos > (h->tokens.width == 2 ? int64_t{0xFFFF} : int64_t{UINT32_MAX}))
+    return bad("eos_id does not fit the dtype");
   h->tokens.eos_id = eos;
   if (!internal::GetU64(t, "vocab_size", &h->tokens.vocab_size)) return bad("vocab_size");
   h->tokens.tokenizer = t.at("tokenizer").get<std::string>();

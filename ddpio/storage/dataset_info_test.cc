@@ -61,6 +61,11 @@ TEST(DatasetInfo, ATokenHeaderRoundTripsAndIsVersionFour) {
   EXPECT_FALSE(IsTokenDataset(images));
   images.format_version = kTokensFormatVersion;
   EXPECT_CODE(DecodeHeader(EncodeHeader(images)), kDataLoss);
+  // An EOS id wider than the ids.
+  DatasetHeader wide = h;
+  wide.tokens.width = 2;
+  wide.tokens.eos_id = 70000;
+  EXPECT_CODE(DecodeHeader(EncodeHeader(wide)), kDataLoss);
   // A forged tokens block is DataLoss, never an exception.
   std::string text = EncodeHeader(h);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{

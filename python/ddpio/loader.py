@@ -10,6 +10,7 @@ batch's images are the pipeline's own memory (no copy).
 """
 import atexit
 import collections.abc
+import inspect
 import numbers
 import os
 import sys
@@ -653,6 +654,10 @@ class Loader:
 
     def __repr__(self):
         return f"ddpio.Loader({self.path!r}, batch_size={self.batch_size})"
+
+
+# inspect.signature(ddpio.Loader) is __init__'s (the settings and their defaults), not __new__'s.
+Loader.__signature__ = inspect.Signature(list(inspect.signature(Loader.__init__).parameters.values())[1:])
 
 
 def _check_same_order(state, mine, path):

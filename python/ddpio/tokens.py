@@ -26,8 +26,9 @@ and "tp" dimensions. Each group's first rank reads and broadcasts every batch to
 or the mesh's NCCL group on GPUs); the data-parallel ranks (groups) get disjoint sequences.
 
 Several datasets mix by weight: ddpio.Loader([a, b], weights=[0.7, 0.3], seq_len=S). Position n of
-an epoch takes the dataset whose share lags its weight most (Megatron's blending rule), so every
-prefix of the stream holds each within a sequence or two of its weight; a dataset asked for more
+an epoch takes the dataset whose share lags its weight most (weight x (n + 1) - taken; Megatron's
+rule weighs max(n, 1)), so every prefix of the stream holds each within a sequence or two of its
+weight; a dataset asked for more
 than it holds starts another shuffled pass of itself (loader/token_mixture.h). An epoch has the
 datasets' sequences added up (sequences_per_epoch= to choose).
 """
@@ -86,8 +87,12 @@ class TokenLoader:
             num_replicas, rank = self._tp.dp_size, self._tp.dp_rank
         # The sequences are already in the epoch's shuffled order: the sampler deals them out (to
         # data-parallel ranks: a tensor-parallel group's members get the same).
+        # (It never shuffles, so which permutation it would use does not matter: say one, so that
+        # it does not ask torch which one a large epoch takes.)
         self.sampler = DistributedSampler(len(self._sequences), num_replicas=num_replicas, rank=rank,
-                                          shuffle=False, seed=0, padding=padding)
+                                          shuffle=False, seed=0, padding=padding, permutation="torch")
+        self.sequences_per_epoch = len(self._sequences)
+        self._identities = [self._sequences.source_identity(d) for d in range(self._sequences.sources)]
         self._batches_seen = 0
         self._sequences_seen = 0
         self._tokens_seen = 0
@@ -104,7 +109,6 @@ class TokenLoader:
 
     def set_epoch(self, epoch):
         self.sampler.set_epoch(epoch)
-        self._sequences.set_epoch(self.sampler.epoch)
         self._batches_seen = 0
 
     def __len__(self):
@@ -121,7 +125,7 @@ class TokenLoader:
                              "sequences": self._per_source[d]}
                             for d, (p, w) in enumerate(zip(self.paths, self.weights))]}
 
-    def _fill(self, indices, padding):
+    def _fill(self, epoch, indices, padding):
         import numpy as np
         b, s = len(indices), self.seq_len
         out = {
@@ -133,7 +137,7 @@ class TokenLoader:
         source = np.empty(b, np.int64)
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         valid = np.ascontiguousarray(~padding, dtype=np.bool_)
-        count, longest = self._sequences.fill(idx, valid, out["tokens"], out["labels"], out["position_ids"],
+        count, longest = self._sequences.fill(epoch % (1 << 64), idx, valid, out["tokens"], out["labels"], out["position_ids"],
                                               out["document_ids"], out["loss_mask"], cu, source)
         out["cu_seqlens"] = cu[:count]
         out["max_seqlen"] = int(longest)
@@ -155,20 +159,22 @@ class TokenLoader:
             self._per_source[d] += 1
 
     def __iter__(self):
+        # The epoch is the one set when the iteration starts: a set_epoch meanwhile is for the next.
+        epoch = self.sampler.epoch
         if self._tp is not None and not self._tp.is_leader:
-            for item in self._tp.receive():
+            for item in self._tp.receive(epoch):
                 self._count(item)
                 yield item
             return
-        for item in self._read():
+        for number, item in enumerate(self._read(epoch)):
             if self._tp is not None:
-                self._tp.send(item)
+                self._tp.send(item, epoch, number)
             self._count(item)
             yield self._convert(item)
         if self._tp is not None:
-            self._tp.finish()
+            self._tp.finish(epoch)
 
-    def _read(self):
+    def _read(self, epoch):
         indices, padding = self.sampler.stream()
         cut = len(indices) - len(indices) % self.batch_size if self.drop_last else len(indices)
         starts = iter(range(0, cut, self.batch_size))
@@ -182,7 +188,7 @@ class TokenLoader:
                 at = next(starts, None)
                 if at is not None:
                     end = min(at + self.batch_size, cut)
-                    pending.append(pool.submit(self._fill, indices[at:end], padding[at:end]))
+                    pending.append(pool.submit(self._fill, epoch, indices[at:end], padding[at:end]))
 
             for _ in range(self._prefetch):
                 submit_next()
@@ -192,7 +198,7 @@ class TokenLoader:
                         item = pending.popleft().result()
                     except BaseException:
                         if self._tp is not None:
-                            self._tp.fail()
+                            self._tp.fail(epoch)
                         raise
                     submit_next()
                     yield item
@@ -204,7 +210,8 @@ class TokenLoader:
         """Where to resume: the epoch and the sequences this rank has trained on in it."""
         seen = min(self._batches_seen * self.batch_size, len(self.sampler))
         return {"version": _STATE_VERSION, "seq_len": self.seq_len, "seed": self.seed,
-                "shuffle": self.shuffle, "weights": self.weights,
+                "shuffle": self.shuffle, "weights": self.weights, "datasets": self._identities,
+                "sequences_per_epoch": self.sequences_per_epoch,
                 "sampler": self.sampler.state_dict(samples_seen=seen)}
 
     def load_state_dict(self, state):
@@ -212,12 +219,13 @@ class TokenLoader:
         are dealt to this loader's ranks once each."""
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown token loader state version {state.get('version')!r}")
-        for key in ("seq_len", "seed", "shuffle", "weights"):
-            if state[key] != getattr(self, key):
-                raise ValueError(f"the saved state has {key}={state[key]!r}, this loader {getattr(self, key)!r}: "
+        mine = {"seq_len": self.seq_len, "seed": self.seed, "shuffle": self.shuffle, "weights": self.weights,
+                "datasets": self._identities, "sequences_per_epoch": self.sequences_per_epoch}
+        for key, value in mine.items():
+            if state.get(key) != value:
+                raise ValueError(f"the saved state has {key}={state.get(key)!r}, this loader {value!r}: "
                                  "its sequences are other ones")
         self.sampler.load_state_dict(state["sampler"])
-        self._sequences.set_epoch(self.sampler.epoch)
         self._batches_seen = 0
 
     def __repr__(self):
@@ -277,34 +285,46 @@ class _TensorParallel:
         dist.broadcast(tensor, src=self.leader, group=self.group)
         return tensor
 
-    def _header(self, state, b=0, s=0, cu=0, longest=0):
+    # A batch's header: state (1 a batch follows, 0 the epoch ended, -1 the reader failed), the
+    # epoch and the batch's number in it (a peer out of step with its reader raises instead of
+    # training on another batch), rows, columns, cu_seqlens entries, max_seqlen.
+    def _header(self, state, epoch, number=0, b=0, s=0, cu=0, longest=0):
         import torch
-        return self._broadcast(torch.tensor([state, b, s, cu, longest], dtype=torch.int64)).tolist()
+        return self._broadcast(torch.tensor([state, epoch % (1 << 62), number, b, s, cu, longest],
+                                            dtype=torch.int64)).tolist()
 
-    def send(self, item):
+    def send(self, item, epoch, number):
         import numpy as np
         import torch
         b, s = item["tokens"].shape
         cu = len(item["cu_seqlens"])
-        self._header(1, b, s, cu, item["max_seqlen"])
+        self._header(1, epoch, number, b, s, cu, item["max_seqlen"])
         flat = np.concatenate([item[k].astype(np.int64).ravel() for k in _INT_FIELDS] +
                               [item["cu_seqlens"].astype(np.int64), item["indices"], item["source"]])
         self._broadcast(torch.from_numpy(flat))
 
-    def finish(self):
-        self._header(0)
+    def finish(self, epoch):
+        self._header(0, epoch)
 
-    def fail(self):
-        self._header(-1)
+    def fail(self, epoch):
+        self._header(-1, epoch)
 
-    def receive(self):
+    def receive(self, epoch):
         import torch
+        number = 0
         while True:
-            state, b, s, cu, longest = self._broadcast(torch.zeros(5, dtype=torch.int64)).tolist()
-            if state == 0:
-                return
+            state, their_epoch, their_number, b, s, cu, longest = \
+                self._broadcast(torch.zeros(7, dtype=torch.int64)).tolist()
             if state < 0:
                 raise RuntimeError("the reader of this tensor-parallel group failed (its error is in its log)")
+            if their_epoch != epoch % (1 << 62) or (state == 1 and their_number != number):
+                raise RuntimeError(
+                    f"out of step with the reader of this tensor-parallel group (rank {self.leader}): it sent "
+                    f"batch {their_number} of epoch {their_epoch} while this rank expected batch {number} of "
+                    f"epoch {epoch}; every member of a group must set the same epochs and take the same batches")
+            if state == 0:
+                return
+            number += 1
             flat = self._broadcast(torch.empty(5 * b * s + cu + 2 * b, dtype=torch.int64))
             item, at = {}, 0
             for k in _INT_FIELDS:

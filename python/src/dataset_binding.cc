@@ -59,7 +59,15 @@ class Dataset {
 
   py::tuple Get(int64_t index) {
     storage::Record rec = Read(index);
-    if (storage::TokenWidth(rec.type) != 0) {  // a document: its ids' bytes and their width
+    const int width = reader().header().tokens.width;
+    if (storage::TokenWidth(rec.type) != width) {
+      ThrowStatus(absl::DataLossError(
+          "record " + std::to_string(index) + " of " + path_ + " is a " +
+          storage::ContentTypeName(rec.type) + " record in " +
+          (width == 0 ? std::string("an image dataset")
+                      : "a token dataset of " + std::to_string(8 * width) + "-bit ids")));
+    }
+    if (width != 0) {  // a document: its ids' bytes and their width
       return py::make_tuple(
           py::bytes(reinterpret_cast<const char*>(rec.payload.data()), rec.payload.size()),
           storage::TokenWidth(rec.type));

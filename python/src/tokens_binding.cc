@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ class TokenSequences {
 
   loader::TokenMixture& mixture() { return *mixture_; }
 
-  // Rows of `positions` into the arrays; returns (cu_seqlens entries written, max_seqlen).
-  py::tuple Fill(py::array_t<uint64_t, py::array::c_style> positions,
+  // Rows of `positions` of `epoch` into the arrays; returns (cu_seqlens entries written,
+  // max_seqlen). One fill at a time (iterators of one loader share the mixture's scratch).
+  py::tuple Fill(uint64_t epoch, py::array_t<uint64_t, py::array::c_style> positions,
                  py::array_t<bool, py::array::c_style> valid,
                  py::array_t<int64_t, py::array::c_style> tokens,
                  py::array_t<int64_t, py::array::c_style> labels,
@@ -61,8 +63,9 @@ class TokenSequences {
     absl::Status filled;
     {
       py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
       filled = mixture_->Fill(
-          absl::MakeConstSpan(positions.data(), static_cast<size_t>(positions.size())),
+          epoch, absl::MakeConstSpan(positions.data(), static_cast<size_t>(positions.size())),
           absl::MakeConstSpan(valid.data(), static_cast<size_t>(valid.size())), &view,
           absl::MakeSpan(source.mutable_data(), static_cast<size_t>(source.size())));
     }
@@ -76,7 +79,11 @@ class TokenSequences {
       uint64_t seed, bool shuffle, uint64_t sequences_per_epoch) {
     std::vector<loader::TokenMixture::Source> sources;
     for (size_t d = 0; d < paths.size(); ++d) {
-      DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(paths[d]));
+      // Checksums are checked by the filler, once for each document it reads lately rather than
+      // once for every sequence that touches it.
+      storage::ReaderOptions options;
+      options.verify_checksums = false;
+      DDPIO_ASSIGN_OR_RETURN(auto reader, storage::DatasetReader::Open(paths[d], options));
       if (!storage::IsTokenDataset(reader->header())) {
         return absl::InvalidArgumentError(
             paths[d] +
@@ -89,6 +96,7 @@ class TokenSequences {
                                       sequences_per_epoch);
   }
 
+  std::mutex mu_;
   std::unique_ptr<loader::TokenMixture> mixture_;
 };
 
@@ -102,7 +110,6 @@ void BindTokens(py::module_& m) {
                     bool, uint64_t>(),
            py::arg("paths"), py::arg("weights"), py::arg("seq_len"), py::arg("seed"),
            py::arg("shuffle"), py::arg("sequences_per_epoch") = 0)
-      .def("set_epoch", [](TokenSequences& t, uint64_t epoch) { t.mixture().SetEpoch(epoch); })
       .def("__len__", [](TokenSequences& t) { return t.mixture().size(); })
       .def_property_readonly("sources", [](TokenSequences& t) { return t.mixture().sources(); })
       .def("source_tokens",
@@ -111,6 +118,11 @@ void BindTokens(py::module_& m) {
            [](TokenSequences& t, size_t d) { return t.mixture().source_documents(d); })
       .def("source_sequences",
            [](TokenSequences& t, size_t d) { return t.mixture().source_sequences(d); })
+      .def("source_identity",
+           [](TokenSequences& t, size_t d) {
+             const storage::DatasetReader& r = t.mixture().source_reader(d);
+             return storage::DatasetIdentity(r.header(), r.completion());
+           })
       .def("fill", &TokenSequences::Fill);
 }
 

@@ -206,3 +206,41 @@ def test_a_mixture_is_the_same_on_every_world_size_and_resumes(token_dataset, se
         ddpio.Loader(paths, batch_size=4, seq_len=12, weights=[1.0])
     with pytest.raises(ValueError, match="positive and finite"):
         ddpio.Loader(paths, batch_size=4, seq_len=12, weights=[1.0, -1.0])
+
+
+def rows(loader_iter):
+    return [(tuple(b["indices"].tolist()), b["tokens"].copy()) for b in loader_iter]
+
+
+def test_two_iterators_and_a_set_epoch_midway_keep_their_own_epochs(token_dataset):
+    """Iterators of one loader fill through one core object: each keeps the epoch it started
+    with, and their rows are the ones a lone iterator gives."""
+    loader = ddpio.Loader(token_dataset, batch_size=4, seq_len=16, seed=1, arrays="numpy")
+    alone = rows(iter(loader))
+    pairs = list(zip(loader, loader))
+    assert [(tuple(a["indices"].tolist()), a["tokens"].tolist()) for a, _ in pairs] == \
+        [(i, t.tolist()) for i, t in alone]
+    assert all(np.array_equal(a["tokens"], b["tokens"]) for a, b in pairs)
+    loader.set_epoch(1)
+    epoch1 = rows(iter(loader))
+    loader.set_epoch(0)
+    it = iter(loader)
+    first = next(it)
+    loader.set_epoch(1)  # for the next iteration; the running one stays in epoch 0
+    rest = [(tuple(first["indices"].tolist()), first["tokens"].copy())] + rows(it)
+    assert [t.tolist() for _, t in rest] == [t.tolist() for _, t in alone]
+    assert [t.tolist() for _, t in rows(iter(loader))] == [t.tolist() for _, t in epoch1]
+    assert [t.tolist() for _, t in epoch1] != [t.tolist() for _, t in alone]
+
+
+def test_a_saved_state_resumes_only_the_same_datasets(token_dataset, second_dataset):
+    a = ddpio.Loader([token_dataset, second_dataset], batch_size=4, seq_len=12, weights=[1, 1])
+    state = a.state_dict()
+    b = ddpio.Loader([second_dataset, token_dataset], batch_size=4, seq_len=12, weights=[1, 1])
+    with pytest.raises(ValueError, match="datasets"):
+        b.load_state_dict(state)
+    c = ddpio.Loader([token_dataset, second_dataset], batch_size=4, seq_len=12, weights=[1, 1],
+                     sequences_per_epoch=50)
+    with pytest.raises(ValueError, match="sequences_per_epoch"):
+        c.load_state_dict(state)
+    ddpio.Loader([token_dataset, second_dataset], batch_size=4, seq_len=12, weights=[1, 1]).load_state_dict(state)
