@@ -157,6 +157,7 @@ def main():
     caffe_datums()
     megatron_indexes()
     npy_headers()
+    token_files()
     print(f"corpus written to {os.path.join(HERE, 'corpus')}")
 
 
@@ -198,6 +199,25 @@ def npy_headers():
     put("npy_header_fuzz", "structured", npy(np.zeros(2, dtype=[("a", "<i4"), ("b", "<f4")])))
     put("npy_header_fuzz", "object", npy(np.array([None, 1], dtype=object)))
 
+
+
+def token_files():
+    """Inputs of token_file_fuzz: a choice byte (bit 0: uint32, bit 1: an EOS follows in two bytes),
+    then the file: nanoGPT-style uint16 ids ending documents in EOS, uint32 ids, a .npy."""
+    import io
+    import numpy as np
+    ids16 = np.array([5, 6, 0, 7, 0, 8, 9], dtype=np.uint16).tobytes()
+    put("token_file_fuzz", "uint16-eos0", bytes([2, 0, 0]) + ids16)
+    put("token_file_fuzz", "uint16-no-eos", bytes([0, 0, 0]) + ids16)
+    put("token_file_fuzz", "uint32-eos7", bytes([3, 7, 0]) + np.array([1, 7, 2, 7], dtype=np.uint32).tobytes())
+    f = io.BytesIO()
+    np.save(f, np.array([1, 2, 0, 3, 0], dtype=np.int32))
+    put("token_file_fuzz", "npy-int32", bytes([2, 0, 0]) + f.getvalue())
+    # A token dataset's header (format version 4) for the header parser.
+    put("dataset_meta_fuzz", "token-header",
+        b'{"classes":[],"format":"ddpio-lmdb","format_version":4,"id":"00112233445566778899aabbccddeeff",'
+        b'"source":{"files":1,"fingerprint":"f","kind":"jsonl","path":"docs.jsonl"},'
+        b'"tokens":{"dtype":"uint16","eos_id":2,"tokenizer":"/m.model","vocab_size":32000},"tool_version":"0.2.0"}')
 
 if __name__ == "__main__":
     main()
