@@ -35,6 +35,7 @@ datasets' sequences added up (sequences_per_epoch= to choose).
 import collections
 import concurrent.futures
 import os
+import warnings
 
 from ddpio import _ddpio
 from ddpio.dataset import dataset_location
@@ -97,6 +98,7 @@ class TokenLoader:
         self._sequences_seen = 0
         self._tokens_seen = 0
         self._per_source = [0] * self._sequences.sources
+        self._finished = None  # the last epoch iterated to its end
 
     @property
     def is_reader(self):
@@ -161,6 +163,10 @@ class TokenLoader:
     def __iter__(self):
         # The epoch is the one set when the iteration starts: a set_epoch meanwhile is for the next.
         epoch = self.sampler.epoch
+        if self.shuffle and self._finished == epoch:
+            warnings.warn(f"ddpio.Loader: epoch {epoch} is iterated again with the same document order; call "
+                          "loader.set_epoch(epoch) before each epoch, or every epoch sees the same sequences",
+                          stacklevel=2)
         if self._tp is not None and not self._tp.is_leader:
             for item in self._tp.receive(epoch):
                 self._count(item)
@@ -171,6 +177,7 @@ class TokenLoader:
                 self._tp.send(item, epoch, number)
             self._count(item)
             yield self._convert(item)
+        self._finished = epoch
         if self._tp is not None:
             self._tp.finish(epoch)
 

@@ -244,3 +244,16 @@ def test_a_saved_state_resumes_only_the_same_datasets(token_dataset, second_data
     with pytest.raises(ValueError, match="sequences_per_epoch"):
         c.load_state_dict(state)
     ddpio.Loader([token_dataset, second_dataset], batch_size=4, seq_len=12, weights=[1, 1]).load_state_dict(state)
+
+
+def test_an_epoch_iterated_again_without_set_epoch_warns(token_dataset):
+    loader = ddpio.Loader(token_dataset, batch_size=8, seq_len=16, arrays="numpy")
+    for _ in loader:
+        pass
+    with pytest.warns(UserWarning, match="set_epoch"):
+        next(iter(loader))
+    loader.set_epoch(1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        next(iter(loader))
