@@ -40,7 +40,8 @@ int Run(const UploadFlags& f) {
     PrintJsonLine({{"url", url->ToString()},
                    {"records", r->manifest.completion.sample_count},
                    {"files", r->manifest.files.size()},
-                   {"chunked", r->manifest.version >= 3},
+                   {"chunked", !r->manifest.files.empty() &&
+                                   r->manifest.files.front().object.rfind("chunks/", 0) == 0},
                    {"bytes_sent", r->bytes_sent},
                    {"bytes_skipped", r->bytes_skipped},
                    {"already_there", r->already_there}});

@@ -158,6 +158,7 @@ def main():
     megatron_indexes()
     npy_headers()
     token_files()
+    remote_token_index()
     print(f"corpus written to {os.path.join(HERE, 'corpus')}")
 
 
@@ -218,6 +219,44 @@ def token_files():
         b'{"classes":[],"format":"ddpio-lmdb","format_version":4,"id":"00112233445566778899aabbccddeeff",'
         b'"source":{"files":1,"fingerprint":"f","kind":"jsonl","path":"docs.jsonl"},'
         b'"tokens":{"dtype":"uint16","eos_id":2,"tokenizer":"/m.model","vocab_size":32000},"tool_version":"0.2.0"}')
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), as ddpio/storage/checksum.h computes it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def remote_token_index():
+    """A token dataset in an object store (docs/FORMAT.md, "In an object store"): its record index
+    carrying the documents' lengths ("DDPIDX02"; within the files remote_format_fuzz.cc declares)
+    and a version-4 manifest saying so."""
+    locations = [(0, 40, 0), (0, 34, 40), (1, 28, 0)]  # file, length, offset
+    lengths = [6, 3, 0]  # 2-byte ids: each fits its record less its 28-byte header
+    b = b"DDPIDX02" + struct.pack("<Q", len(locations))
+    b += b"".join(struct.pack("<IIQ", *r) for r in locations)
+    b += struct.pack(f"<{len(lengths)}I", *lengths)
+    b += struct.pack("<I", crc32c(b))
+    put("remote_format_fuzz", "token-index.bin", b)
+    put("remote_format_fuzz", "token-manifest.json", json.dumps({
+        "format": "ddpio-remote", "version": 4, "uploaded_by": "0.2.0",
+        "header": {"classes": [], "format": "ddpio-lmdb", "format_version": 4,
+                   "id": "00112233445566778899aabbccddeeff",
+                   "source": {"files": 1, "fingerprint": "f", "kind": "jsonl", "path": "docs.jsonl"},
+                   "tokens": {"dtype": "uint16", "eos_id": 2, "tokenizer": "", "vocab_size": 32000},
+                   "tool_version": "0.2.0"},
+        "completion": {"sample_count": 3, "payload_bytes": 18, "skipped": 0},
+        "files": [{"object": "chunks/1a2b3c4d/00/00000000", "bytes": 74, "first": 0, "records": 2,
+                   "salt": 5, "bound": True, "key_first": 0},
+                  {"object": "chunks/1a2b3c4d/00/00000001", "bytes": 28, "first": 2, "records": 1,
+                   "salt": 5, "bound": True, "key_first": 2}],
+        "index": {"object": "ddpio-index.bin", "bytes": len(b), "crc32c": crc32c(b[:-4]),
+                  "document_lengths": True},
+        "records_digest": "0123456789abcdef"}, indent=1))
+
 
 if __name__ == "__main__":
     main()

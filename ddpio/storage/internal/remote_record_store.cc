@@ -124,6 +124,9 @@ absl::StatusOr<OpenedStore> OpenRemoteStore(const std::string& url, const Reader
   OpenedStore opened;
   opened.header = remote->manifest().header;
   opened.completion = remote->manifest().completion;
+  // Carried by the index of a token dataset's upload (checked at open); an older upload's none,
+  // and DocumentLengths then reads every record.
+  opened.document_lengths = remote->TakeDocumentLengths();
   opened.store = std::make_unique<RemoteStore>(std::move(remote));
   return opened;
 }

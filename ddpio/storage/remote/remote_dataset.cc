@@ -61,9 +61,13 @@ absl::StatusOr<std::shared_ptr<RemoteDataset>> RemoteDataset::Open(const std::st
         options.preloaded != nullptr ? "; as another rank of the job received it" : "",
         "; another upload over this one?)"));
   }
-  DDPIO_ASSIGN_OR_RETURN(
-      d->index_,
-      DecodeRecordIndex(index_bytes, d->manifest_.completion.sample_count, file_bytes, index_name));
+  DDPIO_ASSIGN_OR_RETURN(RecordIndex decoded,
+                         DecodeRecordIndex(index_bytes, d->manifest_.completion.sample_count,
+                                           file_bytes, d->manifest_.document_lengths, index_name));
+  DDPIO_RETURN_IF_ERROR(
+      CheckDocumentLengths(decoded, d->manifest_.header, d->manifest_.completion, index_name));
+  d->index_ = std::move(decoded.locations);
+  d->document_lengths_ = std::move(decoded.document_lengths);
   for (uint64_t i = 0; i < d->index_.size(); ++i) {
     const RemoteFile& f = d->manifest_.files[d->index_[i].file];
     if (i < f.first || i >= f.first + f.records) {

@@ -29,7 +29,11 @@
 // its key and dataset); on a mismatch Refetch drops every cached copy and fetches the record from
 // the store again, once — so a corrupt cache file heals and a corrupt stored record is named.
 //
-// Thread-safe. Counters say what the store was asked and what the caches answered.
+// A token dataset's index may carry each document's length (remote_format.h, version 4): checked
+// at open, and handed on by TakeDocumentLengths, so that nobody fetches a record to count them.
+//
+// Thread-safe but for TakeDocumentLengths. Counters say what the store was asked and what the
+// caches answered.
 #ifndef DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
 #define DDPIO_STORAGE_REMOTE_REMOTE_DATASET_H_
 
@@ -42,6 +46,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -83,6 +88,11 @@ class RemoteDataset {
   RemoteDataset& operator=(const RemoteDataset&) = delete;
 
   const RemoteManifest& manifest() const { return manifest_; }
+  // The document lengths the index carries (a token dataset's, manifest version 4: ids per record,
+  // each held at open to fit its record and their sum to the completion marker's payload bytes),
+  // moved out: empty when it carries none, or once taken. For the opener that hands them on
+  // (OpenRemoteStore: DatasetReader::recorded_document_lengths), before the dataset is shared.
+  std::vector<uint32_t> TakeDocumentLengths() { return std::exchange(document_lengths_, {}); }
   const std::string& url() const { return url_; }
   uint64_t size() const { return index_.size(); }
   // The chunks (see above): chunk c holds records [chunk_begin(c), chunk_begin(c + 1)).
@@ -193,10 +203,11 @@ class RemoteDataset {
   RemoteOptions options_;
   RemoteManifest manifest_;
   std::vector<RecordLocation> index_;
-  std::vector<uint64_t> chunk_begin_;  // first record of each chunk, then size()
-  std::vector<uint32_t> chunk_of_;     // of each record; empty without whole_chunks_
-  std::vector<bool> left_to_peer_;     // guarded by mu_; chunks counted in peer_chunks
-  std::vector<bool> stuck_;            // guarded by mu_; chunks whose holder was waited for in vain
+  std::vector<uint32_t> document_lengths_;  // until taken (TakeDocumentLengths)
+  std::vector<uint64_t> chunk_begin_;       // first record of each chunk, then size()
+  std::vector<uint32_t> chunk_of_;          // of each record; empty without whole_chunks_
+  std::vector<bool> left_to_peer_;          // guarded by mu_; chunks counted in peer_chunks
+  std::vector<bool> stuck_;  // guarded by mu_; chunks whose holder was waited for in vain
   bool whole_chunks_ = false;
   bool evict_served_ = false;   // a record served leaves the cache folder (see Fetch)
   uint64_t request_limit_ = 0;  // the most bytes one GET asks for (MakeChunks)

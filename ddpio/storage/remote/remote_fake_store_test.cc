@@ -3,21 +3,25 @@
 // Bursts of 503 SlowDown within the retry budget are ridden out and counted, a budget spent is an
 // error naming the object and the attempts, a final refusal is not retried, damaged bytes are
 // caught by the record's checksum and fetched again (and named when the store keeps them), and an
-// upload rides out a flaky PUT. The same reader and upload tests the gateway runs also run on this
-// store (ctest storage_memory_store).
+// upload rides out a flaky PUT. A token dataset's document lengths travel with its index (opening
+// fetches no record for them; a table that lies is DataLoss). The same reader and upload tests
+// the gateway runs also run on this store (ctest storage_memory_store).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/remote/remote_format.h"
 #include "ddpio/storage/remote/remote_gateway_test_fixture.h"
 #include "ddpio/storage/remote/upload.h"
 #include "gmock/gmock.h"
@@ -592,6 +596,247 @@ TEST_F(FakeStoreTest, RawChunksAreEveryRecordInAGetPerRunOfRecords) {
   }
   EXPECT_EQ(store->counters().records_fetched, 0u);
   EXPECT_CODE(store->FetchRawChunks(0), kInvalidArgument);
+}
+
+// A token dataset (format 4) in the store: its documents' lengths travel in the record index, so
+// that a reader knows them at open without fetching a record (a cluster's first batch does not
+// wait for a scan of the dataset); a table the store holds damaged, or one that lies about the
+// records, is DataLoss naming the index; an older upload without the table still opens (and
+// counts the documents by reading them).
+class TokenStoreTest : public RemoteDatasetTest {
+ protected:
+  static constexpr uint64_t kDocuments = 200;
+  bool UsesMemoryStore() const override { return true; }
+  void SetUp() override {
+    RemoteDatasetTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    tokens_ = dir_.Sub("tokens.lmdb");
+    for (uint64_t i = 0; i < kDocuments; ++i) lengths_.push_back(DocumentIds(i));
+    ASSERT_NO_FATAL_FAILURE(WriteTokens(tokens_, lengths_));
+  }
+  // Document i's ids: 0 now and then (an empty document), else 1 to 53.
+  static uint32_t DocumentIds(uint64_t i) {
+    return i % 37 == 0 ? 0 : static_cast<uint32_t>(i * 7 % 53 + 1);
+  }
+  // Writes the documents of DocumentIds at `path` (2-byte ids) and, as `ddpio convert` does,
+  // `recorded` as their lengths (none when empty).
+  static void WriteTokens(const std::string& path, const std::vector<uint32_t>& recorded) {
+    DatasetHeader h = testing::MakeHeader(0);
+    h.format_version = kTokensFormatVersion;
+    h.tokens = {2, -1, 1000, ""};
+    ASSERT_OK_AND_ASSIGN(auto writer, DatasetWriter::Create(path, h, {}));
+    for (uint64_t i = 0; i < kDocuments; ++i) {
+      Record r;
+      r.type = ContentType::kTokensUint16;
+      r.source_name = absl::StrCat("docs.jsonl:", i + 1);
+      for (uint32_t k = 0; k < DocumentIds(i); ++k) {
+        r.payload.push_back(static_cast<uint8_t>((i + k) % 251));
+        r.payload.push_back(0);
+      }
+      ASSERT_OK(writer->Append(r.view()));
+    }
+    if (!recorded.empty()) {
+      std::string table;
+      for (uint32_t n : recorded) {
+        for (int b = 0; b < 4; ++b) table.push_back(static_cast<char>(n >> (8 * b)));
+      }
+      ASSERT_OK(writer->PutMeta(TokenLengthsKey(0), std::move(table)));
+    }
+    ASSERT_OK(writer->Finish(0));
+  }
+  static UploadOptions Chunked(uint64_t bytes) {
+    UploadOptions o;
+    o.chunk_bytes = bytes;
+    return o;
+  }
+  // GETs of the records' objects (chunks, or the LMDB file) under `prefix`.
+  uint64_t RecordGets(const std::string& prefix) const {
+    return memory_->requests("GET", prefix + "/chunks/") +
+           memory_->requests("GET", prefix + "/data.mdb");
+  }
+  absl::StatusOr<RemoteManifest> ManifestAt(const std::string& prefix) const {
+    std::optional<std::string> text =
+        memory_->Object(bucket_, prefix + "/" + kRemoteManifestObject);
+    if (!text.has_value()) return absl::NotFoundError(prefix + " has no manifest");
+    return DecodeRemoteManifest(*text, prefix);
+  }
+  // Replaces the upload at `prefix`'s index by `edit` of it (re-encoded, with its document
+  // lengths if it has any) and its manifest by `edit_manifest` of it, the manifest's index size
+  // and checksum made to agree: a lie no checksum catches, only what the lengths must be.
+  void Rewrite(const std::string& prefix, const std::function<void(RecordIndex&)>& edit,
+               const std::function<void(RemoteManifest&)>& edit_manifest = nullptr) {
+    ASSERT_OK_AND_ASSIGN(RemoteManifest m, ManifestAt(prefix));
+    const std::string key = prefix + "/" + kRecordIndexObject;
+    std::optional<std::string> bytes = memory_->Object(bucket_, key);
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<uint64_t> files;
+    for (const RemoteFile& f : m.files) files.push_back(f.bytes);
+    ASSERT_OK_AND_ASSIGN(RecordIndex index, DecodeRecordIndex(*bytes, m.completion.sample_count,
+                                                              files, m.document_lengths, key));
+    edit(index);
+    const std::string encoded = EncodeRecordIndex(index.locations, index.document_lengths);
+    if (edit_manifest) edit_manifest(m);
+    m.index_bytes = encoded.size();
+    m.index_crc32c = RecordIndexChecksum(encoded);
+    memory_->SetObject(bucket_, key, encoded);
+    memory_->SetObject(bucket_, prefix + "/" + kRemoteManifestObject, EncodeRemoteManifest(m));
+  }
+
+  std::string tokens_;
+  std::vector<uint32_t> lengths_;  // what the records hold
+};
+
+TEST_F(TokenStoreTest, TheDocumentLengthsTravelWithTheIndexAndOpeningFetchesNoRecord) {
+  ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(tokens_));
+  ASSERT_EQ(local->recorded_document_lengths(), lengths_);
+  // In chunk objects (several), and as the LMDB file it is.
+  for (const auto& [prefix, chunk_bytes] :
+       std::vector<std::pair<std::string, uint64_t>>{{"chunked", 1 << 10}, {"files", 0}}) {
+    SCOPED_TRACE(prefix);
+    ASSERT_OK(Upload(tokens_, Url(prefix), config_, Chunked(chunk_bytes)).status());
+    ASSERT_OK_AND_ASSIGN(RemoteManifest m, ManifestAt(prefix));
+    EXPECT_EQ(m.version, kRemoteManifestVersionOfLengths) << "older readers must refuse it";
+    EXPECT_TRUE(m.document_lengths);
+    EXPECT_EQ(m.index_bytes, RecordIndexBytes(kDocuments, true));
+    if (chunk_bytes > 0) {
+      EXPECT_GE(m.files.size(), 4u) << "too few chunks to cross one";
+    }
+
+    ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url(prefix)));
+    EXPECT_EQ(remote->recorded_document_lengths(), local->recorded_document_lengths());
+    ASSERT_OK_AND_ASSIGN(std::vector<uint32_t> counted, DocumentLengths(*remote));
+    EXPECT_EQ(counted, lengths_);
+    EXPECT_EQ(RecordGets(prefix), 0u) << "the open or DocumentLengths fetched records";
+    ASSERT_NE(remote->remote(), nullptr);
+    EXPECT_EQ(remote->remote()->counters().records_fetched, 0u);
+    // The records are there all the same, each as long as the table says.
+    ASSERT_OK_AND_ASSIGN(ReadTxn txn, remote->BeginRead());
+    for (uint64_t i : {uint64_t{1}, uint64_t{37}, kDocuments - 1}) {
+      ASSERT_OK_AND_ASSIGN(RecordView r, txn.Get(i));
+      EXPECT_EQ(r.payload.size(), 2 * lengths_[i]) << i;
+    }
+
+    // A rank given the manifest and index another rank fetched (the job's shared index) has the
+    // lengths too, and asks the store nothing.
+    ASSERT_OK_AND_ASSIGN(auto shared, DatasetReader::FetchStoreIndex(Url(prefix), [&] {
+                           ReaderOptions o;
+                           o.store_overrides.s3 = config_;
+                           return o;
+                         }()));
+    const uint64_t before = memory_->requests();
+    ReaderOptions o;
+    o.store_overrides.preloaded_index = shared;
+    ASSERT_OK_AND_ASSIGN(auto ranked, OpenUrl(Url(prefix), o));
+    EXPECT_EQ(ranked->recorded_document_lengths(), lengths_);
+    EXPECT_EQ(memory_->requests(), before) << "a rank given the index asked the store";
+  }
+}
+
+TEST_F(TokenStoreTest, ADatasetThatRecordedNoLengthsHasThemCountedAtUpload) {
+  const std::string bare = dir_.Sub("bare.lmdb");
+  ASSERT_NO_FATAL_FAILURE(WriteTokens(bare, {}));
+  ASSERT_OK_AND_ASSIGN(auto local, DatasetReader::Open(bare));
+  ASSERT_TRUE(local->recorded_document_lengths().empty());
+  ASSERT_OK(Upload(bare, Url("bare"), config_).status());
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url("bare")));
+  EXPECT_EQ(remote->recorded_document_lengths(), lengths_);
+  EXPECT_EQ(RecordGets("bare"), 0u);
+}
+
+TEST_F(TokenStoreTest, ALocalTableThatLiesIsRefusedAtUploadAndNothingIsPublished) {
+  // The same sum (which the local reader checks), two documents swapped.
+  std::vector<uint32_t> lie = lengths_;
+  ASSERT_NE(lie[1], lie[2]);
+  std::swap(lie[1], lie[2]);
+  const std::string liar = dir_.Sub("liar.lmdb");
+  ASSERT_NO_FATAL_FAILURE(WriteTokens(liar, lie));
+  ASSERT_OK(DatasetReader::Open(liar).status()) << "the local reader let it open";
+  absl::StatusOr<UploadResult> up = Upload(liar, Url("liar"), config_);
+  EXPECT_CODE(up, kDataLoss);
+  EXPECT_THAT(up.status().message(),
+              HasSubstr(absl::StrCat("record 1 holds ", lengths_[1],
+                                     " ids, but the dataset's recorded lengths say ", lie[1])));
+  EXPECT_CODE(ManifestAt("liar"), kNotFound);
+}
+
+TEST_F(TokenStoreTest, ALengthsTableDamagedInTheStoreIsDataLossNamingTheIndex) {
+  ASSERT_OK(Upload(tokens_, Url(), config_).status());
+  const std::string key = std::string("train/") + kRecordIndexObject;
+  const std::string name = Url() + "/" + kRecordIndexObject;
+  std::string index = *memory_->Object(bucket_, key);
+  const std::string good = index;
+  index[16 + 16 * kDocuments + 4] ^= 0x04;  // magic, count, entries: document 1's length
+  memory_->SetObject(bucket_, key, index);
+  auto damaged = OpenUrl(Url());
+  EXPECT_CODE(damaged, kDataLoss);
+  EXPECT_THAT(damaged.status().message(), HasSubstr(name + " is damaged"));
+  // Cut short: no longer a length for every record.
+  memory_->SetObject(bucket_, key, good.substr(0, good.size() - 8) + good.substr(good.size() - 4));
+  auto cut = OpenUrl(Url());
+  EXPECT_CODE(cut, kDataLoss);
+  EXPECT_THAT(cut.status().message(), HasSubstr(name));
+  EXPECT_EQ(RecordGets("train"), 0u);
+}
+
+TEST_F(TokenStoreTest, ALengthsTableThatLiesIsDataLossNamingTheObject) {
+  ASSERT_OK(Upload(tokens_, Url(), config_).status());
+  const std::string name = Url() + "/" + kRecordIndexObject;
+  auto refused = [&](const std::string& why) {
+    auto got = OpenUrl(Url());
+    EXPECT_CODE(got, kDataLoss);
+    EXPECT_THAT(got.status().message(), HasSubstr(name));
+    EXPECT_THAT(got.status().message(), HasSubstr(why));
+  };
+  // One id too many: the lengths no longer add up to the records' payload.
+  ASSERT_NO_FATAL_FAILURE(Rewrite("train", [](RecordIndex& x) { ++x.document_lengths[3]; }));
+  refused("the document lengths add up to");
+  // The right sum, all of it said to be one document: longer than its record.
+  ASSERT_NO_FATAL_FAILURE(Rewrite("train", [](RecordIndex& x) {
+    --x.document_lengths[3];
+    uint32_t all = 0;
+    for (uint32_t& n : x.document_lengths) all += std::exchange(n, 0);
+    x.document_lengths[1] = all;
+  }));
+  refused("document 1 is said to hold");
+  // An index without them under a manifest that says it carries them (of the index's size):
+  // refused by the manifest's own word.
+  ASSERT_NO_FATAL_FAILURE(Rewrite("train", [](RecordIndex& x) { x.document_lengths.clear(); }));
+  auto bare = OpenUrl(Url());
+  EXPECT_CODE(bare, kDataLoss);
+  EXPECT_THAT(bare.status().message(), HasSubstr(Url() + "/" + kRemoteManifestObject));
+  EXPECT_THAT(bare.status().message(),
+              HasSubstr(absl::StrCat("an index of ", RecordIndexBytes(kDocuments, false),
+                                     " bytes cannot hold ", kDocuments, " records")));
+  EXPECT_EQ(RecordGets("train"), 0u);
+}
+
+TEST_F(TokenStoreTest, AnOlderUploadWithoutTheTableOpensAndItsDocumentsAreCountedByReading) {
+  ASSERT_OK(Upload(tokens_, Url(), config_).status());
+  // What ddpio wrote before document lengths: a version 3 manifest, the index without them.
+  ASSERT_NO_FATAL_FAILURE(Rewrite(
+      "train", [](RecordIndex& x) { x.document_lengths.clear(); },
+      [](RemoteManifest& m) {
+        m.version = kRemoteManifestVersionOfChunks;
+        m.document_lengths = false;
+      }));
+  ASSERT_OK_AND_ASSIGN(auto remote, OpenUrl(Url()));
+  EXPECT_TRUE(remote->recorded_document_lengths().empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<uint32_t> counted, DocumentLengths(*remote));
+  EXPECT_EQ(counted, lengths_);
+  EXPECT_GT(RecordGets("train"), 0u) << "counted without reading the records?";
+
+  // Uploading the dataset again says what the old upload lacks; replacing it stores the table.
+  absl::StatusOr<UploadResult> again = Upload(tokens_, Url(), config_);
+  EXPECT_CODE(again, kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("uploaded without its document lengths"));
+  UploadOptions replace;
+  replace.overwrite = true;
+  ASSERT_OK(Upload(tokens_, Url(), config_, replace).status());
+  ASSERT_OK_AND_ASSIGN(auto fresh, OpenUrl(Url()));
+  EXPECT_EQ(fresh->recorded_document_lengths(), lengths_);
+  // The same dataset uploaded once more: there already, nothing sent.
+  ASSERT_OK_AND_ASSIGN(UploadResult same, Upload(tokens_, Url(), config_));
+  EXPECT_TRUE(same.already_there);
 }
 
 }  // namespace

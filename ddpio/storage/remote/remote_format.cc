@@ -10,26 +10,36 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/internal/json_fields.h"
+#include "ddpio/storage/record.h"
 
 namespace ddpio::storage::remote {
 namespace {
 
 constexpr char kIndexMagic[] = "DDPIDX01";
+constexpr char kIndexMagicWithLengths[] = "DDPIDX02";  // and the records' document lengths
 constexpr size_t kMagicBytes = 8;
 constexpr size_t kEntryBytes = 16;
+constexpr size_t kLengthBytes = 4;
 constexpr size_t kIndexOverhead = kMagicBytes + 8 + 4;  // magic, count, trailing CRC32C
 
 }  // namespace
 
-std::string EncodeRecordIndex(absl::Span<const RecordLocation> index) {
-  std::string out(kIndexMagic, kMagicBytes);
-  out.reserve(kIndexOverhead + index.size() * kEntryBytes);
+uint64_t RecordIndexBytes(uint64_t records, bool document_lengths) {
+  return kIndexOverhead + records * (kEntryBytes + (document_lengths ? kLengthBytes : 0));
+}
+
+std::string EncodeRecordIndex(absl::Span<const RecordLocation> index,
+                              absl::Span<const uint32_t> document_lengths) {
+  const bool lengths = !document_lengths.empty();
+  std::string out(lengths ? kIndexMagicWithLengths : kIndexMagic, kMagicBytes);
+  out.reserve(RecordIndexBytes(index.size(), lengths));
   PutFixed64(&out, index.size());
   for (const RecordLocation& r : index) {
     PutFixed32(&out, r.file);
     PutFixed32(&out, r.length);
     PutFixed64(&out, r.offset);
   }
+  for (uint32_t n : document_lengths) PutFixed32(&out, n);
   PutFixed32(&out, Crc32c(out.data(), out.size()));
   return out;
 }
@@ -60,18 +70,27 @@ std::string RemoteManifest::ContentName(uint32_t index_checksum) const {
                       absl::Hex(Fnv1a64(identity), absl::kZeroPad16));
 }
 
-absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view bytes,
-                                                              uint64_t records,
-                                                              absl::Span<const uint64_t> file_bytes,
-                                                              const std::string& what) {
-  if (bytes.size() < kIndexOverhead ||
-      bytes.substr(0, kMagicBytes) != std::string_view(kIndexMagic, kMagicBytes)) {
+absl::StatusOr<RecordIndex> DecodeRecordIndex(std::string_view bytes, uint64_t records,
+                                              absl::Span<const uint64_t> file_bytes,
+                                              bool document_lengths, const std::string& what) {
+  const std::string_view magic(document_lengths ? kIndexMagicWithLengths : kIndexMagic,
+                               kMagicBytes);
+  if (bytes.size() < kIndexOverhead || bytes.substr(0, kMagicBytes) != magic) {
+    const bool other =
+        bytes.size() >= kIndexOverhead &&
+        bytes.substr(0, kMagicBytes) ==
+            std::string_view(document_lengths ? kIndexMagic : kIndexMagicWithLengths, kMagicBytes);
+    if (other) {
+      return absl::DataLossError(absl::StrCat(
+          what, document_lengths ? " carries no document lengths; its manifest says it does"
+                                 : " carries document lengths; its manifest says it does not"));
+    }
     return absl::DataLossError(
         absl::StrCat(what, " is not a ddpio record index (", bytes.size(), " bytes)"));
   }
   const uint64_t count = DecodeFixed64(bytes.data() + kMagicBytes);
   if (count != records || count > kMaxRemoteRecords ||
-      bytes.size() != kIndexOverhead + count * kEntryBytes) {
+      bytes.size() != RecordIndexBytes(count, document_lengths)) {
     return absl::DataLossError(absl::StrCat(what, " lists ", count, " records in ", bytes.size(),
                                             " bytes; the manifest says ", records));
   }
@@ -81,7 +100,9 @@ absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view b
     return absl::DataLossError(absl::StrCat(what, " is damaged: its checksum is ", actual,
                                             ", not the ", stored, " it was written with"));
   }
-  std::vector<RecordLocation> index(count);
+  RecordIndex decoded;
+  std::vector<RecordLocation>& index = decoded.locations;
+  index.resize(count);
   const char* p = bytes.data() + kMagicBytes + 8;
   for (uint64_t i = 0; i < count; ++i, p += kEntryBytes) {
     RecordLocation& r = index[i];
@@ -95,7 +116,46 @@ absl::StatusOr<std::vector<RecordLocation>> DecodeRecordIndex(std::string_view b
                                               ") lies outside the dataset's files"));
     }
   }
-  return index;
+  if (document_lengths) {
+    decoded.document_lengths.resize(count);
+    for (uint64_t i = 0; i < count; ++i, p += kLengthBytes) {
+      decoded.document_lengths[i] = DecodeFixed32(p);
+    }
+  }
+  return decoded;
+}
+
+absl::Status CheckDocumentLengths(const RecordIndex& index, const DatasetHeader& header,
+                                  const DatasetCompletion& completion, const std::string& what) {
+  const std::vector<uint32_t>& lengths = index.document_lengths;
+  if (lengths.empty()) return absl::OkStatus();
+  const uint64_t width = static_cast<uint64_t>(header.tokens.width);
+  if (width == 0) {
+    return absl::DataLossError(
+        absl::StrCat(what, " carries document lengths, but its dataset is not a token dataset"));
+  }
+  if (lengths.size() != index.locations.size()) {  // DecodeRecordIndex never gives this
+    return absl::DataLossError(absl::StrCat(what, " carries ", lengths.size(),
+                                            " document lengths for ", index.locations.size(),
+                                            " records"));
+  }
+  uint64_t ids = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const uint64_t stored = index.locations[i].length;
+    const uint64_t room = stored > kRecordHeaderSize ? stored - kRecordHeaderSize : 0;
+    if (lengths[i] * width > room) {
+      return absl::DataLossError(absl::StrCat(what, ": document ", i, " is said to hold ",
+                                              lengths[i], " ids, more than its record of ", stored,
+                                              " bytes holds"));
+    }
+    ids += lengths[i];
+  }
+  if (ids * width != completion.payload_bytes) {
+    return absl::DataLossError(absl::StrCat(what, ": the document lengths add up to ", ids,
+                                            " ids, but the records hold ", completion.payload_bytes,
+                                            " bytes of ", width, "-byte ids"));
+  }
+  return absl::OkStatus();
 }
 
 std::string EncodeRemoteManifest(const RemoteManifest& m) {
@@ -116,6 +176,9 @@ std::string EncodeRemoteManifest(const RemoteManifest& m) {
   }
   j["index"] = {
       {"object", kRecordIndexObject}, {"bytes", m.index_bytes}, {"crc32c", m.index_crc32c}};
+  if (m.version >= kRemoteManifestVersionOfLengths) {
+    j["index"]["document_lengths"] = m.document_lengths;
+  }
   if (m.identifies_records()) {
     j["records_digest"] = absl::StrCat(absl::Hex(m.records_digest, absl::kZeroPad16));
   }
@@ -202,7 +265,16 @@ absl::StatusOr<RemoteManifest> DecodeRemoteManifest(std::string_view text,
     return bad("no index size or checksum");
   }
   m.index_crc32c = static_cast<uint32_t>(crc);
-  if (m.index_bytes != kIndexOverhead + next * kEntryBytes) {
+  if (m.version >= kRemoteManifestVersionOfLengths) {
+    if (!index.contains("document_lengths") || !index["document_lengths"].is_boolean()) {
+      return bad("no index document_lengths (true or false)");
+    }
+    m.document_lengths = index["document_lengths"].get<bool>();
+    if (m.document_lengths && !IsTokenDataset(m.header)) {
+      return bad("its index is said to carry document lengths, but it is not a token dataset");
+    }
+  }
+  if (m.index_bytes != RecordIndexBytes(next, m.document_lengths)) {
     return bad(
         absl::StrCat("an index of ", m.index_bytes, " bytes cannot hold ", next, " records"));
   }

@@ -1,6 +1,7 @@
-// The object-store dataset's own files: the record index and the manifest round-trip, every lie
-// or damage in them is DataLoss naming what is wrong, and what names a dataset's content (the
-// index checksum, the records' digest) tells datasets apart. (The record cache:
+// The object-store dataset's own files: the record index (with a token dataset's document
+// lengths) and the manifest round-trip, every lie or damage in them is DataLoss naming what is
+// wrong, and what names a dataset's content (the index checksum, the records' digest) tells
+// datasets apart. (The record cache:
 // record_cache_test.cc.)
 #include "ddpio/storage/remote/remote_format.h"
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "ddpio/storage/checksum.h"
+#include "ddpio/storage/dataset_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -25,30 +27,96 @@ TEST(RecordIndex, RoundTripsAndChecksEveryEntryAgainstItsFile) {
   const std::vector<uint64_t> files = {8192, 16384};
   const std::string bytes = EncodeRecordIndex(SomeIndex());
   EXPECT_EQ(bytes.size(), 20u + 4 * 16);
-  ASSERT_OK_AND_ASSIGN(auto back, DecodeRecordIndex(bytes, 4, files, "idx"));
-  EXPECT_EQ(back, SomeIndex());
+  ASSERT_OK_AND_ASSIGN(auto back, DecodeRecordIndex(bytes, 4, files, false, "idx"));
+  EXPECT_EQ(back.locations, SomeIndex());
+  EXPECT_TRUE(back.document_lengths.empty()) << "an image dataset's index carries none";
   // A record past its file's end, a record in a file that does not exist.
   auto past = SomeIndex();
   past[1].offset = 8000;
-  EXPECT_THAT(DecodeRecordIndex(EncodeRecordIndex(past), 4, files, "idx").status().message(),
+  EXPECT_THAT(DecodeRecordIndex(EncodeRecordIndex(past), 4, files, false, "idx").status().message(),
               HasSubstr("record 1 (file 0, bytes 8000+250) lies outside"));
   auto nowhere = SomeIndex();
   nowhere[3].file = 2;
-  EXPECT_CODE(DecodeRecordIndex(EncodeRecordIndex(nowhere), 4, files, "idx"), kDataLoss);
+  EXPECT_CODE(DecodeRecordIndex(EncodeRecordIndex(nowhere), 4, files, false, "idx"), kDataLoss);
 }
 
 TEST(RecordIndex, DamageAndWrongCountsAreDataLoss) {
   const std::vector<uint64_t> files = {8192, 16384};
   std::string bytes = EncodeRecordIndex(SomeIndex());
-  EXPECT_THAT(DecodeRecordIndex(bytes, 5, files, "s3://b/idx").status().message(),
+  EXPECT_THAT(DecodeRecordIndex(bytes, 5, files, false, "s3://b/idx").status().message(),
               HasSubstr("s3://b/idx lists 4 records"));
   for (size_t at : {size_t{0}, size_t{9}, size_t{30}, bytes.size() - 1}) {
     std::string damaged = bytes;
     damaged[at] ^= 0x10;
-    EXPECT_CODE(DecodeRecordIndex(damaged, 4, files, "idx"), kDataLoss) << "byte " << at;
+    EXPECT_CODE(DecodeRecordIndex(damaged, 4, files, false, "idx"), kDataLoss) << "byte " << at;
   }
-  EXPECT_CODE(DecodeRecordIndex(bytes.substr(0, bytes.size() - 16), 4, files, "idx"), kDataLoss);
-  EXPECT_CODE(DecodeRecordIndex("", 0, files, "idx"), kDataLoss);
+  EXPECT_CODE(DecodeRecordIndex(bytes.substr(0, bytes.size() - 16), 4, files, false, "idx"),
+              kDataLoss);
+  EXPECT_CODE(DecodeRecordIndex("", 0, files, false, "idx"), kDataLoss);
+}
+
+// SomeIndex's records holding documents of 2-byte ids: each fits its record (its ids' bytes at
+// most the record's less its 28-byte header), 162 ids in all.
+std::vector<uint32_t> SomeLengths() { return {36, 100, 26, 0}; }
+
+TEST(RecordIndex, ATokenDatasetsIndexCarriesItsDocumentLengths) {
+  const std::vector<uint64_t> files = {8192, 16384};
+  const std::string bytes = EncodeRecordIndex(SomeIndex(), SomeLengths());
+  EXPECT_EQ(bytes.size(), RecordIndexBytes(4, true));
+  EXPECT_EQ(bytes.size(), 20u + 4 * 20);
+  EXPECT_EQ(bytes.substr(0, 8), "DDPIDX02");
+  ASSERT_OK_AND_ASSIGN(RecordIndex back, DecodeRecordIndex(bytes, 4, files, true, "idx"));
+  EXPECT_EQ(back.locations, SomeIndex());
+  EXPECT_EQ(back.document_lengths, SomeLengths());
+  // The index the manifest does not say: lengths where it says none, none where it says some.
+  EXPECT_THAT(DecodeRecordIndex(bytes, 4, files, false, "s3://b/idx").status().message(),
+              HasSubstr("s3://b/idx carries document lengths; its manifest says it does not"));
+  auto without = DecodeRecordIndex(EncodeRecordIndex(SomeIndex()), 4, files, true, "s3://b/idx");
+  EXPECT_CODE(without, kDataLoss);
+  EXPECT_THAT(without.status().message(), HasSubstr("s3://b/idx carries no document lengths"));
+  // A table cut short (it no longer covers every record) or damaged.
+  std::string cut = bytes;
+  cut.erase(cut.size() - 8, 4);
+  EXPECT_THAT(DecodeRecordIndex(cut, 4, files, true, "s3://b/idx").status().message(),
+              HasSubstr("s3://b/idx lists 4 records in 96 bytes"));
+  for (size_t at = 16 + 4 * 16; at < bytes.size() - 4; ++at) {  // every byte of the lengths
+    std::string damaged = bytes;
+    damaged[at] ^= 0x01;
+    EXPECT_CODE(DecodeRecordIndex(damaged, 4, files, true, "idx"), kDataLoss) << "byte " << at;
+  }
+}
+
+DatasetHeader TokenHeader() {
+  DatasetHeader h;
+  h.format_version = kTokensFormatVersion;
+  h.source_kind = "api";
+  h.id = "0123456789abcdef0123456789abcdef";
+  h.tokens = {2, -1, 0, ""};
+  return h;
+}
+
+TEST(RecordIndex, DocumentLengthsThatDoNotFitTheirRecordsOrDoNotAddUpAreDataLoss) {
+  const DatasetHeader tokens = TokenHeader();
+  DatasetCompletion completion{4, 2 * 162, 0};
+  RecordIndex index{SomeIndex(), SomeLengths()};
+  EXPECT_OK(CheckDocumentLengths(index, tokens, completion, "idx"));
+  EXPECT_OK(CheckDocumentLengths({SomeIndex(), {}}, tokens, completion, "idx")) << "none: fine";
+  auto refused = [&](const RecordIndex& lie, const DatasetHeader& h, const DatasetCompletion& c,
+                     const std::string& why) {
+    const absl::Status st = CheckDocumentLengths(lie, h, c, "s3://b/p/ddpio-index.bin");
+    EXPECT_CODE(st, kDataLoss);
+    EXPECT_THAT(st.message(), HasSubstr("s3://b/p/ddpio-index.bin"));
+    EXPECT_THAT(st.message(), HasSubstr(why));
+  };
+  refused(index, tokens, {4, 2 * 162 + 2, 0},
+          "the document lengths add up to 162 ids, but the records hold 326 bytes of 2-byte ids");
+  // The same sum, one document longer than its record can hold.
+  refused({SomeIndex(), {37, 100, 25, 0}}, tokens, completion,
+          "document 0 is said to hold 37 ids, more than its record of 100 bytes holds");
+  DatasetHeader images = tokens;
+  images.format_version = 3;
+  images.tokens = {};
+  refused(index, images, completion, "not a token dataset");
 }
 
 RemoteManifest SomeManifest() {
@@ -180,6 +248,53 @@ TEST(RemoteManifest, ChunkObjectsKeepTheKeyTheirFirstRecordWasWrittenWith) {
   const size_t comma = missing.rfind(',', at);
   missing.erase(comma, at + 14 - comma);
   EXPECT_CODE(DecodeRemoteManifest(missing, "m"), kDataLoss);
+}
+
+// Version 4: a token dataset's index carries its document lengths, 4 bytes a record more.
+TEST(RemoteManifest, ATokenDatasetsManifestSaysItsIndexCarriesDocumentLengths) {
+  RemoteManifest m = SomeManifest();
+  m.version = kRemoteManifestVersionOfLengths;
+  m.header = TokenHeader();
+  m.document_lengths = true;
+  m.index_bytes = RecordIndexBytes(4, true);
+  const std::string text = EncodeRemoteManifest(m);
+  EXPECT_THAT(text, HasSubstr("\"document_lengths\": true"));
+  ASSERT_OK_AND_ASSIGN(RemoteManifest back, DecodeRemoteManifest(text, "m"));
+  EXPECT_EQ(back.version, 4);
+  EXPECT_TRUE(back.document_lengths);
+  EXPECT_EQ(back.index_bytes, 20u + 4 * 20);
+  RemoteManifest none = m;  // a version 4 manifest may say its index carries none
+  none.document_lengths = false;
+  none.index_bytes = RecordIndexBytes(4, false);
+  ASSERT_OK_AND_ASSIGN(back, DecodeRemoteManifest(EncodeRemoteManifest(none), "m"));
+  EXPECT_FALSE(back.document_lengths);
+
+  auto refused = [](const std::string& text, const std::string& why) {
+    auto got = DecodeRemoteManifest(text, "s3://b/p/ddpio-remote.json");
+    EXPECT_CODE(got, kDataLoss);
+    EXPECT_THAT(got.status().message(), HasSubstr("s3://b/p/ddpio-remote.json"));
+    EXPECT_THAT(got.status().message(), HasSubstr(why));
+  };
+  RemoteManifest small = m;  // the index's size without the lengths
+  small.index_bytes = RecordIndexBytes(4, false);
+  refused(EncodeRemoteManifest(small), "an index of 84 bytes cannot hold 4 records");
+  RemoteManifest images = SomeManifest();
+  images.version = kRemoteManifestVersionOfLengths;
+  images.document_lengths = true;
+  images.index_bytes = RecordIndexBytes(4, true);
+  refused(EncodeRemoteManifest(images), "not a token dataset");
+  std::string missing = text;
+  missing.replace(missing.find("\"document_lengths\": true"), 24, "\"lengths\": 1");
+  refused(missing, "no index document_lengths");
+  // Before version 4 the field means nothing: never a larger index from a stray field.
+  std::string stray = EncodeRemoteManifest(none);
+  stray.replace(stray.find("\"version\": 4"), 12, "\"version\": 3");
+  stray.replace(stray.find("\"document_lengths\": false"), 25, "\"document_lengths\": true");
+  ASSERT_OK_AND_ASSIGN(back, DecodeRemoteManifest(stray, "m"));
+  EXPECT_FALSE(back.document_lengths);
+  // Images keep the versions older readers read.
+  EXPECT_EQ(kRemoteManifestVersionOfChunks, 3);
+  EXPECT_EQ(kRemoteManifestVersionOfFiles, 2);
 }
 
 TEST(RemoteManifest, ADeeplyNestedManifestIsDataLossNotACrash) {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +25,7 @@
 #include "ddpio/storage/checksum.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/internal/upload_json.h"
+#include "ddpio/storage/record.h"
 #include "ddpio/storage/remote/upload_lock.h"
 #include "ddpio/storage/s3/object_store.h"
 #include "ddpio/version.h"
@@ -239,6 +242,31 @@ uint32_t StoredChecksum(absl::Span<const uint8_t> stored) {
   return stored.size() < 4 ? 0 : DecodeFixed32(reinterpret_cast<const char*>(stored.data()));
 }
 
+// A token dataset's record `i` (its bytes `stored`, checked by the read that located them): the
+// length of its document, in ids. DataLoss naming the record when it holds anything but a
+// document of the dataset's ids, or not the length the dataset recorded for it (when it did:
+// `recorded`) — the index carries the lengths the records hold, never a table that lies.
+absl::StatusOr<uint32_t> DocumentLength(const DatasetReader& reader, uint64_t i,
+                                        absl::Span<const uint8_t> stored,
+                                        const std::vector<uint32_t>& recorded) {
+  RecordView view;
+  DDPIO_RETURN_IF_ERROR(DecodeRecord(stored, /*verify_checksum=*/false, &view));
+  const int width = reader.header().tokens.width;
+  if (TokenWidth(view.type) != width) {
+    return absl::DataLossError(absl::StrCat(reader.path(), ": record ", i, " holds ",
+                                            ContentTypeName(view.type), ", not the ", width,
+                                            "-byte token ids of its dataset; nothing was sent"));
+  }
+  const uint32_t ids = static_cast<uint32_t>(view.payload.size() / static_cast<size_t>(width));
+  if (!recorded.empty() && recorded[i] != ids) {
+    return absl::DataLossError(
+        absl::StrCat(reader.path(), ": record ", i, " holds ", ids,
+                     " ids, but the dataset's recorded lengths say ", recorded[i],
+                     " (`ddpio inspect --verify` lists every such record); nothing was sent"));
+  }
+  return ids;
+}
+
 // Chunk `c`'s object name: named by its layout (the index's checksum), so that another layout of
 // the dataset (another chunk size) never writes over the objects a reader of this one reads, and
 // under one of `spread` prefixes, chosen by a hash of its number.
@@ -282,7 +310,7 @@ void LayOutChunks(const UploadOptions& o, std::vector<RecordLocation>& index, Re
   const std::vector<uint64_t> starts = ChunkStarts(o, index);
   const std::vector<RemoteFile> lmdb = std::move(m.files);
   m.files.clear();
-  m.version = kRemoteManifestVersion;  // key_first: readers before chunk objects must refuse it
+  m.version = kRemoteManifestVersionOfChunks;  // key_first: readers before chunks must refuse it
   for (size_t c = 0; c < starts.size(); ++c) {
     const uint64_t first = starts[c], end = c + 1 < starts.size() ? starts[c + 1] : index.size();
     const RemoteFile& from = lmdb[index[first].file];
@@ -355,6 +383,10 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
   // With chunk objects, each record's checksum: a record whose bytes are not the same when its
   // chunk is read to be sent (the dataset changed under the upload) is refused, not sent.
   std::vector<uint32_t> checksums(chunked ? reader->size() : 0);
+  // A token dataset's document lengths, carried by the index so that a reader of the store knows
+  // them without fetching every record (as a local reader knows them from the dataset's metadata).
+  const bool tokens = IsTokenDataset(reader->header()) && reader->size() > 0;
+  std::vector<uint32_t> lengths(tokens ? reader->size() : 0);
   {
     DDPIO_ASSIGN_OR_RETURN(ReadTxn txn, reader->BeginRead());
     for (uint64_t i = 0; i < reader->size(); ++i) {
@@ -363,6 +395,10 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
       DDPIO_ASSIGN_OR_RETURN(index[i], txn.Locate(i, &binding, &stored));
       digest.Add(stored);
       if (!checksums.empty()) checksums[i] = StoredChecksum(stored);
+      if (tokens) {
+        DDPIO_ASSIGN_OR_RETURN(
+            lengths[i], DocumentLength(*reader, i, stored, reader->recorded_document_lengths()));
+      }
       RemoteFile& f = m.files[index[i].file];
       if (f.records == 0) {
         f.first = i;
@@ -386,7 +422,11 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
     next = f.first + f.records;
   }
   if (chunked) LayOutChunks(options, index, m);
-  const std::string index_bytes = EncodeRecordIndex(index);
+  if (tokens) {  // a larger index: readers before document lengths must refuse it
+    m.version = kRemoteManifestVersionOfLengths;
+    m.document_lengths = true;
+  }
+  const std::string index_bytes = EncodeRecordIndex(index, lengths);
   m.index_bytes = index_bytes.size();
   m.index_crc32c = RecordIndexChecksum(index_bytes);
   m.records_digest = digest.value();
@@ -425,6 +465,13 @@ absl::StatusOr<UploadResult> Upload(const std::string& local_path, const std::st
       const bool relaid = there.ok() && there->identifies_records() &&
                           there->records_digest == m.records_digest &&
                           there->header.id == m.header.id;
+      if (relaid && m.document_lengths && !there->document_lengths) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            dest.ToString(), " holds this dataset already, uploaded without its document lengths",
+            there->uploaded_by.empty() ? "" : absl::StrCat(" (by ddpio ", there->uploaded_by, ")"),
+            ", so that its readers read every record to count them; replace it (overwrite) to "
+            "store them"));
+      }
       if (relaid) {
         return absl::FailedPreconditionError(absl::StrCat(
             dest.ToString(), " holds this dataset already in another layout (", there->files.size(),

@@ -4,7 +4,9 @@
 // record index, then the manifest — last, so a reader never opens a half-uploaded dataset. Every
 // record is read and checked (its CRC32C) while the index is built, so a damaged local dataset is
 // refused before anything is sent; a record whose bytes differ when its chunk is sent (the
-// dataset changed under the upload) fails the upload, and no manifest is written.
+// dataset changed under the upload) fails the upload, and no manifest is written. A token
+// dataset's document lengths are taken from its records into the index (remote_format.h, manifest
+// version 4), held to the lengths the dataset recorded: one that differs is refused (DataLoss).
 //
 // Resumable: the upload keeps its state (multipart upload ids, and the ETag of each object sent)
 // in a small file beside the dataset (DATASET.ddpio-upload, or DATASET/ddpio-upload.json for a
