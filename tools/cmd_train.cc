@@ -42,6 +42,7 @@ void AddDataFlags(CLI::App* app, TrainFlags* f) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   AddLoaderFlags(app, &t.pipeline);
+  AddSettingFlags(app, &t.pipeline, {"seq_len"});
   AddOrderFlags(app, &t.pipeline);
   app->add_option("--seed", f->seed, "Seed of the sampler, augmentation and initial parameters")
       ->capture_default_str();
@@ -52,6 +53,11 @@ void AddModelFlags(CLI::App* app, TrainFlags* f) {
   trainer::TrainOptions& t = f->options.train;
   app->add_option("--hidden", f->hidden, "Hidden layer widths, e.g. 256,128 ('none': linear)")
       ->capture_default_str();
+  app->add_option("--context", t.context,
+                  "Token datasets (--seq-len): ids the next-token model sees before each "
+                  "prediction (an embedding of each, concatenated)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app->add_option("--accumulate", t.accumulate,
                   "Micro-batches per optimizer step (no all-reduce on the others)")
       ->capture_default_str()
@@ -151,8 +157,9 @@ int RunTrainCommand(TrainFlags& f) {
   // The model lives in host memory three times (parameters, gradients, momentum): bound it
   // before anything is allocated. The last layer (to the classes) is not counted here.
   constexpr uint64_t kMaxParams = uint64_t{1} << 28;
+  // (A token model's input width is the vocabulary's: the trainer bounds it once it is known.)
   uint64_t params = 0, in = uint64_t{3} * t.pipeline.image_size * t.pipeline.image_size;
-  for (int w : t.hidden) {
+  for (int w : t.pipeline.seq_len > 0 ? std::vector<int>{} : t.hidden) {
     params += (in + 1) * static_cast<uint64_t>(w);
     in = static_cast<uint64_t>(w);
     if (params > kMaxParams) break;

@@ -106,6 +106,12 @@ absl::StatusOr<nlohmann::json> RunTrain(const TrainCliOptions& cli) {
   if (r.step_report.has_value()) j["step_report"] = StepReportJson(*r.step_report);
   j["val_accuracy"] =
       r.val_accuracy >= 0 ? nlohmann::json(r.val_accuracy) : nlohmann::json(nullptr);
+  if (r.unigram_entropy >= 0) {
+    j["tokens"] = {
+        {"seq_len", o.train.pipeline.seq_len}, {"context", o.train.context},
+        {"vocabulary", r.vocabulary},          {"unigram_entropy", r.unigram_entropy},
+        {"unigram_labels", r.unigram_labels},  {"sequences_per_source", r.sequences_per_source}};
+  }
   leave.Succeeded();
   return j;
 }
@@ -139,7 +145,10 @@ nlohmann::json StepReportJson(const trainer::StepReport& report) {
 
 std::string TrainText(const nlohmann::json& j) {
   const std::string acc =
-      j["val_accuracy"].is_null()
+      j.contains("tokens")
+          ? absl::StrFormat("the data's unigram entropy %.4f nats/token (the loss to beat)",
+                            j["tokens"]["unigram_entropy"].get<double>())
+      : j["val_accuracy"].is_null()
           ? std::string("no validation set")
           : absl::StrFormat("validation accuracy %.4f over %d samples",
                             j["val_accuracy"].get<double>(), j["val_samples"].get<uint64_t>());

@@ -22,6 +22,7 @@ size_t DTypeSize(DType t) {
     case DType::kUint8:
       return 1;
     case DType::kFloat32:
+    case DType::kUint32:
       return 4;
   }
   return 0;
@@ -223,7 +224,7 @@ absl::StatusOr<FeedHeader> DecodeFeedHeader(std::string_view bytes, const FeedLi
     return Bad(absl::StrCat("format version ", version, " (this ddpio speaks ",
                             FeedHeader::kVersion, ")"));
   }
-  if (payload > 1 || dtype > 2 || (flags & ~15u) != 0 || reserved16 != 0 ||
+  if (payload > 1 || dtype > 3 || (flags & ~15u) != 0 || reserved16 != 0 ||
       ((flags & 4) == 0 && h.payload_crc != 0)) {
     return Bad("unknown payload kind, dtype, flag or reserved bits");
   }

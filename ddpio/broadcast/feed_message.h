@@ -5,14 +5,13 @@
 // Prefix (16 bytes, little-endian): magic "DDPF", u32 header bytes, u64 payload bytes.
 // Header (little-endian, packed, exactly as long as the prefix says):
 //   u16 version (FeedHeader::kVersion, 2) | u8 payload kind (0 encoded records, 1 decoded batch)
-//   | u8 dtype (0 bytes, 1 uint8, 2 float32) | u8 flags (bit 0: end of epoch, bit 1: error,
-//   bit 2: payload CRC present, bit 3: records bound) | u8 ndim | u16 reserved (0)
-//   u64 epoch | u64 step | u32 count | u32 payload_crc (0 unless flag bit 2)
-//   u64 sample_shape[ndim]          decoded: the shape of one sample (e.g. H, W, C)
-//   u64 indices[count] | i32 labels[count] | u8 valid[count] (0 or 1)
-//   u64 sizes[count]                encoded only: each sample's stored bytes, in order
-//   u64 salts[count] | u64 keys[count]   encoded, flag bit 3 only: each record's binding
-//   u64 payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
+//   | u8 dtype (0 bytes, 1 uint8, 2 float32, 3 uint32) | u8 flags (bit 0: end of epoch, bit 1:
+//   error, bit 2: payload CRC present, bit 3: records bound) | u8 ndim | u16 reserved (0) u64 epoch
+//   | u64 step | u32 count | u32 payload_crc (0 unless flag bit 2) u64 sample_shape[ndim] decoded:
+//   the shape of one sample (e.g. H, W, C) u64 indices[count] | i32 labels[count] | u8 valid[count]
+//   (0 or 1) u64 sizes[count]                encoded only: each sample's stored bytes, in order u64
+//   salts[count] | u64 keys[count]   encoded, flag bit 3 only: each record's binding u64
+//   payload_bytes               = sum(sizes) (encoded) or count * prod(shape) * dtype size
 // Payload: the samples' bytes back to back (encoded) or the collated batch (decoded), sent as
 // chunks of kFeedChunkBytes (prefix and header are one message each).
 // An end-of-epoch message has count 0 and no payload; a short last batch just has a smaller
@@ -34,12 +33,13 @@
 namespace ddpio::broadcast {
 
 enum class PayloadKind : uint8_t { kEncoded = 0, kDecoded = 1 };
-enum class DType : uint8_t { kBytes = 0, kUint8 = 1, kFloat32 = 2 };
+// kUint32: token sequences' ids (loader/token_sample_kind.h).
+enum class DType : uint8_t { kBytes = 0, kUint8 = 1, kFloat32 = 2, kUint32 = 3 };
 
 struct FeedLimits {
   uint32_t max_samples = 1 << 16;  // per message
   uint32_t max_ndim = 4;
-  uint64_t max_dim = 1 << 16;                      // any one dimension
+  uint64_t max_dim = 1 << 25;                      // any one dimension (a token sequence)
   uint64_t max_sample_bytes = uint64_t{64} << 20;  // one encoded record
   uint64_t max_payload_bytes = uint64_t{4} << 30;  // one message
 };

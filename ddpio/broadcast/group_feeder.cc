@@ -84,8 +84,9 @@ absl::Status GroupFeeder::Setup() {
   decoded_held_ = std::make_shared<loader::HoldGate>(o.loader.held_batches);
   const size_t pixels =
       static_cast<size_t>(o.loader.augment.out_width()) * o.loader.augment.out_height() * 3;
-  sample_bytes_ =
-      o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float) : pixels;
+  sample_bytes_ = o.loader.seq_len > 0 ? (o.loader.seq_len + 1) * sizeof(uint32_t)
+                  : o.loader.output == loader::OutputFormat::kFloatNchw ? pixels * sizeof(float)
+                                                                        : pixels;
   if (direct_) {
     // A group of one in host memory has no one to send to: its loader reads the dataset itself,
     // as a plain Loader does — no feeder thread, no messages, no copy of each record.

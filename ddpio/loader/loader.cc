@@ -15,6 +15,7 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/image_sample_kind.h"
 #include "ddpio/loader/internal/loader_impl.h"
+#include "ddpio/loader/token_sample_kind.h"
 
 namespace ddpio::loader {
 namespace {
@@ -127,7 +128,9 @@ absl::StatusOr<std::unique_ptr<Loader::Impl>> Loader::Impl::Create(
     const sampler::SamplerOptions& sampler_options, int rank, const LoaderOptions& options,
     device::CudaRuntime* cuda, std::unique_ptr<const SampleKind> kind) {
   DDPIO_RETURN_IF_ERROR(CheckOptions(reader, sampler_options, rank, options));
-  if (kind == nullptr) {
+  if (kind == nullptr && options.seq_len > 0) {
+    DDPIO_ASSIGN_OR_RETURN(kind, TokenSampleKind::Create(options.seq_len));
+  } else if (kind == nullptr) {
     DDPIO_ASSIGN_OR_RETURN(kind, ImageSampleKind::Create(options));
   }
   auto impl = std::unique_ptr<Impl>(new Impl());

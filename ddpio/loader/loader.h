@@ -87,7 +87,11 @@ struct LoaderOptions {
   AugmentOptions augment;  // train (RandomResizedCrop + flip) or eval geometry, output size
   DecodeMode decode = DecodeMode::kFast;
   BadSamplePolicy bad_samples = BadSamplePolicy::kFail;
-  uint64_t seed = 0;            // augmentation seed (the sampler has its own)
+  uint64_t seed = 0;  // augmentation seed (the sampler has its own)
+  // Token sequences instead of images (token_sample_kind.h): the records are packed sequences of
+  // seq_len + 1 ids (storage/token_sequences.h), each sample their ids as uint32. 0 (default):
+  // images, from the fields above.
+  uint64_t seq_len = 0;
   bool copy_to_device = false;  // with a usable CUDA runtime: stage each batch on the GPU
   // Before reading a batch from the dataset, ask the OS to read all of its records at once
   // (storage::ReadTxn::Prefetch): one IO per record, a batch of them in flight, instead of one

@@ -20,22 +20,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ddpio/storage/dataset_reader.h"
+#include "ddpio/storage/token_sequences.h"
 
 namespace ddpio::loader {
 
-class TokenPacking {
+class TokenPacking : public storage::SequencePlan {
  public:
   // One document's ids [begin, end) in a sequence's window.
-  struct Span {
-    uint64_t document = 0;
-    uint32_t begin = 0;
-    uint32_t end = 0;
-  };
+  using Span = storage::DocumentPiece;
 
   // The plan of `epoch` over documents of `lengths` ids. InvalidArgument for seq_len 0 or over
   // 2^24 (a sequence of 16 Mi tokens is no training sequence).
@@ -43,14 +41,17 @@ class TokenPacking {
                                            uint64_t seq_len, uint64_t seed, uint64_t epoch,
                                            bool shuffle);
 
-  uint64_t size() const { return sequences_; }  // sequences in the epoch
-  uint64_t seq_len() const { return seq_len_; }
+  uint64_t size() const override { return sequences_; }  // sequences in the epoch
+  uint64_t seq_len() const override { return seq_len_; }
   uint64_t tokens() const { return prefix_.back(); }
   const std::vector<uint32_t>& lengths() const { return *lengths_; }
+  uint64_t documents(size_t) const override { return lengths_->size(); }
+  uint32_t length(size_t, uint64_t document) const override { return (*lengths_)[document]; }
 
   // Sequence k's window (seq_len + 1 ids) as document spans in stream order, into *out
   // (replaced). k < size().
   void Spans(uint64_t k, std::vector<Span>* out) const;
+  void Pieces(uint64_t k, std::vector<Span>* out) const override { Spans(k, out); }
 
  private:
   TokenPacking() = default;

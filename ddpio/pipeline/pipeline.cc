@@ -10,23 +10,83 @@
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
 #include "ddpio/device/probe.h"
+#include "ddpio/loader/token_view.h"
 #include "ddpio/pipeline/internal/feeder_options.h"
 #include "ddpio/pipeline/internal/shared_index.h"
 #include "ddpio/pipeline/settings.h"
 #include "ddpio/storage/dataset_reader.h"
 #include "ddpio/storage/remote/remote_dataset.h"
+#include "ddpio/storage/token_sequences.h"
 
 namespace ddpio {
 namespace {
 
-// The pipeline makes image batches; a token dataset (documents of token ids) says so up front
-// rather than failing record by record.
-absl::Status TokenDatasetRefused(const std::string& data) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(data,
-                   " is a token dataset (documents of token ids for a language model), and this "
-                   "pipeline makes image batches: it cannot read it (Python's ddpio.Loader with "
-                   "seq_len makes token batches of it)"));
+// A token dataset (documents of token ids) is read as packed sequences, which seq_len sizes;
+// without it, and with it for an image dataset, the pipeline says so up front rather than failing
+// record by record.
+absl::Status CheckDataKind(const std::string& data, const storage::DatasetHeader& header,
+                           const PipelineOptions& o) {
+  if (storage::IsTokenDataset(header) && o.seq_len == 0) {
+    return WithSetting(
+        absl::InvalidArgumentError(absl::StrCat(
+            data,
+            " is a token dataset (documents of token ids for a language model): set seq_len "
+            "(ddpio train's --seq-len) to the ids per training sequence")),
+        "seq_len");
+  }
+  if (!storage::IsTokenDataset(header) && o.seq_len != 0) {
+    return WithSetting(absl::InvalidArgumentError(absl::StrCat(
+                           data,
+                           " is an image dataset: seq_len is for a token dataset (leave "
+                           "it at 0)")),
+                       "seq_len");
+  }
+  return absl::OkStatus();
+}
+
+// The datasets `data` names and, for a token dataset read as sequences, the view's settings:
+// one path as it is (images, or one token dataset), or a mixture's sources and weights.
+struct DataSources {
+  std::vector<std::string> paths;
+  storage::SequenceView view;
+};
+absl::StatusOr<DataSources> DataSourcesOf(const PipelineOptions& o) {
+  DataSources d;
+  d.view = {o.seq_len, o.seed, o.shuffle, {}};
+  if (o.seq_len == 0) {
+    d.paths = {o.data};
+    return d;
+  }
+  bool mixture = false;
+  DDPIO_ASSIGN_OR_RETURN(std::vector<loader::TokenSourceSpec> specs,
+                         loader::ParseTokenSources(o.data, &mixture));
+  for (const loader::TokenSourceSpec& s : specs) {
+    d.paths.push_back(s.path);
+    if (mixture) d.view.weights.push_back(s.weight);
+  }
+  return d;
+}
+
+// What a rank fed by another needs of its data: which dataset(s) the options name (from an object
+// store, one GET each), as the identity its leader's reader has.
+absl::Status IdentifyData(const PipelineOptions& o, const DataSources& data,
+                          const storage::ReaderOptions& ro, std::string* identity,
+                          std::optional<storage::remote::RemoteCounters>* store) {
+  std::vector<storage::SequenceSource> sources;
+  for (const std::string& path : data.paths) {
+    DDPIO_ASSIGN_OR_RETURN(storage::DatasetReader::Summary peek,
+                           storage::DatasetReader::Peek(path, ro));
+    DDPIO_RETURN_IF_ERROR(CheckDataKind(path, peek.header, o));
+    if (!store->has_value()) *store = peek.store;
+    sources.push_back({std::move(peek.header), peek.completion});
+  }
+  if (o.seq_len == 0) {
+    *identity = storage::DatasetIdentity(sources.front().header, sources.front().completion);
+  } else {
+    const auto [header, completion] = storage::SequencesOf(sources, data.view);
+    *identity = storage::DatasetIdentity(header, completion);
+  }
+  return absl::OkStatus();
 }
 
 bool Reads(const comm::GroupLayout& layout, int rank, const PipelineOptions& o) {
@@ -97,10 +157,14 @@ absl::Status Pipeline::Check(const comm::RankInfo& rank, const PipelineOptions& 
   DDPIO_ASSIGN_OR_RETURN(
       comm::GroupLayout layout,
       comm::GroupLayout::Make(rank.world_size, options.group_size, options.layout));
+  DDPIO_ASSIGN_OR_RETURN(DataSources data, DataSourcesOf(options));
   if (Reads(layout, rank.rank, options)) {
     // Which dataset is there (in an object store: its manifest), not its record index yet.
-    DDPIO_RETURN_IF_ERROR(
-        storage::DatasetReader::Peek(options.data, ReaderOptionsFor(options, rank)).status());
+    for (const std::string& path : data.paths) {
+      DDPIO_ASSIGN_OR_RETURN(storage::DatasetReader::Summary peek,
+                             storage::DatasetReader::Peek(path, ReaderOptionsFor(options, rank)));
+      DDPIO_RETURN_IF_ERROR(CheckDataKind(path, peek.header, options));
+    }
   }
   return absl::OkStatus();
 }
@@ -158,14 +222,21 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
   // group naming it, instead of silently training on its leader's data.
   // An object store's index is fetched once for the job, by rank 0 (collective on the world).
   storage::ReaderOptions ro = ReaderOptionsFor(options, info);
-  absl::Status opened = internal::ShareStoreIndex(job.world(), options.data, options.timeout, &ro);
+  absl::StatusOr<DataSources> data = DataSourcesOf(options);  // the same on every rank
+  absl::Status opened = data.status();
+  if (opened.ok()) {
+    opened = internal::ShareStoreIndex(job.world(), options.data, options.timeout, &ro);
+  }
   if (!opened.ok()) {
     // Nothing to open: the feeder's creation below tells the group.
   } else if (Reads(p.layout, info.rank, options)) {
     absl::StatusOr<std::unique_ptr<storage::DatasetReader>> reader =
-        storage::DatasetReader::Open(options.data, ro);
-    if (reader.ok() && storage::IsTokenDataset((*reader)->header())) {
-      opened = TokenDatasetRefused(options.data);
+        options.seq_len > 0 ? loader::OpenPackedSequences(data->paths, ro, data->view)
+                            : storage::DatasetReader::Open(options.data, ro);
+    absl::Status kind =
+        reader.ok() ? CheckDataKind(options.data, (*reader)->header(), options) : absl::OkStatus();
+    if (!kind.ok()) {
+      opened = kind;
     } else if (reader.ok()) {
       p.reader = *std::move(reader);
       feeder.dataset.identity =
@@ -175,16 +246,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Open(comm::Job& job,
     }
   } else {
     // Fed by another: which dataset it names is all it needs (from an object store, one GET).
-    absl::StatusOr<storage::DatasetReader::Summary> peek =
-        storage::DatasetReader::Peek(options.data, ro);
-    if (peek.ok() && storage::IsTokenDataset(peek->header)) {
-      opened = TokenDatasetRefused(options.data);
-    } else if (peek.ok()) {
-      feeder.dataset.identity = storage::DatasetIdentity(peek->header, peek->completion);
-      p.peeked_store = peek->store;
-    } else {
-      opened = peek.status();
-    }
+    opened = IdentifyData(options, *data, ro, &feeder.dataset.identity, &p.peeked_store);
   }
   if (!opened.ok()) {
     feeder.dataset.error = absl::StrCat(static_cast<int>(opened.code()), " ", opened.message());

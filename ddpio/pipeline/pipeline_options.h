@@ -98,6 +98,11 @@ struct PipelineOptions {
   bool warn_repeated_epoch = true;
 
   // --- Batches ---
+  // A token dataset (documents of token ids, for a language model): its documents packed into
+  // sequences of seq_len + 1 ids (storage/token_sequences.h), each sample one sequence's ids as
+  // uint32 (loader/token_sample_kind.h); the sampler deals sequences as it deals images. Required
+  // for a token dataset, 0 (default) for an image one; at most 2^24.
+  uint64_t seq_len = 0;
   uint64_t batch_size = 64;  // samples per batch on this rank. Default 64; >= 1
   bool drop_last = false;    // drop a short last batch (DataLoader's drop_last). Default false
   int workers = 0;           // decoding threads on this rank. Default 0: the cores available

@@ -245,6 +245,10 @@ std::vector<Setting> MakeTable() {
            "Warn when a shuffled epoch is started twice from its start (a forgotten epoch change)",
            Get<&P::warn_repeated_epoch>, Put<&P::warn_repeated_epoch>),
       // --- Batches ---
+      Numeric("seq_len", T::kUnsigned, 0, 1 << 24,
+              "Token datasets: ids per training sequence (documents packed into windows of "
+              "seq_len + 1 ids, a sample each); 0 for an image dataset",
+              Get<&P::seq_len>, Put<&P::seq_len>),
       Numeric("batch_size", T::kUnsigned, 1, 1 << 16, "Samples per batch (per rank)",
               Get<&P::batch_size>, Put<&P::batch_size>),
       Flag("drop_last", "Drop a short last batch (DataLoader's drop_last)", Get<&P::drop_last>,

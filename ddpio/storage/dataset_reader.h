@@ -109,6 +109,8 @@ struct ReaderOptions {
 };
 
 class DatasetReader;
+class SequencePlan;   // token_sequences.h
+struct SequenceView;  // token_sequences.h
 
 // A read snapshot. Move-only; use from one thread at a time.
 class ReadTxn {
@@ -229,6 +231,9 @@ class DatasetReader {
 
  private:
   friend class ReadTxn;
+  friend absl::StatusOr<std::unique_ptr<DatasetReader>> OpenSequences(
+      std::vector<std::unique_ptr<DatasetReader>> documents,
+      std::shared_ptr<const SequencePlan> plan, const SequenceView& view, bool verify);
   DatasetReader();
 
   // Constant after Open.

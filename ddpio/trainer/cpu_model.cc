@@ -1,7 +1,11 @@
-// TrainModel on the CPU: Mlp + Sgd in host memory, the input normalised through a lookup table.
+// TrainModel on the CPU: Mlp + Sgd in host memory. Images: the input normalised through a lookup
+// table. Token sequences: each position's `context` ids (the id and those before it in the
+// window) one-hot into the Mlp's first layer, which is thereby an embedding, and the next id as
+// its label.
 #include <array>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "ddpio/trainer/optimizer.h"
 #include "ddpio/trainer/train_model.h"
 
@@ -81,7 +85,7 @@ class CpuModel : public TrainModel {
   }
   absl::Status status() const override { return engine_->status(); }
 
- private:
+ protected:
   void Normalize(const loader::Batch& b) {
     const size_t inputs = static_cast<size_t>(mlp_.inputs());
     x_.resize(b.size * inputs);
@@ -98,10 +102,62 @@ class CpuModel : public TrainModel {
   double loss_ = 0;
 };
 
+// Sample i of a batch is a window of seq_len + 1 uint32 ids (loader/token_sample_kind.h); it
+// makes seq_len rows: row j predicts id j + 1 from ids j - context + 1 .. j of the window (-1,
+// no input, before its start), labelled -1 (left out) in a sample flagged invalid (padding).
+class TokenCpuModel : public CpuModel {
+ public:
+  TokenCpuModel(const ModelOptions& o, std::unique_ptr<MatMul> engine, std::string path)
+      : CpuModel(o, std::move(engine), std::move(path)),
+        seq_len_(static_cast<int>(o.seq_len)),
+        context_(o.context),
+        vocab_(static_cast<uint32_t>(o.sizes.back())) {}
+
+  void ForwardBackward(const loader::Batch& b, double scale,
+                       const std::function<void(int layer)>& ready) override {
+    Rows(b);
+    // The loss per token: a sample's rows share its scale.
+    loss_ += mlp_.ForwardBackwardIds(ids_.data(), context_, labels_.data(),
+                                     static_cast<int>(labels_.size()), scale / seq_len_, ready);
+  }
+  absl::Status Predict(const loader::Batch&, std::vector<int>*) override {
+    return absl::UnimplementedError("the token model predicts no class of a sample");
+  }
+
+ private:
+  // The batch's rows into ids_ and labels_. An id outside the vocabulary (which the trainer
+  // refuses before the step: CheckTokens) is no input and no label.
+  void Rows(const loader::Batch& b) {
+    const size_t window = static_cast<size_t>(seq_len_) + 1;
+    const auto* ids = reinterpret_cast<const uint32_t*>(b.data);
+    const auto id = [&](uint32_t v) { return v < vocab_ ? static_cast<int32_t>(v) : -1; };
+    ids_.assign(b.size * seq_len_ * context_, -1);
+    labels_.assign(b.size * seq_len_, -1);
+    for (uint64_t i = 0; i < b.size; ++i) {
+      const uint32_t* w = ids + i * window;
+      for (int j = 0; j < seq_len_; ++j) {
+        const size_t row = i * seq_len_ + j;
+        for (int s = 0; s < context_; ++s) {
+          const int at = j - (context_ - 1) + s;
+          if (at >= 0) ids_[row * context_ + s] = id(w[at]);
+        }
+        if (b.valid == nullptr || b.valid[i] != 0) labels_[row] = id(w[j + 1]);
+      }
+    }
+  }
+
+  int seq_len_, context_;
+  uint32_t vocab_;
+  std::vector<int32_t> ids_, labels_;
+};
+
 }  // namespace
 
 std::unique_ptr<TrainModel> MakeCpuModel(const ModelOptions& options,
                                          std::unique_ptr<MatMul> engine, std::string engine_path) {
+  if (options.context > 0) {
+    return std::make_unique<TokenCpuModel>(options, std::move(engine), std::move(engine_path));
+  }
   return std::make_unique<CpuModel>(options, std::move(engine), std::move(engine_path));
 }
 

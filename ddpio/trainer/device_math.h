@@ -36,12 +36,20 @@ DDPIO_HOST_DEVICE inline double SoftmaxXentRow(const float* z, int label, int cl
   for (int c = 1; c < classes; ++c) {
     if (zmax < z[c]) zmax = z[c];  // std::max_element's choice
   }
+  // A class below e^-110 of the largest adds nothing to the sum (>= 1: under its last bit) and,
+  // with scale <= 1, its delta rounds to 0 in float either way: skipped, with the same bits, and
+  // without libm's slow path for far-off arguments (a next-token model's logits spread that far:
+  // twice the step time, measured).
+  const double cutoff = scale <= 1.0 ? -110.0 : -1e300;
+  const auto e = [&](int c) {
+    const double t = static_cast<double>(z[c] - zmax);
+    return t < cutoff ? 0.0 : exp(t);
+  };
   double sum = 0;
-  for (int c = 0; c < classes; ++c) sum += exp(static_cast<double>(z[c] - zmax));
+  for (int c = 0; c < classes; ++c) sum += e(c);
   const double loss = (log(sum) + zmax - z[label]) * scale;
   for (int c = 0; c < classes; ++c) {
-    d[c] = static_cast<float>((exp(static_cast<double>(z[c] - zmax)) / sum - (c == label ? 1 : 0)) *
-                              scale);
+    d[c] = static_cast<float>((e(c) / sum - (c == label ? 1 : 0)) * scale);
   }
   return loss;
 }

@@ -8,6 +8,7 @@
 #include "ddpio/common/coding.h"
 #include "ddpio/common/hash.h"
 #include "ddpio/trainer/blas.h"
+#include "ddpio/trainer/device_math.h"
 
 namespace ddpio::trainer {
 
@@ -40,8 +41,10 @@ Mlp::Mlp(std::vector<int> sizes, uint64_t seed, MatMul* engine)
 
 void Mlp::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-void Mlp::Forward(const float* x, int batch) {
+void Mlp::Forward(const float* x, const int32_t* ids, int per_row, int batch) {
   x_ = x;
+  ids_ = ids;
+  per_row_ = per_row;
   const float* in = x;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int n_in = sizes_[l], n_out = sizes_[l + 1];
@@ -52,8 +55,21 @@ void Mlp::Forward(const float* x, int batch) {
     out.resize(static_cast<size_t>(batch) * n_out);
     for (int i = 0; i < batch; ++i)
       std::memcpy(out.data() + static_cast<size_t>(i) * n_out, b, n_out * sizeof(float));
-    mm_->Gemm(false, true, batch, n_out, n_in, 1.0f, in, n_in, w, n_in, 1.0f, out.data(),
-              n_out);  // x W^T + b
+    if (l == 0 && ids != nullptr) {  // one-hot x: x W^T gathers W's columns
+      const int slot = n_in / per_row;
+      for (int i = 0; i < batch; ++i) {
+        float* o = out.data() + static_cast<size_t>(i) * n_out;
+        for (int s = 0; s < per_row; ++s) {
+          const int32_t id = ids[static_cast<size_t>(i) * per_row + s];
+          if (id < 0) continue;
+          const float* col = w + static_cast<size_t>(s) * slot + id;
+          for (int k = 0; k < n_out; ++k) o[k] += col[static_cast<size_t>(k) * n_in];
+        }
+      }
+    } else {
+      mm_->Gemm(false, true, batch, n_out, n_in, 1.0f, in, n_in, w, n_in, 1.0f, out.data(),
+                n_out);  // x W^T + b
+    }
     if (!last) {
       for (float& v : out) v = std::max(v, 0.0f);
     }
@@ -63,30 +79,46 @@ void Mlp::Forward(const float* x, int batch) {
 
 double Mlp::ForwardBackward(const float* x, const int32_t* labels, int batch, double scale,
                             const std::function<void(int layer)>& on_layer_ready) {
-  Forward(x, batch);
+  Forward(x, nullptr, 0, batch);
+  return Backward(labels, batch, scale, on_layer_ready);
+}
+
+double Mlp::ForwardBackwardIds(const int32_t* ids, int per_row, const int32_t* labels, int batch,
+                               double scale, const std::function<void(int layer)>& on_layer_ready) {
+  Forward(nullptr, ids, per_row, batch);
+  return Backward(labels, batch, scale, on_layer_ready);
+}
+
+double Mlp::Backward(const int32_t* labels, int batch, double scale,
+                     const std::function<void(int layer)>& on_layer_ready) {
   const int classes = sizes_.back();
   double loss = 0;
   delta_.assign(static_cast<size_t>(batch) * classes, 0.0f);
-  for (int i = 0; i < batch; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) continue;  // left out
-    const float* z = logits_.data() + static_cast<size_t>(i) * classes;
-    float* d = delta_.data() + static_cast<size_t>(i) * classes;
-    const float zmax = *std::max_element(z, z + classes);
-    double sum = 0;
-    for (int c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
-    loss += (std::log(sum) + zmax - z[labels[i]]) * scale;
-    for (int c = 0; c < classes; ++c) {
-      d[c] = static_cast<float>(
-          (std::exp(static_cast<double>(z[c] - zmax)) / sum - (c == labels[i] ? 1 : 0)) * scale);
-    }
+  for (int i = 0; i < batch; ++i) {  // the device model's row, bit for bit (device_math.h)
+    loss += device_math::SoftmaxXentRow(logits_.data() + static_cast<size_t>(i) * classes,
+                                        labels[i], classes, scale,
+                                        delta_.data() + static_cast<size_t>(i) * classes);
   }
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
     const int n_in = sizes_[l], n_out = sizes_[l + 1];
     const float* in = l == 0 ? x_ : act_[l].data();
     float* gw = grads_.data() + layers_[l].begin;
     float* gb = gw + static_cast<size_t>(n_out) * n_in;
-    mm_->Gemm(true, false, n_out, n_in, batch, 1.0f, delta_.data(), n_out, in, n_in, 1.0f, gw,
-              n_in);  // dW += d^T a
+    if (l == 0 && ids_ != nullptr) {  // one-hot a: d^T a scatters into W's columns
+      const int slot = n_in / per_row_;
+      for (int i = 0; i < batch; ++i) {
+        const float* d = delta_.data() + static_cast<size_t>(i) * n_out;
+        for (int s = 0; s < per_row_; ++s) {
+          const int32_t id = ids_[static_cast<size_t>(i) * per_row_ + s];
+          if (id < 0) continue;
+          float* col = gw + static_cast<size_t>(s) * slot + id;
+          for (int k = 0; k < n_out; ++k) col[static_cast<size_t>(k) * n_in] += d[k];
+        }
+      }
+    } else {
+      mm_->Gemm(true, false, n_out, n_in, batch, 1.0f, delta_.data(), n_out, in, n_in, 1.0f, gw,
+                n_in);  // dW += d^T a
+    }
     for (int i = 0; i < batch; ++i) {
       const float* d = delta_.data() + static_cast<size_t>(i) * n_out;
       for (int o = 0; o < n_out; ++o) gb[o] += d[o];
@@ -108,7 +140,7 @@ double Mlp::ForwardBackward(const float* x, const int32_t* labels, int batch, do
 }
 
 void Mlp::Predict(const float* x, int batch, std::vector<int>* classes) {
-  Forward(x, batch);
+  Forward(x, nullptr, 0, batch);
   const int n = sizes_.back();
   classes->resize(batch);
   for (int i = 0; i < batch; ++i) {

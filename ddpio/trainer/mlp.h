@@ -37,6 +37,14 @@ class Mlp {
   // Returns that loss; adds its gradients to grads().
   double ForwardBackward(const float* x, const int32_t* labels, int batch, double scale,
                          const std::function<void(int layer)>& on_layer_ready = {});
+  // The same for an input of `per_row` one-hot vectors: row i's input is the concatenation of
+  // per_row one-hot vectors of inputs() / per_row each, slot s hot at ids[i * per_row + s] (none
+  // for an id < 0). Layer 0 is then an embedding: its product is a gather of the weight's columns
+  // and its gradient a scatter into them, O(batch * per_row * width) instead of a dense product.
+  // Ids must be below inputs() / per_row.
+  double ForwardBackwardIds(const int32_t* ids, int per_row, const int32_t* labels, int batch,
+                            double scale,
+                            const std::function<void(int layer)>& on_layer_ready = {});
   // Predicted class of each sample.
   void Predict(const float* x, int batch, std::vector<int>* classes);
 
@@ -48,13 +56,17 @@ class Mlp {
   int inputs() const { return sizes_.front(); }
 
  private:
-  void Forward(const float* x, int batch);
+  void Forward(const float* x, const int32_t* ids, int per_row, int batch);
+  double Backward(const int32_t* labels, int batch, double scale,
+                  const std::function<void(int layer)>& on_layer_ready);
   std::vector<int> sizes_;
   std::vector<LayerRange> layers_;
   std::vector<float> params_, grads_;
   std::vector<std::vector<float>> act_;  // act_[l]: input of layer l (act_[0] unused: x)
   std::vector<float> logits_, delta_, delta_prev_;
   const float* x_ = nullptr;
+  const int32_t* ids_ = nullptr;  // one-hot input (ForwardBackwardIds), else null
+  int per_row_ = 0;
   MatMul* mm_;
 };
 

@@ -44,6 +44,34 @@ TEST(Mlp, GradientsMatchFiniteDifferences) {
 }
 
 // Layers become ready from the last to the first; gradients accumulate until ZeroGrad.
+// One-hot ids (the token model's embedding) give the loss and gradients of the same one-hot rows
+// given densely, for every parameter; an id < 0 is no input.
+TEST(Mlp, IdsGiveWhatTheirOneHotRowsGive) {
+  constexpr int kSlot = 7, kPerRow = 2, kRows = 5;
+  const std::vector<int32_t> ids = {3, 0, 6, 6, -1, 2, 1, -1, 5, 4};
+  const std::vector<int32_t> labels = {1, 0, 2, -1, 2};
+  std::vector<float> x(kRows * kPerRow * kSlot, 0.0f);
+  for (int r = 0; r < kRows; ++r) {
+    for (int s = 0; s < kPerRow; ++s) {
+      const int32_t id = ids[r * kPerRow + s];
+      if (id >= 0) x[(r * kPerRow + s) * kSlot + id] = 1.0f;
+    }
+  }
+  Mlp dense({kPerRow * kSlot, 6, 3}, 5), sparse({kPerRow * kSlot, 6, 3}, 5);
+  dense.ZeroGrad();
+  sparse.ZeroGrad();
+  const double a = dense.ForwardBackward(x.data(), labels.data(), kRows, 0.25);
+  const double b = sparse.ForwardBackwardIds(ids.data(), kPerRow, labels.data(), kRows, 0.25);
+  EXPECT_NEAR(a, b, 1e-6);
+  ASSERT_EQ(dense.grads().size(), sparse.grads().size());
+  int nonzero = 0;
+  for (size_t i = 0; i < dense.grads().size(); ++i) {
+    EXPECT_NEAR(dense.grads()[i], sparse.grads()[i], 1e-6) << "parameter " << i;
+    nonzero += dense.grads()[i] != 0.0f;
+  }
+  EXPECT_GT(nonzero, 30);
+}
+
 TEST(Mlp, BackwardReportsLayersLastFirstAndAccumulates) {
   Mlp m({4, 3, 2}, 1);
   std::vector<float> x = {1, 2, 3, 4, -1, 0.5f, 2, 0};

@@ -24,6 +24,10 @@ struct ModelOptions {
   double momentum = 0.9;
   double weight_decay = 1e-4;
   std::array<float, 3> mean{}, stddev{};  // input normalisation (the loader's)
+  // A token model (context > 0): samples are windows of seq_len + 1 ids, and the inputs are
+  // `context` one-hot ids of sizes.back() (the vocabulary) each: sizes.front() = context * vocab.
+  int context = 0;
+  uint64_t seq_len = 0;
 };
 
 class TrainModel {

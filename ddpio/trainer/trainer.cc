@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "ddpio/common/enum_names.h"
 #include "ddpio/common/log.h"
 #include "ddpio/common/status_macros.h"
@@ -18,6 +19,7 @@
 #include "ddpio/trainer/grad_reducer.h"
 #include "ddpio/trainer/index_log.h"
 #include "ddpio/trainer/mlp.h"
+#include "ddpio/trainer/token_stats.h"
 #include "ddpio/trainer/train_model.h"
 
 namespace ddpio::trainer {
@@ -87,6 +89,12 @@ PipelineOptions ValidationPipelineOptions(const TrainOptions& o) {
 
 namespace {
 
+// The labels a token model's unigram entropy is counted over (when the dataset records its
+// vocabulary; else every sequence is read for the largest id): 16 Mi ids, a few seconds' read.
+inline constexpr uint64_t kUnigramLabels = uint64_t{1} << 24;
+// A sample's label names its source in a mixture: at most this many (a label beyond is damage).
+inline constexpr uint64_t kMaxTokenSources = 1 << 16;
+
 // One job's training, step by step: Open (pipelines, model, identical initial parameters),
 // Resume (from a checkpoint), then RunEpoch for each epoch, Validate after it, and Result.
 class TrainingRun {
@@ -109,6 +117,8 @@ class TrainingRun {
         progress_(progress),
         node_(job.info().rank / std::max(1, job.info().local_world_size)) {}
   absl::Status OpenModel(comm::Job& job);
+  // A token model's vocabulary and the unigram entropy of its labels (collective on the world).
+  absl::Status CountTokens();
   absl::Status ResumeFromCheckpoint();
   // Trains one epoch from this epoch's position; *stopped when o.stop_after_steps was reached.
   absl::Status RunEpoch(bool* stopped);
@@ -167,6 +177,24 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
                 : "the NCCL backend needs the model on the device (TrainOptions::device cuda)"),
         "device");
   }
+  if (o.pipeline.seq_len > 0) {
+    if (!o.val.empty()) {
+      return WithSetting(absl::InvalidArgumentError(
+                             "validation (--val) measures a classifier's accuracy; the token "
+                             "model's measure is its training loss against the unigram entropy"),
+                         "val");
+    }
+    if (o.device == ModelDevice::kCuda) {
+      return WithSetting(
+          absl::InvalidArgumentError("the token model trains on the CPU (device cpu, gloo)"),
+          "device");
+    }
+    if (o.context < 1) {
+      return WithSetting(absl::InvalidArgumentError(absl::StrCat(
+                             "context must be at least 1 (ids per prediction), got ", o.context)),
+                         "context");
+    }
+  }
   if (o.report_every < 0) {
     return WithSetting(
         absl::InvalidArgumentError(absl::StrCat(
@@ -210,14 +238,107 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Open(
   return run;
 }
 
-absl::Status TrainingRun::OpenModel(comm::Job& job) {
-  // The class count from rank 0 (a leader: it has the dataset), through host memory.
-  classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
+absl::Status TrainingRun::CountTokens() {
+  // Rank 0 (a leader: it has the dataset) counts; the vocabulary is the dataset's, else the
+  // largest id + 1 over every sequence.
+  struct {
+    uint64_t vocabulary = 0, labels = 0;
+    double entropy = 0;
+    int32_t code = 0;  // a failed count's status code on rank 0
+  } shared;
+  std::string error;
+  if (rank_ == 0) {
+    const storage::DatasetReader& data = *train_->dataset();
+    shared.vocabulary = data.header().tokens.vocab_size;
+    if (shared.vocabulary == 0) {
+      DDPIO_LOG(INFO) << data.path()
+                      << " records no vocabulary size: reading every sequence for its largest id "
+                         "(the other ranks wait for it up to --timeout)";
+    }
+    absl::StatusOr<TokenStats> stats =
+        CountTokenLabels(data, shared.vocabulary == 0 ? 0 : kUnigramLabels,
+                         o_.pipeline.bad_samples == loader::BadSamplePolicy::kSkip);
+    if (stats.ok()) {
+      if (shared.vocabulary == 0) shared.vocabulary = uint64_t{stats->max_id} + 1;
+      shared.labels = stats->labels;
+      shared.entropy = stats->unigram_entropy;
+    } else {
+      shared.code = static_cast<int32_t>(stats.status().code());
+      error = std::string(stats.status().message());
+    }
+  }
   DDPIO_RETURN_IF_ERROR(
-      comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.pipeline.timeout));
+      comm::BroadcastHost(world_, &shared, sizeof(shared), 0, o_.pipeline.timeout));
+  if (shared.code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(shared.code),
+                        rank_ == 0 ? error : "rank 0 could not count the training tokens");
+  }
+  if (shared.labels == 0) {  // no sequence: nothing to train on
+    return WithSetting(
+        absl::InvalidArgumentError(absl::StrCat(o_.pipeline.data, " holds no sequence of ",
+                                                o_.pipeline.seq_len + 1, " ids")),
+        "seq_len");
+  }
+  // The model lives in host memory three times (parameters, gradients, momentum), its
+  // activations once per row of a batch (batch_size x seq_len rows): bound both before anything
+  // is allocated, in floating point so that no product wraps.
+  constexpr double kMaxParams = double(uint64_t{1} << 28), kMaxActivations = kMaxParams;
+  double params = 0, in = static_cast<double>(shared.vocabulary) * o_.context, widest = 0;
+  std::vector<int> widths = o_.hidden;
+  widths.push_back(0);  // the output layer, to the vocabulary
+  for (int w : widths) {
+    const double out = w > 0 ? w : static_cast<double>(shared.vocabulary);
+    params += (in + 1) * out;
+    widest = std::max(widest, out);
+    in = out;
+  }
+  const double rows = static_cast<double>(o_.pipeline.batch_size) * o_.pipeline.seq_len;
+  if (shared.vocabulary > (uint64_t{1} << 30) || params > kMaxParams) {
+    return WithSetting(
+        WithSetting(absl::InvalidArgumentError(absl::StrFormat(
+                        "a vocabulary of %d ids, context %d and hidden widths %s make a model of "
+                        "%.3g parameters, more than 2^28; lower the context or the widths",
+                        shared.vocabulary, o_.context, absl::StrJoin(o_.hidden, ","), params)),
+                    "context"),
+        "hidden");
+  }
+  if (rows * widest > kMaxActivations) {
+    return WithSetting(
+        WithSetting(absl::InvalidArgumentError(absl::StrFormat(
+                        "batches of %d sequences of %d ids make %.0f rows of up to %.0f values "
+                        "(the vocabulary's): more than 2^28; lower the batch size or seq_len",
+                        o_.pipeline.batch_size, o_.pipeline.seq_len, rows, widest)),
+                    "batch_size"),
+        "seq_len");
+  }
+  classes_ = shared.vocabulary;
+  result_.vocabulary = shared.vocabulary;
+  result_.unigram_entropy = shared.entropy;
+  result_.unigram_labels = shared.labels;
+  if (rank_ == 0 && progress_) {
+    progress_(absl::StrFormat(
+        "token model: vocabulary %d, context %d; unigram entropy of the labels %.4f nats/token "
+        "(over %d tokens): the loss to beat",
+        shared.vocabulary, o_.context, shared.entropy, shared.labels));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::OpenModel(comm::Job& job) {
   ModelOptions mo;
+  const bool tokens = o_.pipeline.seq_len > 0;
+  if (tokens) {
+    DDPIO_RETURN_IF_ERROR(CountTokens());
+    mo.context = o_.context;
+    mo.seq_len = o_.pipeline.seq_len;
+  } else {
+    // The class count from rank 0 (a leader: it has the dataset), through host memory.
+    classes_ = rank_ == 0 ? train_->dataset()->header().classes.size() : 0;
+    DDPIO_RETURN_IF_ERROR(
+        comm::BroadcastHost(world_, &classes_, sizeof(classes_), 0, o_.pipeline.timeout));
+  }
   const int side = o_.pipeline.image_size;
-  mo.sizes = {side * side * 3};
+  mo.sizes = {tokens ? o_.context * static_cast<int>(classes_) : side * side * 3};
   mo.sizes.insert(mo.sizes.end(), o_.hidden.begin(), o_.hidden.end());
   mo.sizes.push_back(static_cast<int>(classes_));
   mo.init_seed = o_.init_seed;
@@ -336,6 +457,24 @@ absl::Status TrainingRun::Save(uint64_t epoch, uint64_t position) {
 }
 
 absl::Status TrainingRun::CheckLabels(const loader::Batch& b) const {
+  if (o_.pipeline.seq_len > 0) {             // every id of every window is an input or a label
+    for (uint64_t k = 0; k < b.size; ++k) {  // a sequence's label is its source
+      if (b.labels[k] < 0 || b.labels[k] >= static_cast<int32_t>(kMaxTokenSources)) {
+        return absl::DataLossError(absl::StrCat("sample ", b.indices[k], " names source ",
+                                                b.labels[k], ": not a sequence of this view"));
+      }
+    }
+    const uint64_t ids = b.size * (o_.pipeline.seq_len + 1);
+    const auto* id = reinterpret_cast<const uint32_t*>(b.data);
+    for (uint64_t k = 0; k < ids; ++k) {
+      if (id[k] >= classes_) {
+        return absl::DataLossError(absl::StrCat(
+            "token id ", id[k], " in sample ", b.indices[k / (o_.pipeline.seq_len + 1)],
+            " is outside the vocabulary of ", classes_, " (inspect --verify checks every id)"));
+      }
+    }
+    return absl::OkStatus();
+  }
   for (uint64_t k = 0; k < b.size; ++k) {
     if (b.valid[k] != 0 && (b.labels[k] < 0 || static_cast<uint64_t>(b.labels[k]) >= classes_)) {
       return absl::DataLossError(absl::StrCat("sample ", b.indices[k], " has label ", b.labels[k],
@@ -410,6 +549,15 @@ absl::Status TrainingRun::RunEpoch(bool* stopped) {
     holds_.push_back(std::move(held->hold));
     const loader::Batch* b = &held->batch;
     DDPIO_RETURN_IF_ERROR(CheckLabels(*b));
+    if (o_.pipeline.seq_len > 0) {
+      std::vector<uint64_t>& per = result_.sequences_per_source;
+      for (uint64_t k = 0; k < b->size; ++k) {
+        if (b->valid[k] == 0) continue;
+        const auto s = static_cast<size_t>(b->labels[k]);
+        if (per.size() <= s) per.resize(s + 1, 0);
+        ++per[s];
+      }
+    }
     const bool last_micro = ++micro == o_.accumulate || n + 1 == batches;
     if (index_log_ != nullptr) {
       index_log_->Add(*b);

@@ -44,6 +44,9 @@ struct TrainOptions {
   std::string val;  // "" = no evaluation
   int epochs = 1;
   std::vector<int> hidden = {256, 128};
+  // A token dataset (pipeline.seq_len > 0) trains a next-token model: `context` ids (the id and
+  // those before it in the sequence) embedded, the MLP's hidden layers, a vocabulary output. >= 1.
+  int context = 2;
   uint64_t init_seed = 0;
   double lr = 0.05;
   double momentum = 0.9;
@@ -77,6 +80,14 @@ struct TrainResult {
   uint64_t steps = 0;        // optimizer steps taken in this job
   double train_loss = 0;     // mean loss over the last epoch's (or run's) steps, this rank
   double val_accuracy = -1;  // over every validation sample exactly once; -1 without --val
+  // A token model: the unigram entropy of the training labels (nats per token, over the first
+  // unigram_labels of them): the loss of the best model that ignores context. -1 for images.
+  double unigram_entropy = -1;
+  uint64_t unigram_labels = 0;
+  uint64_t vocabulary = 0;  // the token model's output classes
+  // A token model: the sequences this rank trained on in this job, per source of a mixture
+  // (datasets in the order `--data` names them; one entry for one dataset).
+  std::vector<uint64_t> sequences_per_source;
   uint64_t val_samples = 0;
   double samples_per_s = 0;   // this rank's training samples / training time
   double stall_fraction = 0;  // time waiting for the next batch / step time

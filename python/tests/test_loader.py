@@ -347,7 +347,7 @@ def test_the_signature_shows_the_librarys_defaults(dataset):
         assert signature[name].default in (defaults[name], None), name
         if signature[name].default is None:
             assert name in ("shuffle", "permutation", "image_size", "train", "cache_dir", "cache_gb",
-                            "whole_chunks"), name
+                            "whole_chunks", "seq_len"), name
     for setting, keyword in _DERIVED.items():  # each derived setting names a real argument
         assert keyword in signature or not keyword.isidentifier(), (setting, keyword)
     loader = ddpio.Loader(dataset, arrays="numpy")  # image_size, train and workers by default

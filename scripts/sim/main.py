@@ -109,6 +109,11 @@ def add_job_flags(p):
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=1, help="decoding threads per rank")
     p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--seq-len", type=int, default=0,
+                   help="a token dataset: ids per training sequence, passed to ddpio as --seq-len (0: images)")
+    p.add_argument("--job-arg", dest="job_args", action="append", default=[], metavar="ARG",
+                   help="one more argument for every rank's ddpio command, as is (repeat it; e.g. "
+                        "--job-arg=--hidden=128)")
     p.add_argument("--timeout", type=int, default=900, help="seconds the job may take")
     p.add_argument("--ddpio", default=DEFAULT_DDPIO, help="the ddpio binary (default: build/release)")
     p.add_argument("--cpu-rate", type=float, default=0,
@@ -123,7 +128,7 @@ def config_of(args):
     keys = ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops", "node_mbps", "group_size",
             "mode", "payload", "readers", "layout", "relay", "read_ahead", "job", "epochs", "batch_size", "workers",
             "image_size", "store", "store_link_mbit", "store_first_byte_ms", "order", "node_cache",
-            "timeout", "ddpio")
+            "timeout", "ddpio", "seq_len", "job_args")
     return {k: getattr(args, k) for k in keys}
 
 

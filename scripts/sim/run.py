@@ -43,6 +43,9 @@ def job_argv(cfg):
               "--relay", cfg.get("relay", "chain"), "--read-ahead", str(cfg.get("read_ahead", 64)), "--json"]
     if cfg.get("order", "exact") == "block":
         common += ["--order", "block", "--block-window", "4"]
+    if cfg.get("seq_len"):
+        common += ["--seq-len", str(cfg["seq_len"])]
+    common += list(cfg.get("job_args") or [])
     timeout = str(cfg.get("job_timeout", 300))  # seconds any one collective, send or receive may take
     if cfg["job"] == "train":
         return [cfg["ddpio"], "train", *common, "--timeout", timeout]
@@ -87,7 +90,7 @@ def run_config(cluster, cfg, params=None, echo=False):
     rec = {k: cfg.get(k) for k in ("nodes", "ranks_per_node", "link_mbit", "storage_mbps", "storage_iops",
                                    "node_mbps", "group_size", "mode", "payload", "readers", "layout", "relay",
                                    "read_ahead", "job", "epochs", "batch_size", "order", "node_cache",
-                                   "whole_chunks", "store_first_byte_ms")}
+                                   "whole_chunks", "store_first_byte_ms", "seq_len", "job_args")}
     rec.update(job_figures(ranks, cfg))
     rec["storage_bytes_read"] = s1[0] - s0[0]  # the store's link: response bytes, HTTP included
     rec["storage_ios"] = s1[1] - s0[1]

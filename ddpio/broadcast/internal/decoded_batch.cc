@@ -11,7 +11,10 @@ FeedHeader DecodedHeader(const loader::Batch& batch, const loader::LoaderOptions
   h.payload = PayloadKind::kDecoded;
   const uint64_t w = static_cast<uint64_t>(options.augment.out_width());
   const uint64_t ht = static_cast<uint64_t>(options.augment.out_height());
-  if (options.output == loader::OutputFormat::kUint8Nhwc) {
+  if (options.seq_len > 0) {  // a token sequence's ids
+    h.dtype = DType::kUint32;
+    h.sample_shape = {options.seq_len + 1};
+  } else if (options.output == loader::OutputFormat::kUint8Nhwc) {
     h.dtype = DType::kUint8;
     h.sample_shape = {ht, w, 3};
   } else {

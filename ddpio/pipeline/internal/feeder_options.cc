@@ -57,6 +57,7 @@ broadcast::FeederOptions FeederOptionsFor(const PipelineOptions& o) {
   s.warn_repeated_epoch = o.warn_repeated_epoch;
 
   loader::LoaderOptions& l = f.loader;
+  l.seq_len = o.seq_len;
   l.workers = o.workers;
   l.prefetch = o.prefetch;
   l.batch_size = o.batch_size;
