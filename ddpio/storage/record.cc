@@ -192,7 +192,9 @@ absl::Status EncodeRecord(const RecordView& record, std::string* out,
   EncodeFixed16(p + kOffReserved, 0);
   EncodeFixed32(p + kOffPayloadLen, static_cast<uint32_t>(record.payload.size()));
   if (extended) EncodeFixed32(p + kOffExtensionLen, static_cast<uint32_t>(ext));
-  std::memcpy(p + header, record.source_name.data(), record.source_name.size());
+  if (!record.source_name.empty()) {  // an empty view's data() may be null
+    std::memcpy(p + header, record.source_name.data(), record.source_name.size());
+  }
   PutExtensions(record, p + header + record.source_name.size());
   if (!record.payload.empty()) {
     std::memcpy(p + header + record.source_name.size() + ext, record.payload.data(),
