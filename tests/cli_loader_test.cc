@@ -1,5 +1,7 @@
 // `ddpio bench loader` as users run it, on a converted synth dataset.
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/support/dataset_fixtures.h"
@@ -91,6 +93,54 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--decode", "slow"}).exit_code,
             2);
   EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("missing")}).exit_code, 1);
+}
+
+TEST(CliLoader, BothHuffmanDecodersAreTimedOnTheSameImages) {
+  testing::TempDir dir;
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir.Sub("src"), "--classes", "2", "--per-class", "6",
+                      "--size", "96", "--quiet"})
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("db"), "--quiet"}).exit_code,
+      0);
+  RunResult r = RunDdpio({"bench", "decode", "--data", dir.Sub("db"), "--sample-images", "8",
+                          "--rounds", "3", "--image-size", "32", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(LastLine(r.out));
+  EXPECT_EQ(j["images"], 8);  // every record has restart markers
+  std::vector<std::string> ways;
+  for (const auto& w : j["ways"]) {
+    ways.push_back(w["way"]);
+    EXPECT_EQ(w["rounds_ms"].size(), 3u);
+    EXPECT_GT(w["ms_per_image"].get<double>(), 0);
+  }
+  EXPECT_EQ(ways, (std::vector<std::string>{
+                      "full, no markers, libjpeg", "full, markers, libjpeg", "full, markers, ddpio",
+                      "1/8, no markers, libjpeg", "1/8, markers, libjpeg", "1/8, markers, ddpio",
+                      "1/8, markers, ddpio 1 stream", "sample fast, libjpeg", "sample fast, ddpio",
+                      "sample exact, libjpeg", "sample exact, ddpio"}));
+  // The loader says which decoder it ran.
+  for (std::string huffman : {"ddpio", "libjpeg"}) {
+    RunResult l = RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--workers", "1",
+                            "--batch-size", "4", "--image-size", "32", "--epochs", "1",
+                            "--warmup-epochs", "0", "--huffman", huffman, "--json"});
+    ASSERT_EQ(l.exit_code, 0) << l.err;
+    auto lj = nlohmann::json::parse(LastLine(l.out));
+    EXPECT_EQ(lj["huffman"], huffman);
+    EXPECT_EQ(lj["segments_vs_whole_exact"]["differ"], 0);
+  }
+  EXPECT_EQ(RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--huffman", "fast"}).exit_code,
+            2);
+  // Without restart markers there is nothing to compare: said, exit 1.
+  ASSERT_EQ(RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("plain"),
+                      "--restart-interval", "0", "--quiet"})
+                .exit_code,
+            0);
+  RunResult plain = RunDdpio({"bench", "decode", "--data", dir.Sub("plain")});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("no restart-marked JPEG records"), std::string::npos) << plain.err;
+  EXPECT_EQ(RunDdpio({"bench", "decode", "--data", dir.Sub("db"), "--rounds", "0"}).exit_code, 2);
 }
 
 }  // namespace

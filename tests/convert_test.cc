@@ -1,6 +1,7 @@
 #include "ddpio/convert/convert.h"
 
 #include <sys/wait.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/loader/resize.h"
 #include "ddpio/loader/sample_processor.h"
@@ -17,6 +19,7 @@
 #include "ddpio/storage/shards.h"
 #include "gtest/gtest.h"
 #include "tests/support/crashing_conversion.h"
+#include "tests/support/dataset_fixtures.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "tools/inspect.h"
@@ -333,6 +336,72 @@ TEST_F(ConverterTest, RestartMarkersAreLosslessAndTheLoaderReadsOnlyTheCrop) {
     }
   }
   EXPECT_GT(used, 0);
+}
+
+// Whether the loader's decoder (ddpio's Huffman decoder over the JPEG's own segments) decodes it.
+bool LoaderDecodes(const std::vector<uint8_t>& jpeg) {
+  auto layout = loader::ReadRestartLayout(jpeg);
+  if (!layout.ok()) return false;
+  loader::RegionDecoder d;
+  const loader::ScanSegments segments{layout->offsets, layout->interval};
+  loader::DecodedRegion region;
+  std::vector<uint8_t> px;
+  const loader::Box all{0, 0, static_cast<double>(layout->width),
+                        static_cast<double>(layout->height)};
+  absl::Status st = d.Decode(jpeg, all, layout->width, layout->height, false, true, false, &px,
+                             &region, nullptr, &segments);
+  EXPECT_TRUE(d.last_used_own_huffman());
+  return st.ok();
+}
+
+TEST_F(ConverterTest, OwnRestartMarkersTheLoaderRefusesAreTranscodedInstead) {
+  // A JPEG with restart markers of its own and one stray byte before one of them, which libjpeg
+  // lets by (its read-ahead has met the marker) and the loader's decoder refuses.
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<uint8_t> clean,
+      loader::AddRestartMarkers(testing::MakeDetailedJpeg(96, 64, 1, TJSAMP_420), 1));
+  ASSERT_OK_AND_ASSIGN(loader::RestartLayout l, loader::ReadRestartLayout(clean));
+  ASSERT_OK_AND_ASSIGN(loader::JpegDecoder jpeg, loader::JpegDecoder::Create());
+  std::vector<uint8_t> stray, original_pixels;
+  for (size_t i = 1; i + 1 < l.offsets.size() && stray.empty(); ++i) {
+    std::vector<uint8_t> bad = clean;
+    bad.insert(bad.begin() + l.offsets[i] - 2, 0x00);
+    auto info = jpeg.ReadInfo(bad);
+    if (info.ok() && jpeg.Decode(bad, *info, &original_pixels).ok() && !LoaderDecodes(bad)) {
+      stray = bad;
+    }
+  }
+  ASSERT_FALSE(stray.empty()) << "no segment whose stray byte libjpeg lets by";
+  ASSERT_TRUE(LoaderDecodes(clean));
+  const fs::path src = dir_.Sub("own");
+  fs::create_directories(src / "a");
+  std::ofstream(src / "a" / "clean.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(clean.data()),
+             static_cast<std::streamsize>(clean.size()));
+  std::ofstream(src / "a" / "stray.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(stray.data()),
+             static_cast<std::streamsize>(stray.size()));
+  ASSERT_OK_AND_ASSIGN(SourceListing listing, ListImageFolder(src.string()));
+  ConvertOptions o = Options(dir_.Sub("own.lmdb"));
+  o.restart_interval = 4;
+  ASSERT_OK(Convert(listing, o).status());
+  ASSERT_OK_AND_ASSIGN(auto reader, storage::DatasetReader::Open(dir_.Sub("own.lmdb")));
+  ASSERT_OK_AND_ASSIGN(auto txn, reader->BeginRead());
+  ASSERT_EQ(reader->size(), 2u);
+  loader::SampleProcessor processor;
+  for (uint64_t i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(storage::RecordView r, txn.Get(i));
+    const std::vector<uint8_t> bytes(r.payload.begin(), r.payload.end());
+    if (r.source_name.find("clean") != std::string::npos) {
+      EXPECT_EQ(bytes, clean);  // suitable markers the loader takes: the bytes kept
+    } else {
+      EXPECT_NE(bytes, stray);  // transcoded: clean markers, the same pixels
+      std::vector<uint8_t> px;
+      ASSERT_OK(processor.DecodeWhole(r, &px));
+      EXPECT_TRUE(processor.last_used_own_huffman());
+      EXPECT_EQ(px, original_pixels);
+    }
+  }
 }
 
 }  // namespace

@@ -25,6 +25,21 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+absl::Status ForEachSegmentedJpeg(const storage::DatasetReader& reader, uint64_t n,
+                                  const std::function<void(uint64_t, const storage::RecordView&,
+                                                           const loader::RestartLayout&)>& fn) {
+  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
+  n = std::min<uint64_t>(n, reader.size());
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = SampledRecord(k, n, reader.size());
+    auto rec = txn.Get(i);
+    if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
+    auto layout = loader::RecordRestartLayout(rec->payload, rec->segment_offsets);
+    if (layout.ok()) fn(i, *rec, *layout);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CeilingImages> LoadCeilingImages(const storage::DatasetReader& reader, uint64_t n) {
   DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
   CeilingImages images;

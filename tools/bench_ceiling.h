@@ -13,9 +13,11 @@
 #define DDPIO_TOOLS_BENCH_CEILING_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/storage/dataset_reader.h"
 
 namespace ddpio::tools {
@@ -42,6 +44,13 @@ struct CeilingImages {
 inline uint64_t SampledRecord(uint64_t k, uint64_t n, uint64_t size) {
   return n >= size ? k : k * size / n;
 }
+
+// Calls fn(index, record, its restart layout) for each restart-marked JPEG record among the `n`
+// spread evenly over `reader` (SampledRecord; records that cannot be read are left out). The
+// reader's errors from BeginRead.
+absl::Status ForEachSegmentedJpeg(const storage::DatasetReader& reader, uint64_t n,
+                                  const std::function<void(uint64_t, const storage::RecordView&,
+                                                           const loader::RestartLayout&)>& fn);
 
 // Copies of the JPEG records among `n` spread evenly over `reader` (SampledRecord; records that
 // cannot be read are left out). The reader's errors from BeginRead.

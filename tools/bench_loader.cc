@@ -18,6 +18,7 @@
 #include "ddpio/common/status_macros.h"
 #include "ddpio/loader/augment.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_huffman.h"
 #include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/pipeline/pipeline.h"
@@ -64,37 +65,34 @@ absl::StatusOr<Ceilings> MeasureCeilings(const storage::DatasetReader& reader, u
 absl::StatusOr<std::pair<double, uint64_t>> CropDecodeRate(const storage::DatasetReader& reader,
                                                            uint64_t n,
                                                            const loader::LoaderOptions& o) {
-  DDPIO_ASSIGN_OR_RETURN(auto txn, reader.BeginRead());
   loader::RegionDecoder decoder;
   std::vector<uint8_t> sub, pixels;
-  n = std::min<uint64_t>(n, reader.size());
+  std::vector<uint32_t> offsets;
   uint64_t decoded = 0;
   double seconds = 0;
-  for (uint64_t k = 0; k < n; ++k) {
-    const uint64_t i = SampledRecord(k, n, reader.size());
-    auto rec = txn.Get(i);
-    if (!rec.ok() || rec->type != storage::ContentType::kJpeg) continue;
-    auto layout = rec->segment_offsets.empty()
-                      ? loader::ReadRestartLayout(rec->payload)
-                      : loader::RestartLayoutFromOffsets(rec->payload, rec->segment_offsets);
-    if (!layout.ok()) continue;
-    const loader::SampleGeometry g = loader::PlanSample(
-        static_cast<int>(rec->width), static_cast<int>(rec->height), o.augment, o.seed, 0, i);
-    const auto t0 = Clock::now();
-    const loader::SegmentBand band =
-        loader::BandFor(*layout, g.box.x0, g.box.y0, g.box.x1, g.box.y1, o.augment.size,
-                        /*exact_edges=*/o.decode == loader::DecodeMode::kExact);
-    if (!loader::BuildSubJpeg(rec->payload, *layout, band.row0, band.row1, band.col0, band.col1,
-                              &sub)
-             .ok())
-      continue;
-    loader::DecodedRegion region;
-    if (!decoder.Decode(sub, loader::Box{0, 0, 1, 1}, 1, 1, false, true, false, &pixels, &region)
-             .ok())
-      continue;
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++decoded;
-  }
+  DDPIO_RETURN_IF_ERROR(ForEachSegmentedJpeg(
+      reader, n,
+      [&](uint64_t i, const storage::RecordView& rec, const loader::RestartLayout& layout) {
+        const loader::SampleGeometry g = loader::PlanSample(
+            static_cast<int>(rec.width), static_cast<int>(rec.height), o.augment, o.seed, 0, i);
+        const auto t0 = Clock::now();
+        const loader::SegmentBand band =
+            loader::BandFor(layout, g.box.x0, g.box.y0, g.box.x1, g.box.y1, o.augment.size,
+                            /*exact_edges=*/o.decode == loader::DecodeMode::kExact);
+        if (!loader::BuildSubJpeg(rec.payload, layout, band.row0, band.row1, band.col0, band.col1,
+                                  &sub, &offsets)
+                 .ok())
+          return;
+        loader::DecodedRegion region;
+        const loader::ScanSegments segments{offsets, layout.interval};
+        if (!decoder
+                 .Decode(sub, loader::Box{0, 0, 1, 1}, 1, 1, false, true, false, &pixels, &region,
+                         nullptr, &segments)
+                 .ok())
+          return;
+        seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        ++decoded;
+      }));
   return std::make_pair(seconds > 0 ? decoded / seconds : 0.0, decoded);
 }
 
@@ -179,6 +177,7 @@ absl::StatusOr<nlohmann::json> CompareModes(const storage::DatasetReader& reader
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("--epochs must be >= 1");
   DDPIO_RETURN_IF_ERROR(Pipeline::CheckOptions(o.settings));
+  loader::SetOwnHuffmanDefault(o.own_huffman);  // before any decoder is made
   const loader::LoaderOptions lo = LoaderOptionsOf(o.settings);
   storage::ReaderOptions ro;
   ro.store_overrides = ReaderStoreOverrides(o.settings, /*world_size=*/1);
@@ -298,6 +297,7 @@ absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& o) {
       {"ceiling_restart_marked_records", before.restart_marked},
       {"stored_full_decode_per_core_images_per_s", stored_per_core},
       {"ratio", Median(ratios)},
+      {"huffman", o.own_huffman ? "ddpio" : "libjpeg"},
       {"epoch_ratios", ratios},
       {"ratio_one_thread_times_workers", ips / (per_core * workers)},
       {"crop_decode_images_per_s", crop.first * workers},

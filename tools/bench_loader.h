@@ -24,6 +24,8 @@ struct BenchLoaderOptions {
   int epochs = 3;
   int warmup_epochs = 1;          // run first, not measured
   uint64_t ceiling_images = 400;  // records decoded for the ceiling
+  // Entropy decoder of restart-marked JPEGs: ddpio's own (the default) or libjpeg's.
+  bool own_huffman = true;
 };
 
 absl::StatusOr<nlohmann::json> BenchLoader(const BenchLoaderOptions& options);

@@ -3,6 +3,7 @@
 
 #include "ddpio/comm/backend.h"
 #include "tools/bench_comm.h"
+#include "tools/bench_decode.h"
 #include "tools/bench_feed.h"
 #include "tools/bench_loader.h"
 #include "tools/bench_sampler.h"
@@ -106,11 +107,48 @@ void AddBenchLoader(CLI::App* bench, std::vector<Command>* commands) {
          "dataset)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app->add_option_function<std::string>(
+         "--huffman", [o](const std::string& v) { o->own_huffman = v == "ddpio"; },
+         "Entropy decoder for restart-marked JPEGs: ddpio (its own, two segments at once; the "
+         "default) or libjpeg (libjpeg-turbo's, for comparison)")
+      ->check(CLI::IsMember({"ddpio", "libjpeg"}));
   AddJsonFlag(app, json.get());
   commands->push_back({app, [=] {
                          auto result = BenchLoader(*o);
                          if (!result.ok()) return ReportError("bench loader", result.status());
                          return PrintResult(*json, *result, BenchLoaderText);
+                       }});
+}
+
+void AddBenchDecode(CLI::App* bench, std::vector<Command>* commands) {
+  auto* app = bench->add_subcommand(
+      "decode",
+      "One thread: libjpeg's and ddpio's Huffman decoders on the same restart-marked images");
+  app->footer(
+      "Times, on one thread and in turn every round: the full decode without restart markers (the "
+      "loader's ceiling), with them through libjpeg's and ddpio's entropy decoders, the same at "
+      "1/8 "
+      "scale (nearly all entropy decoding), and the loader's whole per-sample work in fast and "
+      "exact mode with either decoder.\n"
+      "Example: ddpio bench decode --data /data/train.lmdb --sample-images 200 --rounds 5");
+  auto o = std::make_shared<BenchDecodeOptions>();
+  auto json = std::make_shared<bool>(false);
+  app->add_option("--data", o->data, "Dataset path (local)")->required();
+  app->add_option("--sample-images", o->images,
+                  "Records decoded (N spread evenly over the dataset; those with restart markers)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app->add_option("--rounds", o->rounds, "Rounds; figures are medians")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app->add_option("--image-size", o->image_size, "The samples' output size in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8192));
+  AddJsonFlag(app, json.get());
+  commands->push_back({app, [=] {
+                         auto result = BenchDecode(*o);
+                         if (!result.ok()) return ReportError("bench decode", result.status());
+                         return PrintResult(*json, *result, BenchDecodeText);
                        }});
 }
 
@@ -213,6 +251,7 @@ void AddBenchCommands(CLI::App& root, std::vector<Command>* commands) {
   AddBenchStorage(bench, commands);
   AddBenchSampler(bench, commands);
   AddBenchLoader(bench, commands);
+  AddBenchDecode(bench, commands);
   AddBenchComm(bench, commands);
   AddBenchFeed(bench, commands);
 }

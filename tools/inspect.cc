@@ -137,11 +137,7 @@ Scanned ScanOne(storage::ReadTxn& txn, uint64_t index, size_t classes,
   s.jpeg = view->type == storage::ContentType::kJpeg;
   s.shrunk = view->original_width != 0;
   if (s.jpeg) {
-    s.segmented =
-        (view->segment_offsets.empty()
-             ? loader::ReadRestartLayout(view->payload).status()
-             : loader::RestartLayoutFromOffsets(view->payload, view->segment_offsets).status())
-            .ok();
+    s.segmented = loader::RecordRestartLayout(view->payload, view->segment_offsets).ok();
   }
   if (verify && s.jpeg && !view->segment_offsets.empty()) s.status = CheckSegmentOffsets(*view);
   if (decode && s.status.ok()) {

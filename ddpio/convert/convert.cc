@@ -1,6 +1,7 @@
 #include "ddpio/convert/convert.h"
 
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "ddpio/convert/image_shrink.h"
 #include "ddpio/convert/internal/convert_driver.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_region.h"
 #include "ddpio/loader/jpeg_restart.h"
 #include "ddpio/version.h"
 
@@ -25,6 +27,8 @@ struct Decoders {
   std::unique_ptr<Shrinker> shrinker;  // with --max-side
   int restart_interval = 0;            // --restart-interval: MCUs per segment, 0: none added
   ImageDecodeOptions image;            // non-JPEG images: pixel limit and memory budget
+  // The loader's decoder, for JPEGs that keep restart markers of their own (made when first met).
+  std::unique_ptr<loader::RegionDecoder> region = nullptr;
 };
 
 absl::Status CheckRaw(const SourceItem& item) {
@@ -82,14 +86,33 @@ absl::Status FillRecord(SourceItem item, bool full_decode, Decoders* d, storage:
   return absl::OkStatus();
 }
 
+// Whether the loader's decoder, ddpio's Huffman decoder over the segments of `layout`
+// (loader/jpeg_huffman.h), decodes `jpeg` whole. It refuses bytes left over before a restart
+// marker, which libjpeg lets by when its read-ahead has already met the marker.
+bool LoaderDecodes(const std::vector<uint8_t>& jpeg, const loader::RestartLayout& layout,
+                   Decoders* d) {
+  const loader::ScanSegments segments{layout.offsets, layout.interval};
+  const loader::Box all{0, 0, static_cast<double>(layout.width),
+                        static_cast<double>(layout.height)};
+  loader::DecodedRegion region;
+  std::vector<uint8_t> pixels;
+  if (d->region == nullptr) d->region = std::make_unique<loader::RegionDecoder>();
+  return d->region
+      ->Decode(jpeg, all, layout.width, layout.height, /*allow_scaling=*/false, /*full=*/true,
+               /*fast_idct=*/false, &pixels, &region, nullptr, &segments)
+      .ok();
+}
+
 // Restart markers for the loader's segment decode (loader/jpeg_restart.h): JPEGs without suitable
 // ones are transcoded losslessly, and the result is checked to decode to exactly the original's
-// pixels. A JPEG the transcoder cannot handle keeps its bytes (the loader decodes it whole).
+// pixels. A JPEG with suitable markers of its own keeps its bytes when the loader's decoder takes
+// them, and is transcoded like the others when it does not. A JPEG the transcoder cannot handle
+// keeps its bytes (the loader decodes it whole).
 void AddRestarts(int interval, bool have_pixels, Decoders* d, storage::Record* r,
                  std::string* stored_as) {
   if (interval <= 0 || r->type != storage::ContentType::kJpeg) return;
   if (auto layout = loader::ReadRestartLayout(r->payload);
-      layout.ok() && layout->interval <= interval) {
+      layout.ok() && layout->interval <= interval && LoaderDecodes(r->payload, *layout, d)) {
     r->segment_offsets =
         loader::EncodeSegmentOffsets(*layout);  // suitable markers already: keep the bytes
     return;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "ddpio/loader/internal/jpeg_error.h"
 #include "ddpio/loader/jpeg.h"
+#include "ddpio/loader/jpeg_huffman.h"
 
 namespace ddpio::loader {
 
@@ -29,10 +30,13 @@ struct RegionDecoder::State {
   internal::JpegError error;
   std::vector<JSAMPROW> rows;
   std::vector<uint8_t> cmyk;  // scratch for CMYK/YCCK images
+  HuffmanScan huffman;
 };
 
 RegionDecoder::RegionDecoder(uint64_t max_pixels)
-    : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
+    : state_(std::make_unique<State>()),
+      max_pixels_(max_pixels),
+      own_huffman_(OwnHuffmanDefault()) {
   jpeg_decompress_struct& c = state_->cinfo;
   c.err = internal::UseJpegError(&state_->error);
   jpeg_create_decompress(&c);
@@ -40,11 +44,14 @@ RegionDecoder::RegionDecoder(uint64_t max_pixels)
 
 RegionDecoder::~RegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
+void RegionDecoder::set_huffman_streams(int n) { state_->huffman.set_streams(n); }
+
 absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w,
                                    int out_h, bool allow_scaling, bool full, bool fast_idct,
                                    std::vector<uint8_t>* pixels, DecodedRegion* region,
-                                   const ColumnWindow* columns) {
+                                   const ColumnWindow* columns, const ScanSegments* segments) {
   jpeg_decompress_struct& c = state_->cinfo;
+  last_used_own_huffman_ = false;
   // Nothing with a destructor lives between setjmp and a possible longjmp.
   if (setjmp(state_->error.jump) != 0) {
     jpeg_abort_decompress(&c);
@@ -88,6 +95,10 @@ absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& bo
   c.scale_num = 1;
   c.scale_denom = static_cast<unsigned>(d);
   jpeg_start_decompress(&c);
+  if (segments != nullptr && own_huffman_) {
+    last_used_own_huffman_ =
+        state_->huffman.Install(&c, jpeg, segments->offsets, segments->interval);
+  }
   const int sw = static_cast<int>(c.output_width), sh = static_cast<int>(c.output_height);
   const double sx = static_cast<double>(sw) / image_w, sy = static_cast<double>(sh) / image_h;
   Box b{box.x0 * sx, box.y0 * sy, box.x1 * sx, box.y1 * sy};

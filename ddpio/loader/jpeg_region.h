@@ -34,6 +34,14 @@ struct ColumnWindow {
   int begin = 0, end = 0;
 };
 
+// The restart segments of the JPEG being decoded (RestartLayout::offsets and interval, for these
+// very bytes): given them, Decode entropy-decodes the scan with ddpio's Huffman decoder
+// (jpeg_huffman.h) instead of libjpeg's — the same coefficients, two segments at a time.
+struct ScanSegments {
+  absl::Span<const uint32_t> offsets;
+  int interval = 0;
+};
+
 // Adobe-inverted CMYK (what libjpeg returns for a 4-channel JPEG) to RGB, bit-identical to
 // Pillow's `Image.open(jpeg).convert("RGB")`: `count` pixels, 4 bytes in, 3 out.
 void CmykToRgb(const uint8_t* cmyk, size_t count, uint8_t* rgb);
@@ -57,14 +65,26 @@ class RegionDecoder {
   // jpeg_crop_scanline — the IDCT, upsampling and colour conversion of the others are skipped;
   // the window's outermost column on either side may differ from the full decode's (chroma
   // upsampling replicates the window's edge), the rest are the full decode's pixels.
+  // `segments`: see ScanSegments (libjpeg's own Huffman decoder without them, or when the scan
+  // is not one ddpio's decodes).
   absl::Status Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w, int out_h,
                       bool allow_scaling, bool full, bool fast_idct, std::vector<uint8_t>* pixels,
-                      DecodedRegion* region, const ColumnWindow* columns = nullptr);
+                      DecodedRegion* region, const ColumnWindow* columns = nullptr,
+                      const ScanSegments* segments = nullptr);
+
+  // Use ddpio's Huffman decoder where segments are given (default: OwnHuffmanDefault()).
+  void set_own_huffman(bool on) { own_huffman_ = on; }
+  // Segments ddpio's Huffman decoder decodes at once (HuffmanScan::set_streams).
+  void set_huffman_streams(int n);
+  // Whether the last Decode's scan went through ddpio's Huffman decoder.
+  bool last_used_own_huffman() const { return last_used_own_huffman_; }
 
  private:
   struct State;
   std::unique_ptr<State> state_;
   uint64_t max_pixels_;
+  bool own_huffman_;
+  bool last_used_own_huffman_ = false;
 };
 
 }  // namespace ddpio::loader

@@ -148,6 +148,12 @@ absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t>
   return l;
 }
 
+absl::StatusOr<RestartLayout> RecordRestartLayout(absl::Span<const uint8_t> jpeg,
+                                                  absl::Span<const uint8_t> recorded_offsets) {
+  return recorded_offsets.empty() ? ReadRestartLayout(jpeg)
+                                  : RestartLayoutFromOffsets(jpeg, recorded_offsets);
+}
+
 std::vector<uint8_t> EncodeSegmentOffsets(const RestartLayout& l) {
   std::vector<uint8_t> out(4 * l.offsets.size());
   for (size_t i = 0; i < l.offsets.size(); ++i) EncodeFixed32(&out[4 * i], l.offsets[i]);
@@ -239,7 +245,8 @@ SegmentBand BandFor(const RestartLayout& l, double x0, double y0, double x1, dou
 }
 
 absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l, int row0,
-                          int row1, int col0, int col1, std::vector<uint8_t>* out) {
+                          int row1, int col0, int col1, std::vector<uint8_t>* out,
+                          std::vector<uint32_t>* offsets) {
   if (!(0 <= row0 && row0 < row1 && row1 <= l.mcu_rows && 0 <= col0 && col0 < col1 &&
         col1 <= l.segments_per_row)) {
     return absl::InvalidArgumentError(
@@ -260,6 +267,7 @@ absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l
   sof[2] = static_cast<uint8_t>(w >> 8);
   sof[3] = static_cast<uint8_t>(w);
   const size_t last = l.offsets.size() - 2;
+  if (offsets != nullptr) offsets->clear();
   int k = 0;
   for (int r = row0; r < row1; ++r) {
     for (int c = col0; c < col1; ++c, ++k) {
@@ -268,10 +276,12 @@ absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& l
         out->push_back(0xFF);
         out->push_back(static_cast<uint8_t>(0xD0 + (k - 1) % 8));
       }
+      if (offsets != nullptr) offsets->push_back(static_cast<uint32_t>(out->size()));
       const uint32_t end = s == last ? l.offsets[s + 1] : l.offsets[s + 1] - 2;
       out->insert(out->end(), jpeg.begin() + l.offsets[s], jpeg.begin() + end);
     }
   }
+  if (offsets != nullptr) offsets->push_back(static_cast<uint32_t>(out->size()));
   out->push_back(0xFF);
   out->push_back(0xD9);
   return absl::OkStatus();

@@ -49,6 +49,12 @@ absl::StatusOr<RestartLayout> ReadRestartLayout(absl::Span<const uint8_t> jpeg);
 absl::StatusOr<RestartLayout> RestartLayoutFromOffsets(absl::Span<const uint8_t> jpeg,
                                                        absl::Span<const uint8_t> offsets);
 
+// The layout of a stored JPEG: from the segment offsets recorded at conversion when there are any
+// (RestartLayoutFromOffsets), else scanned from the JPEG, one that came with restart markers of
+// its own (ReadRestartLayout). Their errors.
+absl::StatusOr<RestartLayout> RecordRestartLayout(absl::Span<const uint8_t> jpeg,
+                                                  absl::Span<const uint8_t> recorded_offsets);
+
 // `layout.offsets` as RecordView::segment_offsets stores them.
 std::vector<uint8_t> EncodeSegmentOffsets(const RestartLayout& layout);
 
@@ -87,10 +93,12 @@ SegmentBand BandFor(const RestartLayout& layout, double x0, double y0, double x1
 
 // The JPEG made of the segments covering MCU rows [row0, row1) and segment columns [col0, col1)
 // of `jpeg` (laid out as `layout`): pixels [col0 * interval * mcu_width, min(width, col1 * ...))
-// x [row0 * mcu_height, min(height, row1 * mcu_height)) of the image. InvalidArgument for an
-// empty or out-of-range band.
+// x [row0 * mcu_height, min(height, row1 * mcu_height)) of the image. `offsets`, when given, gets
+// the sub-JPEG's own segment offsets (as RestartLayout::offsets). InvalidArgument for an empty or
+// out-of-range band.
 absl::Status BuildSubJpeg(absl::Span<const uint8_t> jpeg, const RestartLayout& layout, int row0,
-                          int row1, int col0, int col1, std::vector<uint8_t>* out);
+                          int row1, int col0, int col1, std::vector<uint8_t>* out,
+                          std::vector<uint32_t>* offsets = nullptr);
 
 }  // namespace ddpio::loader
 

@@ -41,10 +41,14 @@ absl::Status CheckGeometry(const storage::RecordView& record) {
 
 absl::Status SampleProcessor::DecodeJpeg(const storage::RecordView& record, const Box& box,
                                          int out_w, int out_h, DecodeMode mode, bool full,
-                                         DecodedRegion* region) {
+                                         DecodedRegion* region, const RestartLayout* layout) {
+  const ScanSegments segments{
+      layout != nullptr ? absl::MakeConstSpan(layout->offsets) : absl::Span<const uint32_t>(),
+      layout != nullptr ? layout->interval : 0};
   DDPIO_RETURN_IF_ERROR(
       decoder_.Decode(record.payload, box, out_w, out_h, mode == DecodeMode::kFast, full,
-                      /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region));
+                      /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, region,
+                      /*columns=*/nullptr, layout != nullptr ? &segments : nullptr));
   if (static_cast<uint32_t>(region->image_width) != record.width ||
       static_cast<uint32_t>(region->image_height) != record.height) {
     return absl::DataLossError(absl::StrCat("stored geometry ", record.width, "x", record.height,
@@ -70,7 +74,9 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
   if (band.whole) return absl::OkStatus();
   const int seg_w = l.interval * l.mcu_width;
   const int row0 = band.row0, row1 = band.row1, col0 = band.col0, col1 = band.col1;
-  DDPIO_RETURN_IF_ERROR(BuildSubJpeg(record.payload, l, row0, row1, col0, col1, &sub_));
+  DDPIO_RETURN_IF_ERROR(
+      BuildSubJpeg(record.payload, l, row0, row1, col0, col1, &sub_, &sub_offsets_));
+  const ScanSegments segments{sub_offsets_, l.interval};
   const int ox = col0 * seg_w, oy = row0 * l.mcu_height;
   const int sw = std::min(l.width, col1 * seg_w) - ox,
             sh = std::min(l.height, row1 * l.mcu_height) - oy;
@@ -79,11 +85,11 @@ absl::Status SampleProcessor::ProcessSegments(const storage::RecordView& record,
   // Exact: every row of the band, but only the columns the filter reads (with their margin), so
   // the segments' outer columns are entropy-decoded but not turned into pixels.
   const ColumnWindow columns{band.x0 - ox, band.x1 - ox};
-  DDPIO_RETURN_IF_ERROR(decoder_.Decode(sub_, local, ow, oh, mode == DecodeMode::kFast,
-                                        /*full=*/mode == DecodeMode::kExact,
-                                        /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_,
-                                        &pixels_, &region,
-                                        mode == DecodeMode::kExact ? &columns : nullptr));
+  DDPIO_RETURN_IF_ERROR(
+      decoder_.Decode(sub_, local, ow, oh, mode == DecodeMode::kFast,
+                      /*full=*/mode == DecodeMode::kExact,
+                      /*fast_idct=*/mode == DecodeMode::kFast && fast_idct_, &pixels_, &region,
+                      mode == DecodeMode::kExact ? &columns : nullptr, &segments));
   if (region.image_width != sw || region.image_height != sh) {
     return absl::DataLossError(absl::StrCat("segment band decoded to ", region.image_width, "x",
                                             region.image_height, ", expected ", sw, "x", sh));
@@ -116,8 +122,12 @@ absl::Status SampleProcessor::DecodeWhole(const storage::RecordView& record,
   const Box all{0, 0, static_cast<double>(record.width), static_cast<double>(record.height)};
   DecodedRegion region;
   const int side = static_cast<int>(std::max(record.width, record.height));
-  DDPIO_RETURN_IF_ERROR(
-      DecodeJpeg(record, all, side, side, DecodeMode::kExact, /*full=*/true, &region));
+  // Through the entropy decoder the loader uses: with the restart layout when there is one.
+  const absl::StatusOr<RestartLayout> layout =
+      RecordRestartLayout(record.payload, record.segment_offsets);
+  if (!layout.ok() && !record.segment_offsets.empty()) return layout.status();
+  DDPIO_RETURN_IF_ERROR(DecodeJpeg(record, all, side, side, DecodeMode::kExact, /*full=*/true,
+                                   &region, layout.ok() ? &*layout : nullptr));
   rgb->assign(pixels_.begin(),
               pixels_.begin() + static_cast<size_t>(region.width) * region.height * 3);
   return absl::OkStatus();
@@ -140,12 +150,9 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
     return absl::OkStatus();
   }
   last_used_segments_ = false;
+  absl::StatusOr<RestartLayout> layout = absl::FailedPreconditionError("not read");
   if (segment_decode_) {
-    // Offsets recorded at conversion; a JPEG that came with its own restart markers is scanned.
-    absl::StatusOr<RestartLayout> layout =
-        record.segment_offsets.empty()
-            ? ReadRestartLayout(record.payload)
-            : RestartLayoutFromOffsets(record.payload, record.segment_offsets);
+    layout = RecordRestartLayout(record.payload, record.segment_offsets);
     if (!layout.ok() && !record.segment_offsets.empty()) return layout.status();
     if (layout.ok()) {
       bool used = false;
@@ -163,7 +170,8 @@ absl::Status SampleProcessor::Process(const storage::RecordView& record, uint64_
   }
   DecodedRegion region;
   absl::Status decoded =
-      DecodeJpeg(record, g.box, ow, oh, mode, /*full=*/mode == DecodeMode::kExact, &region);
+      DecodeJpeg(record, g.box, ow, oh, mode,
+                 /*full=*/mode == DecodeMode::kExact, &region, layout.ok() ? &*layout : nullptr);
   const auto t1 = Clock::now();
   nanos_.decode += static_cast<uint64_t>((t1 - t0).count());
   if (!decoded.ok()) return decoded;

@@ -7,7 +7,9 @@
 // in both modes from a sub-JPEG of just the segments the crop needs, plus one MCU and the
 // resampling filter's reach on every side: the entropy decoding of the rest is skipped, and exact
 // mode stays bit-identical to the full decode (the band's edge pixels, which chroma upsampling
-// makes differ, lie outside every filter window).
+// makes differ, lie outside every filter window). Such JPEGs are entropy-decoded by ddpio's own
+// Huffman decoder (jpeg_huffman.h: libjpeg's coefficients, two segments at a time), the rest of
+// the decode is libjpeg's.
 // Both produce size x size x 3 uint8 (HWC). A SampleProcessor owns a decoder, a resampler and
 // scratch buffers that grow to the largest image seen and are then reused: no allocation per
 // sample once warm. Not thread-safe: one per worker thread.
@@ -61,11 +63,18 @@ class SampleProcessor {
   void set_segment_decode(bool on) { segment_decode_ = on; }
   // Whether the last Process decoded from a sub-JPEG of segments.
   bool last_used_segments() const { return last_used_segments_; }
+  // Entropy-decode restart-marked JPEGs with ddpio's Huffman decoder (default
+  // OwnHuffmanDefault(), normally on); off: libjpeg's (for comparisons).
+  void set_own_huffman(bool on) { decoder_.set_own_huffman(on); }
+  // Whether the last decode went through ddpio's Huffman decoder.
+  bool last_used_own_huffman() const { return decoder_.last_used_own_huffman(); }
 
  private:
   // Decodes `record`'s JPEG (whole when `full`) and checks the JPEG's size against the record's.
+  // `layout`: the record's restart layout, when it has one.
   absl::Status DecodeJpeg(const storage::RecordView& record, const Box& box, int out_w, int out_h,
-                          DecodeMode mode, bool full, DecodedRegion* region);
+                          DecodeMode mode, bool full, DecodedRegion* region,
+                          const RestartLayout* layout = nullptr);
 
   // The segment path of Process for a JPEG laid out as `layout`; *used false (nothing written)
   // when the crop needs the whole image anyway.
@@ -74,7 +83,8 @@ class SampleProcessor {
                                uint8_t* out, bool* used);
 
   RegionDecoder decoder_;
-  std::vector<uint8_t> sub_;  // the last sub-JPEG
+  std::vector<uint8_t> sub_;           // the last sub-JPEG
+  std::vector<uint32_t> sub_offsets_;  // and its segments
   Resampler resampler_;
   std::vector<uint8_t> pixels_;
   StageNanos nanos_;

@@ -1,0 +1,70 @@
+// ddpio's own Huffman (entropy) decoder for restart-marked baseline JPEGs, installed in
+// libjpeg-turbo's place: libjpeg still parses the headers and does the IDCT, upsampling and
+// colour conversion; this only turns the scan's bytes into the quantised coefficients libjpeg's
+// own decoder would give, bit for bit.
+//
+// Why: a Huffman decoder is one long chain of dependent steps (each code's length says where the
+// next begins), so one stream leaves most of a core idle, and libjpeg-turbo 2.1.5 decodes every
+// scan with restart markers on its slower path anyway. Restart segments are independent streams:
+// this decoder runs two of them at once, interleaved step by step in one loop, so the core works
+// on both chains together. Tables: a 10-bit lookup giving an AC coefficient's run, value and
+// total length in one step for most codes; longer codes are decoded canonically.
+//
+//   HuffmanScan scan;  // one per thread, reused
+//   jpeg_start_decompress(&cinfo);
+//   if (scan.Install(&cinfo, jpeg, offsets, interval)) { ... }  // else libjpeg's decoder stays
+//   jpeg_read_scanlines(...);  // calls the installed decoder
+//
+// Corrupt data is reported as libjpeg reports it (its warning codes through cinfo->err: a bad
+// Huffman code, a segment that ends before its MCUs do, bytes left over before a restart marker),
+// so an error handler that turns warnings into errors sees the same failures. Not thread-safe.
+#ifndef DDPIO_LOADER_JPEG_HUFFMAN_H_
+#define DDPIO_LOADER_JPEG_HUFFMAN_H_
+
+// clang-format off
+#include <cstdio>  // jpeglib.h needs FILE
+#include <jpeglib.h>
+// clang-format on
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace ddpio::loader {
+
+// Whether decoders use ddpio's Huffman decoder by default (true) or libjpeg's everywhere. For
+// benchmarks comparing the two in one process; set before the decoders are made.
+void SetOwnHuffmanDefault(bool on);
+bool OwnHuffmanDefault();
+
+class HuffmanScan {
+ public:
+  HuffmanScan();
+  ~HuffmanScan();
+  HuffmanScan(const HuffmanScan&) = delete;
+  HuffmanScan& operator=(const HuffmanScan&) = delete;
+
+  // Installs the decoder in `cinfo`, which jpeg_start_decompress has just prepared for `jpeg`
+  // (the same bytes jpeg_mem_src was given). `offsets` are the scan's segments as
+  // RestartLayout::offsets gives them: each segment's first entropy byte, then where EOI starts;
+  // `interval` MCUs a segment. Returns false, changing nothing, when the scan is not one it
+  // decodes (not baseline Huffman over every component, another interval, offsets that do not
+  // fit the scan or the JPEG, segments too large): libjpeg's own decoder then runs as before.
+  // Points libjpeg's source at the EOI, so jpeg_finish_decompress reads on from there. Valid
+  // until the next Install or the end of the decompression; `jpeg` must outlive it.
+  bool Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg,
+               absl::Span<const uint32_t> offsets, int interval);
+
+  // Segments decoded at once: 2 (the default), or 1 (to measure what the second one gives).
+  void set_streams(int n);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ddpio::loader
+
+#endif  // DDPIO_LOADER_JPEG_HUFFMAN_H_
