@@ -33,6 +33,7 @@ TEST_PACKAGES=(
                                        # tc, loop devices, nsenter, mkfs.ext4
   gnuplot-nox                     # scripts/sim-cluster.sh sweep: the report's SVG plots
   prometheus                      # its promtool checks the trainer's --metrics-file (Prometheus text) in the tests
+  mate-backgrounds                # 13 camera photographs: the Huffman decoder's real-photo test, scripts/real-photos.py
 )
 
 PACKAGES=("${PROGRAM_PACKAGES[@]}")

@@ -2,6 +2,10 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -200,6 +204,61 @@ TEST(HuffmanScan, DamagedSegmentsFailAsLibjpegFails) {
   EXPECT_GT(refused, 10);
   EXPECT_GT(decoded, 10);
   EXPECT_LT(leftover, refused);
+}
+
+// The 13 camera photographs of Debian's mate-backgrounds (1280 x 1024 to 2560 x 1920; installed by
+// scripts/install-deps.sh, and what scripts/real-photos.py cuts the benchmarks' photo sets from),
+// with restart markers every 4 MCUs as `convert` writes them (and every MCU for some): ddpio's
+// decoder gives libjpeg's pixels whole, DCT-scaled and cropped, and the loader's samples in both
+// modes.
+TEST(HuffmanScan, RealPhotosGiveLibjpegsPixels) {
+  const std::filesystem::path dir = "/usr/share/backgrounds/mate/nature";
+  std::vector<std::filesystem::path> files;
+  if (std::filesystem::is_directory(dir)) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() == ".jpg") files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 10u) << "no camera photos in " << dir
+                               << ": scripts/install-deps.sh installs mate-backgrounds";
+  int compared = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    std::ifstream in(files[f], std::ios::binary);
+    const std::vector<uint8_t> original{std::istreambuf_iterator<char>(in), {}};
+    for (int interval : f < 3 ? std::vector<int>{4, 1} : std::vector<int>{4}) {
+      SCOPED_TRACE(files[f].string() + ", interval " + std::to_string(interval));
+      const std::vector<uint8_t> jpeg = Segmented(original, interval);
+      const RestartLayout l = Layout(jpeg);
+      const Box all{0, 0, static_cast<double>(l.width), static_cast<double>(l.height)};
+      const Box crop{l.width * 0.3, l.height * 0.2, l.width * 0.7, l.height * 0.65};
+      for (const auto& [box, out] : {std::pair{all, 0}, std::pair{crop, 224}}) {
+        const Decoded own = DecodeWith(true, jpeg, l, box, out, out != 0);
+        const Decoded lib = DecodeWith(false, jpeg, l, box, out, out != 0);
+        ASSERT_OK(own.status);
+        ASSERT_OK(lib.status);
+        ASSERT_TRUE(own.own);
+        EXPECT_TRUE(own.pixels == lib.pixels);
+        ++compared;
+      }
+      storage::Record rec = JpegRecord(jpeg, l.width, l.height, 3, 0);
+      rec.segment_offsets = EncodeSegmentOffsets(l);
+      SampleProcessor own, lib;
+      lib.set_own_huffman(false);
+      AugmentOptions aug;
+      std::vector<uint8_t> a(224 * 224 * 3), b(224 * 224 * 3);
+      for (DecodeMode mode : {DecodeMode::kFast, DecodeMode::kExact}) {
+        for (uint64_t i = 0; i < 3; ++i) {
+          ASSERT_OK(own.Process(rec.view(), i, 0, 5, aug, mode, a.data()));
+          ASSERT_OK(lib.Process(rec.view(), i, 0, 5, aug, mode, b.data()));
+          EXPECT_TRUE(own.last_used_own_huffman());
+          EXPECT_TRUE(a == b) << DecodeModeName(mode) << " sample " << i;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GE(compared, 10 * 8);
 }
 
 TEST(HuffmanScan, LeavesScansItDoesNotDecodeToLibjpeg) {
