@@ -3,12 +3,15 @@
 // colour conversion; this only turns the scan's bytes into the quantised coefficients libjpeg's
 // own decoder would give, bit for bit.
 //
-// Why: a Huffman decoder is one long chain of dependent steps (each code's length says where the
-// next begins), so one stream leaves most of a core idle, and libjpeg-turbo 2.1.5 decodes every
-// scan with restart markers on its slower path anyway. Restart segments are independent streams:
-// this decoder runs two of them at once, interleaved step by step in one loop, so the core works
-// on both chains together. Tables: a 10-bit lookup giving an AC coefficient's run, value and
-// total length in one step for most codes; longer codes are decoded canonically.
+// Why: libjpeg-turbo 2.1.5 decodes every scan with restart markers on its slower Huffman path,
+// and its decoder keeps its state in memory between calls. This one decodes a batch of segments
+// with each stream's state in registers: a 64-bit bit buffer refilled 7-8 bytes at a time, an
+// 11-bit lookup giving an AC coefficient's run, value and total length in one step for most codes
+// (an 11-bit symbol lookup, then canonical decoding, for the rest). Restart segments are
+// independent streams, and it runs two of them at once, interleaved step by step in one loop (a
+// Huffman decoder is one chain of dependent lookups); on the machines measured the second stream
+// gave nothing measurable over one (`ddpio bench decode`, docs/PERFORMANCE.md): the gain is the
+// register-held loop.
 //
 //   HuffmanScan scan;  // one per thread, reused
 //   jpeg_start_decompress(&cinfo);
