@@ -177,6 +177,7 @@ struct HuffmanScan::State {
   std::vector<size_t> starts;  // each batch segment's first byte in data, then the end
   bool failed = false;
   int streams = 2;
+  int streams_used = 0;
 
   // The blocks [mcu, batch_end) were decoded but not handed out: zero them for the next use.
   void ClearLeftovers() {
@@ -378,9 +379,12 @@ struct HuffmanScan::State {
     Start(a, next++, first);
     if (streams == 2 && next < end) Start(b, next++, first);
     for (;;) {
-      if (a.k >= 64 && !NextBlock(cinfo, a, &next, end, first)) return;
-      if (b.k >= 64 && !NextBlock(cinfo, b, &next, end, first)) return;
+      // Only a started stream takes the next block (b stays idle with one stream, or when the
+      // batch has one segment).
+      if (a.active && a.k >= 64 && !NextBlock(cinfo, a, &next, end, first)) return;
+      if (b.active && b.k >= 64 && !NextBlock(cinfo, b, &next, end, first)) return;
       if (!a.active || !b.active) break;
+      streams_used = 2;
       uint64_t abuf = a.buf, bbuf = b.buf;
       int abits = a.bits, bbits = b.bits, ak = a.k, bk = b.k;
       const uint8_t *ap = a.p, *bp = b.p;
@@ -394,6 +398,7 @@ struct HuffmanScan::State {
       b.buf = bbuf, b.bits = bbits, b.k = bk, b.p = bp;
     }
     Stream& s = a.active ? a : b;
+    if (s.active) streams_used = std::max(streams_used, 1);
     while (s.active) {
       if (s.k >= 64) {
         if (!NextBlock(cinfo, s, &next, end, first)) return;
@@ -405,6 +410,19 @@ struct HuffmanScan::State {
 };
 
 namespace {
+
+// Whether the libjpeg loaded at run time is the one jpegint.h described at build time: the private
+// structs this decoder uses (jpeg_entropy_decoder, jpeg_decomp_master) changed in libjpeg-turbo
+// 3.0, which keeps the library's name. Its message table grew then too, so a table of another
+// length is another library: libjpeg's own decoder runs.
+bool SameLibjpegLayout() {
+  static const bool same = [] {
+    jpeg_error_mgr err;
+    jpeg_std_error(&err);
+    return err.last_jpeg_message == static_cast<int>(JMSG_LASTMSGCODE) - 1;
+  }();
+  return same;
+}
 
 HuffmanScan::State* StateOf(j_decompress_ptr cinfo) {
   return reinterpret_cast<EntropyHook*>(cinfo->entropy)->state;
@@ -447,11 +465,13 @@ HuffmanScan::HuffmanScan() : state_(std::make_unique<State>()) {
 HuffmanScan::~HuffmanScan() = default;
 
 void HuffmanScan::set_streams(int n) { state_->streams = n == 1 ? 1 : 2; }
+int HuffmanScan::streams_used() const { return state_->streams_used; }
 
 bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg,
                           absl::Span<const uint32_t> offsets, int interval) {
   State& s = *state_;
-  if (cinfo->progressive_mode || cinfo->arith_code || cinfo->data_precision != 8 ||
+  if (!SameLibjpegLayout() || cinfo->buffered_image || cinfo->progressive_mode ||
+      cinfo->arith_code || cinfo->data_precision != 8 ||
       cinfo->comps_in_scan != cinfo->num_components || cinfo->Ss != 0 || cinfo->Se != 63 ||
       cinfo->Ah != 0 || cinfo->Al != 0 || interval <= 0 ||
       cinfo->restart_interval != static_cast<unsigned>(interval) ||
@@ -462,10 +482,14 @@ bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg
   const uint64_t mcus = static_cast<uint64_t>(cinfo->MCUs_per_row) * cinfo->MCU_rows_in_scan;
   const uint64_t segments = (mcus + interval - 1) / interval;
   if (mcus == 0 || offsets.size() != segments + 1) return false;
+  // Increasing (each segment after a 2-byte marker), all within the JPEG, EOI last: in 64 bits,
+  // so that no sum wraps.
   for (size_t i = 1; i < offsets.size(); ++i) {
-    if (offsets[i] < offsets[i - 1] + (i + 1 == offsets.size() ? 0 : 2)) return false;
+    if (uint64_t{offsets[i]} < uint64_t{offsets[i - 1]} + (i + 1 == offsets.size() ? 0 : 2)) {
+      return false;
+    }
   }
-  if (static_cast<uint64_t>(offsets.back()) + 2 > jpeg.size()) return false;
+  if (uint64_t{offsets.back()} + 2 > jpeg.size()) return false;
   for (int b = 0; b < cinfo->blocks_in_MCU; ++b) {
     const jpeg_component_info* comp = cinfo->cur_comp_info[cinfo->MCU_membership[b]];
     const int dn = comp->dc_tbl_no, an = comp->ac_tbl_no;
@@ -486,6 +510,7 @@ bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg
   s.segments = segments;
   s.next_segment = 0;
   s.failed = false;
+  s.streams_used = 0;
   s.jpeg = jpeg.data();
   s.offsets.assign(offsets.begin(), offsets.end());
   const size_t need = static_cast<size_t>(kBatchSegments) * interval * s.blocks * kStride;

@@ -8,10 +8,10 @@
 // with each stream's state in registers: a 64-bit bit buffer refilled 7-8 bytes at a time, an
 // 11-bit lookup giving an AC coefficient's run, value and total length in one step for most codes
 // (an 11-bit symbol lookup, then canonical decoding, for the rest). Restart segments are
-// independent streams, and it runs two of them at once, interleaved step by step in one loop (a
-// Huffman decoder is one chain of dependent lookups); on the machines measured the second stream
-// gave nothing measurable over one (`ddpio bench decode`, docs/PERFORMANCE.md): the gain is the
-// register-held loop.
+// independent streams, and it runs two of them at once, interleaved step by step in one loop: a
+// Huffman decoder is one chain of dependent lookups, and two chains keep the core busy where one
+// leaves it waiting. One stream at a time is only as fast as libjpeg's slow path; two take a
+// fifth off it (`ddpio bench decode`, docs/PERFORMANCE.md).
 //
 //   HuffmanScan scan;  // one per thread, reused
 //   jpeg_start_decompress(&cinfo);
@@ -53,7 +53,10 @@ class HuffmanScan {
   // RestartLayout::offsets gives them: each segment's first entropy byte, then where EOI starts;
   // `interval` MCUs a segment. Returns false, changing nothing, when the scan is not one it
   // decodes (not baseline Huffman over every component, another interval, offsets that do not
-  // fit the scan or the JPEG, segments too large): libjpeg's own decoder then runs as before.
+  // fit the scan or the JPEG, segments too large, a buffered-image decompression, or a libjpeg at
+  // run time whose private structs are not the ones jpegint.h described at build time):
+  // libjpeg's own decoder then runs as before. Decodes up to 16 segments ahead of the MCU libjpeg
+  // asks for, so damage in rows a cropped decode stops short of can be reported too.
   // Points libjpeg's source at the EOI, so jpeg_finish_decompress reads on from there. Valid
   // until the next Install or the end of the decompression; `jpeg` must outlive it.
   bool Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg,
@@ -61,6 +64,8 @@ class HuffmanScan {
 
   // Segments decoded at once: 2 (the default), or 1 (to measure what the second one gives).
   void set_streams(int n);
+  // The most segments the last installed scan had in decoding at once (0 before any batch).
+  int streams_used() const;
 
   struct State;
 

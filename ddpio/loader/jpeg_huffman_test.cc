@@ -27,14 +27,16 @@ struct Decoded {
   absl::Status status;
   std::vector<uint8_t> pixels;
   bool own = false;  // went through ddpio's decoder
+  int streams = 0;   // segments it had in decoding at once
 };
 
 // Decodes `jpeg` (laid out as `l`) through RegionDecoder with ddpio's Huffman decoder or
 // libjpeg's: the box `box`, to out x out (0: the whole image at full size, read to the end).
 Decoded DecodeWith(bool own, const std::vector<uint8_t>& jpeg, const RestartLayout& l,
-                   const Box& box, int out, bool fast_idct) {
+                   const Box& box, int out, bool fast_idct, int streams = 2) {
   RegionDecoder d;
   d.set_own_huffman(own);
+  d.set_huffman_streams(streams);
   const ScanSegments segments{l.offsets, l.interval};
   DecodedRegion region;
   Decoded r;
@@ -43,6 +45,7 @@ Decoded DecodeWith(bool own, const std::vector<uint8_t>& jpeg, const RestartLayo
                       nullptr, &segments);
   r.pixels.resize(static_cast<size_t>(region.width) * region.height * 3);
   r.own = d.last_used_own_huffman();
+  r.streams = d.last_huffman_streams();
   return r;
 }
 
@@ -94,6 +97,12 @@ TEST(HuffmanScan, GivesLibjpegsPixelsForEverySubsamplingIntervalAndScale) {
         EXPECT_FALSE(lib.own);
         ASSERT_FALSE(own.pixels.empty());
         EXPECT_TRUE(own.pixels == lib.pixels);
+        EXPECT_EQ(own.streams, l.offsets.size() > 2 ? 2 : 1);
+        // One segment at a time: really one, and the same pixels.
+        const Decoded one = DecodeWith(true, jpeg, l, box, out, fast, /*streams=*/1);
+        ASSERT_OK(one.status);
+        EXPECT_EQ(one.streams, 1);
+        EXPECT_TRUE(one.pixels == lib.pixels);
         ++compared;
       }
     }
@@ -273,7 +282,10 @@ TEST(HuffmanScan, LeavesScansItDoesNotDecodeToLibjpeg) {
   missing_segment.offsets.pop_back();
   RestartLayout past_the_end = l;
   past_the_end.offsets.back() = static_cast<uint32_t>(jpeg.size());
-  for (const RestartLayout& bad : {wrong_interval, missing_segment, past_the_end}) {
+  RestartLayout wrapping = l;  // 0xFFFFFFFF + 2 wraps to 1 in 32 bits
+  wrapping.offsets[0] = 0x80000000u;
+  wrapping.offsets[1] = 0xFFFFFFFFu;
+  for (const RestartLayout& bad : {wrong_interval, missing_segment, past_the_end, wrapping}) {
     const Decoded d = DecodeWith(true, jpeg, bad, all, 0, false);
     ASSERT_OK(d.status);
     EXPECT_FALSE(d.own);

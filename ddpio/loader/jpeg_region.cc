@@ -45,6 +45,9 @@ RegionDecoder::RegionDecoder(uint64_t max_pixels)
 RegionDecoder::~RegionDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
 
 void RegionDecoder::set_huffman_streams(int n) { state_->huffman.set_streams(n); }
+int RegionDecoder::last_huffman_streams() const {
+  return last_used_own_huffman_ ? state_->huffman.streams_used() : 0;
+}
 
 absl::Status RegionDecoder::Decode(absl::Span<const uint8_t> jpeg, const Box& box, int out_w,
                                    int out_h, bool allow_scaling, bool full, bool fast_idct,

@@ -76,6 +76,8 @@ class RegionDecoder {
   void set_own_huffman(bool on) { own_huffman_ = on; }
   // Segments ddpio's Huffman decoder decodes at once (HuffmanScan::set_streams).
   void set_huffman_streams(int n);
+  // The most segments ddpio's Huffman decoder had in decoding at once in the last Decode.
+  int last_huffman_streams() const;
   // Whether the last Decode's scan went through ddpio's Huffman decoder.
   bool last_used_own_huffman() const { return last_used_own_huffman_; }
 
