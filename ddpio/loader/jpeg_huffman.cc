@@ -224,7 +224,7 @@ struct HuffmanScan::State {
     (*cinfo->err->emit_message)(reinterpret_cast<j_common_ptr>(cinfo), -1);
   }
 
-  // Starts `s` on the batch's next segment, or idles it when none is left.
+  // Starts `s` on segment i of the scan, the batch beginning at batch_first_segment.
   [[gnu::always_inline]] void Start(Stream& s, size_t i, size_t batch_first_segment) {
     const size_t r = i - batch_first_segment;
     s = Stream{};
