@@ -46,6 +46,9 @@ constexpr std::array<uint8_t, 64 + 16 + 64> kNatural = [] {
   return t;
 }();
 
+// The blocks of an MCU after corrupt data: zeros, as libjpeg's decoder gives.
+alignas(64) constexpr std::array<JCOEF, D_MAX_BLOCKS_IN_MCU * kStride> kZeroMcu{};
+
 inline int Extend(uint32_t v, int s) {
   return v < (1u << (s - 1)) ? static_cast<int>(v) - (1 << s) + 1 : static_cast<int>(v);
 }
@@ -93,23 +96,26 @@ struct Table {
     }
     maxcode[17] = INT32_MAX;  // stops the long-code search
     if (ac) {
-      for (int i = 0; i < (1 << kFastBits); ++i) {
-        const uint16_t e = lut[i >> (kLutBits - kFastBits)];
-        fast_ac[i] = 0;
-        if (e == 0) continue;
-        const int len = e >> 8, r = (e & 0xFF) >> 4, s = e & 15;
-        int run = 0, value = 0, total = len;
-        if (s == 0) {
-          run = r == 15 ? 15 : kEobRun;  // a run of 16 zeros stores a 0 at the 16th
-        } else {
-          total = len + s;
-          if (total > kFastBits) continue;
-          const uint32_t v = (static_cast<uint32_t>(i) >> (kFastBits - total)) & ((1u << s) - 1);
-          run = r;
-          value = Extend(v, s);
+      // Each code short enough, followed by each of its values: a range of entries apiece.
+      static_assert(kFastBits <= kLutBits);
+      std::memset(fast_ac, 0, sizeof(fast_ac));
+      code = 0;
+      count = 0;
+      for (int len = 1; len <= kFastBits; ++len, code <<= 1) {
+        for (int i = 0; i < bits[len]; ++i, ++code, ++count) {
+          const int r = huffval[count] >> 4, s = huffval[count] & 15;
+          if (len + s > kFastBits) continue;
+          const int shift = kFastBits - len - s;  // entries per value: 1 << shift
+          uint32_t* e = fast_ac + (static_cast<uint32_t>(code) << (kFastBits - len));
+          for (uint32_t v = 0; v < (1u << s); ++v) {
+            // An end-of-block is a run of kEobRun; a run of 16 zeros stores a 0 at the 16th.
+            const int run = s != 0 ? r : r == 15 ? 15 : kEobRun;
+            const int value = s != 0 ? Extend(v, s) : 0;
+            const uint32_t entry = static_cast<uint32_t>(static_cast<uint16_t>(value)) << 16 |
+                                   static_cast<uint32_t>(run) << 8 | static_cast<uint32_t>(len + s);
+            for (int j = 0; j < (1 << shift); ++j) *e++ = entry;
+          }
         }
-        fast_ac[i] = static_cast<uint32_t>(static_cast<uint16_t>(value)) << 16 |
-                     static_cast<uint32_t>(run) << 8 | static_cast<uint32_t>(total);
       }
     }
     valid = true;
@@ -117,36 +123,38 @@ struct Table {
   }
 };
 
-// One restart segment being decoded: a big-endian bit buffer over its unstuffed bytes.
+// What the i-th block of a segment decodes with.
+struct BlockPlan {
+  const Table* dc = nullptr;
+  const Table* ac = nullptr;
+  int comp = 0;  // its component's index in the scan (for the DC predictor)
+};
+
+// A stream's state that changes with every code: kept in registers while its blocks are decoded.
+// A big-endian bit buffer over the segment's unstuffed bytes.
+struct Hot {
+  uint64_t buf = 0;            // bits, most significant first; the rest zero
+  int bits = 0;                // valid bits in buf
+  const uint8_t* p = nullptr;  // the next byte to load
+  int k = kFresh;              // the next coefficient of the block; 64+: block done
+  JCOEF* coef = nullptr;       // the current block
+  const Table* ac = nullptr;   // the current block's AC table
+};
+
+// The rest of a stream's state: touched once a block.
 struct Stream {
-  const uint8_t* p = nullptr;      // the next byte to load
-  const uint8_t* limit = nullptr;  // the segment's end
-  uint64_t buf = 0;                // bits, most significant first; the rest zero
-  int bits = 0;                    // valid bits in buf
-  int k = kFresh;                  // the next coefficient of the block; 64+: block done
-  int left = 0;                    // blocks still to start in the segment
-  int b = 0;                       // block index within the MCU
-  JCOEF* coef = nullptr;           // the current block
+  const uint8_t* limit = nullptr;       // the segment's end
+  const uint8_t* hard_limit = nullptr;  // past this a block must not start (the padding's end)
+  const BlockPlan* plan = nullptr;      // the next block's
+  const BlockPlan* plan_end = nullptr;  // the segment's end
   int pred[MAX_COMPS_IN_SCAN] = {};
-  const Table* ac = nullptr;  // the current block's AC table
-  size_t segment = 0;         // its index in the scan
+  size_t segment = 0;  // its index in the scan
   bool active = false;
   bool last = false;  // the scan's last segment: bytes left over there are not checked
-
-  [[gnu::always_inline]] void Refill() {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    buf |= __builtin_bswap64(w) >> bits;
-    p += (63 - bits) >> 3;
-    bits |= 56;
-  }
-  [[gnu::always_inline]] void Skip(int n) {
-    buf <<= n;
-    bits -= n;
-  }
-  // Bits consumed past the segment's end (positive when the data ran out).
-  int64_t Overrun() const { return (p - limit) * 8 - bits; }
 };
+
+// Bits consumed past the segment's end (positive when the data ran out).
+inline int64_t Overrun(const Hot& h, const Stream& s) { return (h.p - s.limit) * 8 - h.bits; }
 
 }  // namespace
 
@@ -163,29 +171,29 @@ struct HuffmanScan::State {
   EntropyHook hook{};
   jpeg_entropy_decoder* original = nullptr;  // libjpeg's, put back if another scan starts
   Table dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
-  const Table* dc_of[D_MAX_BLOCKS_IN_MCU] = {};  // per block of an MCU
-  const Table* ac_of[D_MAX_BLOCKS_IN_MCU] = {};
-  int comp_of[D_MAX_BLOCKS_IN_MCU] = {};
+  std::vector<BlockPlan> plan;  // the tables of each block of a segment
   const uint8_t* jpeg = nullptr;
   std::vector<uint32_t> offsets;
   int interval = 0, blocks = 0;  // MCUs a segment, blocks an MCU
   uint64_t mcus = 0, mcu = 0;    // MCUs in the scan; the next to hand out
   uint64_t batch_first = 0, batch_end = 0;
   size_t segments = 0, next_segment = 0;
-  std::vector<JCOEF> coef;     // the batch's blocks, kStride apart; zero where not handed out
+  // The batch's blocks, kStride apart, 64-byte aligned (libjpeg's IDCTs load them aligned).
+  std::vector<JCOEF> coef_storage;
+  JCOEF* coef = nullptr;
   std::vector<uint8_t> data;   // the batch's segments, unstuffed, then kPadBytes zeros
   std::vector<size_t> starts;  // each batch segment's first byte in data, then the end
   bool failed = false;
   int streams = 2;
   int streams_used = 0;
 
-  // The blocks [mcu, batch_end) were decoded but not handed out: zero them for the next use.
-  void ClearLeftovers() {
-    if (mcu < batch_end) {
-      std::memset(coef.data() + (mcu - batch_first) * blocks * kStride, 0,
-                  (batch_end - mcu) * blocks * kStride * sizeof(JCOEF));
-    }
-    mcu = batch_end = batch_first = 0;
+  // The blocks of the next MCU (decoding the next batch first when it is needed), or zeros
+  // after corrupt data (as libjpeg gives).
+  const JCOEF* NextMcu(j_decompress_ptr cinfo) {
+    if (mcu >= mcus) return kZeroMcu.data();
+    if (!failed && mcu == batch_end) DecodeBatch(cinfo);
+    const uint64_t m = mcu++;  // counted either way: the position libjpeg's rows are checked by
+    return failed ? kZeroMcu.data() : coef + (m - batch_first) * blocks * kStride;
   }
 
   // Copies segment i's entropy bytes into data without their stuffing. False when a marker sits
@@ -224,139 +232,187 @@ struct HuffmanScan::State {
     (*cinfo->err->emit_message)(reinterpret_cast<j_common_ptr>(cinfo), -1);
   }
 
-  // Starts `s` on segment i of the scan, the batch beginning at batch_first_segment.
-  [[gnu::always_inline]] void Start(Stream& s, size_t i, size_t batch_first_segment) {
+  // Starts a stream on segment i of the scan, the batch beginning at batch_first_segment.
+  void Start(Hot& h, Stream& s, size_t i, size_t batch_first_segment) {
     const size_t r = i - batch_first_segment;
+    h = Hot{};
+    h.p = data.data() + starts[r];
+    h.coef = coef + r * static_cast<size_t>(interval) * blocks * kStride - kStride;
     s = Stream{};
-    s.p = data.data() + starts[r];
     s.limit = data.data() + starts[r + 1];
-    s.left = static_cast<int>(
-        std::min<uint64_t>(static_cast<uint64_t>(interval), mcus - i * interval) * blocks);
-    s.b = blocks - 1;
-    s.coef = coef.data() + r * static_cast<size_t>(interval) * blocks * kStride - kStride;
+    // A block reads at most 64 codes of at most 31 bits, and 8 bytes a refill.
+    s.hard_limit = s.limit + (kPadBytes - 264);
+    s.plan = plan.data();
+    s.plan_end =
+        s.plan + std::min<uint64_t>(static_cast<uint64_t>(interval), mcus - i * interval) * blocks;
     s.active = true;
     s.segment = i;
     s.last = i + 1 == segments;
   }
 
   // Decodes one long code (longer than the lookup) canonically; -1 for no valid code.
-  [[gnu::always_inline]] static int LongSymbol(const Table& t, Stream& s) {
+  [[gnu::always_inline]] static int LongSymbol(const Table& t, uint64_t& buf, int& bits) {
     int len = kLutBits + 1;
-    int32_t code = static_cast<int32_t>(s.buf >> (64 - len));
+    int32_t code = static_cast<int32_t>(buf >> (64 - len));
     while (code > t.maxcode[len]) {
       if (++len > 16) return -1;
-      code = static_cast<int32_t>(s.buf >> (64 - len));
+      code = static_cast<int32_t>(buf >> (64 - len));
     }
-    s.Skip(len);
+    buf <<= len;
+    bits -= len;
     return t.huffval[(code + t.valoffset[len]) & 0xFF];
   }
 
-  // One AC coefficient (or run of zeros, or the block's end) of a stream whose state the caller
-  // holds in locals. A code that is no code ends the block with k = kBadCode.
-  [[gnu::always_inline]] static void AcStep(uint64_t& buf, int& bits, const uint8_t*& p, int& k,
-                                            JCOEF* coef, const Table& t) {
-    if (bits < 32) {
+  // One AC coefficient (or run of zeros, or the block's end). A code that is no code ends the
+  // block with k = kBadCode.
+  [[gnu::always_inline]] static void AcStep(Hot& h) {
+    if (h.bits < 32) {
       uint64_t w;
-      std::memcpy(&w, p, 8);
-      buf |= __builtin_bswap64(w) >> bits;
-      p += (63 - bits) >> 3;
-      bits |= 56;
+      std::memcpy(&w, h.p, 8);
+      h.buf |= __builtin_bswap64(w) >> h.bits;
+      h.p += (63 - h.bits) >> 3;
+      h.bits |= 56;
     }
-    const uint32_t e = t.fast_ac[buf >> (64 - kFastBits)];
+    const uint32_t e = h.ac->fast_ac[h.buf >> (64 - kFastBits)];
     if (e != 0) [[likely]] {
       const int n = static_cast<int>(e & 0xFF);
-      buf <<= n;
-      bits -= n;
-      k += static_cast<int>((e >> 8) & 0xFF);
-      coef[kNatural[k]] = static_cast<JCOEF>(static_cast<int16_t>(e >> 16));
-      ++k;
+      h.buf <<= n;
+      h.bits -= n;
+      h.k += static_cast<int>((e >> 8) & 0xFF);
+      h.coef[kNatural[h.k]] = static_cast<JCOEF>(static_cast<int16_t>(e >> 16));
+      ++h.k;
       return;
     }
-    SlowAcStep(buf, bits, k, coef, t);
+    SlowAcStep(h.buf, h.bits, h.k, h.coef, *h.ac);
   }
 
   // AcStep for a code whose code and value bits are more than the fast lookup takes.
-  [[gnu::always_inline]] static void SlowAcStep(uint64_t& buf, int& bits, int& k, JCOEF* coef,
-                                                const Table& t) {
-    Stream s;
-    s.buf = buf;
-    s.bits = bits;
+  [[gnu::always_inline]] static void SlowAcStep(uint64_t& buf_ref, int& bits_ref, int& k,
+                                                JCOEF* coef, const Table& t) {
+    uint64_t buf = buf_ref;
+    int bits = bits_ref;
     int rs;
     if (const uint16_t l = t.lut[buf >> (64 - kLutBits)]; l != 0) {
-      s.Skip(l >> 8);
+      buf <<= l >> 8;
+      bits -= l >> 8;
       rs = l & 0xFF;
-    } else if ((rs = LongSymbol(t, s)) < 0) {
+    } else if ((rs = LongSymbol(t, buf, bits)) < 0) {
       k = kBadCode;
       return;
     }
     const int r = rs >> 4, n = rs & 15;
     if (n != 0) {
-      const uint32_t v = static_cast<uint32_t>(s.buf >> (64 - n));
-      s.Skip(n);
+      const uint32_t v = static_cast<uint32_t>(buf >> (64 - n));
+      buf <<= n;
+      bits -= n;
       k += r;
       coef[kNatural[k]] = static_cast<JCOEF>(Extend(v, n));
       ++k;
     } else {
       k += r == 15 ? 16 : kEobRun;
     }
-    buf = s.buf;
-    bits = s.bits;
+    buf_ref = buf;
+    bits_ref = bits;
   }
 
-  // Stream s's block is done: checks how far it read, then starts its next block (its DC) or,
-  // at the end of its segment, the batch's next segment (or idles it). False on corrupt data.
-  [[gnu::always_inline]] bool NextBlock(j_decompress_ptr cinfo, Stream& s, size_t* next, size_t end,
-                                        size_t first) {
-    if (s.k == kBadCode) {
+  // What happens at a block's end other than starting the segment's next block: a code that was
+  // no code, data run out, the segment's end (bytes left over are checked, then the batch's next
+  // segment starts, or the stream stops). False when the stream stopped (`failed` says whether on
+  // corrupt data).
+  [[gnu::noinline]] bool Boundary(j_decompress_ptr cinfo, Hot& h, Stream& s, size_t* next,
+                                  size_t end, size_t first) {
+    if (h.k == kBadCode) {
       Corrupt(cinfo, JWRN_HUFF_BAD_CODE);
       return false;
     }
-    if (s.Overrun() > 0) {
+    if (Overrun(h, s) > 0) {
       Corrupt(cinfo, JWRN_HIT_MARKER);
       return false;
     }
-    if (s.left == 0) {
-      if (!s.last && -s.Overrun() >= 8) {
-        Corrupt(cinfo, JWRN_EXTRANEOUS_DATA, static_cast<int>(-s.Overrun() / 8),
-                0xD0 + static_cast<int>(s.segment % 8));
-        return false;
-      }
-      if (*next == end) {
-        s.active = false;
-        return true;
-      }
-      Start(s, (*next)++, first);
-    }
-    --s.left;
-    s.coef += kStride;
-    s.b = s.b + 1 == blocks ? 0 : s.b + 1;
-    if (s.bits < 32) s.Refill();
-    const Table& t = *dc_of[s.b];
-    int n;
-    if (const uint16_t l = t.lut[s.buf >> (64 - kLutBits)]; l != 0) {
-      s.Skip(l >> 8);
-      n = l & 0xFF;
-    } else if ((n = LongSymbol(t, s)) < 0) {
-      Corrupt(cinfo, JWRN_HUFF_BAD_CODE);
+    if (s.plan != s.plan_end) return true;
+    if (!s.last && -Overrun(h, s) >= 8) {
+      Corrupt(cinfo, JWRN_EXTRANEOUS_DATA, static_cast<int>(-Overrun(h, s) / 8),
+              0xD0 + static_cast<int>(s.segment % 8));
       return false;
     }
-    int diff = 0;
-    if (n != 0) {
-      const uint32_t v = static_cast<uint32_t>(s.buf >> (64 - n));
-      s.Skip(n);
-      diff = Extend(v, n);
+    if (*next == end) {
+      s.active = false;
+      return false;
     }
-    int& pred = s.pred[comp_of[s.b]];
-    pred = static_cast<int>(static_cast<uint32_t>(pred) + static_cast<uint32_t>(diff));
-    s.coef[0] = static_cast<JCOEF>(pred);
-    s.k = 1;
-    s.ac = ac_of[s.b];
+    Start(h, s, (*next)++, first);
     return true;
   }
 
-  // Decodes the next batch of segments into coef, two streams at once: the AC coefficients of
-  // both current blocks are decoded in one loop, each stream's state in registers, until one of
-  // the blocks ends.
+  // A DC code longer than the lookup: its size category, or -1 after reporting corrupt data.
+  [[gnu::noinline]] int LongDc(j_decompress_ptr cinfo, const Table& t, uint64_t& buf, int& bits) {
+    const int n = LongSymbol(t, buf, bits);
+    if (n < 0) Corrupt(cinfo, JWRN_HUFF_BAD_CODE);
+    return n;
+  }
+
+  // A stream's block is done (or it has not started one): starts its next block by decoding its
+  // DC coefficient. Data run out is checked only at the segment's end, or when the stream is
+  // past its segment far enough to read past the batch's padding in one more block. False when
+  // the stream stopped.
+  [[gnu::always_inline]] bool BlockEnd(j_decompress_ptr cinfo, Hot& h, Stream& s, size_t* next,
+                                       size_t end, size_t first) {
+    if (h.k == kBadCode || h.p > s.hard_limit || s.plan == s.plan_end) [[unlikely]] {
+      Hot t = h;
+      const bool go_on = Boundary(cinfo, t, s, next, end, first);
+      h = t;
+      if (!go_on) return false;
+    }
+    const BlockPlan& bp = *s.plan++;
+    h.coef += kStride;
+    {
+      uint64_t w;
+      std::memcpy(&w, h.p, 8);
+      h.buf |= __builtin_bswap64(w) >> h.bits;
+      h.p += (63 - h.bits) >> 3;
+      h.bits |= 56;
+    }
+    int n;
+    if (const uint16_t l = bp.dc->lut[h.buf >> (64 - kLutBits)]; l != 0) [[likely]] {
+      h.buf <<= l >> 8;
+      h.bits -= l >> 8;
+      n = l & 0xFF;
+    } else {
+      uint64_t buf = h.buf;
+      int bits = h.bits;
+      n = LongDc(cinfo, *bp.dc, buf, bits);
+      if (n < 0) return false;
+      h.buf = buf;
+      h.bits = bits;
+    }
+    // The difference's n bits (n <= 15, Table::Build checks): a leading 1 is the value as it
+    // stands, a leading 0 the value minus 2^n - 1. Without branches: n = 0 gives 0.
+    const uint64_t v = (h.buf >> 1) >> (63 - n);
+    const int64_t positive = static_cast<int64_t>(h.buf) >> 63;  // -1 when the lead bit is 1
+    const int diff = static_cast<int>(v) + static_cast<int>(~positive & (1 - (int64_t{1} << n)));
+    h.buf <<= n;
+    h.bits -= n;
+    int& pred = s.pred[bp.comp];
+    pred = static_cast<int>(static_cast<uint32_t>(pred) + static_cast<uint32_t>(diff));
+    h.coef[0] = static_cast<JCOEF>(pred);
+    h.k = 1;
+    h.ac = bp.ac;
+    return true;
+  }
+
+  // One stream alone decodes its blocks until it stops.
+  void DecodeOne(j_decompress_ptr cinfo, Hot& h, Stream& s, size_t* next, size_t end,
+                 size_t first) {
+    Hot r = h;
+    for (;;) {
+      if (r.k >= 64 && !BlockEnd(cinfo, r, s, next, end, first)) break;
+      AcStep(r);
+    }
+    h = r;
+  }
+
+  // Decodes the next batch of segments into coef, two streams at once: one loop decodes a code
+  // of each in turn, each stream's state in registers, and starts a stream's next block (its DC,
+  // and the next segment at a segment's end) where its block ends.
   void DecodeBatch(j_decompress_ptr cinfo) {
     const size_t first = next_segment;
     const size_t end = std::min(segments, first + kBatchSegments);
@@ -373,39 +429,34 @@ struct HuffmanScan::State {
     }
     starts.push_back(data.size());
     data.resize(data.size() + kPadBytes, 0);
+    std::memset(coef, 0, (batch_end - batch_first) * blocks * kStride * sizeof(JCOEF));
     next_segment = end;
     size_t next = first;
-    Stream a, b;
-    Start(a, next++, first);
-    if (streams == 2 && next < end) Start(b, next++, first);
-    for (;;) {
-      // Only a started stream takes the next block (b stays idle with one stream, or when the
-      // batch has one segment).
-      if (a.active && a.k >= 64 && !NextBlock(cinfo, a, &next, end, first)) return;
-      if (b.active && b.k >= 64 && !NextBlock(cinfo, b, &next, end, first)) return;
-      if (!a.active || !b.active) break;
-      streams_used = 2;
-      uint64_t abuf = a.buf, bbuf = b.buf;
-      int abits = a.bits, bbits = b.bits, ak = a.k, bk = b.k;
-      const uint8_t *ap = a.p, *bp = b.p;
-      JCOEF *acoef = a.coef, *bcoef = b.coef;
-      const Table &aac = *a.ac, &bac = *b.ac;
-      do {
-        AcStep(abuf, abits, ap, ak, acoef, aac);
-        AcStep(bbuf, bbits, bp, bk, bcoef, bac);
-      } while (ak < 64 && bk < 64);
-      a.buf = abuf, a.bits = abits, a.k = ak, a.p = ap;
-      b.buf = bbuf, b.bits = bbits, b.k = bk, b.p = bp;
+    Hot ha, hb;
+    Stream sa, sb;
+    Start(ha, sa, next++, first);
+    if (streams == 1 || next == end) {
+      streams_used = std::max(streams_used, 1);
+      DecodeOne(cinfo, ha, sa, &next, end, first);
+      return;
     }
-    Stream& s = a.active ? a : b;
-    if (s.active) streams_used = std::max(streams_used, 1);
-    while (s.active) {
-      if (s.k >= 64) {
-        if (!NextBlock(cinfo, s, &next, end, first)) return;
-        continue;
+    Start(hb, sb, next++, first);
+    streams_used = 2;
+    {
+      Hot a = ha, b = hb;
+      for (;;) {
+        if (a.k >= 64 && !BlockEnd(cinfo, a, sa, &next, end, first)) break;
+        AcStep(a);
+        if (b.k >= 64 && !BlockEnd(cinfo, b, sb, &next, end, first)) break;
+        AcStep(b);
       }
-      AcStep(s.buf, s.bits, s.p, s.k, s.coef, *s.ac);
+      ha = a;
+      hb = b;
     }
+    if (failed) return;
+    // One stream stopped at the batch's end: the other finishes its segment alone.
+    if (sa.active) DecodeOne(cinfo, ha, sa, &next, end, first);
+    if (sb.active) DecodeOne(cinfo, hb, sb, &next, end, first);
   }
 };
 
@@ -428,26 +479,71 @@ HuffmanScan::State* StateOf(j_decompress_ptr cinfo) {
   return reinterpret_cast<EntropyHook*>(cinfo->entropy)->state;
 }
 
+// libjpeg's entropy-decoder call: the next MCU's coefficients into its buffer (which it has
+// zeroed), or, given no buffer, the MCU skipped (jpeg_skip_scanlines).
 boolean DecodeMcu(j_decompress_ptr cinfo, JBLOCKROW* mcu_data) {
   HuffmanScan::State& s = *StateOf(cinfo);
-  if (s.failed || s.mcu >= s.mcus) return TRUE;  // zeros, as libjpeg gives after corrupt data
-  if (s.mcu == s.batch_end) {
-    s.DecodeBatch(cinfo);
-    if (s.failed) return TRUE;
-  }
-  JCOEF* src = s.coef.data() + (s.mcu - s.batch_first) * s.blocks * kStride;
   // libjpeg transforms only the MCU columns of its crop (jpeg_crop_scanline): the others need
   // not be handed over.
   const JDIMENSION column = static_cast<JDIMENSION>(s.mcu % cinfo->MCUs_per_row);
+  const JCOEF* src = s.NextMcu(cinfo);
   if (mcu_data != nullptr && column >= cinfo->master->first_iMCU_col &&
       column <= cinfo->master->last_iMCU_col) {
     for (int i = 0; i < s.blocks; ++i) {
       std::memcpy(mcu_data[i][0], src + i * kStride, sizeof(JBLOCK));
     }
   }
-  std::memset(src, 0, static_cast<size_t>(s.blocks) * kStride * sizeof(JCOEF));
-  ++s.mcu;
   return TRUE;
+}
+
+// libjpeg's coefficient controller for a one-scan decode (decompress_onepass in jdcoefct.c), in
+// its place for interleaved scans: the same iMCU row's IDCTs of the same blocks into the same
+// places, but straight from the decoded batch, where libjpeg zeroes an MCU buffer, has the
+// entropy decoder fill it and transforms from there.
+int DecompressRow(j_decompress_ptr cinfo, JSAMPIMAGE output_buf) {
+  HuffmanScan::State& s = *StateOf(cinfo);
+  const JDIMENSION last_col = cinfo->MCUs_per_row - 1;
+  const JDIMENSION last_row = cinfo->total_iMCU_rows - 1;
+  const JDIMENSION first_crop = cinfo->master->first_iMCU_col;
+  const JDIMENSION last_crop = cinfo->master->last_iMCU_col;
+  // An interleaved scan's iMCU row is one MCU row, and this decoder's next MCU its first.
+  if (s.mcu != static_cast<uint64_t>(cinfo->input_iMCU_row) * cinfo->MCUs_per_row) {
+    cinfo->err->msg_code = JERR_BAD_STATE;
+    cinfo->err->msg_parm.i[0] = static_cast<int>(cinfo->global_state);
+    (*cinfo->err->error_exit)(reinterpret_cast<j_common_ptr>(cinfo));
+  }
+  for (JDIMENSION col = 0; col <= last_col; ++col) {
+    if (!s.hook.pub.insufficient_data) cinfo->master->last_good_iMCU_row = cinfo->input_iMCU_row;
+    const JCOEF* src = s.NextMcu(cinfo);
+    if (col < first_crop || col > last_crop) continue;
+    int blkn = 0;
+    for (int ci = 0; ci < cinfo->comps_in_scan; ++ci) {
+      jpeg_component_info* comp = cinfo->cur_comp_info[ci];
+      if (!comp->component_needed) {
+        blkn += comp->MCU_blocks;
+        continue;
+      }
+      inverse_DCT_method_ptr idct = cinfo->idct->inverse_DCT[comp->component_index];
+      const int useful_width = col < last_col ? comp->MCU_width : comp->last_col_width;
+      JSAMPARRAY out = output_buf[comp->component_index];
+      const JDIMENSION start = (col - first_crop) * static_cast<JDIMENSION>(comp->MCU_sample_width);
+      for (int y = 0; y < comp->MCU_height; ++y) {
+        if (cinfo->input_iMCU_row < last_row || y < comp->last_row_height) {
+          JDIMENSION out_col = start;
+          for (int x = 0; x < useful_width; ++x) {
+            (*idct)(cinfo, comp, const_cast<JCOEF*>(src + (blkn + x) * kStride), out, out_col);
+            out_col += static_cast<JDIMENSION>(comp->DCT_scaled_size);
+          }
+        }
+        blkn += comp->MCU_width;
+        out += comp->DCT_scaled_size;
+      }
+    }
+  }
+  ++cinfo->output_iMCU_row;
+  if (++cinfo->input_iMCU_row < cinfo->total_iMCU_rows) return JPEG_ROW_COMPLETED;
+  (*cinfo->inputctl->finish_input_pass)(cinfo);
+  return JPEG_SCAN_COMPLETED;
 }
 
 // Another scan starting (not one this decoder was installed for): libjpeg's decoder takes over.
@@ -490,6 +586,7 @@ bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg
     }
   }
   if (uint64_t{offsets.back()} + 2 > jpeg.size()) return false;
+  BlockPlan mcu_plan[D_MAX_BLOCKS_IN_MCU];
   for (int b = 0; b < cinfo->blocks_in_MCU; ++b) {
     const jpeg_component_info* comp = cinfo->cur_comp_info[cinfo->MCU_membership[b]];
     const int dn = comp->dc_tbl_no, an = comp->ac_tbl_no;
@@ -499,11 +596,11 @@ bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg
     if (dt == nullptr || at == nullptr) return false;
     if (!s.dc[dn].Same(*dt) && !s.dc[dn].Build(*dt, /*ac=*/false)) return false;
     if (!s.ac[an].Same(*at) && !s.ac[an].Build(*at, /*ac=*/true)) return false;
-    s.dc_of[b] = &s.dc[dn];
-    s.ac_of[b] = &s.ac[an];
-    s.comp_of[b] = cinfo->MCU_membership[b];
+    mcu_plan[b] = {&s.dc[dn], &s.ac[an], cinfo->MCU_membership[b]};
   }
-  s.ClearLeftovers();
+  s.plan.resize(static_cast<size_t>(interval) * cinfo->blocks_in_MCU);
+  for (size_t i = 0; i < s.plan.size(); ++i) s.plan[i] = mcu_plan[i % cinfo->blocks_in_MCU];
+  s.mcu = s.batch_end = s.batch_first = 0;
   s.blocks = cinfo->blocks_in_MCU;
   s.interval = interval;
   s.mcus = mcus;
@@ -514,12 +611,21 @@ bool HuffmanScan::Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg
   s.jpeg = jpeg.data();
   s.offsets.assign(offsets.begin(), offsets.end());
   const size_t need = static_cast<size_t>(kBatchSegments) * interval * s.blocks * kStride;
-  if (s.coef.size() < need) s.coef.assign(need, 0);
+  if (s.coef_storage.size() < need + 32) {
+    s.coef_storage.assign(need + 32, 0);
+    const auto at = reinterpret_cast<uintptr_t>(s.coef_storage.data());
+    s.coef = s.coef_storage.data() + ((64 - at % 64) % 64) / sizeof(JCOEF);
+  }
   s.original = cinfo->entropy;
   s.hook.pub.start_pass = StartPass;
   s.hook.pub.decode_mcu = DecodeMcu;
   s.hook.pub.insufficient_data = FALSE;
   cinfo->entropy = &s.hook.pub;
+  // A one-pass decode of an interleaved scan (no whole-image coefficient buffer) transforms
+  // straight from the batch.
+  if (cinfo->comps_in_scan > 1 && cinfo->coef != nullptr && cinfo->coef->coef_arrays == nullptr) {
+    cinfo->coef->decompress_data = DecompressRow;
+  }
   cinfo->src->next_input_byte = jpeg.data() + offsets.back();
   cinfo->src->bytes_in_buffer = jpeg.size() - offsets.back();
   return true;

@@ -10,8 +10,13 @@
 // (an 11-bit symbol lookup, then canonical decoding, for the rest). Restart segments are
 // independent streams, and it runs two of them at once, interleaved step by step in one loop: a
 // Huffman decoder is one chain of dependent lookups, and two chains keep the core busy where one
-// leaves it waiting. One stream at a time is only as fast as libjpeg's slow path; two take a
-// fifth off it (`ddpio bench decode`, docs/PERFORMANCE.md).
+// leaves it waiting. A stream whose block ends starts its next block (and segment) inside the
+// same loop. One stream at a time is only as fast as libjpeg's slow path; two take a fifth off it
+// (`ddpio bench decode`, docs/PERFORMANCE.md).
+//
+// For a one-pass decode of an interleaved scan it also stands in for libjpeg's coefficient
+// controller (jdcoefct.c's decompress_onepass): the same IDCTs of the same blocks into the same
+// rows, straight from its buffer, where libjpeg zeroes and fills a one-MCU buffer for each MCU.
 //
 //   HuffmanScan scan;  // one per thread, reused
 //   jpeg_start_decompress(&cinfo);
@@ -57,7 +62,8 @@ class HuffmanScan {
   // run time whose private structs are not the ones jpegint.h described at build time):
   // libjpeg's own decoder then runs as before. Decodes up to 16 segments ahead of the MCU libjpeg
   // asks for, so damage in rows a cropped decode stops short of can be reported too.
-  // Points libjpeg's source at the EOI, so jpeg_finish_decompress reads on from there. Valid
+  // Points libjpeg's source at the EOI, so jpeg_finish_decompress reads on from there, and for a
+  // one-pass interleaved scan sets cinfo->coef->decompress_data to its own. Valid
   // until the next Install or the end of the decompression; `jpeg` must outlive it.
   bool Install(j_decompress_ptr cinfo, absl::Span<const uint8_t> jpeg,
                absl::Span<const uint32_t> offsets, int interval);

@@ -293,6 +293,58 @@ TEST(HuffmanScan, LeavesScansItDoesNotDecodeToLibjpeg) {
   }
 }
 
+// libjpeg's own error manager, which only counts warnings: after damage the decode goes on to the
+// last row, the MCUs from the damaged batch on are zeros (mid-grey), and the rows above are the
+// image's.
+TEST(HuffmanScan, AWarningOnlyHandlerGetsTheWholeImageWithZerosAfterTheDamage) {
+  constexpr int kW = 160, kH = 128;  // 10 x 8 MCUs of 4:2:0, 5 segments of 2 a row
+  const std::vector<uint8_t> jpeg = Segmented(MakeDetailedJpeg(kW, kH, 5, TJSAMP_420), 2);
+  const RestartLayout l = Layout(jpeg);
+  ASSERT_EQ(l.offsets.size(), 41u);
+  std::vector<uint8_t> bad = jpeg;
+  const auto [begin, end] = SegmentBytes(l, 37);  // MCU row 7, in the third batch
+  for (size_t i = begin; i < begin + 4; i += 2) bad[i] = 0xFF, bad[i + 1] = 0x00;
+  const auto decode = [&](const std::vector<uint8_t>& bytes, long* warnings) {
+    jpeg_decompress_struct cinfo;
+    jpeg_error_mgr err;
+    cinfo.err = jpeg_std_error(&err);
+    err.output_message = [](j_common_ptr) {};
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, bytes.data(), bytes.size());
+    jpeg_read_header(&cinfo, TRUE);
+    jpeg_start_decompress(&cinfo);
+    HuffmanScan scan;
+    EXPECT_TRUE(scan.Install(&cinfo, bytes, l.offsets, l.interval));
+    std::vector<uint8_t> pixels(kW * kH * 3);
+    while (cinfo.output_scanline < cinfo.output_height) {
+      JSAMPROW row = pixels.data() + static_cast<size_t>(cinfo.output_scanline) * kW * 3;
+      jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    *warnings = err.num_warnings;
+    jpeg_destroy_decompress(&cinfo);
+    return pixels;
+  };
+  long warnings = 0;
+  const std::vector<uint8_t> good = decode(jpeg, &warnings);
+  EXPECT_EQ(warnings, 0);
+  const std::vector<uint8_t> damaged = decode(bad, &warnings);
+  EXPECT_GE(warnings, 1);
+  // Segments of 2 MCUs, 5 a row; batches of 16: the third starts at segment 32, the 5th MCU of
+  // MCU row 6, the damage is in MCU row 7. Fancy upsampling blends 8 rows either side.
+  const size_t row = kW * 3;
+  EXPECT_TRUE(std::equal(damaged.begin(), damaged.begin() + 88 * row, good.begin()));
+  EXPECT_TRUE(
+      std::all_of(damaged.begin() + 120 * row, damaged.end(), [](uint8_t v) { return v == 128; }));
+  EXPECT_FALSE(std::equal(damaged.begin() + 120 * row, damaged.end(), good.begin() + 120 * row));
+  // MCU row 6: its first 4 MCUs (64 pixels) from the second batch, the rest from the third.
+  for (int y = 98; y < 110; ++y) {
+    const auto* d = damaged.data() + y * row;
+    EXPECT_TRUE(std::equal(d, d + 56 * 3, good.data() + y * row)) << y;
+    EXPECT_TRUE(std::all_of(d + 72 * 3, d + row, [](uint8_t v) { return v == 128; })) << y;
+  }
+}
+
 TEST(HuffmanScan, TheLoadersSamplesAreLibjpegsInBothModes) {
   const std::vector<uint8_t> jpeg = Segmented(MakeDetailedJpeg(420, 300, 8, TJSAMP_420), 4);
   storage::Record rec = JpegRecord(jpeg, 420, 300, 3, 0);
