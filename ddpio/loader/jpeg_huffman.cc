@@ -19,6 +19,8 @@ constexpr int kFastBits = 11;  // AC lookup: code and value bits up to this long
 // Coefficients per block in the batch buffer: the 64, then a slot that end-of-block stores go to.
 constexpr int kStride = 72;
 constexpr int kDummy = 64;
+static_assert(kStride * sizeof(JCOEF) % 16 == 0,
+              "libjpeg's SIMD IDCTs load blocks 16-byte aligned");
 // An end-of-block advances k by this much: past 63 and past the 16 guard entries below.
 constexpr int kEobRun = 79;
 // k after a bit pattern that is no code (past anything an end-of-block reaches), and k of a
@@ -46,7 +48,9 @@ constexpr std::array<uint8_t, 64 + 16 + 64> kNatural = [] {
   return t;
 }();
 
-// The blocks of an MCU after corrupt data: zeros, as libjpeg's decoder gives.
+// The blocks of every MCU from a batch with corrupt data on: zeros (libjpeg's decoder instead
+// zeroes or garbles the rest of the damaged segment and resumes at the next restart marker; with
+// ddpio's strict error handler neither is ever seen: the first warning ends the decode).
 alignas(64) constexpr std::array<JCOEF, D_MAX_BLOCKS_IN_MCU * kStride> kZeroMcu{};
 
 inline int Extend(uint32_t v, int s) {
@@ -178,7 +182,8 @@ struct HuffmanScan::State {
   uint64_t mcus = 0, mcu = 0;    // MCUs in the scan; the next to hand out
   uint64_t batch_first = 0, batch_end = 0;
   size_t segments = 0, next_segment = 0;
-  // The batch's blocks, kStride apart, 64-byte aligned (libjpeg's IDCTs load them aligned).
+  // The batch's blocks, kStride apart from a 64-byte aligned start: every block 16-byte aligned,
+  // as libjpeg-turbo's SIMD IDCTs load them (movdqa).
   std::vector<JCOEF> coef_storage;
   JCOEF* coef = nullptr;
   std::vector<uint8_t> data;   // the batch's segments, unstuffed, then kPadBytes zeros
@@ -188,7 +193,7 @@ struct HuffmanScan::State {
   int streams_used = 0;
 
   // The blocks of the next MCU (decoding the next batch first when it is needed), or zeros
-  // after corrupt data (as libjpeg gives).
+  // from a batch with corrupt data on (kZeroMcu).
   const JCOEF* NextMcu(j_decompress_ptr cinfo) {
     if (mcu >= mcus) return kZeroMcu.data();
     if (!failed && mcu == batch_end) DecodeBatch(cinfo);

@@ -23,9 +23,11 @@
 //   if (scan.Install(&cinfo, jpeg, offsets, interval)) { ... }  // else libjpeg's decoder stays
 //   jpeg_read_scanlines(...);  // calls the installed decoder
 //
-// Corrupt data is reported as libjpeg reports it (its warning codes through cinfo->err: a bad
-// Huffman code, a segment that ends before its MCUs do, bytes left over before a restart marker),
-// so an error handler that turns warnings into errors sees the same failures. Not thread-safe.
+// Corrupt data is reported with libjpeg's warning codes through cinfo->err (a bad Huffman code, a
+// segment that ends before its MCUs do, bytes left over before a restart marker), so an error
+// handler that turns warnings into errors refuses what libjpeg's decoder refuses (but one: bytes
+// left over, LOADER.md). Which warning comes first can differ: a segment cut short decodes on
+// into the next one's bytes until its end, and may meet a bad code before. Not thread-safe.
 #ifndef DDPIO_LOADER_JPEG_HUFFMAN_H_
 #define DDPIO_LOADER_JPEG_HUFFMAN_H_
 

@@ -293,6 +293,30 @@ TEST(HuffmanScan, LeavesScansItDoesNotDecodeToLibjpeg) {
   }
 }
 
+// A segment of 384 blocks (64 MCUs of 4:2:0) cut to a tenth, the last of its batch: its stream
+// decodes on into the zeros after the batch, until a block's start finds it past what the padding
+// allows (the bound that keeps its reads inside the buffer: AddressSanitizer in CI) or the
+// segment's end finds its data ran out.
+TEST(HuffmanScan, ALongSegmentCutShortIsRefusedWithoutReadingPastThePadding) {
+  const std::vector<uint8_t> jpeg = Segmented(MakeDetailedJpeg(1024, 32, 9, TJSAMP_420), 64);
+  const RestartLayout l = Layout(jpeg);
+  ASSERT_EQ(l.offsets.size(), 3u);  // 2 rows of 64 MCUs, a segment each
+  for (size_t segment : {size_t{0}, size_t{1}}) {
+    std::vector<uint8_t> bad = jpeg;
+    const auto [begin, end] = SegmentBytes(l, segment);
+    bad.erase(bad.begin() + static_cast<std::ptrdiff_t>(begin + (end - begin) / 10),
+              bad.begin() + static_cast<std::ptrdiff_t>(end));
+    absl::StatusOr<RestartLayout> bl = ReadRestartLayout(bad);
+    ASSERT_OK(bl.status());
+    const Box all{0, 0, 1024, 32};
+    const Decoded own = DecodeWith(true, bad, *bl, all, 0, false);
+    const Decoded lib = DecodeWith(false, bad, *bl, all, 0, false);
+    EXPECT_TRUE(own.own);
+    EXPECT_EQ(own.status.code(), absl::StatusCode::kDataLoss) << segment << ": " << own.status;
+    EXPECT_EQ(lib.status.code(), absl::StatusCode::kDataLoss) << segment << ": " << lib.status;
+  }
+}
+
 // libjpeg's own error manager, which only counts warnings: after damage the decode goes on to the
 // last row, the MCUs from the damaged batch on are zeros (mid-grey), and the rows above are the
 // image's.
@@ -303,6 +327,7 @@ TEST(HuffmanScan, AWarningOnlyHandlerGetsTheWholeImageWithZerosAfterTheDamage) {
   ASSERT_EQ(l.offsets.size(), 41u);
   std::vector<uint8_t> bad = jpeg;
   const auto [begin, end] = SegmentBytes(l, 37);  // MCU row 7, in the third batch
+  ASSERT_GT(end - begin, 6u);
   for (size_t i = begin; i < begin + 4; i += 2) bad[i] = 0xFF, bad[i + 1] = 0x00;
   const auto decode = [&](const std::vector<uint8_t>& bytes, long* warnings) {
     jpeg_decompress_struct cinfo;
