@@ -83,7 +83,7 @@ struct FeederCounters {
   // the dataset themselves) and decoding + augmenting (this rank's loaders), summed over threads.
   uint64_t read_ns = 0;
   uint64_t decode_ns = 0;
-  uint64_t loader_wait_ns = 0;  // the consumer blocked in Next()
+  uint64_t loader_wait_ns = 0;  // the consumer blocked in Next() or WaitReady()
   uint64_t batches = 0;         // handed to the consumer
   uint64_t images = 0;          // samples in them
   uint64_t batches_copied =

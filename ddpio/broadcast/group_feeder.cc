@@ -183,9 +183,14 @@ absl::StatusOr<loader::Batch> GroupFeeder::Next() {
 
 bool GroupFeeder::WaitReady(std::chrono::milliseconds timeout) {
   if (!failed_.ok() || !running_) return true;
-  if (loader_ != nullptr) return loader_->WaitReady(timeout);
-  if (delivered_ >= batches_.size()) return true;
-  return ctx_->window->WaitReady(delivered_, timeout);
+  if (loader_ == nullptr && delivered_ >= batches_.size()) return true;
+  // The consumer's wait, as in NextHeld: a caller that waits here first (Python's Loader, in
+  // slices) finds its batch at hand there.
+  const auto t0 = Clock::now();
+  const bool ready = loader_ != nullptr ? loader_->WaitReady(timeout)
+                                        : ctx_->window->WaitReady(delivered_, timeout);
+  loader_wait_ns_ += static_cast<uint64_t>((Clock::now() - t0).count());
+  return ready;
 }
 
 absl::StatusOr<loader::HeldBatch> GroupFeeder::NextHeld() {

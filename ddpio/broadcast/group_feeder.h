@@ -85,7 +85,8 @@ class GroupFeeder {
   // slot, or the received buffer of a decoded batch.
   absl::StatusOr<loader::HeldBatch> NextHeld();
   // Whether NextHeld has its batch (or an error, or the epoch's end) at hand, waiting up to
-  // `timeout`; consumes nothing (Loader::WaitReady).
+  // `timeout`; consumes nothing (Loader::WaitReady). Its wait counts as the consumer's
+  // (FeederCounters::loader_wait_ns), as NextHeld's does.
   bool WaitReady(std::chrono::milliseconds timeout);
 
   uint64_t NumBatches() const { return batches_.size(); }

@@ -69,6 +69,22 @@ def test_an_epoch_is_torchs_distributed_sampler_order_with_the_datasets_labels(d
     assert orders[0] != orders[1]  # set_epoch reshuffles
 
 
+def test_the_loops_wait_for_its_batches_is_counted(dataset_352px):
+    # A loop that does nothing with its batches spends most of its epoch waiting for them (one
+    # worker decoding ~352 px photos is the bound). The loader waits for a batch in slices (so
+    # that Ctrl-C interrupts it) before taking it: loader_wait_s counts that wait too.
+    import time
+    loader = ddpio.Loader(dataset_352px, batch_size=2, image_size=224, workers=1, seed=5)
+    seconds = 0.0
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        start = time.perf_counter()
+        assert sum(len(batch["indices"]) for batch in loader) == 6
+        seconds += time.perf_counter() - start
+    waited = loader.counters()["loader_wait_s"]
+    assert 0.3 * seconds < waited <= seconds, (waited, seconds)
+
+
 # --- pixels --------------------------------------------------------------------------------------
 def test_eval_exact_decode_agrees_with_torchvision_resize_and_center_crop(dataset_352px):
     from PIL import Image
