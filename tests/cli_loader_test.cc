@@ -16,15 +16,21 @@ using testing::LastLine;
 using testing::RunDdpio;
 using testing::RunResult;
 
-TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
-  testing::TempDir dir;
-  ASSERT_EQ(RunDdpio({"synth", "--out", dir.Sub("src"), "--classes", "3", "--per-class", "20",
-                      "--size", "64", "--quiet"})
+// Photo-like JPEGs (classes x per_class of about `size` px) in dir/src, converted to dir/db.
+void MakeDataset(const testing::TempDir& dir, const std::string& classes,
+                 const std::string& per_class, const std::string& size) {
+  ASSERT_EQ(RunDdpio({"synth", "--out", dir.Sub("src"), "--classes", classes, "--per-class",
+                      per_class, "--size", size, "--quiet"})
                 .exit_code,
             0);
   ASSERT_EQ(
       RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("db"), "--quiet"}).exit_code,
       0);
+}
+
+TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
+  testing::TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(MakeDataset(dir, "3", "20", "64"));
   for (std::string decode : {"fast", "exact"}) {
     RunResult r = RunDdpio({"bench", "loader", "--data", dir.Sub("db"), "--workers", "2",
                             "--batch-size", "16", "--image-size", "32", "--epochs", "2", "--decode",
@@ -97,13 +103,7 @@ TEST(CliLoader, BenchReportsImagesPerSecondNextToItsCeiling) {
 
 TEST(CliLoader, BothHuffmanDecodersAreTimedOnTheSameImages) {
   testing::TempDir dir;
-  ASSERT_EQ(RunDdpio({"synth", "--out", dir.Sub("src"), "--classes", "2", "--per-class", "6",
-                      "--size", "96", "--quiet"})
-                .exit_code,
-            0);
-  ASSERT_EQ(
-      RunDdpio({"convert", "--src", dir.Sub("src"), "--out", dir.Sub("db"), "--quiet"}).exit_code,
-      0);
+  ASSERT_NO_FATAL_FAILURE(MakeDataset(dir, "2", "6", "96"));
   RunResult r = RunDdpio({"bench", "decode", "--data", dir.Sub("db"), "--sample-images", "8",
                           "--rounds", "3", "--image-size", "32", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

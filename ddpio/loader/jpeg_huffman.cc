@@ -157,6 +157,15 @@ struct Stream {
   bool last = false;  // the scan's last segment: bytes left over there are not checked
 };
 
+// Loads the next 7-8 bytes behind the buffer's valid bits (56 or more valid after).
+[[gnu::always_inline]] inline void Refill(Hot& h) {
+  uint64_t w;
+  std::memcpy(&w, h.p, 8);
+  h.buf |= __builtin_bswap64(w) >> h.bits;
+  h.p += (63 - h.bits) >> 3;
+  h.bits |= 56;
+}
+
 // Bits consumed past the segment's end (positive when the data ran out).
 inline int64_t Overrun(const Hot& h, const Stream& s) { return (h.p - s.limit) * 8 - h.bits; }
 
@@ -271,13 +280,7 @@ struct HuffmanScan::State {
   // One AC coefficient (or run of zeros, or the block's end). A code that is no code ends the
   // block with k = kBadCode.
   [[gnu::always_inline]] static void AcStep(Hot& h) {
-    if (h.bits < 32) {
-      uint64_t w;
-      std::memcpy(&w, h.p, 8);
-      h.buf |= __builtin_bswap64(w) >> h.bits;
-      h.p += (63 - h.bits) >> 3;
-      h.bits |= 56;
-    }
+    if (h.bits < 32) Refill(h);
     const uint32_t e = h.ac->fast_ac[h.buf >> (64 - kFastBits)];
     if (e != 0) [[likely]] {
       const int n = static_cast<int>(e & 0xFF);
@@ -369,13 +372,7 @@ struct HuffmanScan::State {
     }
     const BlockPlan& bp = *s.plan++;
     h.coef += kStride;
-    {
-      uint64_t w;
-      std::memcpy(&w, h.p, 8);
-      h.buf |= __builtin_bswap64(w) >> h.bits;
-      h.p += (63 - h.bits) >> 3;
-      h.bits |= 56;
-    }
+    Refill(h);
     int n;
     if (const uint16_t l = bp.dc->lut[h.buf >> (64 - kLutBits)]; l != 0) [[likely]] {
       h.buf <<= l >> 8;
